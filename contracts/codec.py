@@ -1,0 +1,91 @@
+"""JSON encoding of events and the Kafka headers that travel with them.
+
+Headers on every record: ``type`` and ``schema_version`` (so consumers can
+filter before decoding) and ``traceparent`` (W3C trace context).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from pydantic import ValidationError
+
+from contracts.errors import DecodeError
+from contracts.events import CURRENT_SCHEMA_VERSIONS, JOB_EVENT_ADAPTER, JobEvent
+from contracts.upcasting import UPCASTERS, Upcaster, upcast
+
+Headers = list[tuple[str, bytes]]
+
+HEADER_TYPE: Final = "type"
+HEADER_SCHEMA_VERSION: Final = "schema_version"
+HEADER_TRACEPARENT: Final = "traceparent"
+
+_TRACEPARENT: Final = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def new_traceparent() -> str:
+    """A fresh W3C ``traceparent`` (version 00, sampled)."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+
+
+def is_traceparent(value: str) -> bool:
+    """Whether ``value`` is a well-formed version-00 ``traceparent``."""
+    return bool(_TRACEPARENT.match(value)) and "0" * 32 not in value and "-" + "0" * 16 + "-" not in value
+
+
+def encode_event(event: JobEvent) -> bytes:
+    """The event as compact UTF-8 JSON."""
+    return event.model_dump_json().encode()
+
+
+def event_headers(event: JobEvent, traceparent: str | None = None) -> Headers:
+    """Kafka headers for ``event``; a new trace is started when none is given."""
+    trace = traceparent if traceparent is not None and is_traceparent(traceparent) else new_traceparent()
+    return [
+        (HEADER_TYPE, event.type.encode()),
+        (HEADER_SCHEMA_VERSION, str(event.schema_version).encode()),
+        (HEADER_TRACEPARENT, trace.encode()),
+    ]
+
+
+def header_value(headers: Iterable[tuple[str, bytes]] | None, name: str) -> str | None:
+    """The first header called ``name``, decoded, or ``None``."""
+    for key, value in headers or ():
+        if key == name:
+            return value.decode("utf-8", errors="replace")
+    return None
+
+
+def decode_event(
+    data: bytes | None,
+    upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS,
+) -> JobEvent:
+    """Parse a record value into an event, upcasting older schema versions.
+
+    Raises :class:`DecodeError` with a readable reason for anything that is not
+    a valid event, so the caller can route the record to the DLQ.
+    """
+    if data is None:
+        raise DecodeError("record has no value (tombstone)")
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"value is not UTF-8 JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise DecodeError(f"value is JSON {type(raw).__name__}, expected an object")
+    raw = upcast(raw, CURRENT_SCHEMA_VERSIONS, upcasters)
+    try:
+        return JOB_EVENT_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        raise DecodeError(_describe(exc)) from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    problems: Sequence[str] = [
+        f"{'.'.join(map(str, err['loc'])) or '<root>'}: {err['msg']}" for err in exc.errors()[:5]
+    ]
+    return "invalid event: " + "; ".join(problems)

@@ -1,0 +1,199 @@
+"""Job events: the facts voxlog records on Kafka.
+
+Every event is an immutable envelope (``event_id``, ``type``,
+``schema_version``, ``job_id``, ``fingerprint``, ``attempt``, ``occurred_at``,
+``producer``) around a typed ``payload``. ``type`` is a literal, so
+:data:`JobEvent` is a discriminated union that decodes straight to the right
+class. A change to a payload's shape bumps that event's ``schema_version`` and
+adds an upcaster in :mod:`contracts.upcasting`, so old logs still replay.
+
+``attempt`` lives in the envelope only: 0 for ``JobQueued`` and cache hits,
+1 for the first claim, +1 for each claim after a release.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Final, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+from contracts.fingerprint import fingerprint as compute_fingerprint
+
+# Namespace for deterministic event ids (uuid5), so that a retried emission of
+# the same fact gets the same id and projections apply it once.
+EVENT_NAMESPACE: Final = uuid.UUID("6c1d3a52-63c1-4d2b-9a7e-0f5f8f0b7a11")
+
+Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+NonNegative = Annotated[int, Field(ge=0)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Producer(_Frozen):
+    """Which process emitted an event."""
+
+    service: Annotated[str, Field(min_length=1, max_length=64)]
+    instance: Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class SynthesisRequest(_Frozen):
+    """The normalized request: every field that determines the audio."""
+
+    text: Annotated[str, Field(min_length=1)]
+    voice: Annotated[str, Field(min_length=1, max_length=256)]
+    speed: Annotated[float, Field(gt=0)]
+    lang: Annotated[str, Field(min_length=1, max_length=16)]
+    engine: Annotated[str, Field(min_length=1, max_length=64)]
+    model_version: Annotated[str, Field(min_length=1, max_length=128)]
+    format: Annotated[str, Field(min_length=1, max_length=16)]
+    sample_rate: Annotated[int, Field(gt=0)]
+
+    def fingerprint(self) -> str:
+        """The request's fingerprint (see :mod:`contracts.fingerprint`)."""
+        return compute_fingerprint(
+            text=self.text,
+            voice=self.voice,
+            speed=self.speed,
+            lang=self.lang,
+            engine=self.engine,
+            model_version=self.model_version,
+            audio_format=self.format,
+            sample_rate=self.sample_rate,
+        )
+
+
+class JobQueuedPayload(_Frozen):
+    request: SynthesisRequest
+    idempotency_key: Annotated[str | None, Field(max_length=256)] = None
+    submitted_at: AwareDatetime
+
+
+class JobClaimedPayload(_Frozen):
+    worker_id: Annotated[str, Field(min_length=1)]
+    device: Annotated[str, Field(min_length=1)]
+    engine: Annotated[str, Field(min_length=1)]
+    model_version: Annotated[str, Field(min_length=1)]
+
+
+class TextSpan(_Frozen):
+    """Characters ``[start, end)`` of the normalized request text."""
+
+    start: NonNegative
+    end: NonNegative
+    text: str
+
+
+class AudioRef(_Frozen):
+    """Where a segment's audio lives in the content-addressed blob store."""
+
+    sha256: Sha256Hex
+    uri: Annotated[str, Field(min_length=1)]
+
+
+class SegmentProducedPayload(_Frozen):
+    index: NonNegative
+    span: TextSpan
+    audio: AudioRef
+    duration_ms: NonNegative
+    sample_rate: Annotated[int, Field(gt=0)]
+    byte_length: NonNegative
+
+
+class JobCompletedPayload(_Frozen):
+    segment_count: NonNegative
+    total_duration_ms: NonNegative
+    cache_hit: bool = False
+    source_job_id: uuid.UUID | None = None
+
+
+ReleaseReason = Literal["transient", "shutdown", "rebalance", "stale"]
+
+
+class JobReleasedPayload(_Frozen):
+    reason: ReleaseReason
+    failed_attempt: NonNegative
+    not_before: AwareDatetime | None = None
+    message: Annotated[str, Field(max_length=2000)] = ""
+
+
+class JobFailedPayload(_Frozen):
+    reason_code: Annotated[str, Field(min_length=1, max_length=64)]
+    message: Annotated[str, Field(max_length=2000)]
+    attempts: NonNegative
+
+
+class _Envelope(_Frozen):
+    event_id: uuid.UUID
+    job_id: uuid.UUID
+    fingerprint: Sha256Hex
+    attempt: NonNegative
+    occurred_at: AwareDatetime
+    producer: Producer
+
+
+class JobQueued(_Envelope):
+    type: Literal["JobQueued"] = "JobQueued"
+    schema_version: Literal[1] = 1
+    payload: JobQueuedPayload
+
+
+class JobClaimed(_Envelope):
+    type: Literal["JobClaimed"] = "JobClaimed"
+    schema_version: Literal[1] = 1
+    payload: JobClaimedPayload
+
+
+class SegmentProduced(_Envelope):
+    type: Literal["SegmentProduced"] = "SegmentProduced"
+    schema_version: Literal[1] = 1
+    payload: SegmentProducedPayload
+
+
+class JobCompleted(_Envelope):
+    type: Literal["JobCompleted"] = "JobCompleted"
+    schema_version: Literal[1] = 1
+    payload: JobCompletedPayload
+
+
+class JobReleased(_Envelope):
+    type: Literal["JobReleased"] = "JobReleased"
+    schema_version: Literal[1] = 1
+    payload: JobReleasedPayload
+
+
+class JobFailed(_Envelope):
+    type: Literal["JobFailed"] = "JobFailed"
+    schema_version: Literal[1] = 1
+    payload: JobFailedPayload
+
+
+JobEvent = Annotated[
+    JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed,
+    Field(discriminator="type"),
+]
+JOB_EVENT_ADAPTER: Final[TypeAdapter[JobEvent]] = TypeAdapter(JobEvent)
+
+EVENT_CLASSES: Final = (JobQueued, JobClaimed, SegmentProduced, JobCompleted, JobReleased, JobFailed)
+EventType = Literal["JobQueued", "JobClaimed", "SegmentProduced", "JobCompleted", "JobReleased", "JobFailed"]
+CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
+    cls.model_fields["type"].default: cls.model_fields["schema_version"].default for cls in EVENT_CLASSES
+}
+
+
+def derive_event_id(job_id: uuid.UUID, event_type: str, attempt: int, *parts: str | int) -> uuid.UUID:
+    """A deterministic event id for a fact that a retry could emit twice.
+
+    The same job, type, attempt and distinguishing parts (a segment index, say)
+    always give the same id, so projections apply the fact once.
+    """
+    name = "/".join([str(job_id), event_type, str(attempt), *map(str, parts)])
+    return uuid.uuid5(EVENT_NAMESPACE, name)
+
+
+def utc_now() -> datetime:
+    """The current time as an aware UTC datetime (the only clock events use)."""
+    return datetime.now(UTC)

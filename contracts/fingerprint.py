@@ -1,0 +1,79 @@
+"""Request fingerprints: the key that coalesces identical synthesis requests.
+
+The fingerprint is the hex sha256 of canonical JSON over every field that
+determines the audio, and nothing else (never the job id, the client's
+idempotency key or a timestamp). Normalization rules, applied before hashing:
+
+* text: Unicode NFC; the invisible format characters U+200B (zero width
+  space), U+2060 (word joiner), U+FEFF (byte order mark) and U+00AD (soft
+  hyphen) removed, since they change no sound; every run of Unicode whitespace
+  (spaces, tabs, newlines, no-break spaces) folded to one ASCII space; leading
+  and trailing whitespace removed. Case, punctuation and digits are kept:
+  they change what the model says.
+* voice: surrounding whitespace removed; kept case-sensitive.
+* lang, engine, format: surrounding whitespace removed, lower-cased.
+* speed: rounded to two decimals and written as a fixed-point string
+  (``"1.00"``), so ``1``, ``1.0`` and ``1.001`` hash alike.
+* sample_rate: an integer (Hz).
+* model_version: kept as given (a hash of the weights).
+
+Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 without
+escaping non-ASCII, plus a ``fingerprint_version`` field so that a change of
+these rules changes every fingerprint instead of silently colliding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Final
+
+FINGERPRINT_VERSION: Final = 1
+
+_INVISIBLE: Final = dict.fromkeys(map(ord, "\u200b\u2060\ufeff\u00ad"))
+_WHITESPACE_RUN: Final = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """Return ``text`` as the fingerprint sees it (see the module docstring)."""
+    composed = unicodedata.normalize("NFC", text).translate(_INVISIBLE)
+    return _WHITESPACE_RUN.sub(" ", composed).strip()
+
+
+def normalize_speed(speed: float) -> str:
+    """Speed as a two-decimal fixed-point string: ``1`` → ``"1.00"``."""
+    return str(Decimal(repr(float(speed))).quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN))
+
+
+def canonical_json(value: object) -> bytes:
+    """Deterministic JSON bytes: sorted keys, compact separators, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def fingerprint(
+    *,
+    text: str,
+    voice: str,
+    speed: float,
+    lang: str,
+    engine: str,
+    model_version: str,
+    audio_format: str,
+    sample_rate: int,
+) -> str:
+    """Hex sha256 identifying the audio a request produces."""
+    document = {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "text": normalize_text(text),
+        "voice": voice.strip(),
+        "speed": normalize_speed(speed),
+        "lang": lang.strip().lower(),
+        "engine": engine.strip().lower(),
+        "model_version": model_version,
+        "format": audio_format.strip().lower(),
+        "sample_rate": int(sample_rate),
+    }
+    return hashlib.sha256(canonical_json(document)).hexdigest()

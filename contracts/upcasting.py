@@ -1,0 +1,48 @@
+"""Upcasters: turn an event recorded under an older schema into the current one.
+
+An upcaster takes the raw JSON object of ``(type, version)`` and returns the
+object of ``(type, version + 1)``. Decoding applies them in a chain until the
+record reaches the version the models describe, so the whole history of the
+log stays readable after a schema change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from contracts.errors import UnsupportedSchemaVersion
+
+RawEvent = dict[str, Any]
+Upcaster = Callable[[RawEvent], RawEvent]
+
+# (event type, version it reads) -> function producing version + 1.
+# Empty while every event is at schema_version 1.
+UPCASTERS: Mapping[tuple[str, int], Upcaster] = {}
+
+
+def upcast(
+    raw: RawEvent,
+    current_versions: Mapping[str, int],
+    upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS,
+) -> RawEvent:
+    """Bring ``raw`` to the current schema version of its type."""
+    event_type = raw.get("type")
+    version = raw.get("schema_version")
+    if not isinstance(event_type, str) or event_type not in current_versions:
+        return raw  # left for validation to reject with a precise message
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise UnsupportedSchemaVersion(f"{event_type}: schema_version must be an integer, got {version!r}")
+    target = current_versions[event_type]
+    if version > target:
+        raise UnsupportedSchemaVersion(
+            f"{event_type} schema_version {version} is newer than this code reads ({target}); upgrade voxlog"
+        )
+    while version < target:
+        step = upcasters.get((event_type, version))
+        if step is None:
+            raise UnsupportedSchemaVersion(f"no upcaster from {event_type} v{version} to v{version + 1}")
+        raw = step(raw)
+        version += 1
+        raw["schema_version"] = version
+    return raw

@@ -1,0 +1,248 @@
+"""A single-node Apache Kafka broker in KRaft mode, run from Maven Central jars.
+
+The jars are resolved by Maven from ``infra/kafka/pom.xml`` (cached in
+``~/.m2`` and copied once into a versioned cache directory), the storage is
+formatted on first start, and the broker runs in the background with
+``java -cp``. Data stays in ``<home>/data`` across restarts and crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from aiokafka import AIOKafkaClient
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
+
+from infra.errors import InfraError
+from infra.processes import pid_alive, read_pid, start_background, stop_pid, tail
+from infra.status import ServiceStatus
+
+POM: Final = Path(__file__).parent / "kafka" / "pom.xml"
+LOG4J_CONFIG: Final = Path(__file__).parent / "kafka" / "log4j2.properties"
+
+
+@dataclass(frozen=True)
+class KafkaBrokerConfig:
+    home: Path
+    port: int
+    controller_port: int
+    heap: str
+    jar_cache: Path
+    host: str = "127.0.0.1"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class KafkaBroker:
+    """Lifecycle of one local broker: resolve jars, format, start, probe, stop."""
+
+    def __init__(self, config: KafkaBrokerConfig) -> None:
+        self.config = config
+        self.data_dir = config.home / "data"
+        self.properties = config.home / "server.properties"
+        self.pid_file = config.home / "broker.pid"
+        self.log_file = config.home / "broker.log"
+        self.ports_file = config.home / "ports.json"
+
+    # -- jars -------------------------------------------------------------
+    def jars_dir(self) -> Path:
+        """The directory of broker jars, resolved by Maven on first use."""
+        digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+        target = self.config.jar_cache / digest
+        stamp = target / ".complete"
+        if stamp.exists():
+            return target
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise InfraError("Maven (mvn) is not on PATH; install it (apt-get install maven) to fetch the broker")
+        target.mkdir(parents=True, exist_ok=True)
+        cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={target}"]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise InfraError(f"Maven could not resolve the Kafka jars:\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
+        stamp.touch()
+        return target
+
+    def java_argv(self, main_class: str, *args: str) -> list[str]:
+        java_home = os.environ.get("JAVA_HOME")
+        java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+        if java is None:
+            raise InfraError("java is not on PATH; install a JDK 17+ (apt-get install openjdk-17-jre-headless)")
+        return [
+            java,
+            f"-Xms{self.config.heap}",
+            f"-Xmx{self.config.heap}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+            "-cp",
+            f"{self.jars_dir()}/*",
+            main_class,
+            *args,
+        ]
+
+    # -- configuration ------------------------------------------------------
+    def write_properties(self) -> None:
+        c = self.config
+        lines = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"{c.host}:{c.controller_port}",
+            "listeners": f"PLAINTEXT://{c.host}:{c.port},CONTROLLER://{c.host}:{c.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{c.host}:{c.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "12",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "delete.topic.enable": "true",
+        }
+        self.config.home.mkdir(parents=True, exist_ok=True)
+        body = "".join(f"{key}={value}\n" for key, value in lines.items())
+        self.properties.write_text("# Written by voxlog dev up; edits are overwritten.\n" + body)
+
+    def _check_ports(self) -> None:
+        """The controller endpoint is baked into the formatted storage: refuse a change."""
+        wanted = {"port": self.config.port, "controller_port": self.config.controller_port}
+        if not self.ports_file.exists():
+            return
+        recorded = json.loads(self.ports_file.read_text())
+        if recorded != wanted:
+            raise InfraError(
+                f"the Kafka data in {self.data_dir} was formatted for ports {recorded}, not {wanted}; "
+                "use those ports, or remove the data directory (voxlog dev down --purge) to start afresh"
+            )
+
+    def format_storage(self) -> bool:
+        """Format the KRaft storage unless it already holds a cluster. Returns whether it did."""
+        if (self.data_dir / "meta.properties").exists():
+            self._check_ports()
+            return False
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        argv = self.java_argv(
+            "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(self.properties)
+        )
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise InfraError(f"formatting Kafka storage failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        self.ports_file.write_text(
+            json.dumps({"port": self.config.port, "controller_port": self.config.controller_port})
+        )
+        return True
+
+    # -- lifecycle ----------------------------------------------------------
+    def pid(self) -> int | None:
+        return read_pid(self.pid_file)
+
+    def start(self) -> int:
+        """Start the broker unless it is running; returns its pid."""
+        running = self.pid()
+        if running is not None:
+            return running
+        self.write_properties()
+        self.format_storage()
+        argv = self.java_argv("kafka.Kafka", str(self.properties))
+        return start_background(argv, log_file=self.log_file, pid_file=self.pid_file)
+
+    async def wait_ready(self, within_s: float) -> None:
+        """Wait until the broker answers a metadata request with every partition led."""
+        deadline = time.monotonic() + within_s
+        last_error = "no answer yet"
+        while time.monotonic() < deadline:
+            pid = self.pid()
+            if pid is None:
+                raise InfraError(f"the Kafka broker exited during start; its log ends with:\n{tail(self.log_file)}")
+            ready, last_error = await probe_metadata(self.config.bootstrap_servers)
+            if ready:
+                return
+            await asyncio.sleep(0.5)
+        raise InfraError(
+            f"Kafka did not answer on {self.config.bootstrap_servers} within {within_s:.0f}s ({last_error}); "
+            f"log tail:\n{tail(self.log_file)}"
+        )
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``)."""
+        pid = self.pid()
+        if pid is None:
+            return True
+        clean = stop_pid(pid, timeout=timeout, name="kafka broker")
+        self.pid_file.unlink(missing_ok=True)
+        return clean
+
+    async def status(self) -> ServiceStatus:
+        pid = self.pid()
+        if pid is None:
+            return ServiceStatus("kafka", up=False, endpoint=self.config.bootstrap_servers, detail="not running")
+        ready, detail = await probe_metadata(self.config.bootstrap_servers)
+        return ServiceStatus(
+            "kafka", up=ready and pid_alive(pid), endpoint=self.config.bootstrap_servers, pid=pid, detail=detail
+        )
+
+
+@contextlib.contextmanager
+def _quiet_client_logs() -> Iterator[None]:
+    """A refused connection is the expected answer while the broker starts: do not log it."""
+    logger = logging.getLogger("aiokafka")
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+async def probe_metadata(bootstrap_servers: str) -> tuple[bool, str]:
+    """One metadata round trip: (ready, description)."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000)
+    with _quiet_client_logs():
+        try:
+            await client.bootstrap()
+            metadata = await client.fetch_all_metadata()
+        except (TimeoutError, KafkaError, OSError) as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+        finally:
+            await client.close()
+    brokers = metadata.brokers()
+    if not brokers:
+        return False, "no broker registered yet"
+    leaderless = [
+        f"{topic}/{partition}"
+        for topic in metadata.topics()
+        for partition in metadata.partitions_for_topic(topic) or ()
+        if _leader(metadata.leader_for_partition(TopicPartition(topic, partition))) < 0
+    ]
+    if leaderless:
+        return False, f"{len(leaderless)} partitions without a leader"
+    return True, f"{len(brokers)} broker(s), {len(metadata.topics())} topic(s)"
+
+
+def _leader(node_id: int | None) -> int:
+    return -1 if node_id is None else node_id

@@ -1,0 +1,97 @@
+"""Background processes tracked by pid files: start, probe and stop them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from infra.errors import InfraError
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The pid recorded in ``pid_file`` if that process is still running."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    return pid if pid_alive(pid) else None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` names a live process (a zombie counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    # The state letter follows the parenthesised command name.
+    return stat.rsplit(")", 1)[-1].split()[0] not in {"Z", "X"}
+
+
+def start_background(
+    argv: Sequence[str],
+    *,
+    log_file: Path,
+    pid_file: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """Start ``argv`` detached in its own session, output appended to ``log_file``."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as log:
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise InfraError(f"cannot start {argv[0]}: {exc}") from exc
+    pid_file.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def stop_pid(pid: int, *, timeout: float, name: str) -> bool:
+    """SIGTERM ``pid``, wait up to ``timeout`` seconds, then SIGKILL it.
+
+    Returns ``True`` when it stopped on SIGTERM, ``False`` when it had to be
+    killed.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if wait_gone(pid, timeout):
+        return True
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if not wait_gone(pid, 10.0):
+        raise InfraError(f"{name} (pid {pid}) survived SIGKILL")
+    return False
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait until ``pid`` has exited (reaping it when it is our child)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not pid_alive(pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log yet)"

@@ -1,0 +1,94 @@
+"""The local development stack: one Kafka broker and one PostgreSQL database.
+
+``up`` is idempotent: what runs is left alone, what is missing is installed,
+formatted or started, and it returns once both services answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.errors import InfraError
+from infra.kafka_broker import KafkaBroker, KafkaBrokerConfig
+from infra.postgres_cluster import (
+    PostgresCluster,
+    PostgresClusterConfig,
+    find_bindir,
+    install_server,
+    probe_database,
+)
+from infra.status import ServiceStatus
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    home: Path
+    kafka_port: int
+    kafka_controller_port: int
+    kafka_heap: str
+    postgres_port: int
+    jar_cache: Path
+    external_database_url: str | None = None
+    ready_timeout: float = 120.0
+
+
+class DevStack:
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.kafka = KafkaBroker(
+            KafkaBrokerConfig(
+                home=config.home / "kafka",
+                port=config.kafka_port,
+                controller_port=config.kafka_controller_port,
+                heap=config.kafka_heap,
+                jar_cache=config.jar_cache,
+            )
+        )
+        self.postgres = PostgresCluster(PostgresClusterConfig(home=config.home / "postgres", port=config.postgres_port))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka.config.bootstrap_servers
+
+    @property
+    def database_url(self) -> str:
+        return self.config.external_database_url or self.postgres.config.url
+
+    async def up(self) -> None:
+        """Bring both services up and wait until they answer."""
+        self.config.home.mkdir(parents=True, exist_ok=True)
+        if self.config.external_database_url is None:
+            bindir = find_bindir() or install_server()
+            self.postgres.init(bindir)
+            self.postgres.start(bindir)
+            db_ready = self.postgres.ensure_database(self.config.ready_timeout)
+        else:
+            db_ready = self._check_external()
+        self.kafka.start()
+        await asyncio.gather(db_ready, self.kafka.wait_ready(self.config.ready_timeout))
+
+    async def _check_external(self) -> None:
+        status = await probe_database(self.database_url)
+        if not status.up:
+            raise InfraError(f"VOXLOG_DATABASE_URL does not answer: {status.detail}")
+
+    def down(self, *, purge: bool = False) -> None:
+        """Stop both services; ``purge`` also deletes their data."""
+        self.kafka.stop()
+        if self.config.external_database_url is None:
+            bindir = find_bindir()
+            if bindir is not None:
+                self.postgres.stop(bindir)
+        if purge and self.config.home.exists():
+            shutil.rmtree(self.config.home)
+
+    async def status(self) -> list[ServiceStatus]:
+        kafka, postgres = await asyncio.gather(self.kafka.status(), probe_database(self.database_url))
+        if self.config.external_database_url is None and postgres.up:
+            postgres = ServiceStatus(
+                postgres.name, True, postgres.endpoint, pid=self.postgres.pid(), detail=postgres.detail
+            )
+        return [kafka, postgres]

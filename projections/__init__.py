@@ -1,0 +1,1 @@
+"""Projections: Postgres read models of the event log, and their migrations."""
