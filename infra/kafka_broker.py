@@ -139,15 +139,19 @@ class KafkaBroker:
                 "use those ports, or remove the data directory (voxlog dev down --purge) to start afresh"
             )
 
-    def format_storage(self) -> bool:
+    def format_storage(self, cluster_id: str | None = None) -> bool:
         """Format the KRaft storage unless it already holds a cluster. Returns whether it did."""
         if (self.data_dir / "meta.properties").exists():
             self._check_ports()
             return False
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # "--cluster-id=ID", not "-t ID": a random id may begin with "-" and read as an option.
         argv = self.java_argv(
-            "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(self.properties)
+            "kafka.tools.StorageTool",
+            "format",
+            "--standalone",
+            f"--cluster-id={cluster_id or new_cluster_id()}",
+            f"--config={self.properties}",
         )
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -205,6 +209,11 @@ class KafkaBroker:
         return ServiceStatus(
             "kafka", up=ready and pid_alive(pid), endpoint=self.config.bootstrap_servers, pid=pid, detail=detail
         )
+
+
+def new_cluster_id() -> str:
+    """A random cluster id as Kafka writes them: url-safe base64 of 16 bytes, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 @contextlib.contextmanager

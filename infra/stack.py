@@ -64,10 +64,12 @@ class DevStack:
             bindir = find_bindir() or install_server()
             self.postgres.init(bindir)
             self.postgres.start(bindir)
-            db_ready = self.postgres.ensure_database(self.config.ready_timeout)
-        else:
-            db_ready = self._check_external()
         self.kafka.start()
+        db_ready = (
+            self._check_external()
+            if self.config.external_database_url is not None
+            else self.postgres.ensure_database(self.config.ready_timeout)
+        )
         await asyncio.gather(db_ready, self.kafka.wait_ready(self.config.ready_timeout))
 
     async def _check_external(self) -> None:

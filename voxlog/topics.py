@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -33,8 +35,13 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
     ]
 
 
-async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec]) -> dict[str, str]:
+async def ensure_topics(
+    bootstrap_servers: str, specs: list[TopicSpec], ready_within_s: float = 30.0
+) -> dict[str, str]:
     """Create each missing topic; report ``created`` or ``exists`` per topic.
+
+    Returns once the created topics appear in metadata with every partition
+    led, so a producer started next does not race their creation.
 
     An existing topic with fewer partitions than asked is an error: keys
     would map to other partitions than the settings promise.
@@ -54,6 +61,7 @@ async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec]) -> dict[
                     raise BrokerUnavailable(f"creating topic {name} failed (error {code}): {message}")
                 outcome[name] = "created" if code == 0 else "exists"
         await _check_partitions(admin, [s for s in specs if outcome[s.name] == "exists"])
+        await _wait_visible(admin, [s for s in specs if outcome[s.name] == "created"], ready_within_s)
         return outcome
     except KafkaError as exc:
         raise BrokerUnavailable(f"Kafka at {bootstrap_servers} refused topic bootstrap: {exc}") from exc
@@ -64,6 +72,21 @@ async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec]) -> dict[
 def _topic_errors(response: object) -> list[tuple[str, int, str]]:
     rows = getattr(response, "topic_errors", [])
     return [(row[0], row[1], row[2] if len(row) > 2 else "") for row in rows]
+
+
+async def _wait_visible(admin: AIOKafkaAdminClient, specs: list[TopicSpec], within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    pending = {s.name: s.partitions for s in specs}
+    while pending:
+        for topic in await admin.describe_topics(list(pending)):
+            led = [p for p in topic["partitions"] if p["leader"] >= 0]
+            if topic["error_code"] == 0 and len(led) >= pending.get(topic["topic"], 0):
+                pending.pop(topic["topic"], None)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise BrokerUnavailable(f"topics {sorted(pending)} were created but not led within {within_s:.0f}s")
+        await asyncio.sleep(0.1)
 
 
 async def _check_partitions(admin: AIOKafkaAdminClient, specs: list[TopicSpec]) -> None:

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+import pytest_asyncio
+from aiokafka.admin import AIOKafkaAdminClient
+
+from infra.stack import DevStack
+from projections.migrations import migrate_database
+from tests.support.stack import build_test_stack, stack_home_for_tests
+from voxlog.settings import TopicSettings
+from voxlog.topics import ensure_topics, topic_specs
+
+
+@pytest_asyncio.fixture(scope="session")
+async def stack() -> AsyncIterator[DevStack]:
+    home = stack_home_for_tests()
+    probe = build_test_stack(home, probe_running=True)
+    if all(status.up for status in await probe.status()):
+        yield probe
+        return
+    started = build_test_stack(home, probe_running=False)
+    try:
+        await started.up()
+        yield started
+    finally:
+        started.down()
+
+
+@dataclass(frozen=True)
+class Topics:
+    bootstrap: str
+    settings: TopicSettings
+
+    @property
+    def jobs(self) -> str:
+        return self.settings.jobs_topic
+
+
+@pytest_asyncio.fixture
+async def topics(stack: DevStack) -> AsyncIterator[Topics]:
+    """Fresh jobs, DLQ and nodes topics for one test, deleted afterwards."""
+    suffix = uuid.uuid4().hex[:12]
+    settings = TopicSettings(
+        jobs_topic=f"test.{suffix}.jobs",
+        nodes_topic=f"test.{suffix}.nodes",
+        dlq_topic=f"test.{suffix}.dlq",
+    )
+    await ensure_topics(stack.bootstrap_servers, topic_specs(settings))
+    yield Topics(stack.bootstrap_servers, settings)
+    admin = AIOKafkaAdminClient(bootstrap_servers=stack.bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.delete_topics([settings.jobs_topic, settings.nodes_topic, settings.dlq_topic])
+    finally:
+        await admin.close()
+
+
+@pytest_asyncio.fixture
+async def schema(stack: DevStack) -> AsyncIterator[str]:
+    """A fresh Postgres schema with the migrations applied, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    await migrate_database(stack.database_url, name)
+    yield name
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        await conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+    finally:
+        await conn.close()
+
+
+@pytest_asyncio.fixture
+async def pg(stack: DevStack, schema: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(stack.database_url, server_settings={"search_path": schema})
+    yield conn
+    await conn.close()

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import pytest
+
+from projections.errors import MigrationError
+from projections.migrations import Migration, load_migrations, migrate, migrate_database
+
+TABLES = {"jobs", "segments", "job_events", "result_cache", "projection_offsets", "schema_migrations"}
+
+
+async def test_migrations_apply_twice_without_error(stack, schema, pg):
+    # The fixture applied them once already.
+    assert await migrate_database(stack.database_url, schema) == []
+    tables = {
+        row["table_name"]
+        for row in await pg.fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema)
+    }
+    assert tables == TABLES
+    recorded = await pg.fetch("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
+    assert [(r["version"], r["name"], r["checksum"]) for r in recorded] == [
+        (m.version, m.name, m.checksum) for m in load_migrations()
+    ]
+
+
+async def test_concurrent_migrations_apply_once(stack):
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    try:
+        results = await asyncio.gather(*(migrate_database(stack.database_url, name) for _ in range(4)))
+        assert sorted(len(applied) for applied in results) == [0, 0, 0, len(load_migrations())]
+    finally:
+        conn = await asyncpg.connect(stack.database_url)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        await conn.close()
+
+
+async def test_an_edited_applied_migration_is_refused(stack, schema):
+    edited = [Migration(m.version, m.name, m.sql + "\n-- edited") for m in load_migrations()]
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        with pytest.raises(MigrationError, match="changed after it was applied"):
+            await migrate(conn, schema, edited)
+    finally:
+        await conn.close()
+
+
+async def test_a_failing_migration_leaves_nothing_behind(stack):
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    broken = [*load_migrations(), Migration(len(load_migrations()) + 1, "broken", "CREATE TABLE jobs (x int);")]
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        with pytest.raises(MigrationError, match="already exists"):
+            await migrate(conn, name, broken)
+        exists = await conn.fetchval("SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", name)
+        assert exists == 0
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        await conn.close()

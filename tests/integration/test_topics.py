@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from voxlog.errors import TopicMismatch
+from voxlog.settings import TopicSettings
+from voxlog.topics import ensure_topics, topic_specs
+
+
+async def _describe(bootstrap: str, topic: str) -> tuple[int, dict[str, str]]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+        (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    finally:
+        await admin.close()
+    configs = {entry[0]: entry[1] for entry in response.resources[0][4]}
+    return len(described["partitions"]), configs
+
+
+async def test_bootstrap_creates_the_topics_once(topics):
+    # The fixture created them; a second bootstrap finds them all.
+    again = await ensure_topics(topics.bootstrap, topic_specs(topics.settings))
+    assert set(again.values()) == {"exists"}
+    partitions, configs = await _describe(topics.bootstrap, topics.jobs)
+    assert partitions == 24
+    assert configs["retention.ms"] == "-1"
+    _, nodes_configs = await _describe(topics.bootstrap, topics.settings.nodes_topic)
+    assert nodes_configs["cleanup.policy"] == "compact"
+
+
+async def test_partition_count_is_configurable_and_checked(stack):
+    suffix = uuid.uuid4().hex[:10]
+    names = {"jobs_topic": f"p.{suffix}.jobs", "nodes_topic": f"p.{suffix}.nodes", "dlq_topic": f"p.{suffix}.dlq"}
+    small = TopicSettings(jobs_partitions=3, **names)
+    assert set((await ensure_topics(stack.bootstrap_servers, topic_specs(small))).values()) == {"created"}
+    assert (await _describe(stack.bootstrap_servers, small.jobs_topic))[0] == 3
+    with pytest.raises(TopicMismatch, match="has 3 partitions but 24"):
+        await ensure_topics(stack.bootstrap_servers, topic_specs(TopicSettings(**names)))
+    admin = AIOKafkaAdminClient(bootstrap_servers=stack.bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.delete_topics(list(names.values()))
+    finally:
+        await admin.close()

@@ -1,0 +1,103 @@
+"""Builders of valid events for tests: one per type, varied by arguments."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from contracts import (
+    AudioRef,
+    JobClaimed,
+    JobClaimedPayload,
+    JobCompleted,
+    JobCompletedPayload,
+    JobEvent,
+    JobFailed,
+    JobFailedPayload,
+    JobQueued,
+    JobQueuedPayload,
+    JobReleased,
+    JobReleasedPayload,
+    Producer,
+    SegmentProduced,
+    SegmentProducedPayload,
+    SynthesisRequest,
+    TextSpan,
+    derive_event_id,
+)
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+PRODUCER = Producer(service="tests", instance="pytest-1")
+
+
+def request(text: str = "Hello world.", voice: str = "jf_alpha") -> SynthesisRequest:
+    return SynthesisRequest(
+        text=text,
+        voice=voice,
+        speed=1.0,
+        lang="en-us",
+        engine="kokoro-onnx",
+        model_version="6e742170d309",
+        format="wav",
+        sample_rate=24000,
+    )
+
+
+def one_of_each(text: str = "Hello world.", job_id: uuid.UUID | None = None) -> list[JobEvent]:
+    """A job's life with every event type, in an order a real job could take."""
+    req = request(text)
+    fp = req.fingerprint()
+    job = job_id or uuid.uuid4()
+    common = {"job_id": job, "fingerprint": fp, "producer": PRODUCER}
+    sha = "ab" * 32
+    return [
+        JobQueued(
+            event_id=uuid.uuid4(),
+            attempt=0,
+            occurred_at=T0,
+            payload=JobQueuedPayload(request=req, idempotency_key="client-key-1", submitted_at=T0),
+            **common,
+        ),
+        JobClaimed(
+            event_id=derive_event_id(job, "JobClaimed", 1),
+            attempt=1,
+            occurred_at=T0 + timedelta(seconds=1),
+            payload=JobClaimedPayload(worker_id="w1", device="cpu", engine="kokoro-onnx", model_version="6e742170d309"),
+            **common,
+        ),
+        JobReleased(
+            event_id=derive_event_id(job, "JobReleased", 1),
+            attempt=1,
+            occurred_at=T0 + timedelta(seconds=2),
+            payload=JobReleasedPayload(reason="transient", failed_attempt=1, not_before=T0 + timedelta(seconds=5)),
+            **common,
+        ),
+        SegmentProduced(
+            event_id=derive_event_id(job, "SegmentProduced", 2, 0),
+            attempt=2,
+            occurred_at=T0 + timedelta(seconds=6),
+            payload=SegmentProducedPayload(
+                index=0,
+                span=TextSpan(start=0, end=len(text), text=text),
+                audio=AudioRef(sha256=sha, uri=f"file:///blobs/{sha}"),
+                duration_ms=1200,
+                sample_rate=24000,
+                byte_length=57644,
+            ),
+            **common,
+        ),
+        JobCompleted(
+            event_id=derive_event_id(job, "JobCompleted", 2),
+            attempt=2,
+            occurred_at=T0 + timedelta(seconds=7),
+            payload=JobCompletedPayload(segment_count=1, total_duration_ms=1200),
+            **common,
+        ),
+        JobFailed(
+            event_id=derive_event_id(job, "JobFailed", 3),
+            attempt=3,
+            occurred_at=T0 + timedelta(seconds=8),
+            payload=JobFailedPayload(reason_code="engine_error", message="model raised", attempts=3),
+            **common,
+        ),
+    ]

@@ -1,0 +1,41 @@
+"""Reading a topic back in tests: every record, with a deadline instead of sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka.structs import TopicPartition
+
+
+async def read_topic(bootstrap: str, topic: str, expected: int, within_s: float = 30.0) -> list[ConsumerRecord]:
+    """All records of ``topic`` from offset 0, once ``expected`` have arrived (or fail at the deadline)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        partitions = await _partitions(consumer, topic, within_s)
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
+        await consumer.seek_to_beginning()
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + within_s
+        while len(records) < expected and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for part in batch.values():
+                records.extend(part)
+        if len(records) < expected:
+            raise AssertionError(f"read {len(records)} of {expected} records from {topic} within {within_s}s")
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float) -> set[int]:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        found = consumer.partitions_for_topic(topic)
+        if found:
+            return set(found)
+        await consumer._client.force_metadata_update()
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"topic {topic} has no partitions after {within_s}s")

@@ -1,0 +1,59 @@
+"""The test stack: a real Kafka broker and PostgreSQL cluster on free loopback ports.
+
+Started once per test session, or reused when one is already up (so a
+developer can keep it running between runs with the same home). A stack the
+session started is stopped by it, pass or fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from infra.stack import DevStack, StackConfig
+from voxlog.settings import default_cache_root, default_state_root
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def stack_home_for_tests() -> Path:
+    return Path(os.environ.get("VOXLOG_TEST_STACK_HOME", default_state_root() / "test"))
+
+
+def build_test_stack(home: Path, *, probe_running: bool) -> DevStack:
+    """The stack at ``home`` with its recorded ports, or fresh free ports (and data) when they are taken."""
+    ports_file = home / "test-ports.json"
+    ports: dict[str, int] | None = json.loads(ports_file.read_text()) if ports_file.exists() else None
+    if ports is not None and not probe_running and not all(port_free(p) for p in ports.values()):
+        shutil.rmtree(home)
+        ports = None
+    if ports is None:
+        ports = {"kafka": free_port(), "controller": free_port(), "postgres": free_port()}
+        home.mkdir(parents=True, exist_ok=True)
+        ports_file.write_text(json.dumps(ports))
+    return DevStack(
+        StackConfig(
+            home=home,
+            kafka_port=ports["kafka"],
+            kafka_controller_port=ports["controller"],
+            kafka_heap="512m",
+            postgres_port=ports["postgres"],
+            jar_cache=default_cache_root() / "kafka",
+        )
+    )

@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from pydantic import ValidationError
+
+from contracts import (
+    EVENT_CLASSES,
+    HEADER_SCHEMA_VERSION,
+    HEADER_TRACEPARENT,
+    HEADER_TYPE,
+    DecodeError,
+    JobQueued,
+    UnsupportedSchemaVersion,
+    decode_event,
+    derive_event_id,
+    encode_event,
+    event_headers,
+    header_value,
+)
+from contracts.codec import is_traceparent
+from tests.support.events import one_of_each
+
+
+def test_the_sample_job_covers_every_event_type():
+    assert {type(e) for e in one_of_each()} == set(EVENT_CLASSES)
+
+
+@pytest.mark.parametrize("event", one_of_each(), ids=lambda e: e.type)
+def test_every_event_type_round_trips_through_json(event):
+    decoded = decode_event(encode_event(event))
+    assert decoded == event
+    assert type(decoded) is type(event)
+
+
+@pytest.mark.parametrize("event", one_of_each(), ids=lambda e: e.type)
+def test_headers_carry_type_version_and_trace(event):
+    headers = event_headers(event)
+    assert header_value(headers, HEADER_TYPE) == event.type
+    assert header_value(headers, HEADER_SCHEMA_VERSION) == str(event.schema_version)
+    trace = header_value(headers, HEADER_TRACEPARENT)
+    assert trace is not None
+    assert is_traceparent(trace)
+
+
+def test_a_given_traceparent_is_propagated_and_a_malformed_one_replaced():
+    event = one_of_each()[0]
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert header_value(event_headers(event, parent), HEADER_TRACEPARENT) == parent
+    replaced = header_value(event_headers(event, "not-a-trace"), HEADER_TRACEPARENT)
+    assert replaced != "not-a-trace"
+    assert replaced is not None
+    assert is_traceparent(replaced)
+
+
+def test_events_are_immutable():
+    event = one_of_each()[0]
+    with pytest.raises(ValidationError):
+        event.attempt = 5  # type: ignore[misc]
+
+
+def test_unknown_type_is_a_decode_error_naming_the_field():
+    raw = json.loads(encode_event(one_of_each()[0]))
+    raw["type"] = "JobExploded"
+    with pytest.raises(DecodeError, match="type"):
+        decode_event(json.dumps(raw).encode())
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [(None, "tombstone"), (b"\xff\xfe", "UTF-8 JSON"), (b"[1, 2]", "expected an object"), (b"{", "JSON")],
+)
+def test_undecodable_values_say_why(data, reason):
+    with pytest.raises(DecodeError, match=reason):
+        decode_event(data)
+
+
+def test_extra_fields_are_rejected():
+    raw = json.loads(encode_event(one_of_each()[1]))
+    raw["payload"]["gpu_temperature"] = 80
+    with pytest.raises(DecodeError, match="gpu_temperature"):
+        decode_event(json.dumps(raw).encode())
+
+
+def test_a_newer_schema_version_is_refused_with_advice():
+    raw = json.loads(encode_event(one_of_each()[0]))
+    raw["schema_version"] = 2
+    with pytest.raises(UnsupportedSchemaVersion, match="upgrade voxlog"):
+        decode_event(json.dumps(raw).encode())
+
+
+def test_an_older_schema_version_is_upcast_through_the_chain():
+    current = one_of_each()[4]  # JobCompleted v1
+    raw = json.loads(encode_event(current))
+    # Pretend v1 once had no cache_hit flag and named the count "segments".
+    raw["schema_version"] = 0
+    raw["payload"]["segments"] = raw["payload"].pop("segment_count")
+    del raw["payload"]["cache_hit"]
+
+    def v0_to_v1(old: dict) -> dict:
+        payload = dict(old["payload"])
+        payload["segment_count"] = payload.pop("segments")
+        payload["cache_hit"] = False
+        return {**old, "payload": payload}
+
+    assert decode_event(json.dumps(raw).encode(), {("JobCompleted", 0): v0_to_v1}) == current
+    with pytest.raises(UnsupportedSchemaVersion, match="no upcaster"):
+        decode_event(json.dumps(raw).encode(), {})
+
+
+def test_deterministic_event_ids_repeat_for_the_same_fact_only():
+    job = uuid.uuid4()
+    assert derive_event_id(job, "SegmentProduced", 1, 3) == derive_event_id(job, "SegmentProduced", 1, 3)
+    assert derive_event_id(job, "SegmentProduced", 1, 3) != derive_event_id(job, "SegmentProduced", 2, 3)
+    assert derive_event_id(job, "SegmentProduced", 1, 3) != derive_event_id(job, "SegmentProduced", 1, 4)
+
+
+def test_naive_timestamps_are_rejected():
+    raw = json.loads(encode_event(one_of_each()[0]))
+    raw["occurred_at"] = "2026-11-29T12:00:00"
+    with pytest.raises(DecodeError, match="occurred_at"):
+        decode_event(json.dumps(raw).encode())
+
+
+def test_fingerprint_must_be_a_sha256_hex():
+    event = one_of_each()[0]
+    with pytest.raises(ValidationError):
+        JobQueued(**{**event.model_dump(), "fingerprint": "abc"})

@@ -1,0 +1,81 @@
+"""The Kafka adapter every process shares: publishing events with their headers.
+
+Records are keyed by the request fingerprint, so aiokafka's default
+partitioner (murmur2, the same as the Java client's) keeps every event of a
+fingerprint in one partition, in order. The producer is idempotent with
+``acks=all``: a record is reported published only once every in-sync replica
+has it. aiokafka errors are converted here into :class:`BrokerUnavailable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from contracts import JobEvent, encode_event, event_headers
+from voxlog.errors import BrokerUnavailable
+
+
+@dataclass(frozen=True)
+class RecordPosition:
+    topic: str
+    partition: int
+    offset: int
+
+
+class EventPublisher(Protocol):
+    """Port: append an event to the log and return where it landed."""
+
+    async def publish(self, event: JobEvent, *, traceparent: str | None = None) -> RecordPosition: ...
+
+
+class KafkaEventPublisher:
+    """Adapter: an idempotent, ``acks=all`` aiokafka producer on the jobs topic."""
+
+    def __init__(
+        self, bootstrap_servers: str, topic: str, *, client_id: str = "voxlog", request_timeout_ms: int = 15000
+    ) -> None:
+        self.topic = topic
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=2,
+            request_timeout_ms=request_timeout_ms,
+        )
+
+    async def start(self) -> None:
+        try:
+            await self._producer.start()
+        except (KafkaError, OSError) as exc:
+            await self._producer.stop()
+            raise BrokerUnavailable(f"cannot connect the producer to Kafka: {exc}") from exc
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def publish(self, event: JobEvent, *, traceparent: str | None = None) -> RecordPosition:
+        try:
+            metadata = await self._producer.send_and_wait(
+                self.topic,
+                value=encode_event(event),
+                key=event.fingerprint.encode(),
+                headers=event_headers(event, traceparent),
+            )
+        except KafkaError as exc:
+            raise BrokerUnavailable(f"Kafka did not acknowledge {event.type} for job {event.job_id}: {exc}") from exc
+        return RecordPosition(metadata.topic, metadata.partition, metadata.offset)
