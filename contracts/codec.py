@@ -15,7 +15,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from contracts.errors import DecodeError
-from contracts.events import CURRENT_SCHEMA_VERSIONS, JOB_EVENT_ADAPTER, JobEvent
+from contracts.events import CURRENT_SCHEMA_VERSIONS, JOB_EVENT_ADAPTER, NODE_EVENT_ADAPTER, JobEvent, NodeAnnounced
 from contracts.upcasting import UPCASTERS, Upcaster, upcast
 
 Headers = list[tuple[str, bytes]]
@@ -37,12 +37,22 @@ def is_traceparent(value: str) -> bool:
     return bool(_TRACEPARENT.match(value)) and "0" * 32 not in value and "-" + "0" * 16 + "-" not in value
 
 
-def encode_event(event: JobEvent) -> bytes:
+AnyEvent = JobEvent | NodeAnnounced
+
+
+def encode_event(event: AnyEvent) -> bytes:
     """The event as compact UTF-8 JSON."""
     return event.model_dump_json().encode()
 
 
-def event_headers(event: JobEvent, traceparent: str | None = None) -> Headers:
+def record_key(event: AnyEvent) -> bytes:
+    """The Kafka key: the fingerprint for job events, the worker id for node announcements."""
+    if isinstance(event, NodeAnnounced):
+        return event.payload.worker_id.encode()
+    return event.fingerprint.encode()
+
+
+def event_headers(event: AnyEvent, traceparent: str | None = None) -> Headers:
     """Kafka headers for ``event``; a new trace is started when none is given."""
     trace = traceparent if traceparent is not None and is_traceparent(traceparent) else new_traceparent()
     return [
@@ -64,11 +74,28 @@ def decode_event(
     data: bytes | None,
     upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS,
 ) -> JobEvent:
-    """Parse a record value into an event, upcasting older schema versions.
+    """Parse a record value into a job event, upcasting older schema versions.
 
     Raises :class:`DecodeError` with a readable reason for anything that is not
     a valid event, so the caller can route the record to the DLQ.
     """
+    raw = _load_raw(data, upcasters)
+    try:
+        return JOB_EVENT_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        raise DecodeError(_describe(exc)) from exc
+
+
+def decode_node_event(data: bytes | None, upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS) -> NodeAnnounced:
+    """Parse a record of the nodes topic."""
+    raw = _load_raw(data, upcasters)
+    try:
+        return NODE_EVENT_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        raise DecodeError(_describe(exc)) from exc
+
+
+def _load_raw(data: bytes | None, upcasters: Mapping[tuple[str, int], Upcaster]) -> dict[str, object]:
     if data is None:
         raise DecodeError("record has no value (tombstone)")
     try:
@@ -77,11 +104,7 @@ def decode_event(
         raise DecodeError(f"value is not UTF-8 JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise DecodeError(f"value is JSON {type(raw).__name__}, expected an object")
-    raw = upcast(raw, CURRENT_SCHEMA_VERSIONS, upcasters)
-    try:
-        return JOB_EVENT_ADAPTER.validate_python(raw)
-    except ValidationError as exc:
-        raise DecodeError(_describe(exc)) from exc
+    return upcast(raw, CURRENT_SCHEMA_VERSIONS, upcasters)
 
 
 def _describe(exc: ValidationError) -> str:

@@ -171,6 +171,28 @@ class JobFailed(_Envelope):
     payload: JobFailedPayload
 
 
+class NodeAnnouncedPayload(_Frozen):
+    worker_id: Annotated[str, Field(min_length=1, max_length=128)]
+    engine: Annotated[str, Field(min_length=1, max_length=64)]
+    model_version: Annotated[str, Field(min_length=1, max_length=128)]
+    device: Annotated[str, Field(min_length=1, max_length=32)]
+    sample_rate: Annotated[int, Field(gt=0)]
+    voices: tuple[str, ...]
+    languages: tuple[str, ...]
+    started_at: AwareDatetime
+
+
+class NodeAnnounced(_Frozen):
+    """A worker's engine, model version and voices; on the compacted nodes topic, key = worker id."""
+
+    type: Literal["NodeAnnounced"] = "NodeAnnounced"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: NodeAnnouncedPayload
+
+
 JobEvent = Annotated[
     JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed,
     Field(discriminator="type"),
@@ -179,8 +201,10 @@ JOB_EVENT_ADAPTER: Final[TypeAdapter[JobEvent]] = TypeAdapter(JobEvent)
 
 EVENT_CLASSES: Final = (JobQueued, JobClaimed, SegmentProduced, JobCompleted, JobReleased, JobFailed)
 EventType = Literal["JobQueued", "JobClaimed", "SegmentProduced", "JobCompleted", "JobReleased", "JobFailed"]
+NODE_EVENT_ADAPTER: Final[TypeAdapter[NodeAnnounced]] = TypeAdapter(NodeAnnounced)
 CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
-    cls.model_fields["type"].default: cls.model_fields["schema_version"].default for cls in EVENT_CLASSES
+    cls.model_fields["type"].default: cls.model_fields["schema_version"].default
+    for cls in (*EVENT_CLASSES, NodeAnnounced)
 }
 
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from consumers.errors import ConsumerError
 from infra.errors import InfraError
 from projections.errors import ProjectionError
-from projections.migrations import migrate_database
-from voxlog import docs
+from tts_node import TtsNodeError
+from voxlog import devstack, docs
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 from voxlog.logging import configure_logging
-from voxlog.settings import AdminSettings, DevSettings
-from voxlog.topics import ensure_topics, topic_specs
-from voxlog.wiring import dev_stack
+from voxlog.settings import AdminSettings, ApiSettings, DevSettings, ProjectorSettings, WorkerSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,12 +25,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    dev = commands.add_parser("dev", help="the local Kafka broker and PostgreSQL cluster")
+    dev = commands.add_parser("dev", help="the local stack: Kafka, PostgreSQL, api, worker, projector")
     dev_commands = dev.add_subparsers(dest="dev_command", required=True)
-    dev_commands.add_parser("up", help="install what is missing, start both services, create topics and tables")
-    down = dev_commands.add_parser("down", help="stop both services (data is kept)")
+    dev_commands.add_parser("up", help="install what is missing, start everything, wait until it answers")
+    down = dev_commands.add_parser("down", help="stop every process and service (data is kept)")
     down.add_argument("--purge", action="store_true", help="also delete the stack's data directory")
-    dev_commands.add_parser("status", help="show each service; exit 1 when one is down")
+    dev_commands.add_parser("status", help="show each service and process; exit 1 when one is down")
+
+    commands.add_parser("api", help="serve the HTTP API (VOXLOG_API_HOST:VOXLOG_API_PORT)")
+    worker = commands.add_parser("worker", help="run one synthesis worker: one model on one device")
+    worker.add_argument("--device", help="cpu or cuda:N (default: VOXLOG_DEVICE, cpu)")
+    commands.add_parser("projector", help="apply the event log to the Postgres tables")
+
+    demo = commands.add_parser("demo", help="submit a text through the API, wait, write the WAV")
+    demo.add_argument("--api", default=None, help="API base URL (default: the dev stack's)")
+    demo.add_argument("--text", default=None, help="text to speak (default: a short demo sentence)")
+    demo.add_argument("--voice", default=None, help="voice (default: the first one a worker announced)")
+    demo.add_argument("--out", type=Path, default=Path("voxlog-demo.wav"), help="where to write the WAV")
 
     commands.add_parser("migrate", help="apply pending Postgres migrations (VOXLOG_DATABASE_URL)")
     commands.add_parser("topics", help="create missing Kafka topics (VOXLOG_KAFKA_BOOTSTRAP_SERVERS)")
@@ -39,39 +51,59 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _dev_up(settings: DevSettings) -> int:
-    stack = dev_stack(settings)
-    await stack.up()
-    created = await ensure_topics(stack.bootstrap_servers, topic_specs(settings))
-    applied = await migrate_database(stack.database_url, settings.database_schema)
-    for status in await stack.status():
-        print(status.line())
-    print("topics:     " + ", ".join(f"{name} ({state})" for name, state in created.items()))
-    print(f"migrations: {len(applied)} applied")
-    print(f"export VOXLOG_KAFKA_BOOTSTRAP_SERVERS={stack.bootstrap_servers}")
-    print(f"export VOXLOG_DATABASE_URL={stack.database_url}")
-    return 0
-
-
-async def _dev_status(settings: DevSettings) -> int:
-    statuses = await dev_stack(settings).status()
-    for status in statuses:
-        print(status.line())
+def _dev(args: argparse.Namespace) -> int:
+    settings = DevSettings()
+    if args.dev_command == "up":
+        lines = asyncio.run(devstack.up(settings))
+        statuses = asyncio.run(devstack.status(settings))
+        print("\n".join([s.line() for s in statuses] + lines))
+        return 0 if all(s.up for s in statuses) else 1
+    if args.dev_command == "down":
+        devstack.down(settings, purge=args.purge)
+        print("stopped" + (" and purged" if args.purge else ""))
+        return 0
+    statuses = asyncio.run(devstack.status(settings))
+    print("\n".join(s.line() for s in statuses))
     return 0 if all(s.up for s in statuses) else 1
 
 
-async def _migrate() -> int:
-    settings = AdminSettings()
-    applied = await migrate_database(settings.database_url, settings.database_schema)
-    names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"
-    print(f"applied: {names}")
+def _services(args: argparse.Namespace) -> int:
+    # Imported here: `voxlog dev status` should not pay for uvicorn, asyncpg pools and onnxruntime.
+    from voxlog import services
+
+    if args.command == "api":
+        asyncio.run(services.run_api(ApiSettings()))
+    elif args.command == "worker":
+        if args.device:
+            os.environ["VOXLOG_DEVICE"] = args.device
+        asyncio.run(services.run_worker(WorkerSettings()))
+    else:
+        asyncio.run(services.run_projector(ProjectorSettings()))
     return 0
 
 
-async def _topics() -> int:
+def _admin(args: argparse.Namespace) -> int:
+    from projections.migrations import migrate_database
+    from voxlog.topics import ensure_topics, topic_specs
+
     settings = AdminSettings()
-    for name, state in (await ensure_topics(settings.kafka_bootstrap_servers, topic_specs(settings))).items():
-        print(f"{name}: {state}")
+    if args.command == "migrate":
+        applied = asyncio.run(migrate_database(settings.database_url, settings.database_schema))
+        print("applied: " + (", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"))
+    else:
+        outcome = asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, topic_specs(settings)))
+        print("\n".join(f"{name}: {state}" for name, state in outcome.items()))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from voxlog.demo import DEMO_TEXT, run_demo
+
+    api = args.api or devstack.api_url(DevSettings())
+    job = run_demo(api, args.text or DEMO_TEXT, args.voice, args.out)
+    seconds = (job["total_duration_ms"] or 0) / 1000
+    print(f"job {job['job_id']} completed: {job['segment_count']} segments, {seconds:.1f} s of speech")
+    print(f"wrote {args.out.resolve()}")
     return 0
 
 
@@ -88,18 +120,13 @@ def _docs(check: bool) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "dev":
-        settings = DevSettings()
-        if args.dev_command == "up":
-            return asyncio.run(_dev_up(settings))
-        if args.dev_command == "down":
-            dev_stack(settings).down(purge=args.purge)
-            print("stopped" + (" and purged" if args.purge else ""))
-            return 0
-        return asyncio.run(_dev_status(settings))
-    if args.command == "migrate":
-        return asyncio.run(_migrate())
-    if args.command == "topics":
-        return asyncio.run(_topics())
+        return _dev(args)
+    if args.command in {"api", "worker", "projector"}:
+        return _services(args)
+    if args.command in {"migrate", "topics"}:
+        return _admin(args)
+    if args.command == "demo":
+        return _demo(args)
     if args.command == "docs":
         return _docs(args.check)
     print(settings_table())
@@ -111,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         return run(args)
-    except (VoxlogError, InfraError, ProjectionError) as exc:
+    except (VoxlogError, InfraError, ProjectionError, ConsumerError, TtsNodeError) as exc:
         print(f"voxlog: {exc}", file=sys.stderr)
         return 2
 

@@ -13,8 +13,8 @@ from typing import Any, Final
 from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
 
-from contracts.events import JOB_EVENT_ADAPTER, JobEvent
-from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC
+from contracts.events import JOB_EVENT_ADAPTER, NODE_EVENT_ADAPTER, JobEvent, NodeAnnounced
+from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
 
 DOCS_DIR: Final = Path(__file__).resolve().parent.parent / "docs"
 SCHEMA_FILE: Final = "events.schema.json"
@@ -24,7 +24,13 @@ _TITLE: Final = "voxlog job events"
 
 def events_json_schema() -> dict[str, Any]:
     schema = JOB_EVENT_ADAPTER.json_schema(mode="serialization")
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": _TITLE, **schema}
+    nodes = NODE_EVENT_ADAPTER.json_schema(mode="serialization", ref_template="#/$defs/nodes/$defs/{model}")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": _TITLE,
+        **schema,
+        "$defs": {**schema.get("$defs", {}), "nodes": nodes},
+    }
 
 
 def asyncapi_document() -> dict[str, Any]:
@@ -38,6 +44,12 @@ def asyncapi_document() -> dict[str, Any]:
             "partition, in order. Headers: type, schema_version, traceparent."
         ),
         schema=JobEvent,
+    )
+    broker.publisher(
+        DEFAULT_NODES_TOPIC,
+        title="nodes",
+        description="Compacted; key = worker id. Each worker announces its engine, model version and voices.",
+        schema=NodeAnnounced,
     )
     broker.publisher(
         DEFAULT_DLQ_TOPIC,

@@ -9,14 +9,17 @@ has it. aiokafka errors are converted here into :class:`BrokerUnavailable`.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 
-from contracts import JobEvent, encode_event, event_headers
+from contracts import AnyEvent, encode_event, event_headers, record_key
 from voxlog.errors import BrokerUnavailable
 
 
@@ -30,7 +33,9 @@ class RecordPosition:
 class EventPublisher(Protocol):
     """Port: append an event to the log and return where it landed."""
 
-    async def publish(self, event: JobEvent, *, traceparent: str | None = None) -> RecordPosition: ...
+    async def publish(
+        self, event: AnyEvent, *, topic: str | None = None, traceparent: str | None = None
+    ) -> RecordPosition: ...
 
 
 class KafkaEventPublisher:
@@ -68,14 +73,36 @@ class KafkaEventPublisher:
     ) -> None:
         await self.stop()
 
-    async def publish(self, event: JobEvent, *, traceparent: str | None = None) -> RecordPosition:
+    async def publish(
+        self, event: AnyEvent, *, topic: str | None = None, traceparent: str | None = None
+    ) -> RecordPosition:
+        """Append ``event`` (to the default topic unless ``topic`` is given) and wait for acks=all."""
+        return await self.send_raw(
+            topic or self.topic, record_key(event), encode_event(event), event_headers(event, traceparent)
+        )
+
+    async def send_raw(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]
+    ) -> RecordPosition:
+        """Append an already-encoded record (used for the DLQ)."""
         try:
-            metadata = await self._producer.send_and_wait(
-                self.topic,
-                value=encode_event(event),
-                key=event.fingerprint.encode(),
-                headers=event_headers(event, traceparent),
-            )
+            metadata = await self._producer.send_and_wait(topic, value=value, key=key, headers=headers)
         except KafkaError as exc:
-            raise BrokerUnavailable(f"Kafka did not acknowledge {event.type} for job {event.job_id}: {exc}") from exc
+            raise BrokerUnavailable(f"Kafka did not acknowledge a record for {topic}: {exc}") from exc
         return RecordPosition(metadata.topic, metadata.partition, metadata.offset)
+
+
+async def wait_for_partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float = 30.0) -> list[TopicPartition]:
+    """The partitions of ``topic`` once metadata knows them (a just-created topic takes a moment)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = consumer.partitions_for_topic(topic)
+        if found:
+            return [TopicPartition(topic, p) for p in sorted(found)]
+        if time.monotonic() >= deadline:
+            raise BrokerUnavailable(f"topic {topic} does not exist or has no partitions; run `voxlog topics`")
+        try:
+            await consumer._client.force_metadata_update()
+        except KafkaError as exc:
+            raise BrokerUnavailable(f"cannot read Kafka metadata: {exc}") from exc
+        await asyncio.sleep(0.2)

@@ -72,10 +72,58 @@ class DevSettings(TopicSettings):
         description="Where the broker jars are copied from ~/.m2 (~/.cache/voxlog/kafka).",
     )
     dev_ready_timeout: float = Field(120.0, description="Seconds to wait for each service to answer.")
+    dev_api_port: int = Field(8000, description="Port of the API that `voxlog dev up` starts.")
+    dev_workers: int = Field(1, ge=0, description="Workers `voxlog dev up` starts (each loads one model).")
     database_url: str | None = Field(
         None, description="An existing PostgreSQL server to use instead of a local cluster (unset: local)."
     )
     database_schema: str = Field("public", description="Schema the projection tables are migrated into.")
 
 
-ALL_SETTINGS: tuple[type[_Settings], ...] = (AdminSettings, DevSettings)
+class CacheSettings(_Settings):
+    cache_ttl: float = Field(600.0, gt=0, description="Seconds a completed result stays reusable by duplicates.")
+    blob_dir: Path = Field(
+        default_factory=lambda: default_state_root() / "blobs",
+        description="Content-addressed segment audio (/var/lib/voxlog/blobs as root, else ~/.local/share/voxlog).",
+    )
+
+
+class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings):
+    """`voxlog api`: the HTTP front door."""
+
+    api_host: str = Field("127.0.0.1", description="Address the API listens on.")
+    api_port: int = Field(8000, description="Port the API listens on.")
+    max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
+    min_speed: float = Field(0.5, gt=0, description="Slowest accepted speed factor.")
+    max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")
+    default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
+    publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
+
+
+class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings):
+    """`voxlog worker`: one synthesis node (one model on one device)."""
+
+    worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
+    synth_group: str = Field("voxlog-synth", description="Consumer group of the synthesis workers.")
+    engine: str = Field("kokoro-onnx", description="Speech engine: kokoro-onnx.")
+    device: str = Field("cpu", description="Device the model runs on (cpu, cuda:N).")
+    threads: int = Field(2, ge=1, description="CPU threads the engine may use.")
+    model_cache_dir: Path = Field(
+        default_factory=lambda: default_cache_root() / "models",
+        description="Where model files assembled from PyPI packages are kept (~/.cache/voxlog/models).",
+    )
+    max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
+    retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
+    shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")
+    rebalance_grace_s: float = Field(10.0, ge=0, description="On revocation, how long a running job may finish.")
+    nice: int = Field(0, ge=0, le=19, description="Raise the worker's nice value by this much at start.")
+
+
+class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):
+    """`voxlog projector`: applies the log to the Postgres tables."""
+
+    projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
+    projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
+
+
+ALL_SETTINGS: tuple[type[_Settings], ...] = (AdminSettings, DevSettings, ApiSettings, WorkerSettings, ProjectorSettings)

@@ -35,9 +35,7 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
     ]
 
 
-async def ensure_topics(
-    bootstrap_servers: str, specs: list[TopicSpec], ready_within_s: float = 30.0
-) -> dict[str, str]:
+async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec], ready_within_s: float = 30.0) -> dict[str, str]:
     """Create each missing topic; report ``created`` or ``exists`` per topic.
 
     Returns once the created topics appear in metadata with every partition

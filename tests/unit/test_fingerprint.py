@@ -44,9 +44,7 @@ def test_distinct_corpus_lines_have_distinct_fingerprints(corpus):
 
 
 def test_invisible_characters_are_removed(corpus):
-    line = next(
-        line for line in (corpus / "unicode.txt").read_text(encoding="utf-8").splitlines() if "\u200b" in line
-    )
+    line = next(line for line in (corpus / "unicode.txt").read_text(encoding="utf-8").splitlines() if "\u200b" in line)
     assert "\u200b" not in normalize_text(line)
     assert "\u00ad" not in normalize_text(line)
     assert fp(line) == fp(line.replace("\u200b", "").replace("\u00ad", ""))

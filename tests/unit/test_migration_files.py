@@ -23,7 +23,7 @@ def test_a_gap_in_versions_is_refused(tmp_path):
 
 def test_a_misnamed_file_is_refused(tmp_path):
     (tmp_path / "1_first.sql").write_text("SELECT 1;")
-    with pytest.raises(MigrationError, match="NNNN_name.sql"):
+    with pytest.raises(MigrationError, match=r"NNNN_name\.sql"):
         load_migrations(tmp_path)
 
 

@@ -1,0 +1,13 @@
+"""Errors of the consumers package (worker and sweeper)."""
+
+
+class ConsumerError(Exception):
+    """Base class of every error raised by ``consumers``."""
+
+
+class InputRejected(ConsumerError):
+    """The engine cannot speak this request (no pronounceable text, unknown voice): not retryable."""
+
+
+class TransientEngineError(ConsumerError):
+    """The engine failed in a way a retry may fix."""

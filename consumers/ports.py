@@ -1,0 +1,70 @@
+"""What the worker needs from the outside, as protocols; adapters live elsewhere."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from contracts import AudioRef, SynthesisRequest
+
+
+@dataclass(frozen=True)
+class EngineDescription:
+    name: str
+    model_version: str
+    sample_rate: int
+    voices: tuple[str, ...]
+    languages: tuple[str, ...]
+    device: str
+
+
+@dataclass(frozen=True)
+class PlannedSegment:
+    """One piece of text the engine accepts in one call; ``handle`` is the engine's own form of it."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    handle: object
+
+
+class SpeechEngine(Protocol):
+    """Blocking calls: the worker runs them on its synthesis thread, never on the event loop.
+
+    ``plan`` raises :class:`InputRejected` for text it cannot speak; ``render``
+    raises :class:`InputRejected` or :class:`TransientEngineError`.
+    """
+
+    @property
+    def description(self) -> EngineDescription: ...
+
+    def plan(self, text: str, lang: str) -> Sequence[PlannedSegment]: ...
+
+    def render(self, segment: PlannedSegment, voice: str, speed: float) -> npt.NDArray[np.float32]: ...
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    job_id: uuid.UUID
+    segment_count: int
+    total_duration_ms: int
+    expires_at: datetime
+
+
+class ResultLookup(Protocol):
+    """The projections, read-only: results and requests other workers produced."""
+
+    async def live_result(self, fingerprint: str, now: datetime) -> CachedResult | None: ...
+
+    async def request_of(self, job_id: uuid.UUID) -> SynthesisRequest | None: ...
+
+
+class AudioSink(Protocol):
+    def put(self, data: bytes, suffix: str) -> AudioRef: ...

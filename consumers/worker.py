@@ -1,0 +1,275 @@
+"""The synthesis worker: a member of the synth consumer group, one job at a time.
+
+Per record (see DESIGN.md, worker loop): records other than the ledger's
+types are skipped by header, undecoded; ``JobQueued`` and ``JobReleased`` are
+acted on unless the ledger shows the job already moved on; a live cached
+result completes the job without synthesis; otherwise the job runs on the
+synthesis thread while the loop keeps polling with every partition paused,
+so a long job never looks like a dead member. The offset is committed only
+after the job's terminal event of this attempt is acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+from consumers.job_runner import JobRunner
+from consumers.ledger import JobView, Ledger
+from consumers.ports import ResultLookup
+from consumers.recovery import LEDGER_TYPES, scan_tail
+from contracts import (
+    HEADER_TYPE,
+    DecodeError,
+    JobCompleted,
+    JobCompletedPayload,
+    JobEvent,
+    JobFailed,
+    JobFailedPayload,
+    JobQueued,
+    JobReleased,
+    Producer,
+    SynthesisRequest,
+    decode_event,
+    derive_event_id,
+    header_value,
+    utc_now,
+)
+from contracts.events import ReleaseReason
+from voxlog.kafka import EventPublisher
+from voxlog.lifecycle import wait_for_stop
+
+log = structlog.get_logger("voxlog.worker")
+T = TypeVar("T")
+ACTIONABLE = frozenset({"JobQueued", "JobReleased"})
+DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
+
+
+class _Deferred(Exception):
+    """The worker is stopping before it acted on a record: leave the record uncommitted."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    worker_id: str
+    bootstrap_servers: str
+    jobs_topic: str
+    cache_ttl: timedelta
+    shutdown_grace_s: float = 20.0
+    rebalance_grace_s: float = 10.0
+    request_wait_s: float = 30.0
+
+
+class SynthWorker(ConsumerRebalanceListener):
+    def __init__(
+        self,
+        config: WorkerConfig,
+        consumer: AIOKafkaConsumer,
+        runner: JobRunner,
+        lookup: ResultLookup,
+        publisher: EventPublisher,
+        producer: Producer,
+        dead_letter: DeadLetter,
+    ) -> None:
+        self.config = config
+        self._consumer = consumer
+        self._runner = runner
+        self._lookup = lookup
+        self._publisher = publisher
+        self._producer = producer
+        self._dead_letter = dead_letter
+        self._ledgers: dict[TopicPartition, Ledger] = {}
+        self._processed: dict[TopicPartition, int] = {}
+        self._current: asyncio.Task[Any] | None = None
+        self._current_tp: TopicPartition | None = None
+        self._abort: ReleaseReason | None = None
+        self._stop = asyncio.Event()
+
+    # -- group membership ------------------------------------------------------
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        task = self._current
+        if task is not None and self._current_tp in revoked:
+            done, _ = await asyncio.wait({task}, timeout=self.config.rebalance_grace_s)
+            if not done:
+                self._abort = "rebalance"  # give it back at the next segment boundary
+                await asyncio.wait({task})
+        await self._commit(revoked)
+        for tp in revoked:
+            self._ledgers.pop(tp, None)
+            self._processed.pop(tp, None)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        for tp in sorted(assigned):
+            committed = await self._consumer.committed(tp)
+            start = committed if committed is not None else (await self._consumer.beginning_offsets([tp]))[tp]
+            ledger = Ledger(self.config.cache_ttl)
+            read = await scan_tail(self.config.bootstrap_servers, tp, start, ledger)
+            self._ledgers[tp] = ledger
+            if read:
+                log.info("recovered partition tail", partition=tp.partition, records=read, from_offset=start)
+
+    # -- main loop ----------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        self._consumer.subscribe([self.config.jobs_topic], listener=self)
+        while not stop.is_set():
+            batch = await self._consumer.getmany(timeout_ms=500, max_records=100)
+            for tp, records in batch.items():
+                for record in records:
+                    if stop.is_set() or tp not in self._consumer.assignment():
+                        break
+                    await self._handle(tp, record)
+            await self._commit(self._consumer.assignment())
+        await self._commit(self._consumer.assignment())
+
+    async def _commit(self, partitions: set[TopicPartition]) -> None:
+        offsets = {tp: OffsetAndMetadata(self._processed[tp], "") for tp in partitions if tp in self._processed}
+        if not offsets:
+            return
+        try:
+            await self._consumer.commit(offsets)
+        except (CommitFailedError, IllegalStateError) as exc:
+            log.warning("commit refused during a rebalance; the next owner re-reads the tail", error=str(exc))
+
+    async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> None:
+        event_type = header_value(record.headers, HEADER_TYPE)
+        if event_type in LEDGER_TYPES:
+            try:
+                event = decode_event(record.value)
+            except DecodeError as exc:
+                if event_type in ACTIONABLE:
+                    await self._dead_letter(record, str(exc))
+            else:
+                try:
+                    acted = await self._on_event(tp, event)
+                except _Deferred:
+                    return  # stopping before anything was emitted: the next owner takes this record
+
+                self._processed[tp] = record.offset + 1
+                if acted:  # the attempt's terminal event is acknowledged: now the offset may move
+                    await self._commit({tp})
+                return
+        self._processed[tp] = record.offset + 1
+
+    async def _on_event(self, tp: TopicPartition, event: JobEvent) -> bool:
+        """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
+        ledger = self._ledgers.setdefault(tp, Ledger(self.config.cache_ttl))
+        view = ledger.observe(event)
+        if isinstance(event, JobQueued) and view.state in {"queued", "claimed"}:
+            # "claimed" here means a previous owner died mid-job: claim it again, one attempt higher.
+            await self._act(tp, ledger, view)
+            return True
+        if isinstance(event, JobReleased) and view.state == "released" and view.attempt == event.payload.failed_attempt:
+            if view.not_before is not None:
+                delay = (view.not_before - utc_now()).total_seconds()
+                if delay > 0:
+                    await self._keepalive(wait_for_stop(self._stop, delay))
+            await self._act(tp, ledger, view)
+            return True
+        return False
+
+    async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView) -> None:
+        if self._stop.is_set():
+            raise _Deferred
+        now = utc_now()
+        cached = ledger.live_result(view.fingerprint, now) or await self._lookup.live_result(view.fingerprint, now)
+        if cached is not None and cached.job_id != view.job_id:
+            hit = JobCompleted(
+                event_id=derive_event_id(view.job_id, "JobCompleted", view.attempt),
+                job_id=view.job_id,
+                fingerprint=view.fingerprint,
+                attempt=view.attempt,
+                occurred_at=now,
+                producer=self._producer,
+                payload=JobCompletedPayload(
+                    segment_count=cached.segment_count,
+                    total_duration_ms=cached.total_duration_ms,
+                    cache_hit=True,
+                    source_job_id=cached.job_id,
+                ),
+            )
+            await self._publisher.publish(hit)
+            ledger.observe(hit)
+            return
+        request = view.request or await self._request_of(view)
+        if request is None and self._stop.is_set():
+            raise _Deferred
+        if request is None:
+            failed = JobFailed(
+                event_id=derive_event_id(view.job_id, "JobFailed", view.attempt),
+                job_id=view.job_id,
+                fingerprint=view.fingerprint,
+                attempt=view.attempt,
+                occurred_at=now,
+                producer=self._producer,
+                payload=JobFailedPayload(
+                    reason_code="request_unavailable",
+                    message="the job's JobQueued is neither in this partition's tail nor in the projection",
+                    attempts=view.attempt,
+                ),
+            )
+            await self._publisher.publish(failed)
+            ledger.observe(failed)
+            return
+        self._current_tp = tp
+        try:
+            await self._keepalive(self._runner.run(view, request, view.attempt + 1, self._abort_reason, ledger.observe))
+        finally:
+            self._current_tp = None
+            self._abort = None
+
+    async def _request_of(self, view: JobView) -> SynthesisRequest | None:
+        deadline = time.monotonic() + self.config.request_wait_s
+        while time.monotonic() < deadline:
+            request = await self._lookup.request_of(view.job_id)
+            if request is not None:
+                return request
+            if await wait_for_stop(self._stop, 0.5):
+                break
+        return None
+
+    def _abort_reason(self) -> ReleaseReason | None:
+        return self._abort
+
+    async def _keepalive(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` while polling with every partition paused, so the group keeps us as a member."""
+        task: asyncio.Task[T] = asyncio.create_task(work)
+        self._current = task
+        shutdown_deadline: float | None = None
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=1.0)
+                if done:
+                    return task.result()
+                if self._stop.is_set():
+                    shutdown_deadline = shutdown_deadline or time.monotonic() + self.config.shutdown_grace_s
+                    if time.monotonic() >= shutdown_deadline:
+                        self._abort = "shutdown"
+                await self._poll_paused()
+        finally:
+            self._current = None
+            if not task.done():
+                task.cancel()
+
+    async def _poll_paused(self) -> None:
+        assigned = self._consumer.assignment()
+        self._consumer.pause(*assigned)
+        try:
+            stray = await self._consumer.getmany(timeout_ms=0)
+        except KafkaError as exc:
+            log.warning("poll during synthesis failed", error=str(exc))
+            return
+        finally:
+            self._consumer.resume(*self._consumer.assignment())
+        for tp, records in stray.items():  # a partition assigned mid-poll was not paused: rewind it
+            if records:
+                self._consumer.seek(tp, records[0].offset)

@@ -1,0 +1,212 @@
+"""The Litestar application: submit jobs, read their status and audio from the projections."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from litestar import Litestar, MediaType, Request, Response, get, post
+from litestar.exceptions import HTTPException, NotFoundException
+from litestar.openapi import OpenAPIConfig
+from litestar.params import Parameter
+
+from contracts import AudioRef, Producer
+from producers.queries import ProjectionReader
+from producers.submit import JobRequest, LazyPublisher, Limits, Rejected, job_id_for, queued_event, validate
+from voxlog.audio import concat_wav
+from voxlog.blobs import BlobNotFound, BlobStore
+from voxlog.errors import BrokerUnavailable
+
+
+@dataclass(frozen=True)
+class ApiDeps:
+    reader: ProjectionReader
+    publisher: LazyPublisher
+    blobs: BlobStore
+    limits: Limits
+    producer: Producer
+
+
+def _deps(request: Request[Any, Any, Any]) -> ApiDeps:
+    deps: ApiDeps = request.app.state.deps
+    return deps
+
+
+def _links(job_id: uuid.UUID) -> dict[str, str]:
+    return {"self": f"/v1/jobs/{job_id}", "audio": f"/v1/jobs/{job_id}/audio"}
+
+
+def job_body(job: dict[str, Any]) -> dict[str, Any]:
+    audio_job = job["source_job_id"] or job["job_id"]
+
+    def _ms(later: str, earlier: str) -> int | None:
+        if job[later] is None or job[earlier] is None:
+            return None
+        return round((job[later] - job[earlier]).total_seconds() * 1000)
+
+    return {
+        "job_id": job["job_id"],
+        "state": job["state"],
+        "attempt": job["attempt"],
+        "fingerprint": job["fingerprint"],
+        "request": job["request"],
+        "cache_hit": job["cache_hit"],
+        "source_job_id": job["source_job_id"],
+        "worker_id": job["worker_id"],
+        "segment_count": job["segment_count"],
+        "total_duration_ms": job["total_duration_ms"],
+        "error": {"code": job["error_code"], "message": job["error_message"]} if job["error_code"] else None,
+        "release": {"reason": job["release_reason"], "not_before": job["not_before"]}
+        if job["release_reason"]
+        else None,
+        "timings": {
+            "submitted_at": job["submitted_at"],
+            "claimed_at": job["claimed_at"],
+            "completed_at": job["completed_at"],
+            "failed_at": job["failed_at"],
+            "queue_wait_ms": _ms("claimed_at", "submitted_at"),
+            "total_ms": _ms("completed_at", "submitted_at"),
+        },
+        "segments": [
+            {
+                "index": s["segment_index"],
+                "text": s["span_text"],
+                "start": s["span_start"],
+                "end": s["span_end"],
+                "duration_ms": s["duration_ms"],
+                "sample_rate": s["sample_rate"],
+                "bytes": s["byte_length"],
+                "audio": f"/v1/jobs/{audio_job}/segments/{s['segment_index']}/audio",
+            }
+            for s in job["segments"]
+        ],
+        "links": _links(job["job_id"]),
+    }
+
+
+@post("/v1/jobs", status_code=202, summary="Submit text for synthesis")
+async def submit_job(
+    request: Request[Any, Any, Any],
+    data: JobRequest,
+    idempotency_key: Annotated[str | None, Parameter(header="Idempotency-Key", max_length=256)] = None,
+) -> Response[dict[str, Any]]:
+    """202 with the new job; 200 with the finished job when the same request is cached or was already submitted."""
+    deps = _deps(request)
+    try:
+        synthesis = validate(data, deps.limits, await deps.reader.engines())
+    except Rejected as exc:
+        headers = {"Retry-After": "5"} if exc.status == 503 else None
+        raise HTTPException(detail=str(exc), status_code=exc.status, headers=headers) from exc
+    job_id = job_id_for(idempotency_key)
+    if idempotency_key and (known := await deps.reader.job(job_id)) is not None:
+        return Response(job_body(known), status_code=200 if known["state"] == "completed" else 202)
+    cached = await deps.reader.cached_job_id(synthesis.fingerprint())
+    if cached is not None and (done := await deps.reader.job(cached)) is not None:
+        return Response(job_body(done), status_code=200)
+    event = queued_event(synthesis, job_id, idempotency_key, deps.producer)
+    try:
+        await deps.publisher.publish(event)
+    except BrokerUnavailable as exc:
+        raise HTTPException(
+            detail=f"the job log is unreachable, nothing was accepted: {exc}",
+            status_code=503,
+            headers={"Retry-After": "5"},
+        ) from exc
+    body = {"job_id": job_id, "fingerprint": event.fingerprint, "state": "queued", "links": _links(job_id)}
+    return Response(body, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
+
+
+@get("/v1/jobs/{job_id:uuid}", summary="A job's state, attempt, timings and segments so far")
+async def get_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> dict[str, Any]:
+    job = await _deps(request).reader.job(job_id)
+    if job is None:
+        raise NotFoundException(f"no job {job_id} (a job just submitted appears within a moment)")
+    return job_body(job)
+
+
+@get("/v1/jobs/{job_id:uuid}/audio", summary="The whole job as WAV", media_type="audio/wav")
+async def get_audio(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Response[bytes]:
+    deps = _deps(request)
+    job = await deps.reader.job(job_id)
+    if job is None:
+        raise NotFoundException(f"no job {job_id}")
+    if job["state"] != "completed":
+        raise HTTPException(detail=f"job {job_id} is {job['state']}, not completed", status_code=409)
+    refs = [AudioRef(sha256=s["audio_sha256"], uri=s["audio_uri"]) for s in job["segments"]]
+    try:
+        parts = [await asyncio.to_thread(deps.blobs.get, ref) for ref in refs]
+        audio = await asyncio.to_thread(concat_wav, parts)
+    except (BlobNotFound, ValueError) as exc:
+        raise HTTPException(detail=f"audio of job {job_id} is no longer stored: {exc}", status_code=410) from exc
+    return Response(audio, media_type="audio/wav", headers={"Content-Disposition": f'inline; filename="{job_id}.wav"'})
+
+
+@get("/v1/jobs/{job_id:uuid}/segments/{index:int}/audio", summary="One segment as WAV", media_type="audio/wav")
+async def get_segment_audio(request: Request[Any, Any, Any], job_id: uuid.UUID, index: int) -> Response[bytes]:
+    deps = _deps(request)
+    job = await deps.reader.job(job_id)
+    if job is None:
+        raise NotFoundException(f"no job {job_id}")
+    segment = next((s for s in job["segments"] if s["segment_index"] == index), None)
+    if segment is None:
+        raise NotFoundException(f"job {job_id} has no segment {index} (yet)")
+    try:
+        audio = await asyncio.to_thread(
+            deps.blobs.get, AudioRef(sha256=segment["audio_sha256"], uri=segment["audio_uri"])
+        )
+    except BlobNotFound as exc:
+        raise HTTPException(detail=str(exc), status_code=410) from exc
+    return Response(audio, media_type="audio/wav")
+
+
+@get("/v1/voices", summary="Voices and model versions announced by the workers")
+async def list_voices(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    engines = await _deps(request).reader.engines()
+    return {
+        "engines": [
+            {
+                "engine": e.engine,
+                "model_version": e.model_version,
+                "sample_rate": e.sample_rate,
+                "languages": list(e.languages),
+                "voices": list(e.voices),
+                "workers": e.workers,
+            }
+            for e in engines
+        ]
+    }
+
+
+@get("/healthz", summary="The process is alive", media_type=MediaType.JSON)
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@get("/readyz", summary="Postgres and Kafka answer", media_type=MediaType.JSON)
+async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    deps = _deps(request)
+    checks: dict[str, str] = {}
+    try:
+        await deps.reader.ping()
+        checks["postgres"] = "ok"
+    except Exception as exc:
+        checks["postgres"] = f"error: {exc}"
+    try:
+        await deps.publisher.get()
+        checks["kafka"] = "ok"
+    except BrokerUnavailable as exc:
+        checks["kafka"] = f"error: {exc}"
+    ready = all(v == "ok" for v in checks.values())
+    return Response({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+
+def create_app(deps: ApiDeps, *, on_shutdown: list[Any] | None = None) -> Litestar:
+    app = Litestar(
+        route_handlers=[submit_job, get_job, get_audio, get_segment_audio, list_voices, healthz, readyz],
+        openapi_config=OpenAPIConfig(title="voxlog", version="1"),
+        on_shutdown=on_shutdown or [],
+    )
+    app.state.deps = deps
+    return app

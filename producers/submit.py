@@ -1,0 +1,149 @@
+"""Turning a client's request into a ``JobQueued`` on the log, or a reason it cannot be."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts import (
+    JobQueued,
+    JobQueuedPayload,
+    Producer,
+    SynthesisRequest,
+    derive_event_id,
+    normalize_text,
+    utc_now,
+)
+from producers.queries import EngineVoices
+from voxlog.errors import BrokerUnavailable
+from voxlog.kafka import KafkaEventPublisher
+
+SUPPORTED_FORMATS: Final = ("wav",)
+IDEMPOTENCY_NAMESPACE: Final = uuid.UUID("0b8f6d1e-5a3c-4f0e-9d57-3f1c2a9e8b40")
+
+
+class JobRequest(BaseModel):
+    """POST /v1/jobs body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(description="What to say; whitespace is folded, at most VOXLOG_MAX_TEXT_CHARS characters.")
+    voice: str = Field(description="A voice from GET /v1/voices.")
+    speed: float = Field(1.0, description="Speed factor, VOXLOG_MIN_SPEED to VOXLOG_MAX_SPEED (0.5 to 2.0).")
+    lang: str = Field("en-us", description="Language of the text: en-us or en-gb.")
+    format: str = Field("wav", description="Audio format: wav.")
+    engine: str | None = Field(None, description="Engine; VOXLOG_DEFAULT_ENGINE when omitted.")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_text_chars: int
+    min_speed: float
+    max_speed: float
+    default_engine: str
+
+
+class Rejected(Exception):
+    """The request is invalid; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> SynthesisRequest:
+    """The normalized request, or :class:`Rejected` saying what to fix."""
+    text = normalize_text(body.text)
+    if not text:
+        raise Rejected("text is empty (after folding whitespace and removing invisible characters)")
+    if len(text) > limits.max_text_chars:
+        raise Rejected(f"text has {len(text)} characters; the limit is {limits.max_text_chars}: split it", 413)
+    if not limits.min_speed <= body.speed <= limits.max_speed:
+        raise Rejected(f"speed {body.speed} is outside [{limits.min_speed}, {limits.max_speed}]")
+    fmt = body.format.strip().lower()
+    if fmt not in SUPPORTED_FORMATS:
+        raise Rejected(f"format {body.format!r} is not supported; use one of: {', '.join(SUPPORTED_FORMATS)}")
+    engine_name = (body.engine or limits.default_engine).strip().lower()
+    engine = next((e for e in engines if e.engine == engine_name), None)
+    if engine is None:
+        known = ", ".join(e.engine for e in engines)
+        if not known:
+            raise Rejected("no speech worker has announced itself yet; start `voxlog worker` and retry", 503)
+        raise Rejected(f"engine {engine_name!r} has no worker; known engines: {known}")
+    lang = body.lang.strip().lower()
+    if lang not in engine.languages:
+        raise Rejected(
+            f"lang {body.lang!r} is not supported by {engine_name}; use one of: {', '.join(engine.languages)}"
+        )
+    voice = body.voice.strip()
+    if voice not in engine.voices:
+        raise Rejected(f"voice {voice!r} is unknown to {engine_name}; known voices: {', '.join(engine.voices)}")
+    return SynthesisRequest(
+        text=text,
+        voice=voice,
+        speed=body.speed,
+        lang=lang,
+        engine=engine_name,
+        model_version=engine.model_version,
+        format=fmt,
+        sample_rate=engine.sample_rate,
+    )
+
+
+def job_id_for(idempotency_key: str | None) -> uuid.UUID:
+    """A client's retry with the same Idempotency-Key names the same job; otherwise a new one."""
+    return uuid.uuid5(IDEMPOTENCY_NAMESPACE, idempotency_key) if idempotency_key else uuid.uuid4()
+
+
+def queued_event(
+    request: SynthesisRequest, job_id: uuid.UUID, idempotency_key: str | None, producer: Producer
+) -> JobQueued:
+    now = utc_now()
+    return JobQueued(
+        event_id=derive_event_id(job_id, "JobQueued", 0),
+        job_id=job_id,
+        fingerprint=request.fingerprint(),
+        attempt=0,
+        occurred_at=now,
+        producer=producer,
+        payload=JobQueuedPayload(request=request, idempotency_key=idempotency_key, submitted_at=now),
+    )
+
+
+class LazyPublisher:
+    """The API's producer: (re)connects on demand, so the API starts and answers 503 while Kafka is down."""
+
+    def __init__(self, factory: type[KafkaEventPublisher], bootstrap: str, topic: str, timeout_ms: int) -> None:
+        self._make = lambda: factory(bootstrap, topic, client_id="voxlog-api", request_timeout_ms=timeout_ms)
+        self._publisher: KafkaEventPublisher | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> KafkaEventPublisher:
+        async with self._lock:
+            if self._publisher is None:
+                publisher = self._make()
+                await publisher.start()
+                self._publisher = publisher
+            return self._publisher
+
+    async def publish(self, event: JobQueued) -> None:
+        publisher = await self.get()
+        try:
+            await publisher.publish(event)
+        except BrokerUnavailable:
+            async with self._lock:  # start over with a fresh connection next time
+                self._publisher = None
+            await publisher.stop()
+            raise
+
+    @property
+    def connected(self) -> bool:
+        return self._publisher is not None
+
+    async def stop(self) -> None:
+        if self._publisher is not None:
+            await self._publisher.stop()

@@ -1,0 +1,227 @@
+"""How each event changes the projection tables.
+
+Every function runs inside the batch's transaction. Applying an event twice
+changes nothing: ``job_events.event_id`` is unique and an event whose id is
+already there is skipped. Fencing: an event of an attempt older than the
+job's current attempt matches no row, so a worker declared stale cannot
+overwrite the newer attempt's state, segments or result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import asyncpg
+
+from contracts import (
+    JobClaimed,
+    JobCompleted,
+    JobEvent,
+    JobFailed,
+    JobQueued,
+    JobReleased,
+    NodeAnnounced,
+    SegmentProduced,
+)
+
+
+@dataclass(frozen=True)
+class Position:
+    topic: str
+    partition: int
+    offset: int
+
+
+async def apply_job_event(conn: asyncpg.Connection, event: JobEvent, at: Position, cache_ttl: timedelta) -> bool:
+    """Apply one job event; returns ``False`` when it had been applied before."""
+    recorded = await conn.fetchval(
+        "INSERT INTO job_events (event_id, job_id, fingerprint, type, schema_version, attempt, occurred_at,"
+        " producer, topic, kafka_partition, kafka_offset, payload)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)"
+        " ON CONFLICT (event_id) DO NOTHING RETURNING true",
+        event.event_id,
+        event.job_id,
+        event.fingerprint,
+        event.type,
+        event.schema_version,
+        event.attempt,
+        event.occurred_at,
+        f"{event.producer.service}/{event.producer.instance}",
+        at.topic,
+        at.partition,
+        at.offset,
+        event.payload.model_dump_json(),
+    )
+    if not recorded:
+        return False
+    match event:
+        case JobQueued():
+            await _queued(conn, event)
+        case JobClaimed():
+            await _claimed(conn, event)
+        case SegmentProduced():
+            await _segment(conn, event)
+        case JobCompleted():
+            await _completed(conn, event, cache_ttl)
+        case JobReleased():
+            await _released(conn, event)
+        case JobFailed():
+            await _failed(conn, event)
+    return True
+
+
+async def _queued(conn: asyncpg.Connection, e: JobQueued) -> None:
+    await conn.execute(
+        "INSERT INTO jobs (job_id, fingerprint, state, attempt, request, idempotency_key, submitted_at,"
+        " updated_at, last_event_id) VALUES ($1, $2, 'queued', $3, $4::jsonb, $5, $6, $7, $8)"
+        " ON CONFLICT (job_id) DO NOTHING",
+        e.job_id,
+        e.fingerprint,
+        e.attempt,
+        e.payload.request.model_dump_json(),
+        e.payload.idempotency_key,
+        e.payload.submitted_at,
+        e.occurred_at,
+        e.event_id,
+    )
+
+
+async def _claimed(conn: asyncpg.Connection, e: JobClaimed) -> None:
+    status = await conn.execute(
+        "UPDATE jobs SET state = 'claimed', attempt = $2, worker_id = $3, claimed_at = $4, updated_at = $4,"
+        " last_event_id = $5, release_reason = NULL, not_before = NULL"
+        " WHERE job_id = $1 AND attempt < $2 AND state NOT IN ('completed', 'failed')",
+        e.job_id,
+        e.attempt,
+        e.payload.worker_id,
+        e.occurred_at,
+        e.event_id,
+    )
+    if status == "UPDATE 1":
+        await conn.execute("DELETE FROM segments WHERE job_id = $1 AND attempt < $2", e.job_id, e.attempt)
+
+
+async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> None:
+    p = e.payload
+    await conn.execute(
+        "INSERT INTO segments (job_id, segment_index, attempt, span_start, span_end, span_text, audio_sha256,"
+        " audio_uri, duration_ms, sample_rate, byte_length, produced_at)"
+        " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12"
+        " WHERE EXISTS (SELECT 1 FROM jobs WHERE job_id = $1 AND attempt = $3 AND state = 'claimed')"
+        " ON CONFLICT (job_id, segment_index) DO UPDATE SET attempt = EXCLUDED.attempt,"
+        " span_start = EXCLUDED.span_start, span_end = EXCLUDED.span_end, span_text = EXCLUDED.span_text,"
+        " audio_sha256 = EXCLUDED.audio_sha256, audio_uri = EXCLUDED.audio_uri,"
+        " duration_ms = EXCLUDED.duration_ms, sample_rate = EXCLUDED.sample_rate,"
+        " byte_length = EXCLUDED.byte_length, produced_at = EXCLUDED.produced_at"
+        " WHERE segments.attempt < EXCLUDED.attempt",
+        e.job_id,
+        p.index,
+        e.attempt,
+        p.span.start,
+        p.span.end,
+        p.span.text,
+        p.audio.sha256,
+        p.audio.uri,
+        p.duration_ms,
+        p.sample_rate,
+        p.byte_length,
+        e.occurred_at,
+    )
+
+
+async def _completed(conn: asyncpg.Connection, e: JobCompleted, cache_ttl: timedelta) -> None:
+    p = e.payload
+    status = await conn.execute(
+        "UPDATE jobs SET state = 'completed', segment_count = $3, total_duration_ms = $4, cache_hit = $5,"
+        " source_job_id = $6, completed_at = $7, updated_at = $7, last_event_id = $8"
+        " WHERE job_id = $1 AND attempt = $2 AND state NOT IN ('completed', 'failed')",
+        e.job_id,
+        e.attempt,
+        p.segment_count,
+        p.total_duration_ms,
+        p.cache_hit,
+        p.source_job_id,
+        e.occurred_at,
+        e.event_id,
+    )
+    if status != "UPDATE 1":
+        return
+    if p.cache_hit:
+        await conn.execute(
+            "UPDATE result_cache SET last_hit_at = greatest(last_hit_at, $2) WHERE fingerprint = $1",
+            e.fingerprint,
+            e.occurred_at,
+        )
+        return
+    await conn.execute(
+        "INSERT INTO result_cache (fingerprint, job_id, segment_count, total_duration_ms, total_bytes,"
+        " created_at, expires_at, last_hit_at)"
+        " SELECT $1, $2, $3, $4, coalesce(sum(byte_length), 0), $5, $6, $5 FROM segments WHERE job_id = $2"
+        " ON CONFLICT (fingerprint) DO UPDATE SET job_id = EXCLUDED.job_id,"
+        " segment_count = EXCLUDED.segment_count, total_duration_ms = EXCLUDED.total_duration_ms,"
+        " total_bytes = EXCLUDED.total_bytes, created_at = EXCLUDED.created_at,"
+        " expires_at = EXCLUDED.expires_at, last_hit_at = EXCLUDED.last_hit_at"
+        " WHERE result_cache.created_at < EXCLUDED.created_at",
+        e.fingerprint,
+        e.job_id,
+        p.segment_count,
+        p.total_duration_ms,
+        e.occurred_at,
+        e.occurred_at + cache_ttl,
+    )
+
+
+async def _released(conn: asyncpg.Connection, e: JobReleased) -> None:
+    p = e.payload
+    status = await conn.execute(
+        "UPDATE jobs SET state = 'released', release_reason = $3, not_before = $4, updated_at = $5,"
+        " last_event_id = $6 WHERE job_id = $1 AND attempt = $2 AND state = 'claimed'",
+        e.job_id,
+        p.failed_attempt,
+        p.reason,
+        p.not_before,
+        e.occurred_at,
+        e.event_id,
+    )
+    if status == "UPDATE 1":
+        # Partial segments of the released attempt are discarded.
+        await conn.execute("DELETE FROM segments WHERE job_id = $1 AND attempt <= $2", e.job_id, p.failed_attempt)
+
+
+async def _failed(conn: asyncpg.Connection, e: JobFailed) -> None:
+    await conn.execute(
+        "UPDATE jobs SET state = 'failed', error_code = $3, error_message = $4, failed_at = $5, updated_at = $5,"
+        " last_event_id = $6 WHERE job_id = $1 AND attempt = $2 AND state NOT IN ('completed', 'failed')",
+        e.job_id,
+        e.attempt,
+        e.payload.reason_code,
+        e.payload.message,
+        e.occurred_at,
+        e.event_id,
+    )
+
+
+async def apply_node_event(conn: asyncpg.Connection, event: NodeAnnounced) -> bool:
+    """Upsert the announcing worker's row; an older announcement never replaces a newer one."""
+    p = event.payload
+    status = await conn.execute(
+        "INSERT INTO nodes (worker_id, engine, model_version, device, sample_rate, voices, languages,"
+        " started_at, announced_at, last_event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        " ON CONFLICT (worker_id) DO UPDATE SET engine = EXCLUDED.engine, model_version = EXCLUDED.model_version,"
+        " device = EXCLUDED.device, sample_rate = EXCLUDED.sample_rate, voices = EXCLUDED.voices,"
+        " languages = EXCLUDED.languages, started_at = EXCLUDED.started_at, announced_at = EXCLUDED.announced_at,"
+        " last_event_id = EXCLUDED.last_event_id"
+        " WHERE nodes.announced_at <= EXCLUDED.announced_at AND nodes.last_event_id <> EXCLUDED.last_event_id",
+        p.worker_id,
+        p.engine,
+        p.model_version,
+        p.device,
+        p.sample_rate,
+        list(p.voices),
+        list(p.languages),
+        p.started_at,
+        event.occurred_at,
+        event.event_id,
+    )
+    return status.endswith(" 1")

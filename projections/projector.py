@@ -1,0 +1,123 @@
+"""The projector: applies every event of the log to the Postgres read models.
+
+It assigns itself every partition of the jobs and nodes topics (no consumer
+group: its position lives in Postgres). On start it seeks each partition to
+the ``projection_offsets`` row written by its last committed batch, so a
+crash replays at most one uncommitted batch, which idempotent application
+absorbs. Each batch of records is applied in one transaction together with
+the new offsets. A record that cannot be decoded, or whose application
+violates a constraint, is copied to the DLQ with the reason and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import asyncpg
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
+
+from contracts import DecodeError, decode_event, decode_node_event
+from projections.apply import Position, apply_job_event, apply_node_event
+from voxlog.lifecycle import wait_for_stop
+
+log = structlog.get_logger("voxlog.projector")
+
+DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class ProjectorConfig:
+    name: str
+    jobs_topic: str
+    nodes_topic: str
+    cache_ttl: timedelta
+    max_batch: int = 500
+    retry_delay_s: float = 1.0
+
+
+class Projector:
+    def __init__(
+        self,
+        config: ProjectorConfig,
+        pool: asyncpg.Pool,
+        consumer: AIOKafkaConsumer,
+        partitions: list[TopicPartition],
+        dead_letter: DeadLetter,
+    ) -> None:
+        self.config = config
+        self._pool = pool
+        self._consumer = consumer
+        self._partitions = partitions
+        self._dead_letter = dead_letter
+        self.applied = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Apply batches until ``stop`` is set; a failed batch is retried from the stored offsets."""
+        await self._seek_to_stored_offsets()
+        while not stop.is_set():
+            batch = await self._consumer.getmany(*self._partitions, timeout_ms=500, max_records=self.config.max_batch)
+            if not batch:
+                continue
+            try:
+                await self.apply_batch(batch)
+            except (asyncpg.PostgresError, OSError, KafkaError) as exc:
+                log.error("batch failed; retrying from the stored offsets", error=str(exc))
+                await wait_for_stop(stop, self.config.retry_delay_s)
+                await self._seek_to_stored_offsets()
+
+    async def _seek_to_stored_offsets(self) -> None:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT topic, partition, next_offset FROM projection_offsets WHERE consumer = $1", self.config.name
+            )
+        stored = {TopicPartition(r["topic"], r["partition"]): r["next_offset"] for r in rows}
+        for tp in self._partitions:
+            if tp in stored:
+                self._consumer.seek(tp, stored[tp])
+            else:
+                await self._consumer.seek_to_beginning(tp)
+
+    async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            for tp, records in batch.items():
+                for record in records:
+                    await self._apply_record(conn, record)
+                await conn.execute(
+                    "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
+                    " VALUES ($1, $2, $3, $4, now()) ON CONFLICT (consumer, topic, partition)"
+                    " DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
+                    self.config.name,
+                    tp.topic,
+                    tp.partition,
+                    records[-1].offset + 1,
+                )
+
+    async def _apply_record(self, conn: asyncpg.Connection, record: ConsumerRecord) -> None:
+        at = Position(record.topic, record.partition, record.offset)
+        try:
+            async with conn.transaction():  # a savepoint: one bad event must not sink the batch
+                if record.topic == self.config.nodes_topic:
+                    await apply_node_event(conn, decode_node_event(record.value))
+                else:
+                    await apply_job_event(conn, decode_event(record.value), at, self.config.cache_ttl)
+            self.applied += 1
+        except DecodeError as exc:
+            await self._reject(record, str(exc))
+        except (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError) as exc:
+            await self._reject(record, f"cannot apply: {exc}")
+
+    async def _reject(self, record: ConsumerRecord, reason: str) -> None:
+        log.warning(
+            "dead-lettered a record",
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            reason=reason,
+        )
+        await self._dead_letter(record, reason)

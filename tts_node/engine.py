@@ -1,0 +1,51 @@
+"""What a TTS engine offers the node: segmentation and per-segment synthesis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Audio = npt.NDArray[np.float32]
+"""Mono float32 samples in [-1, 1] at ``EngineInfo.sample_rate``."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One model call's worth of text, with its place in the request text."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """Identity of a loaded engine, as advertised to the rest of the system."""
+
+    name: str
+    model_version: str
+    sample_rate: int
+    voices: tuple[str, ...]
+    languages: tuple[str, ...]
+    device: str
+
+
+class Engine(Protocol):
+    """A loaded TTS model.
+
+    ``segment`` raises ``EngineInputError`` for an unsupported language or text
+    with nothing to speak; ``synthesize`` raises ``EngineInputError`` for an
+    unknown voice or speed and ``EngineFailure`` when the runtime fails.
+    """
+
+    @property
+    def info(self) -> EngineInfo: ...
+
+    def segment(self, text: str, lang: str) -> list[Segment]: ...
+
+    def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio: ...

@@ -1,0 +1,44 @@
+"""Audio bytes shared by the worker (writes segments) and the API (serves jobs).
+
+Segments are stored as mono 16-bit PCM WAV at the engine's sample rate; a
+whole job is the concatenation of its segments' samples.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+import soundfile as sf
+
+Samples = npt.NDArray[np.float32]
+
+
+def encode_wav(samples: Samples, sample_rate: int) -> bytes:
+    """Float samples in [-1, 1] as a 16-bit PCM WAV file."""
+    buffer = io.BytesIO()
+    sf.write(buffer, np.clip(samples, -1.0, 1.0), sample_rate, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def decode_audio(data: bytes) -> tuple[Samples, int]:
+    """Any format libsndfile reads, as float32 mono samples and their rate."""
+    samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    return samples.mean(axis=1).astype(np.float32), int(rate)
+
+
+def concat_wav(parts: Iterable[bytes]) -> bytes:
+    """One WAV from several WAVs of the same sample rate."""
+    chunks: list[Samples] = []
+    rate: int | None = None
+    for part in parts:
+        samples, part_rate = decode_audio(part)
+        if rate is not None and part_rate != rate:
+            raise ValueError(f"cannot join WAVs at {rate} Hz and {part_rate} Hz")
+        rate = part_rate
+        chunks.append(samples)
+    if rate is None:
+        raise ValueError("no audio to join")
+    return encode_wav(np.concatenate(chunks), rate)

@@ -1,0 +1,68 @@
+"""Content-addressed blob store for segment audio: events carry the hash and URI, never samples."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import unquote, urlparse
+
+from contracts import AudioRef
+from voxlog.errors import VoxlogError
+
+
+class BlobNotFound(VoxlogError):
+    """No blob has that hash (it expired, or the store is not the one that wrote it)."""
+
+
+class BlobStore(Protocol):
+    def put(self, data: bytes, suffix: str) -> AudioRef: ...
+
+    def get(self, ref: AudioRef) -> bytes: ...
+
+    def delete(self, sha256: str) -> bool: ...
+
+
+class LocalBlobStore:
+    """Blobs in a directory as ``ab/cd/<sha256><suffix>``, written atomically (temp file + rename)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def path_for(self, sha256: str, suffix: str) -> Path:
+        return self.root / sha256[:2] / sha256[2:4] / f"{sha256}{suffix}"
+
+    def put(self, data: bytes, suffix: str) -> AudioRef:
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.path_for(digest, suffix)
+        if not path.exists():  # same bytes, same name: a rewrite would change nothing
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return AudioRef(sha256=digest, uri=path.as_uri())
+
+    def get(self, ref: AudioRef) -> bytes:
+        path = Path(unquote(urlparse(ref.uri).path))
+        if path.parent.parent.parent != self.root or not path.name.startswith(ref.sha256):
+            raise BlobNotFound(f"{ref.uri} is not a blob of this store ({self.root})")
+        try:
+            return path.read_bytes()
+        except FileNotFoundError as exc:
+            raise BlobNotFound(f"blob {ref.sha256} is gone") from exc
+
+    def delete(self, sha256: str) -> bool:
+        removed = False
+        for path in (self.root / sha256[:2] / sha256[2:4]).glob(f"{sha256}*"):
+            path.unlink(missing_ok=True)
+            removed = True
+        return removed

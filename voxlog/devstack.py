@@ -1,0 +1,73 @@
+"""`voxlog dev up|down|status`: the local infrastructure plus voxlog's own processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from infra.apps import AppProcesses, AppSpec
+from infra.stack import DevStack
+from infra.status import ServiceStatus
+from projections.migrations import migrate_database
+from voxlog.settings import DevSettings
+from voxlog.topics import ensure_topics, topic_specs
+from voxlog.wiring import dev_stack
+
+
+def app_specs(settings: DevSettings, stack: DevStack) -> list[AppSpec]:
+    """The processes in start order: the projector first, so the workers' announcements are seen."""
+    env = {
+        **os.environ,
+        "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": stack.bootstrap_servers,
+        "VOXLOG_DATABASE_URL": stack.database_url,
+        "VOXLOG_DATABASE_SCHEMA": settings.database_schema,
+        "VOXLOG_BLOB_DIR": str(settings.dev_home / "blobs"),
+        "VOXLOG_API_PORT": str(settings.dev_api_port),
+    }
+    cli = [sys.executable, "-m", "voxlog.cli"]
+    specs = [AppSpec("projector", [*cli, "projector"], env)]
+    specs += [
+        AppSpec(f"worker-{i}", [*cli, "worker", "--device", "cpu"], {**env, "VOXLOG_WORKER_ID": f"dev-cpu-{i}"})
+        for i in range(settings.dev_workers)
+    ]
+    ready = f"http://127.0.0.1:{settings.dev_api_port}/readyz"
+    specs.append(AppSpec("api", [*cli, "api"], env, ready_url=ready))
+    return specs
+
+
+def api_url(settings: DevSettings) -> str:
+    return f"http://127.0.0.1:{settings.dev_api_port}"
+
+
+async def up(settings: DevSettings) -> list[str]:
+    stack = dev_stack(settings)
+    await stack.up()
+    created = await ensure_topics(stack.bootstrap_servers, topic_specs(settings))
+    applied = await migrate_database(stack.database_url, settings.database_schema)
+    apps = AppProcesses(settings.dev_home)
+    specs = app_specs(settings, stack)
+    for spec in specs:
+        apps.start(spec)
+    for spec in specs:
+        await apps.wait_ready(spec, settings.dev_ready_timeout)
+    return [
+        "topics:     " + ", ".join(f"{name} ({state})" for name, state in created.items()),
+        f"migrations: {len(applied)} applied",
+        f"api:        {api_url(settings)} (OpenAPI at {api_url(settings)}/schema)",
+        f"export VOXLOG_KAFKA_BOOTSTRAP_SERVERS={stack.bootstrap_servers}",
+        f"export VOXLOG_DATABASE_URL={stack.database_url}",
+    ]
+
+
+def down(settings: DevSettings, *, purge: bool) -> None:
+    stack = dev_stack(settings)
+    apps = AppProcesses(settings.dev_home)
+    for spec in reversed(app_specs(settings, stack)):
+        apps.stop(spec.name)
+    stack.down(purge=purge)
+
+
+async def status(settings: DevSettings) -> list[ServiceStatus]:
+    stack = dev_stack(settings)
+    apps = AppProcesses(settings.dev_home)
+    return [*(await stack.status()), *[await apps.status(spec) for spec in app_specs(settings, stack)]]

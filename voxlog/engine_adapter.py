@@ -1,0 +1,50 @@
+"""Adapter: a ``tts_node`` engine as the worker's ``SpeechEngine`` port, errors converted at the edge."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from consumers.errors import InputRejected, TransientEngineError
+from consumers.ports import EngineDescription, PlannedSegment
+from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment
+
+
+class TtsNodeSpeechEngine:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        info = engine.info
+        self._description = EngineDescription(
+            name=info.name,
+            model_version=info.model_version,
+            sample_rate=info.sample_rate,
+            voices=tuple(info.voices),
+            languages=tuple(info.languages),
+            device=info.device,
+        )
+
+    @property
+    def description(self) -> EngineDescription:
+        return self._description
+
+    def plan(self, text: str, lang: str) -> Sequence[PlannedSegment]:
+        try:
+            segments = self._engine.segment(text, lang)
+        except EngineInputError as exc:
+            raise InputRejected(str(exc)) from exc
+        except (EngineFailure, ModelUnavailable) as exc:
+            raise TransientEngineError(str(exc)) from exc
+        return [PlannedSegment(s.index, s.start, s.end, s.text, s) for s in segments]
+
+    def render(self, segment: PlannedSegment, voice: str, speed: float) -> npt.NDArray[np.float32]:
+        handle = segment.handle
+        if not isinstance(handle, Segment):
+            raise TypeError("segment was not planned by this engine")
+        try:
+            return self._engine.synthesize(handle, voice, speed)
+        except EngineInputError as exc:
+            raise InputRejected(str(exc)) from exc
+        except (EngineFailure, ModelUnavailable) as exc:
+            raise TransientEngineError(str(exc)) from exc

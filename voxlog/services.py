@@ -1,0 +1,194 @@
+"""Composition root of the long-running processes: api, worker, projector."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import asyncpg
+import structlog
+import uvicorn
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+
+from consumers.job_runner import JobRunner, RetryPolicy
+from consumers.store import PostgresResultLookup
+from consumers.worker import SynthWorker, WorkerConfig
+from contracts import NodeAnnounced, NodeAnnouncedPayload, Producer, utc_now
+from producers.app import ApiDeps, create_app
+from producers.queries import ProjectionReader
+from producers.submit import LazyPublisher, Limits
+from projections.migrations import migrate_database
+from projections.projector import Projector, ProjectorConfig
+from tts_node import load_engine
+from voxlog.blobs import LocalBlobStore
+from voxlog.dlq import dead_letter
+from voxlog.engine_adapter import TtsNodeSpeechEngine
+from voxlog.kafka import KafkaEventPublisher, wait_for_partitions
+from voxlog.lifecycle import stop_on_signals
+from voxlog.settings import ApiSettings, DatabaseSettings, ProjectorSettings, WorkerSettings
+
+log = structlog.get_logger("voxlog")
+
+
+def _instance() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def _pool(settings: DatabaseSettings) -> asyncpg.Pool:
+    await migrate_database(settings.database_url, settings.database_schema)
+    pool: asyncpg.Pool = await asyncpg.create_pool(
+        settings.database_url, min_size=1, max_size=10, server_settings={"search_path": settings.database_schema}
+    )
+    return pool
+
+
+async def run_api(settings: ApiSettings) -> None:
+    pool = await _pool(settings)
+    publisher = LazyPublisher(
+        KafkaEventPublisher, settings.kafka_bootstrap_servers, settings.jobs_topic, settings.publish_timeout_ms
+    )
+    deps = ApiDeps(
+        reader=ProjectionReader(pool),
+        publisher=publisher,
+        blobs=LocalBlobStore(settings.blob_dir),
+        limits=Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine),
+        producer=Producer(service="api", instance=_instance()),
+    )
+    app = create_app(deps)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
+    )
+    try:
+        await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown
+    finally:
+        await publisher.stop()
+        await pool.close()
+
+
+async def run_worker(settings: WorkerSettings) -> None:
+    if settings.nice:
+        os.nice(settings.nice)  # synthesis should yield the CPU to the broker and the API
+    worker_id = settings.worker_id or f"{socket.gethostname()}-{settings.device}"
+    producer = Producer(service="worker", instance=worker_id)
+    engine = TtsNodeSpeechEngine(
+        await asyncio.to_thread(
+            load_engine,
+            settings.engine,
+            device=settings.device,
+            threads=settings.threads,
+            cache_dir=settings.model_cache_dir,
+        )
+    )
+    pool = await _pool(settings)
+    publisher = KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.jobs_topic, client_id=worker_id)
+    await publisher.start()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=settings.synth_group,
+        client_id=worker_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synth")
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    try:
+        await _announce(publisher, settings, worker_id, producer, engine)
+        runner = JobRunner(
+            engine,
+            LocalBlobStore(settings.blob_dir),
+            publisher,
+            producer,
+            worker_id,
+            RetryPolicy(settings.max_attempts, settings.retry_base_delay_s),
+            executor,
+        )
+        config = WorkerConfig(
+            worker_id=worker_id,
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            jobs_topic=settings.jobs_topic,
+            cache_ttl=timedelta(seconds=settings.cache_ttl),
+            shutdown_grace_s=settings.shutdown_grace_s,
+            rebalance_grace_s=settings.rebalance_grace_s,
+        )
+
+        async def to_dlq(record: ConsumerRecord, reason: str) -> object:
+            return await dead_letter(publisher, settings.dlq_topic, record, reason, f"worker:{worker_id}")
+
+        worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), publisher, producer, to_dlq)
+        await consumer.start()
+        log.info("worker started", worker_id=worker_id, engine=engine.description.name, device=settings.device)
+        await worker.run(stop)
+    finally:
+        await consumer.stop()
+        await publisher.stop()
+        await pool.close()
+        executor.shutdown(wait=True, cancel_futures=True)
+        log.info("worker stopped", worker_id=worker_id)
+
+
+async def _announce(
+    publisher: KafkaEventPublisher,
+    settings: WorkerSettings,
+    worker_id: str,
+    producer: Producer,
+    engine: TtsNodeSpeechEngine,
+) -> None:
+    d = engine.description
+    now = utc_now()
+    announcement = NodeAnnounced(
+        event_id=uuid.uuid4(),
+        occurred_at=now,
+        producer=producer,
+        payload=NodeAnnouncedPayload(
+            worker_id=worker_id,
+            engine=d.name,
+            model_version=d.model_version,
+            device=d.device,
+            sample_rate=d.sample_rate,
+            voices=d.voices,
+            languages=d.languages,
+            started_at=now,
+        ),
+    )
+    await publisher.publish(announcement, topic=settings.nodes_topic)
+
+
+async def run_projector(settings: ProjectorSettings) -> None:
+    pool = await _pool(settings)
+    publisher = KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.dlq_topic, client_id="projector")
+    await publisher.start()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None, enable_auto_commit=False
+    )
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    await consumer.start()
+    try:
+        partitions = [
+            *(await wait_for_partitions(consumer, settings.jobs_topic)),
+            *(await wait_for_partitions(consumer, settings.nodes_topic)),
+        ]
+        consumer.assign(partitions)
+        config = ProjectorConfig(
+            name=settings.projector_name,
+            jobs_topic=settings.jobs_topic,
+            nodes_topic=settings.nodes_topic,
+            cache_ttl=timedelta(seconds=settings.cache_ttl),
+            max_batch=settings.projector_batch,
+        )
+
+        async def to_dlq(record: ConsumerRecord, reason: str) -> object:
+            return await dead_letter(publisher, settings.dlq_topic, record, reason, f"projector:{config.name}")
+
+        log.info("projector started", partitions=len(partitions), name=config.name)
+        await Projector(config, pool, consumer, partitions, to_dlq).run(stop)
+    finally:
+        await consumer.stop()
+        await publisher.stop()
+        await pool.close()
+        log.info("projector stopped")
