@@ -1,4 +1,4 @@
-"""The recovery scan: on assignment, read a partition from its committed offset to its end.
+"""The recovery scan: on assignment, read each partition from its committed offset to its end.
 
 Whatever a previous owner did after its last commit is in the log, not yet
 in the committed offset: jobs it completed must not be synthesized again and
@@ -7,6 +7,9 @@ tail into the ledger before acting is what makes a takeover safe.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
@@ -18,33 +21,35 @@ from contracts import HEADER_TYPE, DecodeError, decode_event, header_value
 LEDGER_TYPES = frozenset({"JobQueued", "JobClaimed", "JobCompleted", "JobReleased", "JobFailed"})
 
 
-async def scan_tail(bootstrap_servers: str, tp: TopicPartition, start: int, ledger: Ledger) -> int:
-    """Fold records ``[start, end)`` of ``tp`` into ``ledger``; returns how many were read."""
+async def scan_tails(
+    bootstrap_servers: str, starts: Mapping[TopicPartition, int], new_ledger: Callable[[], Ledger]
+) -> tuple[dict[TopicPartition, Ledger], int]:
+    """A ledger per partition from records ``[start, end)``; also returns how many records were read."""
+    ledgers = {tp: new_ledger() for tp in starts}
+    if not starts:
+        return ledgers, 0
     reader = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, group_id=None)
     await reader.start()
     try:
-        reader.assign([tp])
-        end = (await reader.end_offsets([tp]))[tp]
-        if start >= end:
-            return 0
-        reader.seek(tp, start)
+        reader.assign(list(starts))
+        ends = await reader.end_offsets(list(starts))
+        pending = {tp for tp in starts if starts[tp] < ends[tp]}
+        for tp in pending:
+            reader.seek(tp, starts[tp])
         read = 0
-        position = start
-        while position < end:
-            batch = await reader.getmany(tp, timeout_ms=1000)
-            for record in batch.get(tp, []):
-                position = record.offset + 1
-                if record.offset >= end:
-                    break
-                read += 1
-                if header_value(record.headers, HEADER_TYPE) not in LEDGER_TYPES:
-                    continue
-                try:
-                    ledger.observe(decode_event(record.value))
-                except DecodeError:
-                    continue  # the main loop dead-letters it when it gets there
+        while pending:
+            batch = await reader.getmany(*pending, timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.offset >= ends[tp]:
+                        break
+                    read += 1
+                    if header_value(record.headers, HEADER_TYPE) in LEDGER_TYPES:
+                        # An undecodable record is dead-lettered by the main loop when it gets there.
+                        with contextlib.suppress(DecodeError):
+                            ledgers[tp].observe(decode_event(record.value))
             # Offsets can skip (compaction, transaction markers): trust the consumer's position.
-            position = max(position, await reader.position(tp))
-        return read
+            pending = {tp for tp in pending if await reader.position(tp) < ends[tp]}
+        return ledgers, read
     finally:
         await reader.stop()

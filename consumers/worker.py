@@ -26,7 +26,7 @@ from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from consumers.job_runner import JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.ports import ResultLookup
-from consumers.recovery import LEDGER_TYPES, scan_tail
+from consumers.recovery import LEDGER_TYPES, scan_tails
 from contracts import (
     HEADER_TYPE,
     DecodeError,
@@ -89,33 +89,40 @@ class SynthWorker(ConsumerRebalanceListener):
         self._dead_letter = dead_letter
         self._ledgers: dict[TopicPartition, Ledger] = {}
         self._processed: dict[TopicPartition, int] = {}
-        self._current: asyncio.Task[Any] | None = None
-        self._current_tp: TopicPartition | None = None
         self._abort: ReleaseReason | None = None
         self._stop = asyncio.Event()
+        self._handling = asyncio.Lock()
+        self._generation = 0
 
     # -- group membership ------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        task = self._current
-        if task is not None and self._current_tp in revoked:
-            done, _ = await asyncio.wait({task}, timeout=self.config.rebalance_grace_s)
-            if not done:
-                self._abort = "rebalance"  # give it back at the next segment boundary
-                await asyncio.wait({task})
-        await self._commit(revoked)
-        for tp in revoked:
-            self._ledgers.pop(tp, None)
-            self._processed.pop(tp, None)
+        # Records already fetched belong to the old assignment: the loop drops them (they are
+        # fetched again from the committed offsets), and the record in hand is finished first.
+        self._generation += 1
+        try:
+            await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
+        except TimeoutError:
+            self._abort = "rebalance"  # give the job back at its next segment boundary
+            await self._handling.acquire()
+        try:
+            await self._commit(revoked)
+            for tp in revoked:
+                self._ledgers.pop(tp, None)
+                self._processed.pop(tp, None)
+        finally:
+            self._handling.release()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        for tp in sorted(assigned):
+        starts: dict[TopicPartition, int] = {}
+        beginnings = await self._consumer.beginning_offsets(list(assigned)) if assigned else {}
+        for tp in assigned:
             committed = await self._consumer.committed(tp)
-            start = committed if committed is not None else (await self._consumer.beginning_offsets([tp]))[tp]
-            ledger = Ledger(self.config.cache_ttl)
-            read = await scan_tail(self.config.bootstrap_servers, tp, start, ledger)
-            self._ledgers[tp] = ledger
-            if read:
-                log.info("recovered partition tail", partition=tp.partition, records=read, from_offset=start)
+            starts[tp] = committed if committed is not None else beginnings[tp]
+            # Explicitly, rather than by the reset policy: a just-created topic's reset can stall.
+            self._consumer.seek(tp, starts[tp])
+        ledgers, read = await scan_tails(self.config.bootstrap_servers, starts, lambda: Ledger(self.config.cache_ttl))
+        self._ledgers.update(ledgers)
+        log.info("partitions assigned", partitions=len(assigned), tail_records=read)
 
     # -- main loop ----------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -123,11 +130,15 @@ class SynthWorker(ConsumerRebalanceListener):
         self._consumer.subscribe([self.config.jobs_topic], listener=self)
         while not stop.is_set():
             batch = await self._consumer.getmany(timeout_ms=500, max_records=100)
+            generation = self._generation
             for tp, records in batch.items():
                 for record in records:
-                    if stop.is_set() or tp not in self._consumer.assignment():
+                    if stop.is_set() or generation != self._generation:
                         break
-                    await self._handle(tp, record)
+                    async with self._handling:
+                        if generation != self._generation or tp not in self._consumer.assignment():
+                            break
+                        await self._handle(tp, record)
             await self._commit(self._consumer.assignment())
         await self._commit(self._consumer.assignment())
 
@@ -220,11 +231,9 @@ class SynthWorker(ConsumerRebalanceListener):
             await self._publisher.publish(failed)
             ledger.observe(failed)
             return
-        self._current_tp = tp
         try:
             await self._keepalive(self._runner.run(view, request, view.attempt + 1, self._abort_reason, ledger.observe))
         finally:
-            self._current_tp = None
             self._abort = None
 
     async def _request_of(self, view: JobView) -> SynthesisRequest | None:
@@ -243,7 +252,6 @@ class SynthWorker(ConsumerRebalanceListener):
     async def _keepalive(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` while polling with every partition paused, so the group keeps us as a member."""
         task: asyncio.Task[T] = asyncio.create_task(work)
-        self._current = task
         shutdown_deadline: float | None = None
         try:
             while True:
@@ -256,7 +264,6 @@ class SynthWorker(ConsumerRebalanceListener):
                         self._abort = "shutdown"
                 await self._poll_paused()
         finally:
-            self._current = None
             if not task.done():
                 task.cancel()
 

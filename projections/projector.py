@@ -77,11 +77,10 @@ class Projector:
                 "SELECT topic, partition, next_offset FROM projection_offsets WHERE consumer = $1", self.config.name
             )
         stored = {TopicPartition(r["topic"], r["partition"]): r["next_offset"] for r in rows}
+        # Explicit offsets for every partition: nothing is left to the consumer's reset policy.
+        beginnings = await self._consumer.beginning_offsets(self._partitions)
         for tp in self._partitions:
-            if tp in stored:
-                self._consumer.seek(tp, stored[tp])
-            else:
-                await self._consumer.seek_to_beginning(tp)
+            self._consumer.seek(tp, stored.get(tp, beginnings[tp]))
 
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         async with self._pool.acquire() as conn, conn.transaction():

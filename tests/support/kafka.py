@@ -39,3 +39,17 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float) -
         await consumer._client.force_metadata_update()
         await asyncio.sleep(0.2)
     raise AssertionError(f"topic {topic} has no partitions after {within_s}s")
+
+
+async def read_to_end(bootstrap: str, topic: str) -> list[ConsumerRecord]:
+    """Every record of ``topic`` up to its end offsets at the time of the call."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in await _partitions(consumer, topic, 30.0)]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        total = sum(ends.values())
+    finally:
+        await consumer.stop()
+    return await read_topic(bootstrap, topic, expected=total) if total else []

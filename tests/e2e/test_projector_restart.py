@@ -1,0 +1,111 @@
+"""A projector killed mid-stream resumes from its offsets and ends equal to a fresh projection."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+
+import asyncpg
+
+from contracts import NodeAnnounced, NodeAnnouncedPayload
+from infra.processes import wait_gone
+from projections.migrations import migrate_database
+from tests.support.events import PRODUCER, T0, one_of_each
+from voxlog.kafka import KafkaEventPublisher
+
+TABLES = {
+    "jobs": "job_id",
+    "segments": "job_id, segment_index",
+    "job_events": "event_id",
+    "result_cache": "fingerprint",
+    "nodes": "worker_id",
+}
+VOLATILE = {"recorded_at"}  # when the projector wrote the row, not what the log says
+
+
+async def snapshot(url: str, schema: str) -> dict[str, list[tuple]]:
+    conn = await asyncpg.connect(url, server_settings={"search_path": schema})
+    try:
+        out = {}
+        for table, order in TABLES.items():
+            rows = await conn.fetch(f"SELECT * FROM {table} ORDER BY {order}")
+            out[table] = [tuple(v for k, v in row.items() if k not in VOLATILE) for row in rows]
+        return out
+    finally:
+        await conn.close()
+
+
+async def applied(url: str, schema: str, name: str) -> int:
+    conn = await asyncpg.connect(url, server_settings={"search_path": schema})
+    try:
+        return int(
+            await conn.fetchval(
+                "SELECT coalesce(sum(next_offset), 0) FROM projection_offsets WHERE consumer = $1", name
+            )
+        )
+    finally:
+        await conn.close()
+
+
+async def wait_applied(url: str, schema: str, name: str, target: int, within_s: float = 120.0) -> None:
+    deadline = time.monotonic() + within_s
+    while (done := await applied(url, schema, name)) < target:
+        assert time.monotonic() < deadline, f"projected {done} of {target} records"
+        await asyncio.sleep(0.2)
+
+
+async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(stack, topics, schema, apps):
+    events = [event for i in range(250) for event in one_of_each(f"Replayed sentence {i}.", uuid.uuid4())]
+    node = NodeAnnounced(
+        event_id=uuid.uuid4(),
+        occurred_at=T0,
+        producer=PRODUCER,
+        payload=NodeAnnouncedPayload(
+            worker_id="w-test",
+            engine="kokoro-onnx",
+            model_version="6e742170d309",
+            device="cpu",
+            sample_rate=24000,
+            voices=("jf_alpha",),
+            languages=("en-us",),
+            started_at=T0,
+        ),
+    )
+    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+        await asyncio.gather(*(publisher.publish(e) for e in events))
+        await publisher.publish(node, topic=topics.settings.nodes_topic)
+    total = len(events) + 1
+
+    app = apps(VOXLOG_PROJECTOR_BATCH="40")
+    name = f"projector-{schema}"
+    app.start("projector", ["projector"])
+    await wait_applied(stack.database_url, schema, name, 1)
+    pid = app.processes.pid("projector")
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    assert wait_gone(pid, 30)
+    partial = await applied(stack.database_url, schema, name)
+    assert 0 < partial < total, "killed mid-stream"
+
+    app.start("projector", ["projector"])
+    await wait_applied(stack.database_url, schema, name, total)
+    app.stop("projector")
+
+    fresh_schema = f"t_{uuid.uuid4().hex[:16]}"
+    await migrate_database(stack.database_url, fresh_schema)
+    try:
+        fresh = apps(VOXLOG_DATABASE_SCHEMA=fresh_schema, VOXLOG_PROJECTOR_NAME="fresh")
+        fresh.start("projector", ["projector"])
+        await wait_applied(stack.database_url, fresh_schema, "fresh", total)
+        fresh.stop("projector")
+        resumed, replayed = await snapshot(stack.database_url, schema), await snapshot(stack.database_url, fresh_schema)
+        assert len(resumed["job_events"]) == len(events)
+        assert len(resumed["nodes"]) == 1
+        assert resumed == replayed
+    finally:
+        conn = await asyncpg.connect(stack.database_url)
+        await conn.execute(f'DROP SCHEMA "{fresh_schema}" CASCADE')
+        await conn.close()

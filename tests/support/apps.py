@@ -1,0 +1,103 @@
+"""voxlog's processes (projector, workers, api) as subprocesses of a test, stopped by it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from infra.apps import AppProcesses, AppSpec
+from infra.processes import tail
+from tests.support.stack import free_port
+
+CLI = [sys.executable, "-m", "voxlog.cli"]
+
+
+@dataclass
+class AppStack:
+    home: Path
+    env: dict[str, str]
+    api_port: int
+    processes: AppProcesses = field(init=False)
+    specs: dict[str, AppSpec] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.processes = AppProcesses(self.home)
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def start(self, name: str, command: list[str], extra_env: Mapping[str, str] | None = None) -> None:
+        ready = f"{self.api}/readyz" if command[0] == "api" else None
+        spec = AppSpec(name, [*CLI, *command], {**self.env, **(extra_env or {})}, ready_url=ready)
+        self.specs[name] = spec
+        self.processes.start(spec)
+
+    async def wait_ready(self, within_s: float = 120.0) -> None:
+        for spec in self.specs.values():
+            await self.processes.wait_ready(spec, within_s)
+
+    def stop(self, name: str) -> None:
+        self.processes.stop(name, timeout=30)
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.specs)):
+            self.processes.stop(name, timeout=30)
+
+    def log(self, name: str) -> str:
+        return tail(self.processes.log_file(name), 60)
+
+    async def voices(self, within_s: float = 120.0) -> list[str]:
+        """The voices once a worker's announcement is projected."""
+        deadline = time.monotonic() + within_s
+        async with httpx.AsyncClient(base_url=self.api) as client:
+            while time.monotonic() < deadline:
+                engines = (await client.get("/v1/voices")).json()["engines"]
+                if engines:
+                    return list(engines[0]["voices"])
+                await asyncio.sleep(0.3)
+        raise AssertionError(f"no worker announced itself; worker log:\n{self.log('worker-0')}")
+
+
+def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": stack.bootstrap_servers,
+        "VOXLOG_DATABASE_URL": stack.database_url,
+        "VOXLOG_DATABASE_SCHEMA": schema,
+        "VOXLOG_JOBS_TOPIC": topics.settings.jobs_topic,
+        "VOXLOG_NODES_TOPIC": topics.settings.nodes_topic,
+        "VOXLOG_DLQ_TOPIC": topics.settings.dlq_topic,
+        "VOXLOG_SYNTH_GROUP": f"synth-{schema}",
+        "VOXLOG_PROJECTOR_NAME": f"projector-{schema}",
+        "VOXLOG_BLOB_DIR": str(home / "blobs"),
+        "VOXLOG_API_PORT": str(api_port),
+        **extra,
+    }
+
+
+async def wait_for_job(client: httpx.AsyncClient, job_id: str, within_s: float = 120.0) -> dict[str, Any]:
+    """Poll the API until the job is completed or failed."""
+    deadline = time.monotonic() + within_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        response = await client.get(f"/v1/jobs/{job_id}")
+        if response.status_code == 200:
+            last = response.json()
+            if last["state"] in {"completed", "failed"}:
+                return dict(last)
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"job {job_id} did not finish within {within_s}s; last seen: {last}")
+
+
+def new_app_stack(stack: Any, topics: Any, schema: str, home: Path, **extra: str) -> AppStack:
+    port = free_port()
+    return AppStack(home, app_env(stack, topics, schema, home, port, **extra), port)
