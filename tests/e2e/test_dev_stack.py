@@ -35,6 +35,8 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         "VOXLOG_DEV_KAFKA_CONTROLLER_PORT": str(free_port()),
         "VOXLOG_DATABASE_URL": stack.database_url,  # an existing server: no second cluster
         "VOXLOG_DATABASE_SCHEMA": schema,
+        "VOXLOG_DEV_API_PORT": str(free_port()),
+        "VOXLOG_DEV_WORKERS": "0",  # the pipeline has its own tests; here the broker is the subject
     }
     bootstrap = f"127.0.0.1:{kafka_port}"
     try:
@@ -43,7 +45,8 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert "voxlog.jobs.v1 (created)" in up.stdout
         status = voxlog(env, "dev", "status")
         assert status.returncode == 0, status.stdout
-        assert status.stdout.splitlines()[0].split()[:2] == ["kafka", "up"]
+        states = {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()}
+        assert states == {"kafka": "up", "postgres": "up", "projector": "up", "api": "up"}
 
         events = [event for i in range(30) for event in one_of_each(f"Durable sentence {i}.")]
         async with KafkaEventPublisher(bootstrap, "voxlog.jobs.v1") as publisher:
@@ -70,4 +73,6 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.close()
     assert stopped.returncode == 0, stopped.stderr
-    assert voxlog(env, "dev", "status").returncode == 1
+    after = voxlog(env, "dev", "status")
+    assert after.returncode == 1
+    assert {line.split()[0]: line.split()[1] for line in after.stdout.splitlines()}["api"] == "down"

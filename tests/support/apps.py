@@ -101,3 +101,17 @@ async def wait_for_job(client: httpx.AsyncClient, job_id: str, within_s: float =
 def new_app_stack(stack: Any, topics: Any, schema: str, home: Path, **extra: str) -> AppStack:
     port = free_port()
     return AppStack(home, app_env(stack, topics, schema, home, port, **extra), port)
+
+
+async def wait_http(url: str, within_s: float = 60.0) -> None:
+    """Wait until ``url`` answers 200 (a process has started serving)."""
+    deadline = time.monotonic() + within_s
+    async with httpx.AsyncClient(timeout=5) as client:
+        while time.monotonic() < deadline:
+            try:
+                if (await client.get(url)).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {within_s}s")
