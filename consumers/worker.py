@@ -129,14 +129,16 @@ class SynthWorker(ConsumerRebalanceListener):
         self._stop = stop
         self._consumer.subscribe([self.config.jobs_topic], listener=self)
         while not stop.is_set():
-            batch = await self._consumer.getmany(timeout_ms=500, max_records=100)
+            # Captured before polling: a batch that straddles a revocation belongs to the old assignment.
             generation = self._generation
+            batch = await self._consumer.getmany(timeout_ms=500, max_records=100)
             for tp, records in batch.items():
                 for record in records:
                     if stop.is_set() or generation != self._generation:
                         break
                     async with self._handling:
-                        if generation != self._generation or tp not in self._consumer.assignment():
+                        # Only partitions whose tail this assignment scanned are ours to act on.
+                        if generation != self._generation or tp not in self._ledgers:
                             break
                         await self._handle(tp, record)
             await self._commit(self._consumer.assignment())
@@ -173,7 +175,7 @@ class SynthWorker(ConsumerRebalanceListener):
 
     async def _on_event(self, tp: TopicPartition, event: JobEvent) -> bool:
         """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
-        ledger = self._ledgers.setdefault(tp, Ledger(self.config.cache_ttl))
+        ledger = self._ledgers[tp]
         view = ledger.observe(event)
         if isinstance(event, JobQueued) and view.state in {"queued", "claimed"}:
             # "claimed" here means a previous owner died mid-job: claim it again, one attempt higher.

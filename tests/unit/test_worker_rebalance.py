@@ -1,0 +1,156 @@
+"""The worker's side of a rebalance, with the consumer and the engine faked (no services)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+from aiokafka import ConsumerRecord
+from aiokafka.structs import TopicPartition
+
+from consumers.job_runner import Outcome
+from consumers.ledger import Ledger
+from consumers.worker import SynthWorker, WorkerConfig
+from contracts import encode_event, event_headers
+from tests.support.events import PRODUCER, one_of_each
+
+TP = TopicPartition("jobs", 0)
+
+
+def record(event, offset: int) -> ConsumerRecord:
+    return ConsumerRecord(
+        topic=TP.topic,
+        partition=TP.partition,
+        offset=offset,
+        timestamp=0,
+        timestamp_type=0,
+        key=event.fingerprint.encode(),
+        value=encode_event(event),
+        checksum=None,
+        serialized_key_size=0,
+        serialized_value_size=0,
+        headers=event_headers(event),
+    )
+
+
+class FakeConsumer:
+    def __init__(self, batch: dict) -> None:
+        self._batches = [batch]
+        self.commits: list[dict] = []
+        self.assigned = {TP}
+        self.idle = asyncio.Event()
+
+    def subscribe(self, topics, listener) -> None:
+        self.listener = listener
+
+    async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
+        if self._batches:
+            return self._batches.pop(0)
+        self.idle.set()
+        await asyncio.sleep(timeout_ms / 1000)
+        return {}
+
+    def assignment(self) -> set:
+        return set(self.assigned)
+
+    async def commit(self, offsets: dict) -> None:
+        self.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+
+    def pause(self, *tps) -> None: ...
+
+    def resume(self, *tps) -> None: ...
+
+
+class GatedLookup:
+    """The cache lookup of the first job blocks until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def live_result(self, fingerprint, now):
+        self.entered.set()
+        await self.gate.wait()
+
+    async def request_of(self, job_id):
+        return None
+
+
+class RecordingRunner:
+    def __init__(self) -> None:
+        self.jobs: list[uuid.UUID] = []
+
+    async def run(self, view, request, attempt, abort, observe) -> Outcome:
+        self.jobs.append(view.job_id)
+        return Outcome("completed")
+
+
+async def test_regression_revocation_waits_for_the_record_in_hand_and_drops_the_rest_of_the_batch():
+    """A revocation that came while the worker was looking up the cache committed the old offset at
+    once, and the worker then synthesized the job anyway: the new owner synthesized it a second time."""
+    first, second = one_of_each("First job.")[0], one_of_each("Second job.")[0]
+    consumer = FakeConsumer({TP: [record(first, 0), record(second, 1)]})
+    lookup, runner = GatedLookup(), RecordingRunner()
+    worker = SynthWorker(
+        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30),
+        consumer,
+        runner,
+        lookup,
+        publisher=None,
+        producer=PRODUCER,
+        dead_letter=None,  # type: ignore[arg-type]
+    )
+    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(lookup.entered.wait(), 5)
+
+    revoke = asyncio.create_task(worker.on_partitions_revoked({TP}))
+    done, _ = await asyncio.wait({revoke}, timeout=0.2)
+    assert not done, "the revocation must wait for the record being handled"
+    assert consumer.commits == []
+
+    lookup.gate.set()
+    await asyncio.wait_for(revoke, 5)
+    consumer.assigned = set()
+    await asyncio.wait_for(consumer.idle.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(loop_task, 5)
+
+    assert runner.jobs == [first.job_id], "the rest of the revoked batch is left to the next owner"
+    assert consumer.commits[0] == {TP: 1}, "the handled record's offset is committed on revocation"
+
+
+class RevokingConsumer(FakeConsumer):
+    """The rebalance completes while the poll is in flight; the poll then returns the old batch."""
+
+    async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
+        if self._batches:
+            # aiokafka may still report the old assignment until the new one arrives.
+            await self.listener.on_partitions_revoked({TP})
+        return await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+
+
+async def test_regression_a_batch_returned_after_a_revocation_is_dropped():
+    """A poll that straddled a revocation returned records of a partition already given to another
+    worker, and both workers synthesized the job."""
+    job = one_of_each("Straddling job.")[0]
+    consumer = RevokingConsumer({TP: [record(job, 0)]})
+    runner = RecordingRunner()
+    worker = SynthWorker(
+        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10)),
+        consumer,
+        runner,
+        GatedLookup(),
+        publisher=None,
+        producer=PRODUCER,
+        dead_letter=None,  # type: ignore[arg-type]
+    )
+    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(consumer.idle.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(loop_task, 5)
+    assert runner.jobs == []
