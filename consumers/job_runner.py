@@ -1,8 +1,8 @@
 """One attempt at one job: claim, synthesize segment by segment, complete (or release, or fail).
 
-Engine calls run on the worker's single synthesis thread, so the event loop
-keeps heartbeating and polling while the model works, and a node never runs
-two syntheses at once. Each segment's audio is in the blob store before its
+Engine calls go through ``call``: the node's FIFO, whose one thread runs the
+model, so the event loop keeps heartbeating and polling while the model
+works, and a node never runs two syntheses at once. Each segment's audio is in the blob store before its
 ``SegmentProduced`` is published; every event id is derived from the job,
 attempt and index, so a repeated emission is applied once.
 """
@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -78,7 +77,7 @@ class JobRunner:
         producer: Producer,
         worker_id: str,
         retry: RetryPolicy,
-        executor: ThreadPoolExecutor,
+        call: Callable[..., Awaitable[Any]],
     ) -> None:
         self._engine = engine
         self._blobs = blobs
@@ -86,11 +85,12 @@ class JobRunner:
         self._producer = producer
         self._worker_id = worker_id
         self._retry = retry
-        self._executor = executor
+        self._call = call
         self._observe: Callable[[JobEvent], object] = lambda _: None
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        result: T = await self._call(fn, *args)
+        return result
 
     async def run(
         self,

@@ -93,6 +93,7 @@ class SynthWorker(ConsumerRebalanceListener):
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
         self._generation = 0
+        self._starts: dict[TopicPartition, int] = {}
 
     # -- group membership ------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -109,6 +110,7 @@ class SynthWorker(ConsumerRebalanceListener):
             for tp in revoked:
                 self._ledgers.pop(tp, None)
                 self._processed.pop(tp, None)
+                self._starts.pop(tp, None)
         finally:
             self._handling.release()
 
@@ -122,6 +124,7 @@ class SynthWorker(ConsumerRebalanceListener):
             self._consumer.seek(tp, starts[tp])
         ledgers, read = await scan_tails(self.config.bootstrap_servers, starts, lambda: Ledger(self.config.cache_ttl))
         self._ledgers.update(ledgers)
+        self._starts = starts
         log.info("partitions assigned", partitions=len(assigned), tail_records=read)
 
     # -- main loop ----------------------------------------------------------------
@@ -132,6 +135,9 @@ class SynthWorker(ConsumerRebalanceListener):
             # Captured before polling: a batch that straddles a revocation belongs to the old assignment.
             generation = self._generation
             batch = await self._consumer.getmany(timeout_ms=500, max_records=100)
+            if generation != self._generation:
+                self._rewind(batch)
+                continue
             for tp, records in batch.items():
                 for record in records:
                     if stop.is_set() or generation != self._generation:
@@ -143,6 +149,17 @@ class SynthWorker(ConsumerRebalanceListener):
                         await self._handle(tp, record)
             await self._commit(self._consumer.assignment())
         await self._commit(self._consumer.assignment())
+
+    def _rewind(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        """Fetch a dropped batch's partitions again from where this assignment started them.
+
+        The consumer's position already moved past the dropped records; without a
+        seek back they would never be read. Re-reading from the assignment's start
+        is safe: the ledger knows what those records led to.
+        """
+        for tp in batch:
+            if tp in self._starts:
+                self._consumer.seek(tp, self._starts[tp])
 
     async def _commit(self, partitions: set[TopicPartition]) -> None:
         offsets = {tp: OffsetAndMetadata(self._processed[tp], "") for tp in partitions if tp in self._processed}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Litestar, MediaType, Request, Response, get, post
@@ -12,26 +11,14 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.openapi import OpenAPIConfig
 from litestar.params import Parameter
 
-from contracts import AudioRef, Producer
-from producers.queries import ProjectionReader
-from producers.submit import JobRequest, LazyPublisher, Limits, Rejected, job_id_for, queued_event, validate
-from voxlog.audio import concat_wav
-from voxlog.blobs import BlobNotFound, BlobStore
+from contracts import AudioRef
+from producers.audio_out import render
+from producers.deps import ApiDeps, deps_of
+from producers.speech import openai_speech
+from producers.submit import JobRequest, Rejected, enqueue
+from voxlog.audio_formats import media_type
+from voxlog.blobs import BlobNotFound
 from voxlog.errors import BrokerUnavailable
-
-
-@dataclass(frozen=True)
-class ApiDeps:
-    reader: ProjectionReader
-    publisher: LazyPublisher
-    blobs: BlobStore
-    limits: Limits
-    producer: Producer
-
-
-def _deps(request: Request[Any, Any, Any]) -> ApiDeps:
-    deps: ApiDeps = request.app.state.deps
-    return deps
 
 
 def _links(job_id: uuid.UUID) -> dict[str, str]:
@@ -93,59 +80,70 @@ async def submit_job(
     idempotency_key: Annotated[str | None, Parameter(header="Idempotency-Key", max_length=256)] = None,
 ) -> Response[dict[str, Any]]:
     """202 with the new job; 200 with the finished job when the same request is cached or was already submitted."""
-    deps = _deps(request)
+    deps = deps_of(request)
     try:
-        synthesis = validate(data, deps.limits, await deps.reader.engines())
+        accepted = await enqueue(
+            data,
+            idempotency_key,
+            reader=deps.reader,
+            publisher=deps.publisher,
+            limits=deps.limits,
+            producer=deps.producer,
+        )
     except Rejected as exc:
         headers = {"Retry-After": "5"} if exc.status == 503 else None
         raise HTTPException(detail=str(exc), status_code=exc.status, headers=headers) from exc
-    job_id = job_id_for(idempotency_key)
-    if idempotency_key and (known := await deps.reader.job(job_id)) is not None:
-        return Response(job_body(known), status_code=200 if known["state"] == "completed" else 202)
-    cached = await deps.reader.cached_job_id(synthesis.fingerprint())
-    if cached is not None and (done := await deps.reader.job(cached)) is not None:
-        return Response(job_body(done), status_code=200)
-    event = queued_event(synthesis, job_id, idempotency_key, deps.producer)
-    try:
-        await deps.publisher.publish(event)
     except BrokerUnavailable as exc:
         raise HTTPException(
             detail=f"the job log is unreachable, nothing was accepted: {exc}",
             status_code=503,
             headers={"Retry-After": "5"},
         ) from exc
-    body = {"job_id": job_id, "fingerprint": event.fingerprint, "state": "queued", "links": _links(job_id)}
-    return Response(body, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
+    if accepted.finished is not None:
+        return Response(job_body(accepted.finished), status_code=200)
+    if accepted.known is not None:
+        return Response(job_body(accepted.known), status_code=200 if accepted.known["state"] == "completed" else 202)
+    body = {
+        "job_id": accepted.job_id,
+        "fingerprint": accepted.fingerprint,
+        "state": "queued",
+        "links": _links(accepted.job_id),
+    }
+    return Response(body, status_code=202, headers={"Location": f"/v1/jobs/{accepted.job_id}"})
 
 
 @get("/v1/jobs/{job_id:uuid}", summary="A job's state, attempt, timings and segments so far")
 async def get_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> dict[str, Any]:
-    job = await _deps(request).reader.job(job_id)
+    job = await deps_of(request).reader.job(job_id)
     if job is None:
         raise NotFoundException(f"no job {job_id} (a job just submitted appears within a moment)")
     return job_body(job)
 
 
-@get("/v1/jobs/{job_id:uuid}/audio", summary="The whole job as WAV", media_type="audio/wav")
+@get("/v1/jobs/{job_id:uuid}/audio", summary="The whole job in its requested format and rate")
 async def get_audio(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Response[bytes]:
-    deps = _deps(request)
+    deps = deps_of(request)
     job = await deps.reader.job(job_id)
     if job is None:
         raise NotFoundException(f"no job {job_id}")
     if job["state"] != "completed":
         raise HTTPException(detail=f"job {job_id} is {job['state']}, not completed", status_code=409)
-    refs = [AudioRef(sha256=s["audio_sha256"], uri=s["audio_uri"]) for s in job["segments"]]
+    fmt, rate = job["request"]["format"], job["request"]["sample_rate"]
     try:
-        parts = [await asyncio.to_thread(deps.blobs.get, ref) for ref in refs]
-        audio = await asyncio.to_thread(concat_wav, parts)
+        audio = await render(deps.blobs, job["segments"], fmt, rate)
     except (BlobNotFound, ValueError) as exc:
         raise HTTPException(detail=f"audio of job {job_id} is no longer stored: {exc}", status_code=410) from exc
-    return Response(audio, media_type="audio/wav", headers={"Content-Disposition": f'inline; filename="{job_id}.wav"'})
+    extension = "raw" if fmt == "pcm" else fmt
+    return Response(
+        audio,
+        media_type=media_type(fmt, rate),
+        headers={"Content-Disposition": f'inline; filename="{job_id}.{extension}"'},
+    )
 
 
 @get("/v1/jobs/{job_id:uuid}/segments/{index:int}/audio", summary="One segment as WAV", media_type="audio/wav")
 async def get_segment_audio(request: Request[Any, Any, Any], job_id: uuid.UUID, index: int) -> Response[bytes]:
-    deps = _deps(request)
+    deps = deps_of(request)
     job = await deps.reader.job(job_id)
     if job is None:
         raise NotFoundException(f"no job {job_id}")
@@ -163,7 +161,7 @@ async def get_segment_audio(request: Request[Any, Any, Any], job_id: uuid.UUID, 
 
 @get("/v1/voices", summary="Voices and model versions announced by the workers")
 async def list_voices(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    engines = await _deps(request).reader.engines()
+    engines = await deps_of(request).reader.engines()
     return {
         "engines": [
             {
@@ -186,7 +184,7 @@ async def healthz() -> dict[str, str]:
 
 @get("/readyz", summary="Postgres and Kafka answer", media_type=MediaType.JSON)
 async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
-    deps = _deps(request)
+    deps = deps_of(request)
     checks: dict[str, str] = {}
     try:
         await deps.reader.ping()
@@ -204,7 +202,16 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
 
 def create_app(deps: ApiDeps, *, on_shutdown: list[Any] | None = None) -> Litestar:
     app = Litestar(
-        route_handlers=[submit_job, get_job, get_audio, get_segment_audio, list_voices, healthz, readyz],
+        route_handlers=[
+            submit_job,
+            get_job,
+            get_audio,
+            get_segment_audio,
+            list_voices,
+            healthz,
+            readyz,
+            openai_speech,
+        ],
         openapi_config=OpenAPIConfig(title="voxlog", version="1"),
         on_shutdown=on_shutdown or [],
     )

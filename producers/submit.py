@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import (
+    InvalidRequest,
     JobQueued,
     JobQueuedPayload,
     Producer,
@@ -18,11 +19,12 @@ from contracts import (
     normalize_text,
     utc_now,
 )
-from producers.queries import EngineVoices
+from contracts.voices import canonical_voice, parse_voice_spec
+from producers.queries import EngineVoices, ProjectionReader
+from voxlog import audio_formats
 from voxlog.errors import BrokerUnavailable
 from voxlog.kafka import KafkaEventPublisher
 
-SUPPORTED_FORMATS: Final = ("wav",)
 IDEMPOTENCY_NAMESPACE: Final = uuid.UUID("0b8f6d1e-5a3c-4f0e-9d57-3f1c2a9e8b40")
 
 
@@ -35,7 +37,8 @@ class JobRequest(BaseModel):
     voice: str = Field(description="A voice from GET /v1/voices.")
     speed: float = Field(1.0, description="Speed factor, VOXLOG_MIN_SPEED to VOXLOG_MAX_SPEED (0.5 to 2.0).")
     lang: str = Field("en-us", description="Language of the text: en-us or en-gb.")
-    format: str = Field("wav", description="Audio format: wav.")
+    format: str = Field("wav", description="Audio format: wav, flac, ogg, opus, mp3 or pcm.")
+    sample_rate: int = Field(24000, description="Output sample rate: 16000, 22050, 24000, 44100 or 48000.")
     engine: str | None = Field(None, description="Engine; VOXLOG_DEFAULT_ENGINE when omitted.")
 
 
@@ -64,9 +67,10 @@ def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> S
         raise Rejected(f"text has {len(text)} characters; the limit is {limits.max_text_chars}: split it", 413)
     if not limits.min_speed <= body.speed <= limits.max_speed:
         raise Rejected(f"speed {body.speed} is outside [{limits.min_speed}, {limits.max_speed}]")
-    fmt = body.format.strip().lower()
-    if fmt not in SUPPORTED_FORMATS:
-        raise Rejected(f"format {body.format!r} is not supported; use one of: {', '.join(SUPPORTED_FORMATS)}")
+    try:
+        fmt, rate = audio_formats.check(body.format, body.sample_rate)
+    except audio_formats.UnsupportedAudio as exc:
+        raise Rejected(str(exc)) from exc
     engine_name = (body.engine or limits.default_engine).strip().lower()
     engine = next((e for e in engines if e.engine == engine_name), None)
     if engine is None:
@@ -79,9 +83,14 @@ def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> S
         raise Rejected(
             f"lang {body.lang!r} is not supported by {engine_name}; use one of: {', '.join(engine.languages)}"
         )
-    voice = body.voice.strip()
-    if voice not in engine.voices:
-        raise Rejected(f"voice {voice!r} is unknown to {engine_name}; known voices: {', '.join(engine.voices)}")
+    try:
+        voice = canonical_voice(body.voice)
+        parts = parse_voice_spec(voice)
+    except InvalidRequest as exc:
+        raise Rejected(str(exc)) from exc
+    unknown = [name for name, _ in parts if name not in engine.voices]
+    if unknown:
+        raise Rejected(f"voice {unknown[0]!r} is unknown to {engine_name}; known voices: {', '.join(engine.voices)}")
     return SynthesisRequest(
         text=text,
         voice=voice,
@@ -90,7 +99,7 @@ def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> S
         engine=engine_name,
         model_version=engine.model_version,
         format=fmt,
-        sample_rate=engine.sample_rate,
+        sample_rate=rate,
     )
 
 
@@ -147,3 +156,39 @@ class LazyPublisher:
     async def stop(self) -> None:
         if self._publisher is not None:
             await self._publisher.stop()
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """Where a submission ended: a job on the log, or a finished job that already answers it."""
+
+    job_id: uuid.UUID
+    fingerprint: str
+    finished: dict[str, Any] | None = None
+    known: dict[str, Any] | None = None
+
+
+async def enqueue(
+    body: JobRequest,
+    idempotency_key: str | None,
+    *,
+    reader: ProjectionReader,
+    publisher: LazyPublisher,
+    limits: Limits,
+    producer: Producer,
+) -> Accepted:
+    """Validate, answer from the cache or a previous submission, else publish ``JobQueued``.
+
+    Raises :class:`Rejected` for bad input and ``BrokerUnavailable`` when the
+    log cannot take the job (nothing is recorded then).
+    """
+    synthesis = validate(body, limits, await reader.engines())
+    fingerprint = synthesis.fingerprint()
+    job_id = job_id_for(idempotency_key)
+    if idempotency_key and (known := await reader.job(job_id)) is not None:
+        return Accepted(job_id, fingerprint, known=known)
+    cached = await reader.cached_job_id(fingerprint)
+    if cached is not None and (done := await reader.job(cached)) is not None:
+        return Accepted(cached, fingerprint, finished=done)
+    await publisher.publish(queued_event(synthesis, job_id, idempotency_key, producer))
+    return Accepted(job_id, fingerprint)

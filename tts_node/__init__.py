@@ -6,13 +6,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tts_node.engine import Audio, Engine, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 
-ENGINES = ("kokoro-onnx",)
-DEVICES = {"kokoro-onnx": ("cpu",)}
+ENGINES = ("kokoro-onnx", "kokoro")
+# Device forms each engine accepts; N is a CUDA device index.
+DEVICES = {"kokoro-onnx": ("cpu",), "kokoro": ("cpu", "cuda:N")}
+_DEVICE_RES = {"kokoro-onnx": re.compile("cpu"), "kokoro": re.compile(r"cpu|cuda:\d+")}
 
 __all__ = [
     "DEVICES",
@@ -29,13 +32,30 @@ __all__ = [
 ]
 
 
-def load_engine(name: str, *, device: str = "cpu", threads: int = 2, cache_dir: Path | None = None) -> Engine:
-    """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings."""
+def load_engine(
+    name: str,
+    *,
+    device: str = "cpu",
+    threads: int = 2,
+    cache_dir: Path | None = None,
+    model_dir: Path | None = None,
+    voices_dir: Path | None = None,
+) -> Engine:
+    """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings.
+
+    ``kokoro-onnx`` uses ``cache_dir`` (assembled weights) and ``voices_dir``
+    (extra voice packs); ``kokoro`` reads ``model_dir`` (config.json, the .pth
+    weights, voices/*.pt), or the local Hugging Face cache when it is None.
+    """
     if name not in ENGINES:
         raise TtsNodeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
-    if device not in DEVICES[name]:
+    if not _DEVICE_RES[name].fullmatch(device):
         raise TtsNodeError(f"engine {name!r} runs on {', '.join(DEVICES[name])}, not {device!r}")
-    # Imported here so that importing tts_node does not load onnxruntime.
+    # Imported here so that importing tts_node loads neither onnxruntime nor torch.
+    if name == "kokoro":
+        from tts_node.kokoro_torch import KokoroTorchEngine
+
+        return KokoroTorchEngine(model_dir, device=device, threads=threads)
     from tts_node.kokoro_onnx import KokoroOnnxEngine
 
-    return KokoroOnnxEngine(cache_dir=cache_dir, threads=threads)
+    return KokoroOnnxEngine(cache_dir=cache_dir, threads=threads, voices_dir=voices_dir)

@@ -16,6 +16,7 @@ from tts_node.engine import Audio, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
 from tts_node.model_files import ensure_model, load_vocab, load_voices
 from tts_node.segmenter import MAX_TOKENS, segment_text
+from tts_node.voices import VoiceBank
 
 SAMPLE_RATE = 24_000
 LANGUAGES = ("en-us", "en-gb")
@@ -33,9 +34,13 @@ class _G2P(Protocol):
 
 
 class KokoroOnnxEngine:
-    """Kokoro-82M int8 weights run by onnxruntime on CPU."""
+    """Kokoro-82M int8 weights run by onnxruntime on CPU.
 
-    def __init__(self, cache_dir: Path | None = None, threads: int = 2) -> None:
+    Voices are the bundled packs plus, when ``voices_dir`` is given, the extra
+    packs in it (see ``VoiceBank.from_dir``); ``synthesize`` also takes mixes.
+    """
+
+    def __init__(self, cache_dir: Path | None = None, threads: int = 2, *, voices_dir: Path | None = None) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
         model_path, sha256 = ensure_model(cache_dir)
@@ -44,7 +49,8 @@ class KokoroOnnxEngine:
         # Punctuation, spaces and intonation arrows shape prosody but carry no
         # sound: a piece made only of them has nothing to say.
         self._silent_ids = frozenset(i for c, i in self._vocab.items() if unicodedata.category(c)[0] in "PZS")
-        self._voices = load_voices()
+        bank = VoiceBank(load_voices())
+        self._voices = bank.merge(VoiceBank.from_dir(voices_dir)) if voices_dir is not None else bank
         self._session = self._open_session(model_path, threads)
         self._g2p: dict[str, _G2P] = {}
         # espeak-ng keeps global state in C; calls from several threads would race.
@@ -53,7 +59,7 @@ class KokoroOnnxEngine:
             name="kokoro-onnx",
             model_version=sha256[:16],
             sample_rate=SAMPLE_RATE,
-            voices=tuple(self._voices),
+            voices=self._voices.names(),
             languages=LANGUAGES,
             device="cpu",
         )
@@ -72,10 +78,8 @@ class KokoroOnnxEngine:
         return segments
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
-        """Mono float32 audio at ``SAMPLE_RATE`` for one segment."""
-        pack = self._voices.get(voice)
-        if pack is None:
-            raise EngineInputError(f"unknown voice {voice!r}; known voices: {', '.join(self._voices)}")
+        """Mono float32 audio at ``SAMPLE_RATE`` for one segment; ``voice`` is a name or a mix spec."""
+        pack = self._voices.resolve(voice)
         low, high = SPEED_RANGE
         if not (math.isfinite(speed) and low <= speed <= high):
             raise EngineInputError(f"speed {speed} is out of range; use {low} to {high}")

@@ -6,7 +6,6 @@ import asyncio
 import os
 import socket
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import asyncpg
@@ -18,18 +17,28 @@ from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.store import PostgresResultLookup
 from consumers.worker import SynthWorker, WorkerConfig
 from contracts import NodeAnnounced, NodeAnnouncedPayload, Producer, utc_now
-from producers.app import ApiDeps, create_app
+from producers.app import create_app
+from producers.deps import ApiDeps
 from producers.queries import ProjectionReader
 from producers.submit import LazyPublisher, Limits
 from projections.migrations import migrate_database
 from projections.projector import Projector, ProjectorConfig
-from tts_node import load_engine
+from tts_node import Engine, load_engine
+from tts_node.fifo import SynthesisQueue
+from tts_node.server import serve_node
 from voxlog.blobs import LocalBlobStore
 from voxlog.dlq import dead_letter
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 from voxlog.kafka import KafkaEventPublisher, wait_for_partitions
 from voxlog.lifecycle import stop_on_signals
-from voxlog.settings import ApiSettings, DatabaseSettings, ProjectorSettings, WorkerSettings
+from voxlog.settings import (
+    ApiSettings,
+    DatabaseSettings,
+    EngineSettings,
+    NodeSettings,
+    ProjectorSettings,
+    WorkerSettings,
+)
 
 log = structlog.get_logger("voxlog")
 
@@ -57,6 +66,8 @@ async def run_api(settings: ApiSettings) -> None:
         blobs=LocalBlobStore(settings.blob_dir),
         limits=Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine),
         producer=Producer(service="api", instance=_instance()),
+        speech_timeout_s=settings.speech_timeout_s,
+        openai_default_voice=settings.openai_default_voice,
     )
     app = create_app(deps)
     server = uvicorn.Server(
@@ -69,20 +80,32 @@ async def run_api(settings: ApiSettings) -> None:
         await pool.close()
 
 
-async def run_worker(settings: WorkerSettings) -> None:
+async def load_configured_engine(settings: EngineSettings) -> Engine:
+    """The one model of this process, on its device, loaded and warmed up off the event loop."""
     if settings.nice:
         os.nice(settings.nice)  # synthesis should yield the CPU to the broker and the API
+    return await asyncio.to_thread(
+        load_engine,
+        settings.engine,
+        device=settings.device,
+        threads=settings.threads,
+        cache_dir=settings.model_cache_dir,
+        model_dir=settings.kokoro_dir,
+        voices_dir=settings.voices_dir,
+    )
+
+
+async def run_node(settings: NodeSettings) -> None:
+    await serve_node(await load_configured_engine(settings), settings.node_host, settings.node_port)
+
+
+async def run_worker(settings: WorkerSettings) -> None:
     worker_id = settings.worker_id or f"{socket.gethostname()}-{settings.device}"
     producer = Producer(service="worker", instance=worker_id)
-    engine = TtsNodeSpeechEngine(
-        await asyncio.to_thread(
-            load_engine,
-            settings.engine,
-            device=settings.device,
-            threads=settings.threads,
-            cache_dir=settings.model_cache_dir,
-        )
-    )
+    model = await load_configured_engine(settings)
+    engine = TtsNodeSpeechEngine(model)
+    fifo = SynthesisQueue(model)
+    await fifo.start()
     pool = await _pool(settings)
     publisher = KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.jobs_topic, client_id=worker_id)
     await publisher.start()
@@ -93,7 +116,6 @@ async def run_worker(settings: WorkerSettings) -> None:
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synth")
     stop = asyncio.Event()
     stop_on_signals(stop)
     try:
@@ -105,7 +127,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             producer,
             worker_id,
             RetryPolicy(settings.max_attempts, settings.retry_base_delay_s),
-            executor,
+            fifo.call,
         )
         config = WorkerConfig(
             worker_id=worker_id,
@@ -127,7 +149,7 @@ async def run_worker(settings: WorkerSettings) -> None:
         await consumer.stop()
         await publisher.stop()
         await pool.close()
-        executor.shutdown(wait=True, cancel_futures=True)
+        await fifo.stop(grace_s=settings.shutdown_grace_s)
         log.info("worker stopped", worker_id=worker_id)
 
 

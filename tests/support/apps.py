@@ -18,6 +18,7 @@ from infra.processes import tail
 from tests.support.stack import free_port
 
 CLI = [sys.executable, "-m", "voxlog.cli"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -70,6 +71,8 @@ class AppStack:
 def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
+        # The processes run this checkout's code, whatever checkout the venv was installed from.
+        "PYTHONPATH": str(ROOT),
         "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": stack.bootstrap_servers,
         "VOXLOG_DATABASE_URL": stack.database_url,
         "VOXLOG_DATABASE_SCHEMA": schema,

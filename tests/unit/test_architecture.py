@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_import_rules_hold():
     lint_imports = Path(sys.executable).parent / "lint-imports"
     result = subprocess.run(
-        [str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=120
+        [str(lint_imports), "--no-cache"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout, not the venv's editable install
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "broken" in result.stdout

@@ -154,3 +154,55 @@ async def test_regression_a_batch_returned_after_a_revocation_is_dropped():
     stop.set()
     await asyncio.wait_for(loop_task, 5)
     assert runner.jobs == []
+
+
+class ReassigningConsumer(FakeConsumer):
+    """The first poll spans a whole rebalance (revoke, then assign with a seek) before returning records."""
+
+    def __init__(self, batch: dict) -> None:
+        super().__init__(batch)
+        self._records = batch
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
+        if self._batches and not self.seeks:
+            await self.listener.on_partitions_revoked(set())
+            self.listener._ledgers[TP] = Ledger(timedelta(minutes=10))
+            self.listener._starts = {TP: 0}
+        return await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+        self._batches.append({tp: [r for r in self._records[tp] if r.offset >= offset]})
+
+
+async def test_regression_records_polled_across_the_first_join_are_read_again_not_lost():
+    """Dropping the batch that straddled the first join left the consumer's position past it: the
+    jobs in it were never synthesized."""
+    job = one_of_each("Across the join.")[0]
+    consumer = ReassigningConsumer({TP: [record(job, 0)]})
+    runner = RecordingRunner()
+    worker = SynthWorker(
+        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10)),
+        consumer,
+        runner,
+        NoCache(),
+        publisher=None,
+        producer=PRODUCER,
+        dead_letter=None,  # type: ignore[arg-type]
+    )
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(consumer.idle.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(loop_task, 5)
+    assert consumer.seeks == [(TP, 0)]
+    assert runner.jobs == [job.job_id]
+
+
+class NoCache:
+    async def live_result(self, fingerprint, now):
+        return None
+
+    async def request_of(self, job_id):
+        return None

@@ -1,0 +1,167 @@
+"""POST /v1/audio/speech, compatible with OpenAI's speech API.
+
+The request becomes an ordinary job (same validation, fingerprint, cache and
+log); the handler waits for it, up to VOXLOG_SPEECH_TIMEOUT_S, and answers
+with the audio. ``stream_format="sse"`` streams OpenAI's
+``speech.audio.delta`` events, and ``stream_format="audio"`` with ``pcm`` or
+``wav`` streams the body, as segments are projected. Errors use OpenAI's
+shape: ``{"error": {"message", "type", "param", "code"}}``. ``instructions``
+is accepted and ignored (Kokoro has no steering prompt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import struct
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Final, Literal
+
+from litestar import Request, Response, post
+from litestar.response import ServerSentEvent, Stream
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from producers.audio_out import render, segment_samples
+from producers.deps import ApiDeps, deps_of
+from producers.submit import JobRequest, Rejected, enqueue
+from voxlog.audio_formats import encode, media_type
+from voxlog.blobs import BlobNotFound
+from voxlog.errors import BrokerUnavailable
+
+OPENAI_VOICES: Final = frozenset(
+    {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"}
+)
+OPENAI_MODELS: Final = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts"})
+POLL_S: Final = 0.2
+
+
+class SpeechRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    input: str = Field(min_length=1)
+    voice: str | dict[str, str]
+    instructions: str | None = None
+    response_format: str = "mp3"
+    speed: float = 1.0
+    stream_format: Literal["sse", "audio"] | None = None
+
+
+def openai_error(status: int, message: str, *, param: str | None = None, code: str | None = None) -> Response[Any]:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return Response(body, status_code=status)
+
+
+def _voice(spec: str | dict[str, str], deps: ApiDeps, voices: tuple[str, ...]) -> str:
+    name = spec.get("id", "") if isinstance(spec, dict) else spec
+    if name in OPENAI_VOICES and name not in voices:
+        # OpenAI's voice names are not Kokoro's: serve them with the configured (or first) voice.
+        return deps.openai_default_voice or (voices[0] if voices else name)
+    return name
+
+
+@post("/v1/audio/speech", summary="OpenAI-compatible speech", status_code=200)
+async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stream:
+    deps = deps_of(request)
+    try:
+        raw = await request.json()
+        speech = SpeechRequest.model_validate(raw)
+    except (ValidationError, ValueError) as exc:
+        param = exc.errors()[0]["loc"][0] if isinstance(exc, ValidationError) and exc.errors()[0]["loc"] else None
+        return openai_error(400, f"invalid request: {exc}", param=str(param) if param else None)
+    engines = await deps.reader.engines()
+    engine = speech.model if any(e.engine == speech.model for e in engines) else None
+    if engine is None and speech.model not in OPENAI_MODELS:
+        known = ", ".join(sorted(OPENAI_MODELS | {e.engine for e in engines}))
+        return openai_error(400, f"model {speech.model!r} is unknown; use one of: {known}", param="model")
+    voices = next((e.voices for e in engines if e.engine == (engine or deps.limits.default_engine)), ())
+    body = JobRequest(
+        text=speech.input,
+        voice=_voice(speech.voice, deps, voices),
+        speed=speech.speed,
+        format=speech.response_format,
+        engine=engine,
+    )
+    try:
+        accepted = await enqueue(
+            body, None, reader=deps.reader, publisher=deps.publisher, limits=deps.limits, producer=deps.producer
+        )
+    except Rejected as exc:
+        return openai_error(exc.status, str(exc))
+    except BrokerUnavailable as exc:
+        return openai_error(503, f"the job log is unreachable, nothing was accepted: {exc}")
+    fmt, rate = body.format.strip().lower(), body.sample_rate
+    if speech.stream_format == "sse":
+        return ServerSentEvent(_sse(deps, accepted.job_id, fmt, rate))
+    if speech.stream_format == "audio" and fmt in {"pcm", "wav"}:
+        return Stream(_raw_stream(deps, accepted.job_id, fmt, rate), media_type=media_type(fmt, rate))
+    job = await _wait_finished(deps, accepted.job_id)
+    if job is None:
+        return openai_error(504, f"job {accepted.job_id} did not finish within {deps.speech_timeout_s:.0f}s")
+    if job["state"] == "failed":
+        return openai_error(400 if job["error_code"] == "input_rejected" else 500, job["error_message"] or "failed")
+    try:
+        audio = await render(deps.blobs, job["segments"], fmt, rate)
+    except (BlobNotFound, ValueError) as exc:
+        return openai_error(500, f"audio of job {accepted.job_id} is gone: {exc}")
+    return Response(audio, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(accepted.job_id)})
+
+
+async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> dict[str, Any] | None:
+    deadline = time.monotonic() + deps.speech_timeout_s
+    while time.monotonic() < deadline:
+        job = await deps.reader.job(job_id)
+        if job is not None and job["state"] in {"completed", "failed"}:
+            return job
+        await asyncio.sleep(POLL_S)
+    return None
+
+
+async def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID) -> AsyncIterator[dict[str, Any]]:
+    """Each segment once, in order, as the projection shows it, until the job ends or times out."""
+    sent = 0
+    deadline = time.monotonic() + deps.speech_timeout_s
+    while time.monotonic() < deadline:
+        job = await deps.reader.job(job_id)
+        segments = job["segments"] if job is not None else []
+        while sent < len(segments) and segments[sent]["segment_index"] == sent:
+            yield segments[sent]
+            sent += 1
+        if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
+            return
+        await asyncio.sleep(POLL_S)
+
+
+async def _raw_stream(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIterator[bytes]:
+    if fmt == "wav":
+        yield _streaming_wav_header(rate)
+    async for segment in _segments_as_projected(deps, job_id):
+        samples, source_rate = await segment_samples(deps.blobs, segment)
+        yield await asyncio.to_thread(encode, samples, source_rate, "pcm", rate)
+
+
+async def _sse(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIterator[str]:
+    total_ms = 0
+    async for segment in _segments_as_projected(deps, job_id):
+        samples, source_rate = await segment_samples(deps.blobs, segment)
+        audio = await asyncio.to_thread(encode, samples, source_rate, fmt, rate)
+        total_ms += segment["duration_ms"]
+        yield json.dumps({"type": "speech.audio.delta", "audio": base64.b64encode(audio).decode()})
+    yield json.dumps({"type": "speech.audio.done", "job_id": str(job_id), "duration_ms": total_ms})
+
+
+def _streaming_wav_header(rate: int) -> bytes:
+    """A 16-bit mono WAV header whose sizes say "unknown" (0xFFFFFFFF), as streaming players expect."""
+    unknown = 0xFFFFFFFF
+    return (
+        b"RIFF"
+        + struct.pack("<I", unknown)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+        + b"data"
+        + struct.pack("<I", unknown)
+    )

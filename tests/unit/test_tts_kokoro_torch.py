@@ -1,0 +1,144 @@
+"""The torch Kokoro engine on a random-initialized checkpoint (real architecture, noise for sound).
+
+The untrained duration predictor stretches every phoneme, so inputs stay a few
+words long. Nothing may reach the Hugging Face hub: it is switched off and its
+download function made to fail the test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tts_node import EngineInputError, ModelUnavailable, TtsNodeError, load_engine
+from tts_node.kokoro_torch import hf_snapshot_dir
+from tts_node.random_checkpoint import WEIGHTS_NAME, write_random_checkpoint
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _no_download(*args: object, **kwargs: object) -> None:
+    raise AssertionError(f"hf_hub_download called: {args} {kwargs}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def offline(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+        mp.delenv("HF_HUB_CACHE", raising=False)
+        import kokoro.model
+
+        mp.setattr(kokoro.model, "hf_hub_download", _no_download)
+        yield
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, offline):
+    return write_random_checkpoint(tmp_path_factory.mktemp("kokoro") / "model", seed=0)
+
+
+@pytest.fixture(scope="module")
+def engine(checkpoint):
+    return load_engine("kokoro", model_dir=checkpoint, threads=2)
+
+
+def partial_copy(source: Path, target: Path, names: tuple[str, ...]) -> Path:
+    """``target`` holding links to only ``names`` of ``source``: no 300 MB copies."""
+    target.mkdir()
+    for name in names:
+        (target / name).symlink_to(source / name)
+    return target
+
+
+def test_info_describes_the_loaded_checkpoint(engine, checkpoint):
+    info = engine.info
+    assert info.name == "kokoro"
+    assert info.sample_rate == 24000
+    assert info.voices == ("af_random",)
+    assert info.languages == ("en-us", "en-gb")
+    assert info.device == "cpu"
+    assert info.model_version == sha256(checkpoint / WEIGHTS_NAME)[:16]
+
+
+def test_a_short_phrase_gives_finite_audible_float32_audio(engine):
+    segments = engine.segment("Hi there.", "en-us")
+    assert [s.text for s in segments] == ["Hi there."]
+    audio = engine.synthesize(segments[0], "af_random", 1.0)
+    assert audio.dtype == np.float32
+    assert audio.ndim == 1
+    assert audio.size > 0
+    assert np.isfinite(audio).all()
+    assert float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) > 1e-3
+
+
+def test_the_same_seed_writes_the_same_checkpoint(checkpoint, tmp_path):
+    again = write_random_checkpoint(tmp_path / "again", seed=0)
+    for name in ("config.json", WEIGHTS_NAME, "voices/af_random.pt"):
+        assert sha256(again / name) == sha256(checkpoint / name), name
+
+
+def test_a_missing_config_is_named(checkpoint, tmp_path):
+    directory = partial_copy(checkpoint, tmp_path / "m", (WEIGHTS_NAME, "voices"))
+    with pytest.raises(ModelUnavailable, match=re.escape(str(directory / "config.json"))):
+        load_engine("kokoro", model_dir=directory)
+
+
+def test_missing_weights_are_named(checkpoint, tmp_path):
+    directory = partial_copy(checkpoint, tmp_path / "m", ("config.json", "voices"))
+    with pytest.raises(ModelUnavailable, match=re.escape(str(directory / WEIGHTS_NAME))):
+        load_engine("kokoro", model_dir=directory)
+
+
+def test_missing_voice_packs_are_named(checkpoint, tmp_path):
+    directory = partial_copy(checkpoint, tmp_path / "m", ("config.json", WEIGHTS_NAME))
+    with pytest.raises(ModelUnavailable, match=re.escape(f"no voice packs in {directory / 'voices'}")):
+        load_engine("kokoro", model_dir=directory)
+
+
+def test_an_empty_hugging_face_cache_is_unavailable_not_downloaded():
+    expected = Path(os.environ["HF_HOME"]) / "hub" / "models--hexgrad--Kokoro-82M" / "snapshots"
+    with pytest.raises(ModelUnavailable, match=re.escape(str(expected))):
+        load_engine("kokoro", model_dir=None)
+
+
+def test_the_hugging_face_snapshot_is_found_through_refs_main(monkeypatch, tmp_path):
+    repo = tmp_path / "hub" / "models--hexgrad--Kokoro-82M"
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "snapshots" / "zzz999").mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123\n")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert hf_snapshot_dir() == repo / "snapshots" / "abc123"
+
+
+def test_an_unknown_voice_is_an_input_error_naming_the_known_voices(engine):
+    segment = engine.segment("Hi.", "en-us")[0]
+    with pytest.raises(EngineInputError, match="af_random"):
+        engine.synthesize(segment, "af_heart", 1.0)
+
+
+@pytest.mark.parametrize("device", ["cuda", "gpu", "cuda:x", "cuda:0 "])
+def test_malformed_devices_are_refused(checkpoint, device):
+    with pytest.raises(TtsNodeError, match="cuda:N"):
+        load_engine("kokoro", device=device, model_dir=checkpoint)
+
+
+def test_cuda_without_cuda_is_a_clear_error(checkpoint, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU-only machine
+    with pytest.raises(TtsNodeError, match="CUDA is not available"):
+        load_engine("kokoro", device="cuda:0", model_dir=checkpoint)
+
+
+def test_the_onnx_engine_still_refuses_cuda():
+    with pytest.raises(TtsNodeError, match="cpu"):
+        load_engine("kokoro-onnx", device="cuda:0")

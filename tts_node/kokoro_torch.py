@@ -1,0 +1,208 @@
+"""Kokoro-82M in PyTorch (the ``kokoro`` library's own ``KModel``), offline espeak-ng English G2P.
+
+Model files come from a local directory only (``config.json``, ``*.pth``,
+``voices/*.pt``): the Hugging Face hub is never contacted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import unicodedata
+import warnings
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from tts_node.engine import Audio, EngineInfo, Segment
+from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
+from tts_node.model_files import _sha256_of
+from tts_node.segmenter import MAX_TOKENS, segment_text
+
+SAMPLE_RATE = 24_000
+LANGUAGES = ("en-us", "en-gb")
+SPEED_RANGE = (0.25, 4.0)
+DEVICE_PATTERN = re.compile(r"cpu|cuda:\d+")
+HF_REPO = "hexgrad/Kokoro-82M"
+WEIGHTS_NAME = "kokoro-v1_0.pth"
+_WARM_UP_TEXT = "Hi."
+# Same as kokoro_onnx: espeak would read emoji out by their CLDR names.
+_EMOJI = re.compile("[\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff\U000e0020-\U000e007f\u200d\ufe0e\ufe0f\u20e3]")
+
+
+class _G2P(Protocol):
+    def __call__(self, text: str) -> tuple[str, object]: ...
+
+
+class KokoroTorchEngine:
+    """Kokoro-82M weights run by PyTorch on ``cpu`` or ``cuda:N``."""
+
+    def __init__(self, model_dir: Path | None, device: str = "cpu", threads: int = 2) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        self._device = _torch_device(device)
+        directory = model_dir.expanduser() if model_dir is not None else hf_snapshot_dir()
+        config_path, weights_path, voice_paths = find_model_files(directory)
+        config = _read_config(config_path)
+        self._vocab: dict[str, int] = {str(k): int(v) for k, v in config["vocab"].items()}
+        self._valid_ids = frozenset(self._vocab.values())
+        self._silent_ids = frozenset(i for c, i in self._vocab.items() if unicodedata.category(c)[0] in "PZS")
+        if device == "cpu":
+            torch.set_num_threads(threads)  # process-wide: torch has no per-model setting
+        self._model = load_kmodel(config, weights_path, self._device)
+        self._max_tokens = min(MAX_TOKENS, int(self._model.context_length) - 2)
+        self._voices = {name: _load_voice(path, self._device) for name, path in voice_paths.items()}
+        self._g2p: dict[str, _G2P] = {}
+        self._g2p_lock = threading.Lock()  # espeak-ng keeps global state in C
+        self._info = EngineInfo(
+            name="kokoro",
+            model_version=_sha256_of(weights_path)[:16],
+            sample_rate=SAMPLE_RATE,
+            voices=tuple(self._voices),
+            languages=LANGUAGES,
+            device=device,
+        )
+        segment = self.segment(_WARM_UP_TEXT, LANGUAGES[0])[0]
+        self.synthesize(segment, self._info.voices[0], 1.0)  # pay allocation and kernel choice at load
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def segment(self, text: str, lang: str) -> list[Segment]:
+        """Model-sized segments of ``text`` (see ``tts_node.segmenter``)."""
+        g2p = self._g2p_for(lang)
+        segments = segment_text(text, lambda piece: self._phonemize(g2p, piece), self._max_tokens)
+        if not segments:
+            raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
+        return segments
+
+    def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
+        """Mono float32 audio at ``SAMPLE_RATE`` for one segment."""
+        pack = self._voices.get(voice)
+        if pack is None:
+            raise EngineInputError(f"unknown voice {voice!r}; known voices: {', '.join(self._voices)}")
+        low, high = SPEED_RANGE
+        if not (math.isfinite(speed) and low <= speed <= high):
+            raise EngineInputError(f"speed {speed} is out of range; use {low} to {high}")
+        ids = segment.token_ids
+        if not 1 <= len(ids) <= self._max_tokens or not self._valid_ids.issuperset(ids):
+            raise EngineInputError(f"segment {segment.index} needs 1 to {self._max_tokens} known phoneme ids")
+        try:
+            with torch.inference_mode():
+                # Id 0 pads both ends, as KModel.forward does with the phoneme string's ids.
+                tokens = torch.tensor([[0, *ids, 0]], dtype=torch.long, device=self._device)
+                style = pack[min(len(ids), len(pack) - 1)].unsqueeze(0)
+                audio, _ = self._model.forward_with_tokens(tokens, style, speed)
+                samples = audio.reshape(-1).float().cpu().numpy()
+        except Exception as exc:
+            raise EngineFailure(f"torch failed on segment {segment.index}: {exc}") from exc
+        if samples.size == 0 or not np.isfinite(samples).all():
+            raise EngineFailure(f"the model returned no usable audio for segment {segment.index}")
+        return samples.astype(np.float32, copy=False)
+
+    def _g2p_for(self, lang: str) -> _G2P:
+        key = lang.strip().lower()
+        if key not in LANGUAGES:
+            raise EngineInputError(f"unsupported language {lang!r}; supported: {', '.join(LANGUAGES)}")
+        with self._g2p_lock:
+            g2p = self._g2p.get(key)
+            if g2p is None:
+                try:
+                    from misaki import espeak
+
+                    g2p = self._g2p[key] = espeak.EspeakG2P(language=key)
+                except Exception as exc:
+                    raise ModelUnavailable(f"espeak-ng G2P for {key} is unavailable: {exc}") from exc
+            return g2p
+
+    def _phonemize(self, g2p: _G2P, text: str) -> list[int]:
+        try:
+            with self._g2p_lock:
+                phonemes, _ = g2p(_EMOJI.sub(" ", text))
+        except Exception as exc:
+            raise EngineFailure(f"phonemizing failed: {exc}") from exc
+        ids = [self._vocab[c] for c in phonemes if c in self._vocab]
+        return ids if not self._silent_ids.issuperset(ids) else []
+
+
+def hf_snapshot_dir() -> Path:
+    """The local Hugging Face cache snapshot of hexgrad/Kokoro-82M (read only, never downloaded)."""
+    hub = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", "~/.cache/huggingface")) / "hub")
+    repo = Path(hub).expanduser() / f"models--{HF_REPO.replace('/', '--')}"
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        return repo / "snapshots" / ref.read_text(encoding="ascii").strip()
+    snapshots = sorted((repo / "snapshots").glob("*/"), key=lambda p: p.stat().st_mtime)
+    if not snapshots:
+        raise ModelUnavailable(f"no {HF_REPO} snapshot in {repo / 'snapshots'}; set VOXLOG_KOKORO_DIR")
+    return snapshots[-1]
+
+
+def find_model_files(directory: Path) -> tuple[Path, Path, dict[str, Path]]:
+    """``config.json``, the weights and voice name -> pack path in ``directory``."""
+    config = directory / "config.json"
+    if not config.is_file():
+        raise ModelUnavailable(f"{config} is missing")
+    weights = directory / WEIGHTS_NAME
+    if not weights.is_file():
+        found = sorted(directory.glob("*.pth"))
+        if len(found) != 1:
+            raise ModelUnavailable(f"{weights} is missing" + (f" (and {len(found)} other .pth files)" if found else ""))
+        weights = found[0]
+    voices = {p.stem: p for p in sorted((directory / "voices").glob("*.pt")) if p.is_file()}
+    if not voices:
+        raise ModelUnavailable(f"no voice packs in {directory / 'voices'}")
+    return config, weights, voices
+
+
+def _torch_device(device: str) -> torch.device:
+    if not DEVICE_PATTERN.fullmatch(device):
+        raise TtsNodeError(f"device must be 'cpu' or 'cuda:N', not {device!r}")
+    if device != "cpu":
+        if not torch.cuda.is_available():
+            raise TtsNodeError(f"device {device!r}: CUDA is not available on this machine")
+        if int(device[5:]) >= torch.cuda.device_count():
+            raise TtsNodeError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return torch.device(device)
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailable(f"cannot read {path}: {exc}") from exc
+    if not isinstance(config, dict) or not isinstance(config.get("vocab"), dict) or not config["vocab"]:
+        raise ModelUnavailable(f"{path} has no 'vocab' mapping")
+    return config
+
+
+def load_kmodel(config: dict[str, Any], weights: Path, device: torch.device) -> Any:
+    """``kokoro.KModel`` from local files only, on ``device``, in eval mode."""
+    try:
+        from kokoro import KModel
+
+        with warnings.catch_warnings():
+            # The library's own modules warn about LSTM dropout and the old weight_norm.
+            warnings.filterwarnings("ignore", category=UserWarning, message="dropout option")
+            warnings.filterwarnings("ignore", category=FutureWarning, message=".*weight_norm")
+            model = KModel(repo_id=HF_REPO, config=config, model=str(weights))
+        return model.to(device).eval()
+    except Exception as exc:
+        raise ModelUnavailable(f"cannot load Kokoro weights {weights}: {exc}") from exc
+
+
+def _load_voice(path: Path, device: torch.device) -> torch.Tensor:
+    try:
+        pack = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ModelUnavailable(f"cannot load voice pack {path}: {exc}") from exc
+    shapes_ok = isinstance(pack, torch.Tensor) and pack.ndim in (2, 3) and pack.shape[-1] == 256
+    if not shapes_ok or (pack.ndim == 3 and pack.shape[1] != 1) or len(pack) == 0:
+        raise ModelUnavailable(f"voice pack {path} is not a (rows, 1, 256) or (rows, 256) tensor")
+    return pack.reshape(-1, 256).to(device=device, dtype=torch.float32)
