@@ -51,6 +51,7 @@ from voxlog.lifecycle import wait_for_stop
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
 ACTIONABLE = frozenset({"JobQueued", "JobReleased"})
+POLL_DURING_JOB_S = 1.0
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
 
 
@@ -146,7 +147,11 @@ class SynthWorker(ConsumerRebalanceListener):
                         # Only partitions whose tail this assignment scanned are ours to act on.
                         if generation != self._generation or tp not in self._ledgers:
                             break
-                        await self._handle(tp, record)
+                        acted = await self._handle(tp, record)
+                    if acted:
+                        # Outside the lock: a commit waits for a pending rebalance, and the
+                        # rebalance's revocation callback waits for the lock.
+                        await self._commit({tp})
             await self._commit(self._consumer.assignment())
         await self._commit(self._consumer.assignment())
 
@@ -170,8 +175,10 @@ class SynthWorker(ConsumerRebalanceListener):
         except (CommitFailedError, IllegalStateError) as exc:
             log.warning("commit refused during a rebalance; the next owner re-reads the tail", error=str(exc))
 
-    async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> None:
+    async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
+        """Handle one record; returns whether a job was acted on (its offset should be committed now)."""
         event_type = header_value(record.headers, HEADER_TYPE)
+        acted = False
         if event_type in LEDGER_TYPES:
             try:
                 event = decode_event(record.value)
@@ -182,13 +189,10 @@ class SynthWorker(ConsumerRebalanceListener):
                 try:
                     acted = await self._on_event(tp, event)
                 except _Deferred:
-                    return  # stopping before anything was emitted: the next owner takes this record
-
-                self._processed[tp] = record.offset + 1
-                if acted:  # the attempt's terminal event is acknowledged: now the offset may move
-                    await self._commit({tp})
-                return
+                    return False  # stopping before anything was emitted: the next owner takes this record
+        # Only now, with the attempt's terminal event acknowledged, may the offset move past it.
         self._processed[tp] = record.offset + 1
+        return acted
 
     async def _on_event(self, tp: TopicPartition, event: JobEvent) -> bool:
         """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
@@ -290,7 +294,11 @@ class SynthWorker(ConsumerRebalanceListener):
         assigned = self._consumer.assignment()
         self._consumer.pause(*assigned)
         try:
-            stray = await self._consumer.getmany(timeout_ms=0)
+            # aiokafka's poll waits out a rebalance whatever its timeout; the rebalance's revocation
+            # callback waits for this job. Bounded, so the job can finish and the callback proceed.
+            stray = await asyncio.wait_for(self._consumer.getmany(timeout_ms=0), POLL_DURING_JOB_S)
+        except TimeoutError:
+            return
         except KafkaError as exc:
             log.warning("poll during synthesis failed", error=str(exc))
             return

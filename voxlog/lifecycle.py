@@ -29,3 +29,25 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _handle, signum)
+
+
+def dump_tasks_on_sigusr1() -> None:
+    """`kill -USR1 <pid>` logs every asyncio task's stack: how to see what a stuck process awaits."""
+    loop = asyncio.get_running_loop()
+
+    def _dump() -> None:
+        for task in asyncio.all_tasks(loop):
+            log.warning("task stack", task=task.get_name(), frames=_await_chain(task.get_coro()))
+
+    loop.add_signal_handler(signal.SIGUSR1, _dump)
+
+
+def _await_chain(coro: object) -> list[str]:
+    """The frames a suspended coroutine is waiting in, outermost first (Task.get_stack shows one)."""
+    frames = []
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            frames.append(f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return frames

@@ -30,7 +30,7 @@ from voxlog.blobs import LocalBlobStore
 from voxlog.dlq import dead_letter
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 from voxlog.kafka import KafkaEventPublisher, wait_for_partitions
-from voxlog.lifecycle import stop_on_signals
+from voxlog.lifecycle import dump_tasks_on_sigusr1, stop_on_signals
 from voxlog.settings import (
     ApiSettings,
     DatabaseSettings,
@@ -118,6 +118,7 @@ async def run_worker(settings: WorkerSettings) -> None:
     )
     stop = asyncio.Event()
     stop_on_signals(stop)
+    dump_tasks_on_sigusr1()
     try:
         await _announce(publisher, settings, worker_id, producer, engine)
         runner = JobRunner(

@@ -206,3 +206,113 @@ class NoCache:
 
     async def request_of(self, job_id):
         return None
+
+
+class RebalancingConsumer(FakeConsumer):
+    """Like aiokafka: a commit issued while a rebalance is pending waits until the rebalance is over,
+    except the one the revocation callback itself makes."""
+
+    def __init__(self, batch: dict) -> None:
+        super().__init__(batch)
+        self.rebalance_over = asyncio.Event()
+        self.rebalancing = False
+        self.callback_task: asyncio.Task | None = None
+
+    async def commit(self, offsets: dict) -> None:
+        if self.rebalancing and asyncio.current_task() is not self.callback_task:
+            await self.rebalance_over.wait()
+        await super().commit(offsets)
+
+
+class RebalanceDuringJob(RecordingRunner):
+    """A new member joins while the job synthesizes: the coordinator starts revoking."""
+
+    def __init__(self, consumer: RebalancingConsumer) -> None:
+        super().__init__()
+        self.consumer = consumer
+        self.revocation: asyncio.Task | None = None
+
+    async def run(self, view, request, attempt, abort, observe) -> Outcome:
+        self.consumer.rebalancing = True
+
+        async def revoke() -> None:
+            await self.worker.on_partitions_revoked({TP})
+            self.consumer.rebalancing = False
+            self.consumer.rebalance_over.set()
+
+        self.revocation = asyncio.create_task(revoke())
+        self.consumer.callback_task = self.revocation
+        return await super().run(view, request, attempt, abort, observe)
+
+
+async def test_regression_committing_after_a_job_does_not_deadlock_a_rebalance():
+    """The worker committed the job's offset while holding the lock the revocation callback waits for;
+    the commit waited for the rebalance, the rebalance for the callback: the member was evicted."""
+    job = one_of_each("Rebalanced job.")[0]
+    consumer = RebalancingConsumer({TP: [record(job, 0)]})
+    runner = RebalanceDuringJob(consumer)
+    worker = SynthWorker(
+        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30),
+        consumer,
+        runner,
+        NoCache(),
+        publisher=None,
+        producer=PRODUCER,
+        dead_letter=None,  # type: ignore[arg-type]
+    )
+    runner.worker = worker
+    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(consumer.rebalance_over.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(loop_task, 5)
+    assert runner.jobs == [job.job_id]
+    assert {TP: 1} in consumer.commits
+
+
+class BlockingPollConsumer(RebalancingConsumer):
+    """Like aiokafka: while a rebalance is in progress, a poll waits for the new assignment."""
+
+    def __init__(self, batch: dict) -> None:
+        super().__init__(batch)
+        self.poll_blocked = asyncio.Event()
+
+    async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
+        if self.rebalancing:
+            self.poll_blocked.set()
+            await self.rebalance_over.wait()
+        return await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+
+
+class LongJobDuringRebalance(RebalanceDuringJob):
+    async def run(self, view, request, attempt, abort, observe) -> Outcome:
+        outcome_task = asyncio.ensure_future(super().run(view, request, attempt, abort, observe))
+        await asyncio.wait_for(self.consumer.poll_blocked.wait(), 10)  # the job outlives a keep-alive poll
+        return await outcome_task
+
+
+async def test_regression_a_keepalive_poll_during_a_rebalance_does_not_hold_the_job_forever():
+    """The keep-alive poll made during a job blocked until the rebalance ended, while the rebalance
+    waited for the job: the member was evicted and never consumed again."""
+    job = one_of_each("Long job.")[0]
+    consumer = BlockingPollConsumer({TP: [record(job, 0)]})
+    runner = LongJobDuringRebalance(consumer)
+    worker = SynthWorker(
+        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30),
+        consumer,
+        runner,
+        NoCache(),
+        publisher=None,
+        producer=PRODUCER,
+        dead_letter=None,  # type: ignore[arg-type]
+    )
+    runner.worker = worker
+    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(consumer.rebalance_over.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(loop_task, 5)
+    assert runner.jobs == [job.job_id]
+    assert {TP: 1} in consumer.commits
