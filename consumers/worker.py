@@ -4,8 +4,10 @@ Per record (see DESIGN.md, worker loop): records other than the ledger's
 types are skipped by header, undecoded; ``JobQueued`` and ``JobReleased`` are
 acted on unless the ledger shows the job already moved on; a live cached
 result completes the job without synthesis; otherwise the job runs on the
-synthesis thread while the loop keeps polling with every partition paused,
-so a long job never looks like a dead member. The offset is committed only
+synthesis thread while aiokafka keeps heartbeating, with max.poll.interval
+sized to the longest job, so a long job never looks like a dead member. A
+revocation waits for the record in hand (up to a grace period, then the job
+is released at its next segment boundary). The offset is committed only
 after the job's terminal event of this attempt is acknowledged.
 """
 
@@ -20,7 +22,7 @@ from typing import Any, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from consumers.job_runner import JobRunner
@@ -51,7 +53,6 @@ from voxlog.lifecycle import wait_for_stop
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
 ACTIONABLE = frozenset({"JobQueued", "JobReleased"})
-POLL_DURING_JOB_S = 1.0
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
 
 
@@ -93,14 +94,14 @@ class SynthWorker(ConsumerRebalanceListener):
         self._abort: ReleaseReason | None = None
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
-        self._generation = 0
+        self._settled = asyncio.Event()  # set once an assignment's tails are scanned
         self._starts: dict[TopicPartition, int] = {}
 
     # -- group membership ------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        # Records already fetched belong to the old assignment: the loop drops them (they are
-        # fetched again from the committed offsets), and the record in hand is finished first.
-        self._generation += 1
+        # The record in hand is finished first (up to the grace period); records already fetched
+        # for revoked partitions are skipped by the loop once their ledger is gone.
+        self._settled.clear()
         try:
             await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
         except TimeoutError:
@@ -120,12 +121,14 @@ class SynthWorker(ConsumerRebalanceListener):
         beginnings = await self._consumer.beginning_offsets(list(assigned)) if assigned else {}
         for tp in assigned:
             committed = await self._consumer.committed(tp)
+            # Where the consumer itself resumes (committed, else earliest). No seek here: a seek
+            # inside the callback races aiokafka's own position reset and can leave a partition
+            # never fetched again.
             starts[tp] = committed if committed is not None else beginnings[tp]
-            # Explicitly, rather than by the reset policy: a just-created topic's reset can stall.
-            self._consumer.seek(tp, starts[tp])
         ledgers, read = await scan_tails(self.config.bootstrap_servers, starts, lambda: Ledger(self.config.cache_ttl))
         self._ledgers.update(ledgers)
         self._starts = starts
+        self._settled.set()
         log.info("partitions assigned", partitions=len(assigned), tail_records=read)
 
     # -- main loop ----------------------------------------------------------------
@@ -133,20 +136,19 @@ class SynthWorker(ConsumerRebalanceListener):
         self._stop = stop
         self._consumer.subscribe([self.config.jobs_topic], listener=self)
         while not stop.is_set():
-            # Captured before polling: a batch that straddles a revocation belongs to the old assignment.
-            generation = self._generation
             batch = await self._consumer.getmany(timeout_ms=500, max_records=100)
-            if generation != self._generation:
-                self._rewind(batch)
-                continue
             for tp, records in batch.items():
                 for record in records:
-                    if stop.is_set() or generation != self._generation:
+                    # aiokafka hands out records of a new assignment while its assignment callback
+                    # (the tail scan) still runs: wait for the scan, or the record would be lost.
+                    if not await self._assignment_settled(stop):
                         break
                     async with self._handling:
-                        # Only partitions whose tail this assignment scanned are ours to act on.
-                        if generation != self._generation or tp not in self._ledgers:
-                            break
+                        # A batch can straddle a rebalance. Only partitions whose tail this assignment
+                        # scanned are ours, from where it started; a record seen twice is harmless
+                        # (the ledger knows what it led to).
+                        if tp not in self._ledgers or record.offset < self._starts.get(tp, 0):
+                            continue
                         acted = await self._handle(tp, record)
                     if acted:
                         # Outside the lock: a commit waits for a pending rebalance, and the
@@ -155,16 +157,14 @@ class SynthWorker(ConsumerRebalanceListener):
             await self._commit(self._consumer.assignment())
         await self._commit(self._consumer.assignment())
 
-    def _rewind(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-        """Fetch a dropped batch's partitions again from where this assignment started them.
-
-        The consumer's position already moved past the dropped records; without a
-        seek back they would never be read. Re-reading from the assignment's start
-        is safe: the ledger knows what those records led to.
-        """
-        for tp in batch:
-            if tp in self._starts:
-                self._consumer.seek(tp, self._starts[tp])
+    async def _assignment_settled(self, stop: asyncio.Event) -> bool:
+        """Wait until no rebalance is half done; ``False`` when stopping instead."""
+        if not self._settled.is_set():
+            waiters = {asyncio.ensure_future(self._settled.wait()), asyncio.ensure_future(stop.wait())}
+            _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in pending:
+                waiter.cancel()
+        return not stop.is_set()
 
     async def _commit(self, partitions: set[TopicPartition]) -> None:
         offsets = {tp: OffsetAndMetadata(self._processed[tp], "") for tp in partitions if tp in self._processed}
@@ -273,7 +273,13 @@ class SynthWorker(ConsumerRebalanceListener):
         return self._abort
 
     async def _keepalive(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` while polling with every partition paused, so the group keeps us as a member."""
+        """Run ``work`` as a task; on shutdown, give it the grace period, then abort it at a segment boundary.
+
+        Membership stays alive without polling: aiokafka heartbeats from its own task, and
+        the consumer's max.poll.interval is sized to the longest job (VOXLOG_MAX_JOB_S).
+        Polling here instead would wait out any rebalance while holding the record in hand,
+        which the rebalance's revocation callback waits for.
+        """
         task: asyncio.Task[T] = asyncio.create_task(work)
         shutdown_deadline: float | None = None
         try:
@@ -285,25 +291,6 @@ class SynthWorker(ConsumerRebalanceListener):
                     shutdown_deadline = shutdown_deadline or time.monotonic() + self.config.shutdown_grace_s
                     if time.monotonic() >= shutdown_deadline:
                         self._abort = "shutdown"
-                await self._poll_paused()
         finally:
             if not task.done():
                 task.cancel()
-
-    async def _poll_paused(self) -> None:
-        assigned = self._consumer.assignment()
-        self._consumer.pause(*assigned)
-        try:
-            # aiokafka's poll waits out a rebalance whatever its timeout; the rebalance's revocation
-            # callback waits for this job. Bounded, so the job can finish and the callback proceed.
-            stray = await asyncio.wait_for(self._consumer.getmany(timeout_ms=0), POLL_DURING_JOB_S)
-        except TimeoutError:
-            return
-        except KafkaError as exc:
-            log.warning("poll during synthesis failed", error=str(exc))
-            return
-        finally:
-            self._consumer.resume(*self._consumer.assignment())
-        for tp, records in stray.items():  # a partition assigned mid-poll was not paused: rewind it
-            if records:
-                self._consumer.seek(tp, records[0].offset)

@@ -16,7 +16,7 @@ from producers.audio_out import render
 from producers.deps import ApiDeps, deps_of
 from producers.speech import openai_speech
 from producers.submit import JobRequest, Rejected, enqueue
-from voxlog.audio_formats import media_type
+from voxlog.audio_formats import SUPPORTED_RATES, media_type, supported_formats
 from voxlog.blobs import BlobNotFound
 from voxlog.errors import BrokerUnavailable
 
@@ -173,7 +173,9 @@ async def list_voices(request: Request[Any, Any, Any]) -> dict[str, Any]:
                 "workers": e.workers,
             }
             for e in engines
-        ]
+        ],
+        "formats": list(supported_formats()),
+        "sample_rates": list(SUPPORTED_RATES),
     }
 
 

@@ -17,7 +17,7 @@ from voxlog import devstack, docs
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 from voxlog.logging import configure_logging
-from voxlog.settings import AdminSettings, ApiSettings, DevSettings, ProjectorSettings, WorkerSettings
+from voxlog.settings import AdminSettings, ApiSettings, DevSettings, NodeSettings, ProjectorSettings, WorkerSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +36,18 @@ def _parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run one synthesis worker: one model on one device")
     worker.add_argument("--device", help="cpu or cuda:N (default: VOXLOG_DEVICE, cpu)")
     commands.add_parser("projector", help="apply the event log to the Postgres tables")
+    node = commands.add_parser("node", help="the standalone speech node: /tts/stream (SSE), /tts, /health")
+    node.add_argument("--device", help="cpu or cuda:N (default: VOXLOG_DEVICE, cpu)")
+
+    models = commands.add_parser("models", help="model files")
+    models_commands = models.add_subparsers(dest="models_command", required=True)
+    random_kokoro = models_commands.add_parser(
+        "random-kokoro",
+        help="write a RANDOM-initialized Kokoro checkpoint (config, weights, a voice pack) for tests and "
+        "benchmarks only: same architecture and compute as the real model, noise for sound",
+    )
+    random_kokoro.add_argument("directory", type=Path)
+    random_kokoro.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
     demo = commands.add_parser("demo", help="submit a text through the API, wait, write the WAV")
     demo.add_argument("--api", default=None, help="API base URL (default: the dev stack's)")
@@ -71,14 +83,24 @@ def _services(args: argparse.Namespace) -> int:
     # Imported here: `voxlog dev status` should not pay for uvicorn, asyncpg pools and onnxruntime.
     from voxlog import services
 
+    if getattr(args, "device", None):
+        os.environ["VOXLOG_DEVICE"] = args.device
     if args.command == "api":
         asyncio.run(services.run_api(ApiSettings()))
     elif args.command == "worker":
-        if args.device:
-            os.environ["VOXLOG_DEVICE"] = args.device
         asyncio.run(services.run_worker(WorkerSettings()))
+    elif args.command == "node":
+        asyncio.run(services.run_node(NodeSettings()))
     else:
         asyncio.run(services.run_projector(ProjectorSettings()))
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from tts_node.random_checkpoint import write_random_checkpoint
+
+    directory = write_random_checkpoint(args.directory, seed=args.seed)
+    print(f"wrote a random-initialized Kokoro checkpoint to {directory} (tests and benchmarks only)")
     return 0
 
 
@@ -121,8 +143,10 @@ def _docs(check: bool) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.command == "dev":
         return _dev(args)
-    if args.command in {"api", "worker", "projector"}:
+    if args.command in {"api", "worker", "projector", "node"}:
         return _services(args)
+    if args.command == "models":
+        return _models(args)
     if args.command in {"migrate", "topics"}:
         return _admin(args)
     if args.command == "demo":

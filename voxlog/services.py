@@ -115,6 +115,10 @@ async def run_worker(settings: WorkerSettings) -> None:
         client_id=worker_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        # The loop does not poll while a job synthesizes: allow the longest job between polls,
+        # and give a revocation callback its grace period plus a segment before eviction.
+        max_poll_interval_ms=int(settings.max_job_s * 1000),
+        rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
     )
     stop = asyncio.Event()
     stop_on_signals(stop)

@@ -128,6 +128,9 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
     retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
     shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")
     rebalance_grace_s: float = Field(10.0, ge=0, description="On revocation, how long a running job may finish.")
+    max_job_s: float = Field(
+        900.0, gt=0, description="Longest a job may synthesize before the group deems the worker stuck."
+    )
 
 
 class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):

@@ -1,0 +1,96 @@
+"""Formats, voice mixes and the OpenAI-compatible speech endpoint, through the whole pipeline."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile as sf
+
+from tests.support.apps import wait_for_job
+
+
+async def start_pipeline(apps):
+    app = apps()
+    app.start("projector", ["projector"])
+    app.start("worker-0", ["worker", "--device", "cpu"])
+    app.start("api", ["api"])
+    await app.wait_ready()
+    return app, await app.voices()
+
+
+def rms(samples: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(samples))))
+
+
+async def test_the_official_openai_client_gets_speech(apps):
+    app, voices = await start_pipeline(apps)
+    client = openai.AsyncOpenAI(base_url=f"{app.api}/v1", api_key="sk-not-needed", max_retries=0, timeout=180)
+    wav = await client.audio.speech.create(
+        model="tts-1", voice="alloy", input="Hello from the OpenAI client.", response_format="wav"
+    )
+    samples, rate = sf.read(io.BytesIO(wav.content), dtype="float32")
+    assert rate == 24000
+    assert rms(samples) > 0.01
+
+    mp3 = await client.audio.speech.create(model="tts-1", voice=voices[1], input="Compressed.", response_format="mp3")
+    decoded, mp3_rate = sf.read(io.BytesIO(mp3.content), dtype="float32")
+    assert mp3_rate == 24000
+    assert rms(decoded) > 0.01
+
+    async with client.audio.speech.with_streaming_response.create(
+        model="tts-1", voice=voices[0], input="First part. Second part.", response_format="pcm", stream_format="audio"
+    ) as streamed:
+        chunks = [chunk async for chunk in streamed.iter_bytes()]
+    pcm = b"".join(chunks)
+    assert len(pcm) > 24000  # more than half a second of 16-bit samples
+    assert len(pcm) % 2 == 0
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.audio.speech.create(model="tts-1", voice="nobody", input="Hi.", response_format="wav")
+    assert refused.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+    assert f"known voices: {voices[0]}" in refused.value.body["message"]  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError, match="aac"):
+        await client.audio.speech.create(model="tts-1", voice=voices[0], input="Hi.", response_format="aac")
+
+
+async def test_jobs_come_in_the_format_rate_and_voice_mix_asked_for(apps):
+    app, voices = await start_pipeline(apps)
+    mix = f"{voices[0]}(2)+{voices[1]}(1)"
+    async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
+        listing = (await client.get("/v1/voices")).json()
+        assert {"wav", "flac", "ogg", "pcm"} <= set(listing["formats"])
+        submitted = await client.post(
+            "/v1/jobs", json={"text": "Mixed voices.", "voice": mix, "format": "flac", "sample_rate": 16000}
+        )
+        assert submitted.status_code == 202, submitted.text
+        job = await wait_for_job(client, submitted.json()["job_id"])
+        assert job["state"] == "completed"
+        assert job["request"]["voice"] == f"{voices[0]}(0.6667)+{voices[1]}(0.3333)"
+        audio = await client.get(f"/v1/jobs/{job['job_id']}/audio")
+        assert audio.headers["content-type"].startswith("audio/flac")
+        samples, rate = sf.read(io.BytesIO(audio.content), dtype="float32")
+        assert rate == 16000
+        assert rms(samples) > 0.01
+
+        same_mix = await client.post(
+            "/v1/jobs",
+            json={
+                "text": "Mixed voices.",
+                "voice": f"{voices[1]}(3) + {voices[0]}(6)",
+                "format": "flac",
+                "sample_rate": 16000,
+            },
+        )
+        assert same_mix.status_code == 200, "the same mix written differently is the same request: a cache hit"
+        assert same_mix.json()["job_id"] == job["job_id"]
+
+        bad_rate = await client.post("/v1/jobs", json={"text": "Hi.", "voice": voices[0], "sample_rate": 8000})
+        assert bad_rate.status_code == 422
+        assert "48000" in bad_rate.text
+        bad_mix = await client.post("/v1/jobs", json={"text": "Hi.", "voice": f"{voices[0]}(2)+"})
+        assert bad_mix.status_code == 422
+        assert "jf_alpha(2)+jm_kumo(1)" in bad_mix.text
