@@ -91,7 +91,8 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
             body, None, reader=deps.reader, publisher=deps.publisher, limits=deps.limits, producer=deps.producer
         )
     except Rejected as exc:
-        return openai_error(exc.status, str(exc))
+        # OpenAI answers every invalid request with 400, whatever our own API would say.
+        return openai_error(400 if exc.status < 500 else exc.status, str(exc))
     except BrokerUnavailable as exc:
         return openai_error(503, f"the job log is unreachable, nothing was accepted: {exc}")
     fmt, rate = body.format.strip().lower(), body.sample_rate
