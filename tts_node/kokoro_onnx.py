@@ -3,34 +3,21 @@
 from __future__ import annotations
 
 import math
-import re
-import threading
-import unicodedata
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import onnxruntime as ort
 
 from tts_node.engine import Audio, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
+from tts_node.g2p import LANGUAGES, Phonemizer
 from tts_node.model_files import ensure_model, load_vocab, load_voices
 from tts_node.segmenter import MAX_TOKENS, segment_text
 from tts_node.voices import VoiceBank
 
 SAMPLE_RATE = 24_000
-LANGUAGES = ("en-us", "en-gb")
 SPEED_RANGE = (0.25, 4.0)
 _WARM_UP_TEXT = "Hello."
-
-# Pictographs, dingbats, flags, skin tones, keycaps, joiners and variation
-# selectors. espeak would read emoji out by their CLDR names ("grinning
-# face"), which listeners do not expect from a text they wrote.
-_EMOJI = re.compile("[\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff\U000e0020-\U000e007f\u200d\ufe0e\ufe0f\u20e3]")
-
-
-class _G2P(Protocol):
-    def __call__(self, text: str) -> tuple[str, object]: ...
 
 
 class KokoroOnnxEngine:
@@ -46,15 +33,10 @@ class KokoroOnnxEngine:
         model_path, sha256 = ensure_model(cache_dir)
         self._vocab = load_vocab()
         self._valid_ids = frozenset(self._vocab.values())
-        # Punctuation, spaces and intonation arrows shape prosody but carry no
-        # sound: a piece made only of them has nothing to say.
-        self._silent_ids = frozenset(i for c, i in self._vocab.items() if unicodedata.category(c)[0] in "PZS")
         bank = VoiceBank(load_voices())
         self._voices = bank.merge(VoiceBank.from_dir(voices_dir)) if voices_dir is not None else bank
         self._session = self._open_session(model_path, threads)
-        self._g2p: dict[str, _G2P] = {}
-        # espeak-ng keeps global state in C; calls from several threads would race.
-        self._g2p_lock = threading.Lock()
+        self._phonemizer = Phonemizer(self._vocab)
         self._info = EngineInfo(
             name="kokoro-onnx",
             model_version=sha256[:16],
@@ -71,8 +53,8 @@ class KokoroOnnxEngine:
 
     def segment(self, text: str, lang: str) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``)."""
-        g2p = self._g2p_for(lang)
-        segments = segment_text(text, lambda piece: self._phonemize(g2p, piece), MAX_TOKENS)
+        g2p = self._phonemizer.for_language(lang)
+        segments = segment_text(text, lambda piece: self._phonemizer.ids(g2p, piece), MAX_TOKENS)
         if not segments:
             raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
         return segments
@@ -101,28 +83,6 @@ class KokoroOnnxEngine:
             raise EngineFailure(f"the model returned no usable audio for segment {segment.index}")
         return audio
 
-    def _g2p_for(self, lang: str) -> _G2P:
-        key = lang.strip().lower()
-        if key not in LANGUAGES:
-            raise EngineInputError(f"unsupported language {lang!r}; supported: {', '.join(LANGUAGES)}")
-        with self._g2p_lock:
-            g2p = self._g2p.get(key)
-            if g2p is None:
-                g2p = self._g2p[key] = _make_g2p(key)
-            return g2p
-
-    def _phonemize(self, g2p: _G2P, text: str) -> list[int]:
-        speakable = _EMOJI.sub(" ", text)
-        try:
-            with self._g2p_lock:
-                phonemes, _ = g2p(speakable)
-        except Exception as exc:
-            raise EngineFailure(f"phonemizing failed: {exc}") from exc
-        # Characters outside the model's vocabulary have no embedding; dropping
-        # them is what the reference pipeline does too.
-        ids = [self._vocab[c] for c in phonemes if c in self._vocab]
-        return ids if not self._silent_ids.issuperset(ids) else []
-
     def _warm_up(self) -> None:
         # The first run allocates arenas and picks kernels; pay that at load, not on a job.
         segment = self.segment(_WARM_UP_TEXT, LANGUAGES[0])[0]
@@ -137,14 +97,3 @@ class KokoroOnnxEngine:
             return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise ModelUnavailable(f"onnxruntime cannot load {model_path}: {exc}") from exc
-
-
-def _make_g2p(lang: str) -> _G2P:
-    try:
-        # Importing loads the espeak-ng C library: only pay that once a language is used.
-        from misaki import espeak
-
-        g2p: _G2P = espeak.EspeakG2P(language=lang)
-    except Exception as exc:
-        raise ModelUnavailable(f"espeak-ng G2P for {lang} is unavailable (misaki/espeakng-loader): {exc}") from exc
-    return g2p

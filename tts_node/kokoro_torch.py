@@ -10,33 +10,25 @@ import json
 import math
 import os
 import re
-import threading
-import unicodedata
 import warnings
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from tts_node.engine import Audio, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
+from tts_node.g2p import LANGUAGES, Phonemizer
 from tts_node.model_files import _sha256_of
 from tts_node.segmenter import MAX_TOKENS, segment_text
 
 SAMPLE_RATE = 24_000
-LANGUAGES = ("en-us", "en-gb")
 SPEED_RANGE = (0.25, 4.0)
 DEVICE_PATTERN = re.compile(r"cpu|cuda:\d+")
 HF_REPO = "hexgrad/Kokoro-82M"
 WEIGHTS_NAME = "kokoro-v1_0.pth"
 _WARM_UP_TEXT = "Hi."
-# Same as kokoro_onnx: espeak would read emoji out by their CLDR names.
-_EMOJI = re.compile("[\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff\U000e0020-\U000e007f\u200d\ufe0e\ufe0f\u20e3]")
-
-
-class _G2P(Protocol):
-    def __call__(self, text: str) -> tuple[str, object]: ...
 
 
 class KokoroTorchEngine:
@@ -51,14 +43,12 @@ class KokoroTorchEngine:
         config = _read_config(config_path)
         self._vocab: dict[str, int] = {str(k): int(v) for k, v in config["vocab"].items()}
         self._valid_ids = frozenset(self._vocab.values())
-        self._silent_ids = frozenset(i for c, i in self._vocab.items() if unicodedata.category(c)[0] in "PZS")
         if device == "cpu":
             torch.set_num_threads(threads)  # process-wide: torch has no per-model setting
         self._model = load_kmodel(config, weights_path, self._device)
         self._max_tokens = min(MAX_TOKENS, int(self._model.context_length) - 2)
         self._voices = {name: _load_voice(path, self._device) for name, path in voice_paths.items()}
-        self._g2p: dict[str, _G2P] = {}
-        self._g2p_lock = threading.Lock()  # espeak-ng keeps global state in C
+        self._phonemizer = Phonemizer(self._vocab)
         self._info = EngineInfo(
             name="kokoro",
             model_version=_sha256_of(weights_path)[:16],
@@ -76,8 +66,8 @@ class KokoroTorchEngine:
 
     def segment(self, text: str, lang: str) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``)."""
-        g2p = self._g2p_for(lang)
-        segments = segment_text(text, lambda piece: self._phonemize(g2p, piece), self._max_tokens)
+        g2p = self._phonemizer.for_language(lang)
+        segments = segment_text(text, lambda piece: self._phonemizer.ids(g2p, piece), self._max_tokens)
         if not segments:
             raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
         return segments
@@ -105,30 +95,6 @@ class KokoroTorchEngine:
         if samples.size == 0 or not np.isfinite(samples).all():
             raise EngineFailure(f"the model returned no usable audio for segment {segment.index}")
         return samples.astype(np.float32, copy=False)
-
-    def _g2p_for(self, lang: str) -> _G2P:
-        key = lang.strip().lower()
-        if key not in LANGUAGES:
-            raise EngineInputError(f"unsupported language {lang!r}; supported: {', '.join(LANGUAGES)}")
-        with self._g2p_lock:
-            g2p = self._g2p.get(key)
-            if g2p is None:
-                try:
-                    from misaki import espeak
-
-                    g2p = self._g2p[key] = espeak.EspeakG2P(language=key)
-                except Exception as exc:
-                    raise ModelUnavailable(f"espeak-ng G2P for {key} is unavailable: {exc}") from exc
-            return g2p
-
-    def _phonemize(self, g2p: _G2P, text: str) -> list[int]:
-        try:
-            with self._g2p_lock:
-                phonemes, _ = g2p(_EMOJI.sub(" ", text))
-        except Exception as exc:
-            raise EngineFailure(f"phonemizing failed: {exc}") from exc
-        ids = [self._vocab[c] for c in phonemes if c in self._vocab]
-        return ids if not self._silent_ids.issuperset(ids) else []
 
 
 def hf_snapshot_dir() -> Path:

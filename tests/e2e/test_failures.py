@@ -8,22 +8,14 @@ from aiokafka import AIOKafkaProducer
 
 from contracts import decode_event, header_value
 from contracts.topics import DLQ_HEADER_REASON, DLQ_HEADER_SOURCE_OFFSET, DLQ_HEADER_SOURCE_PARTITION
-from tests.support.apps import wait_for_job, wait_http
+from tests.support.apps import start_pipeline, wait_for_job, wait_http
 from tests.support.kafka import read_to_end
 from tests.support.stack import free_port
 
 
-async def start_pipeline(apps, **env: str):
-    app = apps(**env)
-    app.start("projector", ["projector"])
-    app.start("worker-0", ["worker", "--device", "cpu"])
-    app.start("api", ["api"])
-    await app.wait_ready()
-    return app, (await app.voices())[0]
-
-
 async def test_bad_inputs_get_a_4xx_that_says_what_to_fix_and_enqueue_nothing(apps, topics):
-    app, voice = await start_pipeline(apps, VOXLOG_MAX_TEXT_CHARS="200")
+    app, voices = await start_pipeline(apps, VOXLOG_MAX_TEXT_CHARS="200")
+    voice = voices[0]
     cases = [
         ({"text": "", "voice": voice}, 422, "text is empty"),
         ({"text": " \t\u200b\n ", "voice": voice}, 422, "text is empty"),
@@ -51,7 +43,8 @@ async def test_bad_inputs_get_a_4xx_that_says_what_to_fix_and_enqueue_nothing(ap
 
 
 async def test_a_job_the_engine_cannot_speak_fails_and_its_audio_is_409(apps):
-    app, voice = await start_pipeline(apps)
+    app, voices = await start_pipeline(apps)
+    voice = voices[0]
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         submitted = await client.post("/v1/jobs", json={"text": "🎉🚀", "voice": voice})
         assert submitted.status_code == 202
@@ -64,7 +57,8 @@ async def test_a_job_the_engine_cannot_speak_fails_and_its_audio_is_409(apps):
 
 
 async def test_malformed_records_go_to_the_dlq_and_the_pipeline_keeps_going(apps, topics):
-    app, voice = await start_pipeline(apps)
+    app, voices = await start_pipeline(apps)
+    voice = voices[0]
     producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
     await producer.start()
     try:
@@ -104,7 +98,8 @@ async def test_malformed_records_go_to_the_dlq_and_the_pipeline_keeps_going(apps
 
 
 async def test_an_unreachable_broker_gets_503_and_nothing_is_recorded(apps, topics):
-    _, voice = await start_pipeline(apps)
+    _, voices = await start_pipeline(apps)
+    voice = voices[0]
     dead_kafka = apps(VOXLOG_KAFKA_BOOTSTRAP_SERVERS=f"127.0.0.1:{free_port()}")
     dead_kafka.start("api", ["api"])
     await wait_http(f"{dead_kafka.api}/healthz")

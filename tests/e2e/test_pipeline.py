@@ -11,7 +11,7 @@ import numpy as np
 import soundfile as sf
 
 from contracts import JobClaimed, JobCompleted, decode_event
-from tests.support.apps import wait_for_job
+from tests.support.apps import start_pipeline, wait_for_job
 from tests.support.kafka import read_to_end
 
 
@@ -21,12 +21,8 @@ def short_lines(corpus, count: int) -> list[str]:
 
 
 async def test_a_submitted_job_completes_with_speech_that_grows_with_the_text(apps, corpus):
-    app = apps()
-    app.start("projector", ["projector"])
-    app.start("worker-0", ["worker", "--device", "cpu"])
-    app.start("api", ["api"])
-    await app.wait_ready()
-    voice = (await app.voices())[0]
+    app, voices = await start_pipeline(apps)
+    voice = voices[0]
     texts = [short_lines(corpus, 12)[i] for i in (0, 5, 11)]
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         durations = []
@@ -56,12 +52,8 @@ async def test_a_submitted_job_completes_with_speech_that_grows_with_the_text(ap
 
 
 async def test_twenty_identical_submissions_are_synthesized_once(apps, topics):
-    app = apps()
-    app.start("projector", ["projector"])
-    app.start("worker-0", ["worker", "--device", "cpu"])
-    app.start("api", ["api"])
-    await app.wait_ready()
-    voice = (await app.voices())[0]
+    app, voices = await start_pipeline(apps)
+    voice = voices[0]
     body = {"text": "Twenty callers asked for this sentence at once.", "voice": voice}
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         responses = await asyncio.gather(*(client.post("/v1/jobs", json=body) for _ in range(20)))
@@ -83,13 +75,8 @@ async def test_twenty_identical_submissions_are_synthesized_once(apps, topics):
 
 
 async def test_two_workers_split_forty_jobs_and_synthesize_each_once(apps, topics):
-    app = apps(VOXLOG_THREADS="1")
-    app.start("projector", ["projector"])
-    app.start("worker-0", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w0"})
-    app.start("worker-1", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w1"})
-    app.start("api", ["api"])
-    await app.wait_ready()
-    voice = (await app.voices())[0]
+    app, voices = await start_pipeline(apps, workers=2, VOXLOG_THREADS="1")
+    voice = voices[0]
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         responses = await asyncio.gather(
             *(client.post("/v1/jobs", json={"text": f"Job number {i}.", "voice": voice}) for i in range(40))

@@ -10,16 +10,7 @@ import openai
 import pytest
 import soundfile as sf
 
-from tests.support.apps import wait_for_job
-
-
-async def start_pipeline(apps):
-    app = apps()
-    app.start("projector", ["projector"])
-    app.start("worker-0", ["worker", "--device", "cpu"])
-    app.start("api", ["api"])
-    await app.wait_ready()
-    return app, await app.voices()
+from tests.support.apps import start_pipeline, wait_for_job
 
 
 def rms(samples: np.ndarray) -> float:

@@ -118,3 +118,14 @@ async def wait_http(url: str, within_s: float = 60.0) -> None:
                 pass
             await asyncio.sleep(0.2)
     raise AssertionError(f"{url} did not answer within {within_s}s")
+
+
+async def start_pipeline(make: Any, workers: int = 1, **env: str) -> tuple[AppStack, list[str]]:
+    """A projector, ``workers`` workers and the API on this test's topics; returns them and the voices."""
+    app: AppStack = make(**env)
+    app.start("projector", ["projector"])
+    for i in range(workers):
+        app.start(f"worker-{i}", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": f"w{i}"})
+    app.start("api", ["api"])
+    await app.wait_ready()
+    return app, await app.voices()

@@ -1,0 +1,68 @@
+"""Offline English G2P shared by both Kokoro engines: text → Kokoro phoneme ids.
+
+espeak-ng (through misaki, with espeakng-loader's bundled library and data)
+phonemizes with no download. Emoji and their joiners are blanked first:
+espeak would read them aloud by name ("grinning face"). A piece whose ids are
+all punctuation, space or symbols has nothing to say and maps to no ids.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Mapping
+from typing import Final, Protocol
+
+from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
+
+LANGUAGES: Final = ("en-us", "en-gb")
+_EMOJI: Final = re.compile(
+    "[\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff\U000e0020-\U000e007f\u200d\ufe0e\ufe0f\u20e3]"
+)
+
+
+class _G2P(Protocol):
+    def __call__(self, text: str) -> tuple[str, object]: ...
+
+
+class Phonemizer:
+    """Thread-safe: espeak-ng keeps global state in C, so every call holds one lock."""
+
+    def __init__(self, vocab: Mapping[str, int]) -> None:
+        self._vocab = dict(vocab)
+        self._silent_ids = frozenset(i for c, i in self._vocab.items() if unicodedata.category(c)[0] in "PZS")
+        self._g2p: dict[str, _G2P] = {}
+        self._lock = threading.Lock()
+
+    def for_language(self, lang: str) -> _G2P:
+        key = lang.strip().lower()
+        if key not in LANGUAGES:
+            raise EngineInputError(f"unsupported language {lang!r}; supported: {', '.join(LANGUAGES)}")
+        with self._lock:
+            g2p = self._g2p.get(key)
+            if g2p is None:
+                g2p = self._g2p[key] = _make_g2p(key)
+            return g2p
+
+    def ids(self, g2p: _G2P, text: str) -> list[int]:
+        try:
+            with self._lock:
+                phonemes, _ = g2p(_EMOJI.sub(" ", text))
+        except Exception as exc:
+            raise EngineFailure(f"phonemizing failed: {exc}") from exc
+        # Characters outside the model's vocabulary have no embedding; dropping
+        # them is what the reference pipeline does too.
+        ids = [self._vocab[c] for c in phonemes if c in self._vocab]
+        return ids if not self._silent_ids.issuperset(ids) else []
+
+
+def _make_g2p(lang: str) -> _G2P:
+    try:
+        # Importing loads the espeak-ng C library: only pay that once a language is used.
+        from misaki import espeak
+
+        g2p: _G2P = espeak.EspeakG2P(language=lang)
+    except Exception as exc:
+        raise ModelUnavailable(f"espeak-ng G2P for {lang} is unavailable (misaki/espeakng-loader): {exc}") from exc
+    return g2p
