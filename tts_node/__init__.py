@@ -55,7 +55,7 @@ def load_engine(
     if name == "kokoro":
         from tts_node.kokoro_torch import KokoroTorchEngine
 
-        return KokoroTorchEngine(model_dir, device=device, threads=threads)
+        return KokoroTorchEngine(model_dir, device=device, threads=threads, voices_dir=voices_dir)
     from tts_node.kokoro_onnx import KokoroOnnxEngine
 
     return KokoroOnnxEngine(cache_dir=cache_dir, threads=threads, voices_dir=voices_dir)

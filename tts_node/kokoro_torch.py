@@ -22,6 +22,7 @@ from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, T
 from tts_node.g2p import LANGUAGES, Phonemizer
 from tts_node.model_files import _sha256_of
 from tts_node.segmenter import MAX_TOKENS, segment_text
+from tts_node.voices import VoiceBank
 
 SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.25, 4.0)
@@ -34,12 +35,14 @@ _WARM_UP_TEXT = "Hi."
 class KokoroTorchEngine:
     """Kokoro-82M weights run by PyTorch on ``cpu`` or ``cuda:N``."""
 
-    def __init__(self, model_dir: Path | None, device: str = "cpu", threads: int = 2) -> None:
+    def __init__(
+        self, model_dir: Path | None, device: str = "cpu", threads: int = 2, *, voices_dir: Path | None = None
+    ) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
         self._device = _torch_device(device)
         directory = model_dir.expanduser() if model_dir is not None else hf_snapshot_dir()
-        config_path, weights_path, voice_paths = find_model_files(directory)
+        config_path, weights_path, _ = find_model_files(directory)
         config = _read_config(config_path)
         self._vocab: dict[str, int] = {str(k): int(v) for k, v in config["vocab"].items()}
         self._valid_ids = frozenset(self._vocab.values())
@@ -47,13 +50,15 @@ class KokoroTorchEngine:
             torch.set_num_threads(threads)  # process-wide: torch has no per-model setting
         self._model = load_kmodel(config, weights_path, self._device)
         self._max_tokens = min(MAX_TOKENS, int(self._model.context_length) - 2)
-        self._voices = {name: _load_voice(path, self._device) for name, path in voice_paths.items()}
+        # The same VoiceBank as kokoro-onnx: .pt/.npy/.bin packs, extras, and weighted mixes.
+        bank = VoiceBank.from_dir(directory / "voices")
+        self._voices = bank.merge(VoiceBank.from_dir(voices_dir)) if voices_dir is not None else bank
         self._phonemizer = Phonemizer(self._vocab)
         self._info = EngineInfo(
             name="kokoro",
             model_version=_sha256_of(weights_path)[:16],
             sample_rate=SAMPLE_RATE,
-            voices=tuple(self._voices),
+            voices=self._voices.names(),
             languages=LANGUAGES,
             device=device,
         )
@@ -74,9 +79,7 @@ class KokoroTorchEngine:
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         """Mono float32 audio at ``SAMPLE_RATE`` for one segment."""
-        pack = self._voices.get(voice)
-        if pack is None:
-            raise EngineInputError(f"unknown voice {voice!r}; known voices: {', '.join(self._voices)}")
+        pack = torch.from_numpy(self._voices.resolve(voice).reshape(-1, 256).copy()).to(self._device)
         low, high = SPEED_RANGE
         if not (math.isfinite(speed) and low <= speed <= high):
             raise EngineInputError(f"speed {speed} is out of range; use {low} to {high}")
@@ -161,14 +164,3 @@ def load_kmodel(config: dict[str, Any], weights: Path, device: torch.device) -> 
         return model.to(device).eval()
     except Exception as exc:
         raise ModelUnavailable(f"cannot load Kokoro weights {weights}: {exc}") from exc
-
-
-def _load_voice(path: Path, device: torch.device) -> torch.Tensor:
-    try:
-        pack = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ModelUnavailable(f"cannot load voice pack {path}: {exc}") from exc
-    shapes_ok = isinstance(pack, torch.Tensor) and pack.ndim in (2, 3) and pack.shape[-1] == 256
-    if not shapes_ok or (pack.ndim == 3 and pack.shape[1] != 1) or len(pack) == 0:
-        raise ModelUnavailable(f"voice pack {path} is not a (rows, 1, 256) or (rows, 256) tensor")
-    return pack.reshape(-1, 256).to(device=device, dtype=torch.float32)
