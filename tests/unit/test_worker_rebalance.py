@@ -34,6 +34,12 @@ def record(event, offset: int) -> ConsumerRecord:
     )
 
 
+def make_worker(consumer, runner, lookup) -> SynthWorker:
+    """A worker over fakes; the grace period is long so that no test depends on timing out."""
+    config = WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30)
+    return SynthWorker(config, consumer, runner, lookup, publisher=None, producer=PRODUCER, dead_letter=None)
+
+
 class FakeConsumer:
     def __init__(self, batch: dict) -> None:
         self._batches = [batch]
@@ -92,15 +98,7 @@ async def test_regression_revocation_waits_for_the_record_in_hand_and_drops_the_
     first, second = one_of_each("First job.")[0], one_of_each("Second job.")[0]
     consumer = FakeConsumer({TP: [record(first, 0), record(second, 1)]})
     lookup, runner = GatedLookup(), RecordingRunner()
-    worker = SynthWorker(
-        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30),
-        consumer,
-        runner,
-        lookup,
-        publisher=None,
-        producer=PRODUCER,
-        dead_letter=None,  # type: ignore[arg-type]
-    )
+    worker = make_worker(consumer, runner, lookup)
     worker._ledgers[TP] = Ledger(timedelta(minutes=10))
     worker._settled.set()
     stop = asyncio.Event()
@@ -141,15 +139,7 @@ async def test_regression_a_batch_returned_after_a_revocation_is_dropped():
     job = one_of_each("Straddling job.")[0]
     consumer = RevokingConsumer({TP: [record(job, 0)]})
     runner = RecordingRunner()
-    worker = SynthWorker(
-        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10)),
-        consumer,
-        runner,
-        GatedLookup(),
-        publisher=None,
-        producer=PRODUCER,
-        dead_letter=None,  # type: ignore[arg-type]
-    )
+    worker = make_worker(consumer, runner, GatedLookup())
     worker._ledgers[TP] = Ledger(timedelta(minutes=10))
     worker._settled.set()
     stop = asyncio.Event()
@@ -187,15 +177,7 @@ async def test_regression_records_polled_across_the_first_join_are_not_lost():
     job = one_of_each("Across the join.")[0]
     consumer = ReassigningConsumer({TP: [record(job, 0)]})
     runner = RecordingRunner()
-    worker = SynthWorker(
-        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10)),
-        consumer,
-        runner,
-        NoCache(),
-        publisher=None,
-        producer=PRODUCER,
-        dead_letter=None,  # type: ignore[arg-type]
-    )
+    worker = make_worker(consumer, runner, NoCache())
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(consumer.idle.wait(), 5)
@@ -255,15 +237,7 @@ async def test_regression_committing_after_a_job_does_not_deadlock_a_rebalance()
     job = one_of_each("Rebalanced job.")[0]
     consumer = RebalancingConsumer({TP: [record(job, 0)]})
     runner = RebalanceDuringJob(consumer)
-    worker = SynthWorker(
-        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30),
-        consumer,
-        runner,
-        NoCache(),
-        publisher=None,
-        producer=PRODUCER,
-        dead_letter=None,  # type: ignore[arg-type]
-    )
+    worker = make_worker(consumer, runner, NoCache())
     runner.worker = worker
     worker._ledgers[TP] = Ledger(timedelta(minutes=10))
     worker._settled.set()
@@ -282,15 +256,7 @@ async def test_regression_records_handed_out_before_the_tail_scan_finished_wait_
     job = one_of_each("Early record.")[0]
     consumer = FakeConsumer({TP: [record(job, 0)]})
     runner = RecordingRunner()
-    worker = SynthWorker(
-        WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10)),
-        consumer,
-        runner,
-        NoCache(),
-        publisher=None,
-        producer=PRODUCER,
-        dead_letter=None,  # type: ignore[arg-type]
-    )
+    worker = make_worker(consumer, runner, NoCache())
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     done, _ = await asyncio.wait({loop_task}, timeout=0.3)
