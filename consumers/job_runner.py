@@ -21,7 +21,7 @@ import structlog
 
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.ledger import JobView
-from consumers.ports import AudioSink, SpeechEngine
+from consumers.ports import AudioSink, CachedResult, SpeechEngine
 from contracts import (
     JobClaimed,
     JobClaimedPayload,
@@ -170,6 +170,27 @@ class JobRunner:
             synthesis_ms=round(1000 * (time.perf_counter() - started)),
         )
         return Outcome("completed", len(plan), total_ms)
+
+    async def complete_from_cache(
+        self, job: JobView, cached: CachedResult, observe: Callable[[JobEvent], object]
+    ) -> Outcome:
+        """Coalesce: complete ``job`` with a live result another job produced, without synthesis."""
+        self._observe = observe
+        payload = JobCompletedPayload(
+            segment_count=cached.segment_count,
+            total_duration_ms=cached.total_duration_ms,
+            cache_hit=True,
+            source_job_id=cached.job_id,
+        )
+        await self._emit(JobCompleted, job, job.attempt, payload)
+        return Outcome("completed", cached.segment_count, cached.total_duration_ms)
+
+    async def fail_without_attempt(
+        self, job: JobView, code: str, message: str, observe: Callable[[JobEvent], object]
+    ) -> Outcome:
+        """Fail ``job`` before any attempt could start (its request cannot be found, say)."""
+        self._observe = observe
+        return await self._fail(job, job.attempt, code, message, job.attempt)
 
     async def _emit(self, cls: _EmittedEvent, job: JobView, attempt: int, payload: Any, *parts: int) -> None:
         event_type: str = cls.model_fields["type"].default

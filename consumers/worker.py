@@ -32,22 +32,15 @@ from consumers.recovery import LEDGER_TYPES, scan_tails
 from contracts import (
     HEADER_TYPE,
     DecodeError,
-    JobCompleted,
-    JobCompletedPayload,
     JobEvent,
-    JobFailed,
-    JobFailedPayload,
     JobQueued,
     JobReleased,
-    Producer,
     SynthesisRequest,
     decode_event,
-    derive_event_id,
     header_value,
     utc_now,
 )
 from contracts.events import ReleaseReason
-from voxlog.kafka import EventPublisher
 from voxlog.lifecycle import wait_for_stop
 
 log = structlog.get_logger("voxlog.worker")
@@ -78,16 +71,12 @@ class SynthWorker(ConsumerRebalanceListener):
         consumer: AIOKafkaConsumer,
         runner: JobRunner,
         lookup: ResultLookup,
-        publisher: EventPublisher,
-        producer: Producer,
         dead_letter: DeadLetter,
     ) -> None:
         self.config = config
         self._consumer = consumer
         self._runner = runner
         self._lookup = lookup
-        self._publisher = publisher
-        self._producer = producer
         self._dead_letter = dead_letter
         self._ledgers: dict[TopicPartition, Ledger] = {}
         self._processed: dict[TopicPartition, int] = {}
@@ -217,42 +206,14 @@ class SynthWorker(ConsumerRebalanceListener):
         now = utc_now()
         cached = ledger.live_result(view.fingerprint, now) or await self._lookup.live_result(view.fingerprint, now)
         if cached is not None and cached.job_id != view.job_id:
-            hit = JobCompleted(
-                event_id=derive_event_id(view.job_id, "JobCompleted", view.attempt),
-                job_id=view.job_id,
-                fingerprint=view.fingerprint,
-                attempt=view.attempt,
-                occurred_at=now,
-                producer=self._producer,
-                payload=JobCompletedPayload(
-                    segment_count=cached.segment_count,
-                    total_duration_ms=cached.total_duration_ms,
-                    cache_hit=True,
-                    source_job_id=cached.job_id,
-                ),
-            )
-            await self._publisher.publish(hit)
-            ledger.observe(hit)
+            await self._runner.complete_from_cache(view, cached, ledger.observe)
             return
         request = view.request or await self._request_of(view)
         if request is None and self._stop.is_set():
             raise _Deferred
         if request is None:
-            failed = JobFailed(
-                event_id=derive_event_id(view.job_id, "JobFailed", view.attempt),
-                job_id=view.job_id,
-                fingerprint=view.fingerprint,
-                attempt=view.attempt,
-                occurred_at=now,
-                producer=self._producer,
-                payload=JobFailedPayload(
-                    reason_code="request_unavailable",
-                    message="the job's JobQueued is neither in this partition's tail nor in the projection",
-                    attempts=view.attempt,
-                ),
-            )
-            await self._publisher.publish(failed)
-            ledger.observe(failed)
+            message = "the job's JobQueued is neither in this partition's tail nor in the projection"
+            await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.observe)
             return
         try:
             await self._keepalive(self._runner.run(view, request, view.attempt + 1, self._abort_reason, ledger.observe))

@@ -146,7 +146,7 @@ async def run_worker(settings: WorkerSettings) -> None:
         async def to_dlq(record: ConsumerRecord, reason: str) -> object:
             return await dead_letter(publisher, settings.dlq_topic, record, reason, f"worker:{worker_id}")
 
-        worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), publisher, producer, to_dlq)
+        worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), to_dlq)
         await consumer.start()
         log.info("worker started", worker_id=worker_id, engine=engine.description.name, device=settings.device)
         await worker.run(stop)

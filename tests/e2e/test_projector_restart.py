@@ -10,10 +10,9 @@ import uuid
 
 import asyncpg
 
-from contracts import NodeAnnounced, NodeAnnouncedPayload
 from infra.processes import wait_gone
 from projections.migrations import migrate_database
-from tests.support.events import PRODUCER, T0, one_of_each
+from tests.support.events import node_announced, one_of_each
 from voxlog.kafka import KafkaEventPublisher
 
 TABLES = {
@@ -59,21 +58,7 @@ async def wait_applied(url: str, schema: str, name: str, target: int, within_s: 
 
 async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(stack, topics, schema, apps):
     events = [event for i in range(250) for event in one_of_each(f"Replayed sentence {i}.", uuid.uuid4())]
-    node = NodeAnnounced(
-        event_id=uuid.uuid4(),
-        occurred_at=T0,
-        producer=PRODUCER,
-        payload=NodeAnnouncedPayload(
-            worker_id="w-test",
-            engine="kokoro-onnx",
-            model_version="6e742170d309",
-            device="cpu",
-            sample_rate=24000,
-            voices=("jf_alpha",),
-            languages=("en-us",),
-            started_at=T0,
-        ),
-    )
+    node = node_announced()
     async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
         await asyncio.gather(*(publisher.publish(e) for e in events))
         await publisher.publish(node, topic=topics.settings.nodes_topic)

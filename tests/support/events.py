@@ -18,6 +18,8 @@ from contracts import (
     JobQueuedPayload,
     JobReleased,
     JobReleasedPayload,
+    NodeAnnounced,
+    NodeAnnouncedPayload,
     Producer,
     SegmentProduced,
     SegmentProducedPayload,
@@ -101,3 +103,21 @@ def one_of_each(text: str = "Hello world.", job_id: uuid.UUID | None = None) -> 
             **common,
         ),
     ]
+
+
+def node_announced(worker_id: str = "w-test", engine: str = "kokoro-onnx", device: str = "cpu") -> NodeAnnounced:
+    return NodeAnnounced(
+        event_id=uuid.uuid4(),
+        occurred_at=T0,
+        producer=PRODUCER,
+        payload=NodeAnnouncedPayload(
+            worker_id=worker_id,
+            engine=engine,
+            model_version="6e742170d309",
+            device=device,
+            sample_rate=24000,
+            voices=("jf_alpha",),
+            languages=("en-us",),
+            started_at=T0,
+        ),
+    )

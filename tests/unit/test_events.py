@@ -131,24 +131,10 @@ def test_fingerprint_must_be_a_sha256_hex():
 
 
 def test_node_announcements_round_trip_and_are_keyed_by_worker():
-    from contracts import NodeAnnounced, NodeAnnouncedPayload, decode_node_event, record_key
-    from tests.support.events import PRODUCER, T0
+    from contracts import decode_node_event, record_key
+    from tests.support.events import node_announced
 
-    node = NodeAnnounced(
-        event_id=uuid.uuid4(),
-        occurred_at=T0,
-        producer=PRODUCER,
-        payload=NodeAnnouncedPayload(
-            worker_id="gpu-box-cuda:1",
-            engine="kokoro",
-            model_version="abc",
-            device="cuda:1",
-            sample_rate=24000,
-            voices=("af_heart",),
-            languages=("en-us",),
-            started_at=T0,
-        ),
-    )
+    node = node_announced("gpu-box-cuda:1", engine="kokoro", device="cuda:1")
     assert decode_node_event(encode_event(node)) == node
     assert record_key(node) == b"gpu-box-cuda:1"
     assert header_value(event_headers(node), HEADER_TYPE) == "NodeAnnounced"

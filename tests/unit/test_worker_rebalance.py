@@ -13,7 +13,7 @@ from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
 from consumers.worker import SynthWorker, WorkerConfig
 from contracts import encode_event, event_headers
-from tests.support.events import PRODUCER, one_of_each
+from tests.support.events import one_of_each
 
 TP = TopicPartition("jobs", 0)
 
@@ -37,7 +37,7 @@ def record(event, offset: int) -> ConsumerRecord:
 def make_worker(consumer, runner, lookup) -> SynthWorker:
     """A worker over fakes; the grace period is long so that no test depends on timing out."""
     config = WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30)
-    return SynthWorker(config, consumer, runner, lookup, publisher=None, producer=PRODUCER, dead_letter=None)
+    return SynthWorker(config, consumer, runner, lookup, dead_letter=None)  # type: ignore[arg-type]
 
 
 class FakeConsumer:
