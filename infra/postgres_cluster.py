@@ -122,6 +122,8 @@ class PostgresCluster:
             f"listen_addresses = '{self.config.host}'\n"
             f"unix_socket_directories = '{self.socket_dir}'\n"
             "max_connections = 200\n"
+            # Commit times answer "since when could a reader see this row?" (audits, benchmarks).
+            "track_commit_timestamp = on\n"
         )
         self._write_owned(self.data_dir / "voxlog.auto.conf", body)
         main_conf = self.data_dir / "postgresql.conf"

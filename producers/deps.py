@@ -21,6 +21,7 @@ class ApiDeps:
     limits: Limits
     producer: Producer
     speech_timeout_s: float = 120.0
+    stream_poll_s: float = 0.1
     openai_default_voice: str = ""
 
 

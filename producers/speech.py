@@ -35,7 +35,6 @@ OPENAI_VOICES: Final = frozenset(
     {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"}
 )
 OPENAI_MODELS: Final = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts"})
-POLL_S: Final = 0.2
 
 
 class SpeechRequest(BaseModel):
@@ -118,7 +117,7 @@ async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> dict[str, Any] | N
         job = await deps.reader.job(job_id)
         if job is not None and job["state"] in {"completed", "failed"}:
             return job
-        await asyncio.sleep(POLL_S)
+        await asyncio.sleep(deps.stream_poll_s)
     return None
 
 
@@ -134,7 +133,7 @@ async def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID) -> AsyncItera
             sent += 1
         if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
             return
-        await asyncio.sleep(POLL_S)
+        await asyncio.sleep(deps.stream_poll_s)
 
 
 async def _raw_stream(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIterator[bytes]:

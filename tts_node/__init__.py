@@ -12,10 +12,15 @@ from pathlib import Path
 from tts_node.engine import Audio, Engine, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 
-ENGINES = ("kokoro-onnx", "kokoro")
+# bench-sleep is for benchmarks only (see tts_node.bench_sleep); never a default.
+ENGINES = ("kokoro-onnx", "kokoro", "bench-sleep")
 # Device forms each engine accepts; N is a CUDA device index.
-DEVICES = {"kokoro-onnx": ("cpu",), "kokoro": ("cpu", "cuda:N")}
-_DEVICE_RES = {"kokoro-onnx": re.compile("cpu"), "kokoro": re.compile(r"cpu|cuda:\d+")}
+DEVICES = {"kokoro-onnx": ("cpu",), "kokoro": ("cpu", "cuda:N"), "bench-sleep": ("cpu", "cuda:N")}
+_DEVICE_RES = {
+    "kokoro-onnx": re.compile("cpu"),
+    "kokoro": re.compile(r"cpu|cuda:\d+"),
+    "bench-sleep": re.compile(r"cpu|cuda:\d+"),
+}
 
 __all__ = [
     "DEVICES",
@@ -40,18 +45,24 @@ def load_engine(
     cache_dir: Path | None = None,
     model_dir: Path | None = None,
     voices_dir: Path | None = None,
+    bench_synth_ms: float = 0.0,
 ) -> Engine:
     """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings.
 
     ``kokoro-onnx`` uses ``cache_dir`` (assembled weights) and ``voices_dir``
     (extra voice packs); ``kokoro`` reads ``model_dir`` (config.json, the .pth
     weights, voices/*.pt), or the local Hugging Face cache when it is None.
+    ``bench-sleep`` sleeps ``bench_synth_ms`` per segment (benchmarks only).
     """
     if name not in ENGINES:
         raise TtsNodeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
     if not _DEVICE_RES[name].fullmatch(device):
         raise TtsNodeError(f"engine {name!r} runs on {', '.join(DEVICES[name])}, not {device!r}")
     # Imported here so that importing tts_node loads neither onnxruntime nor torch.
+    if name == "bench-sleep":
+        from tts_node.bench_sleep import BenchSleepEngine
+
+        return BenchSleepEngine(bench_synth_ms, device=device)
     if name == "kokoro":
         from tts_node.kokoro_torch import KokoroTorchEngine
 

@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bench.errors import BenchError
 from consumers.errors import ConsumerError
 from infra.errors import InfraError
 from projections.errors import ProjectionError
@@ -60,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     docs_cmd = commands.add_parser("docs", help="regenerate docs/events.schema.json and docs/asyncapi.json")
     docs_cmd.add_argument("--check", action="store_true", help="fail when the committed documents are stale")
     commands.add_parser("config", help="print every setting with its default, as a Markdown table")
+    bench = commands.add_parser(
+        "bench", help="benchmarks against a Postgres SKIP LOCKED queue; writes docs/benchmarks.md", add_help=False
+    )
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER, help="see `voxlog bench --help`")
     return parser
 
 
@@ -140,6 +145,12 @@ def _docs(check: bool) -> int:
     return 0
 
 
+def _bench(bench_args: Sequence[str]) -> int:
+    from bench.run import main as bench_main
+
+    return bench_main(bench_args)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "dev":
         return _dev(args)
@@ -158,11 +169,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # its options are its own (`voxlog bench --help`)
+        configure_logging("WARNING")
+        return _guarded(lambda: _bench(argv[1:]))
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
+    return _guarded(lambda: run(args))
+
+
+def _guarded(command: Callable[[], int]) -> int:
     try:
-        return run(args)
-    except (VoxlogError, InfraError, ProjectionError, ConsumerError, TtsNodeError) as exc:
+        return command()
+    except (VoxlogError, InfraError, ProjectionError, ConsumerError, TtsNodeError, BenchError) as exc:
         print(f"voxlog: {exc}", file=sys.stderr)
         return 2
 

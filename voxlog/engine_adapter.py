@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy.typing as npt
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.ports import EngineDescription, PlannedSegment
 from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment
+from voxlog.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS
 
 
 class TtsNodeSpeechEngine:
@@ -42,9 +44,15 @@ class TtsNodeSpeechEngine:
         handle = segment.handle
         if not isinstance(handle, Segment):
             raise TypeError("segment was not planned by this engine")
+        started = time.perf_counter()
         try:
-            return self._engine.synthesize(handle, voice, speed)
+            audio = self._engine.synthesize(handle, voice, speed)
         except EngineInputError as exc:
             raise InputRejected(str(exc)) from exc
         except (EngineFailure, ModelUnavailable) as exc:
             raise TransientEngineError(str(exc)) from exc
+        finally:
+            SYNTHESIS_SECONDS.labels(self._description.name).inc(time.perf_counter() - started)
+        AUDIO_SECONDS.labels(self._description.name).inc(len(audio) / self._description.sample_rate)
+        SEGMENTS.labels(self._description.name).inc()
+        return audio

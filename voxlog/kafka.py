@@ -50,7 +50,10 @@ class KafkaEventPublisher:
             client_id=client_id,
             enable_idempotence=True,
             acks="all",
-            linger_ms=2,
+            # Every publish is awaited on a job's critical path; records that arrive while a
+            # request is in flight are batched anyway, so lingering only adds latency
+            # (bench: 2 ms of linger cost ~1.5 ms per publish, four publishes per job).
+            linger_ms=0,
             request_timeout_ms=request_timeout_ms,
         )
 

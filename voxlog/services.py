@@ -31,6 +31,7 @@ from voxlog.dlq import dead_letter
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 from voxlog.kafka import KafkaEventPublisher, wait_for_partitions
 from voxlog.lifecycle import dump_tasks_on_sigusr1, stop_on_signals
+from voxlog.metrics import serve_metrics
 from voxlog.settings import (
     ApiSettings,
     DatabaseSettings,
@@ -67,6 +68,7 @@ async def run_api(settings: ApiSettings) -> None:
         limits=Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine),
         producer=Producer(service="api", instance=_instance()),
         speech_timeout_s=settings.speech_timeout_s,
+        stream_poll_s=settings.stream_poll_s,
         openai_default_voice=settings.openai_default_voice,
     )
     app = create_app(deps)
@@ -92,6 +94,7 @@ async def load_configured_engine(settings: EngineSettings) -> Engine:
         cache_dir=settings.model_cache_dir,
         model_dir=settings.kokoro_dir,
         voices_dir=settings.voices_dir,
+        bench_synth_ms=settings.bench_synth_ms,
     )
 
 
@@ -106,6 +109,7 @@ async def run_worker(settings: WorkerSettings) -> None:
     engine = TtsNodeSpeechEngine(model)
     fifo = SynthesisQueue(model)
     await fifo.start()
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     pool = await _pool(settings)
     publisher = KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.jobs_topic, client_id=worker_id)
     await publisher.start()

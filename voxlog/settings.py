@@ -99,13 +99,19 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
     publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
     speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
+    stream_poll_s: float = Field(
+        0.1, gt=0, description="How often a streaming speech response looks for newly projected segments."
+    )
     openai_default_voice: str = Field(
         "", description="Voice that serves OpenAI voice names (alloy, nova, ...); empty: the first announced voice."
     )
 
 
 class EngineSettings(_Settings):
-    engine: str = Field("kokoro-onnx", description="Speech engine: kokoro-onnx (int8, CPU) or kokoro (torch).")
+    engine: str = Field(
+        "kokoro-onnx",
+        description="Speech engine: kokoro-onnx (int8, CPU), kokoro (torch), or bench-sleep (benchmarks only).",
+    )
     device: str = Field("cpu", description="Device the model runs on: cpu, or cuda:N for the kokoro engine.")
     threads: int = Field(2, ge=1, description="CPU threads the engine may use.")
     model_cache_dir: Path = Field(
@@ -116,6 +122,9 @@ class EngineSettings(_Settings):
         None, description="config.json, weights .pth and voices/ of the torch engine (unset: the Hugging Face cache)."
     )
     voices_dir: Path | None = Field(None, description="Extra voice packs (.pt, .npy, .bin) to load beside the bundled.")
+    bench_synth_ms: float = Field(
+        0.0, ge=0, description="Benchmarks only: milliseconds the bench-sleep engine sleeps per segment."
+    )
     nice: int = Field(0, ge=0, le=19, description="Raise the process's nice value by this much at start.")
 
 
@@ -131,6 +140,8 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
     max_job_s: float = Field(
         900.0, gt=0, description="Longest a job may synthesize before the group deems the worker stuck."
     )
+    metrics_host: str = Field("127.0.0.1", description="Address of the worker's Prometheus /metrics endpoint.")
+    metrics_port: int = Field(0, ge=0, description="Port of the worker's Prometheus /metrics endpoint (0: not served).")
 
 
 class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):

@@ -13,14 +13,9 @@ import shutil
 import socket
 from pathlib import Path
 
+from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 from voxlog.settings import default_cache_root, default_state_root
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_free(port: int) -> bool:

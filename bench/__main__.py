@@ -1,0 +1,9 @@
+"""``python -m bench``: the same as ``voxlog bench``."""
+
+from __future__ import annotations
+
+import sys
+
+from bench.run import main
+
+sys.exit(main())

@@ -1,0 +1,91 @@
+"""``python -m bench.baseline api|worker``: run one baseline process until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+
+import asyncpg
+import structlog
+import uvicorn
+
+from bench.baseline.api import BaselineDeps, create_baseline_app
+from bench.baseline.queue import BaselineQueue, install
+from bench.baseline.settings import BaselineApiSettings, BaselineWorkerSettings
+from bench.baseline.worker import BaselineWorker, BaselineWorkerConfig
+from producers.submit import Limits
+from tts_node.fifo import SynthesisQueue
+from voxlog.blobs import LocalBlobStore
+from voxlog.engine_adapter import TtsNodeSpeechEngine
+from voxlog.lifecycle import stop_on_signals
+from voxlog.logging import configure_logging
+from voxlog.metrics import serve_metrics
+from voxlog.services import load_configured_engine
+
+log = structlog.get_logger("bench.baseline")
+
+
+async def _pool(url: str, schema: str, size: int) -> asyncpg.Pool:
+    await install(url, schema)
+    pool: asyncpg.Pool = await asyncpg.create_pool(
+        url, min_size=size, max_size=size, server_settings={"search_path": schema}
+    )
+    return pool
+
+
+async def run_api(settings: BaselineApiSettings) -> None:
+    pool = await _pool(settings.database_url, settings.database_schema, 10)
+    deps = BaselineDeps(
+        queue=BaselineQueue(pool),
+        blobs=LocalBlobStore(settings.blob_dir),
+        limits=Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine),
+        stream_poll_s=settings.stream_poll_s,
+        stream_timeout_s=settings.speech_timeout_s,
+    )
+    app = create_baseline_app(deps)
+    config = uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        await pool.close()
+
+
+async def run_worker(settings: BaselineWorkerSettings) -> None:
+    worker_id = settings.worker_id or f"{socket.gethostname()}-{settings.device}"
+    model = await load_configured_engine(settings)
+    engine = TtsNodeSpeechEngine(model)
+    fifo = SynthesisQueue(model)
+    await fifo.start()
+    serve_metrics(settings.metrics_host, settings.metrics_port)
+    pool = await _pool(settings.database_url, settings.database_schema, 2)
+    listener = await asyncpg.connect(settings.database_url)
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    try:
+        queue = BaselineQueue(pool)
+        await queue.announce(worker_id, engine.description)
+        config = BaselineWorkerConfig(
+            worker_id, settings.baseline_poll_s, settings.baseline_stale_s, settings.max_attempts
+        )
+        log.info("baseline worker started", worker_id=worker_id, engine=engine.description.name)
+        await BaselineWorker(config, queue, engine, LocalBlobStore(settings.blob_dir), fifo.call).run(listener, stop)
+    finally:
+        await listener.close()
+        await pool.close()
+        await fifo.stop(grace_s=settings.shutdown_grace_s)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.baseline", description=__doc__)
+    parser.add_argument("process", choices=["api", "worker"])
+    args = parser.parse_args()
+    configure_logging("INFO")
+    if args.process == "api":
+        asyncio.run(run_api(BaselineApiSettings()))
+    else:
+        asyncio.run(run_worker(BaselineWorkerSettings()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The baseline's HTTP front: submit, status and streaming speech, read straight from the job table."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from litestar import Litestar, Request, Response, get, post
+from litestar.response import Stream
+
+from bench.baseline.queue import BaselineQueue
+from producers.audio_out import segment_samples
+from producers.submit import JobRequest, Limits, Rejected, validate
+from voxlog.audio_formats import encode, media_type
+from voxlog.blobs import BlobStore
+
+
+@dataclass(frozen=True)
+class BaselineDeps:
+    queue: BaselineQueue
+    blobs: BlobStore
+    limits: Limits
+    stream_poll_s: float
+    stream_timeout_s: float
+
+
+def _deps(request: Request[Any, Any, Any]) -> BaselineDeps:
+    deps: BaselineDeps = request.app.state.deps
+    return deps
+
+
+async def _submit(deps: BaselineDeps, data: JobRequest) -> tuple[uuid.UUID, uuid.UUID | None]:
+    synthesis = validate(data, deps.limits, await deps.queue.engines())
+    job_id = uuid.uuid4()
+    source = await deps.queue.submit(job_id, synthesis.fingerprint(), synthesis.model_dump(mode="json"))
+    return job_id, source
+
+
+@post("/jobs", status_code=202)
+async def submit_job(request: Request[Any, Any, Any], data: JobRequest) -> Response[dict[str, Any]]:
+    try:
+        job_id, source = await _submit(_deps(request), data)
+    except Rejected as exc:
+        return Response({"detail": str(exc)}, status_code=exc.status)
+    return Response({"job_id": str(job_id), "source_job_id": str(source) if source else None}, status_code=202)
+
+
+@get("/jobs/{job_id:uuid}")
+async def get_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Response[Any]:
+    job = await _deps(request).queue.status(job_id)
+    if job is None:
+        return Response({"detail": f"job {job_id} is unknown"}, status_code=404)
+    return Response(job)
+
+
+@post("/speech", status_code=200)
+async def speech(request: Request[Any, Any, Any], data: JobRequest) -> Response[Any] | Stream:
+    """The job's audio as raw pcm at its rate, streamed segment by segment as rows appear."""
+    deps = _deps(request)
+    try:
+        job_id, _ = await _submit(deps, data)
+    except Rejected as exc:
+        return Response({"detail": str(exc)}, status_code=exc.status)
+    return Stream(_pcm(deps, job_id, data.sample_rate), media_type=media_type("pcm", data.sample_rate))
+
+
+async def _pcm(deps: BaselineDeps, job_id: uuid.UUID, rate: int) -> AsyncIterator[bytes]:
+    sent = 0
+    deadline = time.monotonic() + deps.stream_timeout_s
+    while time.monotonic() < deadline:
+        job = await deps.queue.status(job_id)
+        segments = job["segments"] if job is not None else []
+        while sent < len(segments) and segments[sent]["segment_index"] == sent:
+            samples, source_rate = await segment_samples(deps.blobs, segments[sent])
+            yield await asyncio.to_thread(encode, samples, source_rate, "pcm", rate)
+            sent += 1
+        if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
+            return
+        await asyncio.sleep(deps.stream_poll_s)
+
+
+@get("/readyz")
+async def readyz(request: Request[Any, Any, Any]) -> dict[str, int]:
+    return {"engines": len(await _deps(request).queue.engines())}
+
+
+def create_baseline_app(deps: BaselineDeps) -> Litestar:
+    app = Litestar(route_handlers=[submit_job, get_job, speech, readyz], openapi_config=None)
+    app.state.deps = deps
+    return app

@@ -1,0 +1,55 @@
+"""How big each scenario is: ``full`` (the published figures) and ``quick`` (a smoke run of every scenario)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    warmup_jobs: int
+    throughput_workers: tuple[int, ...]
+    throughput_jobs: int
+    light_jobs: int
+    saturation_paragraphs: int
+    coalesce_submissions: int
+    coalesce_texts: int
+    coalesce_synth_ms: float
+    scale_workers: tuple[int, ...]
+    scale_jobs_per_worker: int
+    scale_synth_ms: float
+    first_audio_runs: int
+
+
+FULL = Profile(
+    name="full",
+    warmup_jobs=100,
+    throughput_workers=(1, 2, 4),
+    throughput_jobs=400,
+    light_jobs=40,
+    saturation_paragraphs=6,
+    coalesce_submissions=1000,
+    coalesce_texts=50,
+    coalesce_synth_ms=100.0,
+    scale_workers=(1, 2, 4, 8),
+    scale_jobs_per_worker=20,
+    scale_synth_ms=200.0,
+    first_audio_runs=3,
+)
+
+QUICK = Profile(
+    name="quick",
+    warmup_jobs=30,
+    throughput_workers=(1, 2),
+    throughput_jobs=100,
+    light_jobs=10,
+    saturation_paragraphs=1,
+    coalesce_submissions=200,
+    coalesce_texts=10,
+    coalesce_synth_ms=100.0,
+    scale_workers=(1, 2, 4),
+    scale_jobs_per_worker=5,
+    scale_synth_ms=200.0,
+    first_audio_runs=1,
+)

@@ -1,0 +1,123 @@
+"""``voxlog bench [--quick]``: bring up Kafka and Postgres, run every scenario, write the results.
+
+The stack is the bench's own (fresh data under the state root's ``bench/``,
+free loopback ports) and is stopped at the end, pass or fail, like every
+process a scenario starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.deploy import ROOT
+from bench.environment import describe
+from bench.profiles import FULL, QUICK
+from bench.reference import EngineLoop
+from bench.report import write_docs
+from bench.scenarios import Context, coalescing, light_and_throughput, saturation_and_first_audio, scale_out
+from infra.processes import free_port
+from infra.stack import DevStack, StackConfig
+from tts_node import load_engine
+from voxlog.settings import default_cache_root, default_state_root
+
+
+def _lines(path: Path) -> tuple[str, ...]:
+    return tuple(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        print(f"[{time.monotonic() - self.started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _stack(home: Path) -> DevStack:
+    return DevStack(
+        StackConfig(
+            home=home,
+            kafka_port=free_port(),
+            kafka_controller_port=free_port(),
+            kafka_heap="512m",
+            postgres_port=free_port(),
+            jar_cache=default_cache_root() / "kafka",
+        )
+    )
+
+
+async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str, Any]:
+    profile = QUICK if quick else FULL
+    logging.getLogger("phonemizer").setLevel(logging.ERROR)  # its word-count notes are not progress
+    stack = _stack(home)
+    say(f"starting Kafka and PostgreSQL under {home}")
+    try:
+        await stack.up()
+        say("loading kokoro-onnx for the engine-alone reference")
+        engine = await asyncio.to_thread(
+            load_engine, "kokoro-onnx", threads=2, cache_dir=default_cache_root() / "models"
+        )
+        ctx = Context(
+            bootstrap=stack.bootstrap_servers,
+            database_url=stack.database_url,
+            home=home / "apps",
+            profile=profile,
+            short_texts=_lines(corpus / "short.txt"),
+            paragraphs=_lines(corpus / "paragraphs.txt"),
+            say=say,
+        )
+        results: dict[str, Any] = {"profile": profile.name, "environment": await describe(ROOT, stack.database_url)}
+        results["scenarios"] = {
+            **(await light_and_throughput(ctx)),
+            "coalescing": await coalescing(ctx),
+            "scale_out": await scale_out(ctx),
+            **(await saturation_and_first_audio(ctx, EngineLoop(engine))),
+        }
+        results["profile_sizes"] = profile.__dict__
+        results["duration_s"] = time.monotonic() - say.started
+        return results
+    finally:
+        say("stopping Kafka and PostgreSQL")
+        stack.down(purge=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="voxlog bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="every scenario, small sizes (about 3 minutes)")
+    parser.add_argument(
+        "--docs", type=Path, default=None, help="where to write benchmarks.md and plots (default: docs/ for full runs)"
+    )
+    parser.add_argument("--render", type=Path, default=None, help="only render the docs from this results JSON")
+    args = parser.parse_args(argv)
+    docs = args.docs or (None if args.quick else ROOT / "docs")
+    if args.render is not None:
+        results = json.loads(args.render.read_text())
+    else:
+        corpus = Path(os.environ.get("VOXLOG_CORPUS", ROOT.parent / "shared" / "corpus"))
+        home = Path(os.environ.get("VOXLOG_BENCH_HOME", default_state_root() / "bench"))
+        if home.exists():
+            shutil.rmtree(home)  # every run starts from empty data: no warm caches from the last one
+        results = asyncio.run(run(args.quick, corpus, home, Progress()))
+        out = (
+            ROOT
+            / "bench"
+            / "results"
+            / f"{results['environment']['date'][:19].replace(':', '')}-{results['profile']}.json"
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+        print(f"results: {out}", file=sys.stderr)
+    if docs is not None:
+        for path in write_docs(results, docs):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0

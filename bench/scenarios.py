@@ -1,0 +1,236 @@
+"""The six scenarios. Each runs voxlog and the baseline one after the other, in the same run.
+
+Every figure comes from a measurement taken here: client clocks for
+submission, Postgres commit times for visibility, the workers' Prometheus
+counters for engine time. Nothing is asserted about speed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from bench.deploy import Deployment, System
+from bench.measure import Client, JobTiming, Submission, summarize
+from bench.profiles import Profile
+from bench.reference import EngineLoop
+
+SYSTEMS: Final[tuple[System, ...]] = ("voxlog", "baseline")
+BENCH_ENGINE: Final = "bench-sleep"
+DONE_WITHIN_S: Final = 600.0
+# Consecutive milestones of a job (fields of JobTiming): where its time goes.
+TIMELINE: Final = ("submitted", "recorded", "accepted", "claimed", "produced", "completed", "visible")
+
+
+@dataclass(frozen=True)
+class Context:
+    bootstrap: str
+    database_url: str
+    home: Path
+    profile: Profile
+    short_texts: tuple[str, ...]
+    paragraphs: tuple[str, ...]
+    say: Callable[[str], None]
+
+    def deploy(self, system: System, engine: str, synth_ms: float = 0.0) -> Deployment:
+        env = {"VOXLOG_ENGINE": engine, "VOXLOG_BENCH_SYNTH_MS": str(synth_ms), "VOXLOG_DEFAULT_ENGINE": engine}
+        return Deployment(system, self.bootstrap, self.database_url, self.home, env)
+
+    def texts(self, tag: str, count: int) -> list[str]:
+        """``count`` distinct short texts (distinct fingerprints: nothing coalesces by accident)."""
+        base = self.short_texts
+        return [f"{base[i % len(base)]} Take {tag} {i}." for i in range(count)]
+
+
+async def _voice(d: Deployment) -> str:
+    table = "nodes" if d.system == "voxlog" else "bl_nodes"
+    return str(await d.fetchval(f"SELECT voices[1] FROM {table} LIMIT 1"))
+
+
+def _wall(timings: Sequence[JobTiming]) -> float:
+    return max(t.visible for t in timings) - min(t.submitted for t in timings)
+
+
+def _timeline(timings: Sequence[JobTiming]) -> dict[str, dict[str, float]]:
+    out = {}
+    for a, b in itertools.pairwise(TIMELINE):
+        gaps = []
+        for t in timings:
+            start, end = getattr(t, a), getattr(t, b)
+            if start is not None and end is not None:
+                gaps.append(end - start)
+        out[f"{a}_to_{b}"] = summarize(gaps)
+    return out
+
+
+async def _backlog(c: Client, texts: Sequence[str]) -> tuple[list[Submission], list[JobTiming]]:
+    submissions = await c.submit_all(texts)
+    await c.wait_done([s.job_id for s in submissions], DONE_WITHIN_S)
+    timings = await c.timings(submissions)
+    await c.confirm_via_api([s.job_id for s in submissions])
+    return submissions, timings
+
+
+async def light_and_throughput(ctx: Context) -> dict[str, Any]:
+    """(b) per-job overhead at light load, then (a) orchestration throughput with 1, 2, 4 workers."""
+    p = ctx.profile
+    out: dict[str, Any] = {"light": {}, "throughput": {}}
+    for system in SYSTEMS:
+        async with ctx.deploy(system, BENCH_ENGINE) as d:
+            await d.scale_to(1)
+            async with Client(d, BENCH_ENGINE, await _voice(d)) as c:
+                # Unmeasured: the broker's JIT, Postgres's caches and both systems' code paths warm up.
+                ctx.say(f"warming up {system} with {p.warmup_jobs} jobs")
+                await _backlog(c, ctx.texts(f"{d.tag}warm", p.warmup_jobs))
+                ctx.say(f"(b) {system}: {p.light_jobs} jobs one at a time")
+                before = await d.engine_totals()
+                submissions = []
+                for text in ctx.texts(d.tag, p.light_jobs):
+                    submission = await c.submit(text)
+                    await c.wait_done([submission.job_id], 60, poll_s=0.01)
+                    submissions.append(submission)
+                after = await d.engine_totals()
+                timings = await c.timings(submissions)
+                synthesis = (after["synthesis_s"] - before["synthesis_s"]) / len(timings)
+                out["light"][system] = {
+                    "synthesis_per_job_ms": synthesis * 1000,
+                    "end_to_end": summarize([t.visible - t.submitted for t in timings]),
+                    "overhead": summarize([t.visible - t.submitted - synthesis for t in timings]),
+                    "submit_to_claimed": summarize([t.claimed - t.submitted for t in timings if t.claimed]),
+                    "claimed_to_first_segment_visible": summarize(
+                        [t.first_segment - t.claimed for t in timings if t.first_segment and t.claimed]
+                    ),
+                    "completed_to_visible": summarize([t.visible - t.completed for t in timings if t.completed]),
+                    "timeline": _timeline(timings),
+                }
+                for workers in p.throughput_workers:
+                    await d.scale_to(workers)
+                    ctx.say(f"(a) {system}: {p.throughput_jobs} jobs, {workers} worker(s)")
+                    _, timings = await _backlog(c, ctx.texts(f"{d.tag}w{workers}", p.throughput_jobs))
+                    wall = _wall(timings)
+                    out["throughput"].setdefault(system, {})[str(workers)] = {
+                        "jobs": len(timings),
+                        "wall_s": wall,
+                        "jobs_per_s": len(timings) / wall,
+                        "latency": summarize([t.visible - t.submitted for t in timings]),
+                    }
+                    ctx.say(f"    {len(timings) / wall:.1f} jobs/s")
+    return out
+
+
+async def coalescing(ctx: Context) -> dict[str, Any]:
+    """(d) many submissions over few texts at once: one synthesis per text, and the duplicates' latency."""
+    p = ctx.profile
+    out: dict[str, Any] = {}
+    for system in SYSTEMS:
+        async with ctx.deploy(system, BENCH_ENGINE, p.coalesce_synth_ms) as d:
+            await d.scale_to(1)
+            async with Client(d, BENCH_ENGINE, await _voice(d), concurrency=64) as c:
+                distinct = ctx.texts(d.tag, p.coalesce_texts)
+                texts = [distinct[i % len(distinct)] for i in range(p.coalesce_submissions)]
+                random.Random(7).shuffle(texts)  # noqa: S311 - a fixed order, not a secret
+                ctx.say(f"(d) {system}: {len(texts)} submissions over {len(distinct)} texts")
+                before = await d.engine_totals()
+                submissions, timings = await _backlog(c, texts)
+                after = await d.engine_totals()
+                first_seen: set[str] = set()
+                originals: list[float] = []
+                duplicates: list[float] = []
+                for s, t in sorted(zip(submissions, timings, strict=True), key=lambda st: st[0].submitted):
+                    (duplicates if s.text in first_seen else originals).append(t.visible - t.submitted)
+                    first_seen.add(s.text)
+                claims_sql = (
+                    "SELECT count(*) FROM job_events WHERE type = 'JobClaimed'"
+                    if system == "voxlog"
+                    else "SELECT coalesce(sum(attempts), 0) FROM bl_jobs"
+                )
+                out[system] = {
+                    "submissions": len(texts),
+                    "distinct_texts": len(distinct),
+                    "syntheses": round(after["segments"] - before["segments"]),
+                    "claims": int(await d.fetchval(claims_sql)),
+                    "wall_s": _wall(timings),
+                    "originals": summarize(originals),
+                    "duplicates": summarize(duplicates),
+                }
+                ctx.say(f"    {out[system]['syntheses']} syntheses")
+    return out
+
+
+async def scale_out(ctx: Context) -> dict[str, Any]:
+    """(e) a 200 ms engine with more and more workers, against the ideal workers / 0.2 s."""
+    p = ctx.profile
+    out: dict[str, Any] = {}
+    for system in SYSTEMS:
+        async with (
+            ctx.deploy(system, BENCH_ENGINE, p.scale_synth_ms) as d,
+            Client(d, BENCH_ENGINE, "bench_tone", concurrency=64) as c,
+        ):
+            for workers in p.scale_workers:
+                await d.scale_to(workers)
+                jobs = p.scale_jobs_per_worker * workers
+                ctx.say(f"(e) {system}: {jobs} jobs, {workers} worker(s)")
+                submissions, timings = await _backlog(c, ctx.texts(f"{d.tag}w{workers}", jobs))
+                wall = _wall(timings)
+                ideal = workers / (p.scale_synth_ms / 1000)
+                shares = await d.fetch(
+                    "SELECT worker_id, count(*) AS n FROM "
+                    + ("jobs" if system == "voxlog" else "bl_jobs")
+                    + " WHERE job_id = ANY($1::uuid[]) GROUP BY worker_id",
+                    [s.job_id for s in submissions],
+                )
+                out.setdefault(system, {})[str(workers)] = {
+                    "jobs": jobs,
+                    "wall_s": wall,
+                    "jobs_per_s": jobs / wall,
+                    "ideal_jobs_per_s": ideal,
+                    "efficiency": jobs / wall / ideal,
+                    "busiest_worker_jobs": max((int(r["n"]) for r in shares), default=0),
+                    "latency": summarize([t.visible - t.submitted for t in timings]),
+                }
+                ctx.say(f"    {jobs / wall:.1f} jobs/s (ideal {ideal:.0f})")
+    return out
+
+
+async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dict[str, Any]:
+    """(c) the real engine with a backlog of paragraphs, and (f) time to first audio on the idle system."""
+    p = ctx.profile
+    paragraphs = list(ctx.paragraphs[: p.saturation_paragraphs])
+    out: dict[str, Any] = {"saturation": {"engine_alone": reference.saturation(paragraphs)}, "first_audio": {}}
+    # The paragraph with the most segments: streaming matters most there (ties: the first).
+    streamed = max(ctx.paragraphs, key=lambda text: len(reference.engine.segment(text, reference.lang)))
+    ctx.say("(f) engine alone: first segment of a paragraph")
+    out["first_audio"]["engine_alone"] = reference.first_audio(streamed, p.first_audio_runs)
+    out["first_audio"]["paragraph"] = streamed
+    for system in SYSTEMS:
+        async with ctx.deploy(system, "kokoro-onnx") as d:
+            await d.scale_to(1)
+            async with Client(d, "kokoro-onnx", await _voice(d)) as c:
+                ctx.say(f"(c) {system}: {len(paragraphs)} paragraph(s) through the real model")
+                before = await d.engine_totals()
+                _, timings = await _backlog(c, paragraphs)
+                after = await d.engine_totals()
+                wall = _wall(timings)
+                synthesis = after["synthesis_s"] - before["synthesis_s"]
+                audio = after["audio_s"] - before["audio_s"]
+                out["saturation"][system] = {
+                    "jobs": len(timings),
+                    "wall_s": wall,
+                    "synthesis_s": synthesis,
+                    "audio_s": audio,
+                    "busy_fraction": synthesis / wall,
+                    "audio_s_per_wall_s": audio / wall,
+                }
+                ctx.say(f"    busy {synthesis / wall:.0%}, {audio / wall:.2f} audio s per s")
+                firsts, totals = [], []
+                for run in range(p.first_audio_runs):
+                    ctx.say(f"(f) {system}: streamed paragraph, run {run + 1}")
+                    first, total = await c.first_audio(f"{streamed} Run {d.tag} {run}.")
+                    firsts.append(first)
+                    totals.append(total)
+                out["first_audio"][system] = {"first_audio": summarize(firsts), "whole_stream": summarize(totals)}
+    return out

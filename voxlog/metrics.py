@@ -1,0 +1,38 @@
+"""Prometheus metrics of a synthesis process, and the /metrics endpoint that serves them.
+
+Counters only grow, so a scraper (or a benchmark) takes two readings and
+divides the differences by the time between them: synthesis seconds over wall
+seconds is the engine's busy fraction, audio seconds over wall seconds its
+output rate.
+"""
+
+from __future__ import annotations
+
+import re
+
+from prometheus_client import Counter, start_http_server
+
+SYNTHESIS_SECONDS = Counter(
+    "voxlog_synthesis_seconds", "Seconds the engine spent rendering segments (its busy time).", ["engine"]
+)
+AUDIO_SECONDS = Counter("voxlog_audio_seconds", "Seconds of audio the engine rendered.", ["engine"])
+SEGMENTS = Counter("voxlog_segments_rendered", "Segments the engine rendered (one model call each).", ["engine"])
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """Serve /metrics from a daemon thread; ``port`` 0 means metrics are not served."""
+    if port:
+        start_http_server(port, addr=host)
+
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)$")
+
+
+def parse_totals(exposition: str) -> dict[str, float]:
+    """Each metric's value summed over its labels, from Prometheus's text format."""
+    totals: dict[str, float] = {}
+    for line in exposition.splitlines():
+        match = _SAMPLE.match(line.strip())
+        if match is not None:
+            totals[match["name"]] = totals.get(match["name"], 0.0) + float(match["value"])
+    return totals
