@@ -37,9 +37,17 @@ class Deployment:
     """One system's processes: an API, workers added on demand (and voxlog's projector)."""
 
     def __init__(
-        self, system: System, bootstrap: str, database_url: str, home: Path, engine_env: Mapping[str, str]
+        self,
+        system: System,
+        bootstrap: str,
+        database_url: str,
+        home: Path,
+        engine_env: Mapping[str, str],
+        *,
+        drop_data: bool = False,
     ) -> None:
         self.system = system
+        self.drop_data = drop_data  # drop its schema and topics on exit (a shared server, as in tests)
         self.tag = f"{system[:2]}_{uuid.uuid4().hex[:10]}"
         self.home = home / self.tag
         self.bootstrap = bootstrap
@@ -101,11 +109,36 @@ class Deployment:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+        if self.drop_data:
+            await self._drop()
+
+    async def _drop(self) -> None:
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{self.tag}" CASCADE')
+        finally:
+            await conn.close()
+        if self.system == "voxlog":
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            await admin.start()
+            try:
+                await admin.delete_topics([self.topics.jobs_topic, self.topics.nodes_topic, self.topics.dlq_topic])
+            finally:
+                await admin.close()
 
     def stop(self) -> None:
         for name in reversed(self._names):
             self.processes.stop(name, timeout=30)
         self._names.clear()
+
+    def pids(self) -> dict[str, list[int]]:
+        """This deployment's processes by component: api, projector (voxlog), workers."""
+        found: dict[str, list[int]] = {}
+        for name in self._names:
+            pid = self.processes.pid(name)
+            if pid is not None:
+                found.setdefault("workers" if name.startswith("worker-") else name, []).append(pid)
+        return found
 
     def log(self, name: str) -> str:
         return tail(self.processes.log_file(name), 40)

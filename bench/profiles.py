@@ -27,15 +27,15 @@ FULL = Profile(
     warmup_jobs=100,
     throughput_workers=(1, 2, 4),
     throughput_jobs=400,
-    light_jobs=40,
+    light_jobs=60,
     saturation_paragraphs=6,
     coalesce_submissions=1000,
     coalesce_texts=50,
     coalesce_synth_ms=100.0,
     scale_workers=(1, 2, 4, 8),
-    scale_jobs_per_worker=20,
+    scale_jobs_per_worker=40,
     scale_synth_ms=200.0,
-    first_audio_runs=3,
+    first_audio_runs=5,
 )
 
 QUICK = Profile(

@@ -58,6 +58,7 @@ def _throughput(s: dict[str, Any]) -> list[str]:
                 f"{vx['jobs_per_s']:.1f}",
                 f"{bl['jobs_per_s']:.1f}",
                 _ratio(vx["jobs_per_s"], bl["jobs_per_s"]),
+                " / ".join(f"{r['cpu_ms_per_job']['machine_busy_fraction']:.0%}" for r in (vx, bl)),
                 f"{_ms(vx['latency'], 'median_ms')} / {_ms(vx['latency'], 'p99_ms')}",
                 f"{_ms(bl['latency'], 'median_ms')} / {_ms(bl['latency'], 'p99_ms')}",
             ]
@@ -68,10 +69,22 @@ def _throughput(s: dict[str, Any]) -> list[str]:
         "voxlog jobs/s",
         "baseline jobs/s",
         "voxlog / baseline",
+        "CPU busy, voxlog / baseline",
         "voxlog latency median / p99 (ms)",
         "baseline latency median / p99 (ms)",
     ]
     return _table(header, rows)
+
+
+CPU_ROWS = ("api", "projector", "workers", "kafka", "postgres", "client")
+
+
+def _cpu(s: dict[str, Any]) -> list[str]:
+    runs = [(n, w, s["throughput"][n][w]["cpu_ms_per_job"]) for w in s["throughput"]["voxlog"] for n in SYSTEMS]
+    rows = [[name, *(f"{cpu[name]:.1f}" if name in cpu else "n/a" for _, _, cpu in runs)] for name in CPU_ROWS]
+    totals = [f"**{sum(cpu.get(name, 0.0) for name in CPU_ROWS):.1f}**" for _, _, cpu in runs]
+    rows.append(["**all**", *totals])
+    return _table(["CPU ms per job", *(f"{n}, {w} worker(s)" for n, w, _ in runs)], rows)
 
 
 def _light(s: dict[str, Any]) -> list[str]:
@@ -129,7 +142,11 @@ def _saturation(s: dict[str, Any]) -> list[str]:
             f"{r['audio_s_per_wall_s']:.2f}",
             f"{r['audio_s_per_wall_s'] / limit:.0%}",
         ]
-        for name, r in (("engine alone (tight loop)", sat["engine_alone"]), *((n, sat[n]) for n in SYSTEMS))
+        for name, r in (
+            ("engine alone (tight loop, first)", sat["engine_alone"]),
+            *((n, sat[n]) for n in SYSTEMS),
+            ("engine alone (tight loop, last)", sat["engine_alone_again"]),
+        )
     ]
     header = ["", "paragraphs", "wall s", "synthesis s", "audio s", "busy", "audio s per wall s", "of the limit"]
     return _table(header, rows)
@@ -331,6 +348,11 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "",
         *_throughput(s),
         "",
+        "CPU time per job by component (user + system seconds from `/proc`, divided by the jobs of the run):",
+        "where a job's cost goes when the machine is saturated.",
+        "",
+        *_cpu(s),
+        "",
         "![throughput](benchmarks/throughput.png)",
         "",
         "## (b) Per-job overhead at light load",
@@ -350,7 +372,8 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "## (c) Saturation with the real model",
         "",
         "A backlog of `paragraphs.txt` through one kokoro-onnx worker (2 threads), against the same engine",
-        "called in a tight loop in the benchmark process with nothing else running.",
+        "called in a tight loop in the benchmark process with nothing else running, before and after",
+        "everything else (the gap between those two is this machine's run-to-run noise).",
         "",
         *_saturation(s),
         "",

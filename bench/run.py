@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.cpu import descendants
 from bench.deploy import ROOT
 from bench.environment import describe
 from bench.profiles import FULL, QUICK
@@ -56,6 +57,11 @@ def _stack(home: Path) -> DevStack:
     )
 
 
+def _service_pids(stack: DevStack) -> dict[str, list[int]]:
+    kafka, postmaster = stack.kafka.pid(), stack.postgres.pid()
+    return {"kafka": [kafka] if kafka else [], "postgres": descendants(postmaster) if postmaster else []}
+
+
 async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str, Any]:
     profile = QUICK if quick else FULL
     logging.getLogger("phonemizer").setLevel(logging.ERROR)  # its word-count notes are not progress
@@ -75,6 +81,7 @@ async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str,
             short_texts=_lines(corpus / "short.txt"),
             paragraphs=_lines(corpus / "paragraphs.txt"),
             say=say,
+            services=lambda: _service_pids(stack),
         )
         results: dict[str, Any] = {"profile": profile.name, "environment": await describe(ROOT, stack.database_url)}
         results["scenarios"] = {

@@ -8,12 +8,14 @@ counters for engine time. Nothing is asserted about speed.
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from bench.cpu import per_job_ms, snapshot
 from bench.deploy import Deployment, System
 from bench.measure import Client, JobTiming, Submission, summarize
 from bench.profiles import Profile
@@ -35,10 +37,15 @@ class Context:
     short_texts: tuple[str, ...]
     paragraphs: tuple[str, ...]
     say: Callable[[str], None]
+    drop_data: bool = False  # drop each deployment's schema and topics when it ends
+    services: Callable[[], dict[str, list[int]]] = dict  # Kafka's and Postgres's processes, for CPU accounting
+
+    def cpu(self, d: Deployment) -> dict[str, float]:
+        return snapshot({**self.services(), **d.pids(), "client": [os.getpid()]})
 
     def deploy(self, system: System, engine: str, synth_ms: float = 0.0) -> Deployment:
         env = {"VOXLOG_ENGINE": engine, "VOXLOG_BENCH_SYNTH_MS": str(synth_ms), "VOXLOG_DEFAULT_ENGINE": engine}
-        return Deployment(system, self.bootstrap, self.database_url, self.home, env)
+        return Deployment(system, self.bootstrap, self.database_url, self.home, env, drop_data=self.drop_data)
 
     def texts(self, tag: str, count: int) -> list[str]:
         """``count`` distinct short texts (distinct fingerprints: nothing coalesces by accident)."""
@@ -110,13 +117,19 @@ async def light_and_throughput(ctx: Context) -> dict[str, Any]:
                 for workers in p.throughput_workers:
                     await d.scale_to(workers)
                     ctx.say(f"(a) {system}: {p.throughput_jobs} jobs, {workers} worker(s)")
-                    _, timings = await _backlog(c, ctx.texts(f"{d.tag}w{workers}", p.throughput_jobs))
+                    cpu_before = ctx.cpu(d)
+                    submissions = await c.submit_all(ctx.texts(f"{d.tag}w{workers}", p.throughput_jobs))
+                    await c.wait_done([s.job_id for s in submissions], DONE_WITHIN_S)
+                    cpu = per_job_ms(cpu_before, ctx.cpu(d), len(submissions))
+                    timings = await c.timings(submissions)
+                    await c.confirm_via_api([s.job_id for s in submissions])
                     wall = _wall(timings)
                     out["throughput"].setdefault(system, {})[str(workers)] = {
                         "jobs": len(timings),
                         "wall_s": wall,
                         "jobs_per_s": len(timings) / wall,
                         "latency": summarize([t.visible - t.submitted for t in timings]),
+                        "cpu_ms_per_job": cpu,
                     }
                     ctx.say(f"    {len(timings) / wall:.1f} jobs/s")
     return out
@@ -200,6 +213,7 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
     """(c) the real engine with a backlog of paragraphs, and (f) time to first audio on the idle system."""
     p = ctx.profile
     paragraphs = list(ctx.paragraphs[: p.saturation_paragraphs])
+    ctx.say(f"(c) engine alone: {len(paragraphs)} paragraph(s) in a tight loop")
     out: dict[str, Any] = {"saturation": {"engine_alone": reference.saturation(paragraphs)}, "first_audio": {}}
     # The paragraph with the most segments: streaming matters most there (ties: the first).
     streamed = max(ctx.paragraphs, key=lambda text: len(reference.engine.segment(text, reference.lang)))
@@ -233,4 +247,7 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
                     firsts.append(first)
                     totals.append(total)
                 out["first_audio"][system] = {"first_audio": summarize(firsts), "whole_stream": summarize(totals)}
+    # Again at the end: the two tight loops bracket the run, so their gap is this machine's noise.
+    ctx.say(f"(c) engine alone again: {len(paragraphs)} paragraph(s)")
+    out["saturation"]["engine_alone_again"] = reference.saturation(paragraphs)
     return out

@@ -26,7 +26,8 @@ def _results() -> dict:
         )
     }
     timeline = {"submitted_to_recorded": _summary(0.001), "completed_to_visible": _summary(0.004)}
-    rate = {"jobs": 100, "wall_s": 2.0, "jobs_per_s": 50.0, "latency": _summary(0.5, 1.0)}
+    cpu = {"api": 4.0, "workers": 6.0, "kafka": 3.0, "postgres": 2.0, "client": 1.0, "machine_busy_fraction": 0.97}
+    rate = {"jobs": 100, "wall_s": 2.0, "jobs_per_s": 50.0, "latency": _summary(0.5, 1.0), "cpu_ms_per_job": cpu}
     scale = {
         "jobs": 20,
         "wall_s": 1.25,
@@ -65,6 +66,7 @@ def _results() -> dict:
             "scale_out": {"voxlog": {"1": scale, "2": scale}, "baseline": {"1": scale, "2": scale}},
             "saturation": {
                 "engine_alone": {**sat, "busy_fraction": 1.0, "audio_s_per_wall_s": 2.0},
+                "engine_alone_again": {**sat, "busy_fraction": 1.0, "audio_s_per_wall_s": 2.1},
                 "voxlog": {**sat, "audio_s_per_wall_s": 1.5},
                 "baseline": {**sat, "audio_s_per_wall_s": 1.6},
             },
@@ -88,7 +90,9 @@ def test_the_page_shows_the_run_and_every_scenario(tmp_path):
     assert "commit `abc1234`" in text
     for heading in ("(a)", "(b)", "(c)", "(d)", "(e)", "(f)"):
         assert f"## {heading}" in text
-    assert "| 1 | 100 | 50.0 | 200.0 | 0.25 |" in text  # throughput and the voxlog / baseline ratio
+    assert "| 1 | 100 | 50.0 | 200.0 | 0.25 | 97% / 97% |" in text  # throughput, ratio, machine busy
+    assert "| projector | n/a | n/a |" in text  # a component a system does not have
+    assert "| **all** | **16.0** | **16.0** |" in text
     assert "| voxlog | 1 | 10.0 | 9.0 | 15.0 | 90% | 1.50 | 75% |" in text  # share of the engine-alone limit
     assert "16.0 (80%)" in text
     assert [p.name for p in plots] == ["throughput.png", "latency.png"]

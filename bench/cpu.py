@@ -1,0 +1,69 @@
+"""CPU seconds per component (API, workers, projector, Kafka, Postgres, the client), read from /proc.
+
+Speed on a shared 2-core machine is mostly a question of who burns the CPU;
+dividing each component's CPU seconds by the jobs done shows where a job's
+cost goes, independent of how the scheduler interleaved them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return text.rsplit(")", 1)[1].split()  # fields after the command name; [0] is the state
+
+
+def process_seconds(pid: int) -> float:
+    """User plus system CPU seconds a live process has used (0 when it is gone)."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / _TICK if fields else 0.0
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it (Postgres backends under the postmaster)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, over all cores."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return (sum(values) - idle) / _TICK, sum(values) / _TICK
+
+
+def snapshot(components: Mapping[str, Iterable[int]]) -> dict[str, float]:
+    """CPU seconds so far of each component's processes.
+
+    A process that exits between two snapshots takes its seconds with it
+    (short-lived Postgres backends); the pools under test keep theirs open.
+    """
+    out = {name: sum(process_seconds(p) for p in pids) for name, pids in components.items()}
+    busy, total = machine_busy_seconds()
+    out["machine_busy"], out["machine_total"] = busy, total
+    return out
+
+
+def per_job_ms(before: Mapping[str, float], after: Mapping[str, float], jobs: int) -> dict[str, float]:
+    """Each component's CPU milliseconds per job between two snapshots, and the machine's busy fraction."""
+    out = {name: 1000 * (after[name] - before[name]) / jobs for name in before if not name.startswith("machine_")}
+    total = after["machine_total"] - before["machine_total"]
+    out["machine_busy_fraction"] = (after["machine_busy"] - before["machine_busy"]) / total if total else 0.0
+    return out
