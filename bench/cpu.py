@@ -7,7 +7,9 @@ cost goes, independent of how the scheduler interleaved them.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -67,3 +69,17 @@ def per_job_ms(before: Mapping[str, float], after: Mapping[str, float], jobs: in
     total = after["machine_total"] - before["machine_total"]
     out["machine_busy_fraction"] = (after["machine_busy"] - before["machine_busy"]) / total if total else 0.0
     return out
+
+
+async def wait_quiet(max_busy: float = 0.15, window_s: float = 1.0, within_s: float = 45.0) -> float:
+    """Wait until the machine is mostly idle (Postgres's checkpoints and vacuums after a heavy
+    scenario, the broker's log cleanup) so that the next measurement has the cores to itself;
+    returns the busy fraction of the last window, whether or not it got below ``max_busy``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        busy_0, total_0 = machine_busy_seconds()
+        await asyncio.sleep(window_s)
+        busy_1, total_1 = machine_busy_seconds()
+        busy = (busy_1 - busy_0) / (total_1 - total_0) if total_1 > total_0 else 0.0
+        if busy <= max_busy or time.monotonic() >= deadline:
+            return busy

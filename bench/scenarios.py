@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from bench.cpu import per_job_ms, snapshot
+from bench.cpu import per_job_ms, snapshot, wait_quiet
 from bench.deploy import Deployment, System
 from bench.measure import Client, JobTiming, Submission, summarize
 from bench.profiles import Profile
@@ -214,7 +214,9 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
     p = ctx.profile
     paragraphs = list(ctx.paragraphs[: p.saturation_paragraphs])
     ctx.say(f"(c) engine alone: {len(paragraphs)} paragraph(s) in a tight loop")
+    quiet = await wait_quiet()
     out: dict[str, Any] = {"saturation": {"engine_alone": reference.saturation(paragraphs)}, "first_audio": {}}
+    out["saturation"]["engine_alone"]["machine_busy_before"] = quiet
     # The paragraph with the most segments: streaming matters most there (ties: the first).
     streamed = max(ctx.paragraphs, key=lambda text: len(reference.engine.segment(text, reference.lang)))
     ctx.say("(f) engine alone: first segment of a paragraph")
@@ -225,6 +227,7 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
             await d.scale_to(1)
             async with Client(d, "kokoro-onnx", await _voice(d)) as c:
                 ctx.say(f"(c) {system}: {len(paragraphs)} paragraph(s) through the real model")
+                quiet = await wait_quiet()
                 before = await d.engine_totals()
                 _, timings = await _backlog(c, paragraphs)
                 after = await d.engine_totals()
@@ -238,6 +241,7 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
                     "audio_s": audio,
                     "busy_fraction": synthesis / wall,
                     "audio_s_per_wall_s": audio / wall,
+                    "machine_busy_before": quiet,
                 }
                 ctx.say(f"    busy {synthesis / wall:.0%}, {audio / wall:.2f} audio s per s")
                 firsts, totals = [], []
@@ -249,5 +253,6 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
                 out["first_audio"][system] = {"first_audio": summarize(firsts), "whole_stream": summarize(totals)}
     # Again at the end: the two tight loops bracket the run, so their gap is this machine's noise.
     ctx.say(f"(c) engine alone again: {len(paragraphs)} paragraph(s)")
-    out["saturation"]["engine_alone_again"] = reference.saturation(paragraphs)
+    quiet = await wait_quiet()
+    out["saturation"]["engine_alone_again"] = {**reference.saturation(paragraphs), "machine_busy_before": quiet}
     return out
