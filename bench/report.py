@@ -247,6 +247,7 @@ def _plots(s: dict[str, Any], out: Path) -> list[Path]:
         if key == "scale_out":
             ideal = s[key]["voxlog"]
             ax.plot([int(w) for w in ideal], [p["ideal_jobs_per_s"] for p in ideal.values()], "k--", label="ideal")
+        ax.set_xticks([int(w) for w in s[key]["voxlog"]])
         ax.set(title=title, xlabel="workers", ylabel="jobs per second")
         ax.grid(alpha=0.3)
         ax.legend()
