@@ -104,7 +104,10 @@ class Client:
         self.http = httpx.AsyncClient(
             base_url=deployment.api,
             timeout=120,
-            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+            # Idle connections are dropped before uvicorn's 5 s keep-alive timeout closes them under us.
+            limits=httpx.Limits(
+                max_connections=concurrency, max_keepalive_connections=concurrency, keepalive_expiry=2.0
+            ),
         )
         self._gate = asyncio.Semaphore(concurrency)
         self._db: asyncpg.Connection | None = None

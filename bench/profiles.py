@@ -8,6 +8,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Profile:
     name: str
+    broker_warmup_jobs: int
     warmup_jobs: int
     throughput_workers: tuple[int, ...]
     throughput_jobs: int
@@ -24,6 +25,7 @@ class Profile:
 
 FULL = Profile(
     name="full",
+    broker_warmup_jobs=3000,
     warmup_jobs=100,
     throughput_workers=(1, 2, 4),
     throughput_jobs=400,
@@ -40,6 +42,7 @@ FULL = Profile(
 
 QUICK = Profile(
     name="quick",
+    broker_warmup_jobs=400,
     warmup_jobs=30,
     throughput_workers=(1, 2),
     throughput_jobs=100,

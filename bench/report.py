@@ -340,6 +340,10 @@ METHOD = """\
   comes from the workers' Prometheus counters (`voxlog_synthesis_seconds`).
   Throughput is jobs over the time from the first submission to the last
   job visible; every job is then read back through the HTTP API.
+- **Warm-up.** Before any figure, each system runs a few thousand unmeasured
+  jobs (`broker_warmup_jobs`), and each deployment a hundred more: a fresh
+  broker JVM needs thousands of requests before its JIT settles, and brokers
+  in production run warm. The warm-up rates are kept in the results JSON.
 - **Load.** The client, both services, Kafka and Postgres share the machine's
   cores, as they would on a single node; figures from a 2-core machine are
   lower bounds of what each design can do on more cores.

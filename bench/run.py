@@ -25,7 +25,14 @@ from bench.environment import describe
 from bench.profiles import FULL, QUICK
 from bench.reference import EngineLoop
 from bench.report import write_docs
-from bench.scenarios import Context, coalescing, light_and_throughput, saturation_and_first_audio, scale_out
+from bench.scenarios import (
+    Context,
+    coalescing,
+    light_and_throughput,
+    saturation_and_first_audio,
+    scale_out,
+    warm_up,
+)
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 from tts_node import load_engine
@@ -84,6 +91,7 @@ async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str,
             services=lambda: _service_pids(stack),
         )
         results: dict[str, Any] = {"profile": profile.name, "environment": await describe(ROOT, stack.database_url)}
+        results["warm_up"] = await warm_up(ctx)
         results["scenarios"] = {
             **(await light_and_throughput(ctx)),
             "coalescing": await coalescing(ctx),
