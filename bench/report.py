@@ -350,6 +350,14 @@ METHOD = """\
 """
 
 
+def _warm_up(results: dict[str, Any]) -> list[str]:
+    rates = results.get("warm_up", {}).get("jobs_per_s_by_batch", {})
+    return [
+        f"- Warm-up batches of {name} (jobs/s, in order): {', '.join(f'{r:.0f}' for r in batch)}."
+        for name, batch in rates.items()
+    ]
+
+
 def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
     s = results["scenarios"]
     plots = _plots(s, docs / "benchmarks")
@@ -367,6 +375,8 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         *_headline(s),
         "",
         METHOD,
+        *_warm_up(results),
+        "",
         "## (a) Orchestration throughput",
         "",
         "A zero-time engine and a backlog submitted by 32 concurrent clients: jobs per second from the first",
