@@ -8,7 +8,6 @@ the ``async with`` that started it, whatever happens inside.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 import uuid
@@ -23,13 +22,14 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from bench.errors import BenchError
-from infra.apps import AppProcesses, AppSpec
+from infra.apps import SOURCE_ROOT, AppProcesses, AppSpec, isolated_env
 from infra.processes import free_port, tail
+from projections.migrations import drop_schema
 from voxlog.metrics import parse_totals
 from voxlog.settings import TopicSettings
 from voxlog.topics import ensure_topics, topic_specs
 
-ROOT: Final = Path(__file__).resolve().parents[1]
+ROOT: Final = SOURCE_ROOT
 System = Literal["voxlog", "baseline"]
 
 
@@ -60,18 +60,7 @@ class Deployment:
             jobs_topic=f"{self.tag}.jobs", nodes_topic=f"{self.tag}.nodes", dlq_topic=f"{self.tag}.dlq"
         )
         self.env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-            "VOXLOG_DATABASE_URL": database_url,
-            "VOXLOG_DATABASE_SCHEMA": self.tag,
-            "VOXLOG_JOBS_TOPIC": self.topics.jobs_topic,
-            "VOXLOG_NODES_TOPIC": self.topics.nodes_topic,
-            "VOXLOG_DLQ_TOPIC": self.topics.dlq_topic,
-            "VOXLOG_SYNTH_GROUP": f"synth-{self.tag}",
-            "VOXLOG_PROJECTOR_NAME": f"projector-{self.tag}",
-            "VOXLOG_BLOB_DIR": str(self.home / "blobs"),
-            "VOXLOG_API_PORT": str(self.api_port),
+            **isolated_env(bootstrap, database_url, self.tag, self.topics, self.home, self.api_port),
             **engine_env,
         }
 
@@ -113,11 +102,7 @@ class Deployment:
             await self._drop()
 
     async def _drop(self) -> None:
-        conn = await asyncpg.connect(self.database_url)
-        try:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{self.tag}" CASCADE')
-        finally:
-            await conn.close()
+        await drop_schema(self.database_url, self.tag)
         if self.system == "voxlog":
             admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
             await admin.start()

@@ -74,9 +74,16 @@ def _timeline(timings: Sequence[JobTiming]) -> dict[str, dict[str, float]]:
     return out
 
 
-async def _backlog(c: Client, texts: Sequence[str]) -> tuple[list[Submission], list[JobTiming]]:
+async def _backlog(
+    c: Client, texts: Sequence[str], cpu: dict[str, float] | None = None, meter: Callable[[], dict[str, float]] = dict
+) -> tuple[list[Submission], list[JobTiming]]:
+    """Submit ``texts`` at once and wait until all are done; with ``cpu``, fill it with ``meter``'s
+    CPU per job over exactly that span (not the reads and checks that follow)."""
+    before = meter()
     submissions = await c.submit_all(texts)
     await c.wait_done([s.job_id for s in submissions], DONE_WITHIN_S)
+    if cpu is not None:
+        cpu.update(per_job_ms(before, meter(), len(submissions)))
     timings = await c.timings(submissions)
     await c.confirm_via_api([s.job_id for s in submissions])
     return submissions, timings
@@ -139,12 +146,9 @@ async def light_and_throughput(ctx: Context) -> dict[str, Any]:
                 for workers in p.throughput_workers:
                     await d.scale_to(workers)
                     ctx.say(f"(a) {system}: {p.throughput_jobs} jobs, {workers} worker(s)")
-                    cpu_before = ctx.cpu(d)
-                    submissions = await c.submit_all(ctx.texts(f"{d.tag}w{workers}", p.throughput_jobs))
-                    await c.wait_done([s.job_id for s in submissions], DONE_WITHIN_S)
-                    cpu = per_job_ms(cpu_before, ctx.cpu(d), len(submissions))
-                    timings = await c.timings(submissions)
-                    await c.confirm_via_api([s.job_id for s in submissions])
+                    cpu: dict[str, float] = {}
+                    texts = ctx.texts(f"{d.tag}w{workers}", p.throughput_jobs)
+                    _, timings = await _backlog(c, texts, cpu, lambda: ctx.cpu(d))
                     wall = _wall(timings)
                     out["throughput"].setdefault(system, {})[str(workers)] = {
                         "jobs": len(timings),

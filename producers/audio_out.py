@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,3 +29,28 @@ async def render(blobs: BlobStore, segments: Sequence[dict[str, Any]], fmt: str,
     source_rate = parts[0][1]
     samples = np.concatenate([p[0] for p in parts]).astype(np.float32)
     return await asyncio.to_thread(encode, samples, source_rate, fmt, rate)
+
+
+async def segments_as_they_appear(
+    read_job: Callable[[], Awaitable[dict[str, Any] | None]], poll_s: float, timeout_s: float
+) -> AsyncIterator[dict[str, Any]]:
+    """Each segment of the job ``read_job`` returns, once and in order, as rows appear; ends when
+    the job is completed or failed and every segment was given, or after ``timeout_s``."""
+    sent = 0
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = await read_job()
+        segments = job["segments"] if job is not None else []
+        while sent < len(segments) and segments[sent]["segment_index"] == sent:
+            yield segments[sent]
+            sent += 1
+        if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
+            return
+        await asyncio.sleep(poll_s)
+
+
+async def pcm_stream(blobs: BlobStore, segments: AsyncIterator[dict[str, Any]], rate: int) -> AsyncIterator[bytes]:
+    """Raw 16-bit pcm at ``rate``, one chunk per segment as ``segments`` yields them."""
+    async for segment in segments:
+        samples, source_rate = await segment_samples(blobs, segment)
+        yield await asyncio.to_thread(encode, samples, source_rate, "pcm", rate)

@@ -24,7 +24,7 @@ from litestar import Request, Response, post
 from litestar.response import ServerSentEvent, Stream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from producers.audio_out import render, segment_samples
+from producers.audio_out import pcm_stream, render, segment_samples, segments_as_they_appear
 from producers.deps import ApiDeps, deps_of
 from producers.submit import JobRequest, Rejected, enqueue
 from voxlog.audio_formats import encode, media_type
@@ -121,27 +121,16 @@ async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> dict[str, Any] | N
     return None
 
 
-async def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID) -> AsyncIterator[dict[str, Any]]:
+def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID) -> AsyncIterator[dict[str, Any]]:
     """Each segment once, in order, as the projection shows it, until the job ends or times out."""
-    sent = 0
-    deadline = time.monotonic() + deps.speech_timeout_s
-    while time.monotonic() < deadline:
-        job = await deps.reader.job(job_id)
-        segments = job["segments"] if job is not None else []
-        while sent < len(segments) and segments[sent]["segment_index"] == sent:
-            yield segments[sent]
-            sent += 1
-        if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
-            return
-        await asyncio.sleep(deps.stream_poll_s)
+    return segments_as_they_appear(lambda: deps.reader.job(job_id), deps.stream_poll_s, deps.speech_timeout_s)
 
 
 async def _raw_stream(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIterator[bytes]:
     if fmt == "wav":
         yield _streaming_wav_header(rate)
-    async for segment in _segments_as_projected(deps, job_id):
-        samples, source_rate = await segment_samples(deps.blobs, segment)
-        yield await asyncio.to_thread(encode, samples, source_rate, "pcm", rate)
+    async for chunk in pcm_stream(deps.blobs, _segments_as_projected(deps, job_id), rate):
+        yield chunk
 
 
 async def _sse(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIterator[str]:

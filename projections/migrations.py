@@ -97,6 +97,15 @@ async def migrate(
         raise MigrationError(f"migrating schema {schema} failed: {exc}") from exc
 
 
+async def drop_schema(url: str, schema: str) -> None:
+    """Drop ``schema`` and everything in it, if it exists (tests' and benchmarks' own schemas)."""
+    conn = await asyncpg.connect(url, timeout=10)
+    try:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {quote_schema(schema)} CASCADE")
+    finally:
+        await conn.close()
+
+
 async def migrate_database(url: str, schema: str = "public") -> list[Migration]:
     """Connect to ``url`` and apply the pending migrations into ``schema``."""
     try:

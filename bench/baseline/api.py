@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +10,9 @@ from litestar import Litestar, Request, Response, get, post
 from litestar.response import Stream
 
 from bench.baseline.queue import BaselineQueue
-from producers.audio_out import segment_samples
+from producers.audio_out import pcm_stream, segments_as_they_appear
 from producers.submit import JobRequest, Limits, Rejected, validate
-from voxlog.audio_formats import encode, media_type
+from voxlog.audio_formats import media_type
 from voxlog.blobs import BlobStore
 
 
@@ -65,22 +62,8 @@ async def speech(request: Request[Any, Any, Any], data: JobRequest) -> Response[
         job_id, _ = await _submit(deps, data)
     except Rejected as exc:
         return Response({"detail": str(exc)}, status_code=exc.status)
-    return Stream(_pcm(deps, job_id, data.sample_rate), media_type=media_type("pcm", data.sample_rate))
-
-
-async def _pcm(deps: BaselineDeps, job_id: uuid.UUID, rate: int) -> AsyncIterator[bytes]:
-    sent = 0
-    deadline = time.monotonic() + deps.stream_timeout_s
-    while time.monotonic() < deadline:
-        job = await deps.queue.status(job_id)
-        segments = job["segments"] if job is not None else []
-        while sent < len(segments) and segments[sent]["segment_index"] == sent:
-            samples, source_rate = await segment_samples(deps.blobs, segments[sent])
-            yield await asyncio.to_thread(encode, samples, source_rate, "pcm", rate)
-            sent += 1
-        if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
-            return
-        await asyncio.sleep(deps.stream_poll_s)
+    segments = segments_as_they_appear(lambda: deps.queue.status(job_id), deps.stream_poll_s, deps.stream_timeout_s)
+    return Stream(pcm_stream(deps.blobs, segments, data.sample_rate), media_type=media_type("pcm", data.sample_rate))
 
 
 @get("/readyz")

@@ -9,10 +9,9 @@ import sys
 import uuid
 from pathlib import Path
 
-import asyncpg
-
 from contracts import decode_event
 from infra.processes import wait_gone
+from projections.migrations import drop_schema
 from tests.support.events import one_of_each
 from tests.support.kafka import read_topic
 from tests.support.stack import free_port
@@ -77,9 +76,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert read_back == {eid: (p.partition, p.offset) for eid, p in positions.items()}
     finally:
         stopped = voxlog(env, "dev", "down")
-        conn = await asyncpg.connect(stack.database_url)
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        await conn.close()
+        await drop_schema(stack.database_url, schema)
     assert stopped.returncode == 0, stopped.stderr
     after = voxlog(env, "dev", "status")
     assert after.returncode == 1

@@ -11,7 +11,7 @@ import uuid
 import asyncpg
 
 from infra.processes import wait_gone
-from projections.migrations import migrate_database
+from projections.migrations import drop_schema, migrate_database
 from tests.support.events import node_announced, one_of_each
 from voxlog.kafka import KafkaEventPublisher
 
@@ -91,6 +91,4 @@ async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(st
         assert len(resumed["nodes"]) == 1
         assert resumed == replayed
     finally:
-        conn = await asyncpg.connect(stack.database_url)
-        await conn.execute(f'DROP SCHEMA "{fresh_schema}" CASCADE')
-        await conn.close()
+        await drop_schema(stack.database_url, fresh_schema)

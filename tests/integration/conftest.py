@@ -9,7 +9,7 @@ import pytest_asyncio
 from aiokafka.admin import AIOKafkaAdminClient
 
 from infra.stack import DevStack
-from projections.migrations import migrate_database
+from projections.migrations import drop_schema, migrate_database
 from tests.support.stack import build_test_stack, stack_home_for_tests
 from voxlog.settings import TopicSettings
 from voxlog.topics import ensure_topics, topic_specs
@@ -65,11 +65,7 @@ async def schema(stack: DevStack) -> AsyncIterator[str]:
     name = f"t_{uuid.uuid4().hex[:16]}"
     await migrate_database(stack.database_url, name)
     yield name
-    conn = await asyncpg.connect(stack.database_url)
-    try:
-        await conn.execute(f'DROP SCHEMA "{name}" CASCADE')
-    finally:
-        await conn.close()
+    await drop_schema(stack.database_url, name)
 
 
 @pytest_asyncio.fixture

@@ -13,6 +13,7 @@ import pytest_asyncio
 from bench.baseline.queue import BaselineQueue, install
 from bench.baseline.worker import BaselineWorker, BaselineWorkerConfig
 from contracts import AudioRef
+from projections.migrations import drop_schema
 from tts_node.bench_sleep import BenchSleepEngine
 from tts_node.fifo import SynthesisQueue
 from voxlog.blobs import LocalBlobStore
@@ -36,11 +37,7 @@ async def bl_schema(stack) -> AsyncIterator[str]:
     name = f"bl_{uuid.uuid4().hex[:16]}"
     await install(stack.database_url, name)
     yield name
-    conn = await asyncpg.connect(stack.database_url)
-    try:
-        await conn.execute(f'DROP SCHEMA "{name}" CASCADE')
-    finally:
-        await conn.close()
+    await drop_schema(stack.database_url, name)
 
 
 @pytest_asyncio.fixture

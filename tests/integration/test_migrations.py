@@ -7,7 +7,7 @@ import asyncpg
 import pytest
 
 from projections.errors import MigrationError
-from projections.migrations import Migration, load_migrations, migrate, migrate_database
+from projections.migrations import Migration, drop_schema, load_migrations, migrate, migrate_database
 
 TABLES = {"jobs", "segments", "job_events", "result_cache", "projection_offsets", "nodes", "schema_migrations"}
 
@@ -32,9 +32,7 @@ async def test_concurrent_migrations_apply_once(stack):
         results = await asyncio.gather(*(migrate_database(stack.database_url, name) for _ in range(4)))
         assert sorted(len(applied) for applied in results) == [0, 0, 0, len(load_migrations())]
     finally:
-        conn = await asyncpg.connect(stack.database_url)
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        await conn.close()
+        await drop_schema(stack.database_url, name)
 
 
 async def test_an_edited_applied_migration_is_refused(stack, schema):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Mapping
@@ -13,12 +12,11 @@ from typing import Any
 
 import httpx
 
-from infra.apps import AppProcesses, AppSpec
+from infra.apps import AppProcesses, AppSpec, isolated_env
 from infra.processes import tail
 from tests.support.stack import free_port
 
 CLI = [sys.executable, "-m", "voxlog.cli"]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -70,19 +68,7 @@ class AppStack:
 
 def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **extra: str) -> dict[str, str]:
     return {
-        **os.environ,
-        # The processes run this checkout's code, whatever checkout the venv was installed from.
-        "PYTHONPATH": str(ROOT),
-        "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": stack.bootstrap_servers,
-        "VOXLOG_DATABASE_URL": stack.database_url,
-        "VOXLOG_DATABASE_SCHEMA": schema,
-        "VOXLOG_JOBS_TOPIC": topics.settings.jobs_topic,
-        "VOXLOG_NODES_TOPIC": topics.settings.nodes_topic,
-        "VOXLOG_DLQ_TOPIC": topics.settings.dlq_topic,
-        "VOXLOG_SYNTH_GROUP": f"synth-{schema}",
-        "VOXLOG_PROJECTOR_NAME": f"projector-{schema}",
-        "VOXLOG_BLOB_DIR": str(home / "blobs"),
-        "VOXLOG_API_PORT": str(api_port),
+        **isolated_env(stack.bootstrap_servers, stack.database_url, schema, topics.settings, home, api_port),
         **extra,
     }
 
