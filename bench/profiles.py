@@ -42,7 +42,7 @@ FULL = Profile(
 
 QUICK = Profile(
     name="quick",
-    broker_warmup_jobs=400,
+    broker_warmup_jobs=150,
     warmup_jobs=30,
     throughput_workers=(1, 2),
     throughput_jobs=100,

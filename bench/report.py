@@ -26,7 +26,8 @@ def _ms(summary: dict[str, Any], key: str) -> str:
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a is not None and b else "n/a"
+    # A ratio of a negative step (the two clocks' events overlapped) would read as a speed-up.
+    return f"{a / b:.2f}" if a is not None and b is not None and a > 0 and b > 0 else "n/a"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -399,7 +400,9 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "",
         "Where the time goes, step by step (medians). *recorded*: voxlog's API built `JobQueued`, the",
         "baseline inserted the row; *accepted*: the client had the answer; *produced*: the worker had the",
-        "first segment's audio in the blob store; *visible*: the commit of the completed row.",
+        "first segment's audio in the blob store; *visible*: the commit of the completed row. A negative",
+        "step means the later event came first: the baseline's worker, woken by NOTIFY at the commit,",
+        "can claim a job before the HTTP answer reaches the client.",
         "",
         *_timeline(s),
         "",
@@ -430,7 +433,7 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "",
         "## (f) Time to first audio",
         "",
-        "The paragraph of the corpus with the most sentences (first audio is its first sentence),",
+        "The paragraph of (c)'s backlog with the most sentences (first audio is its first sentence),",
         "streamed as pcm on an idle system (voxlog: `POST /v1/audio/speech`",
         "with `stream_format=audio`; baseline: `POST /speech`), both polling for new segments every",
         "`VOXLOG_STREAM_POLL_S`.",

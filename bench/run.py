@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import shutil
 import sys
@@ -71,7 +70,6 @@ def _service_pids(stack: DevStack) -> dict[str, list[int]]:
 
 async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str, Any]:
     profile = QUICK if quick else FULL
-    logging.getLogger("phonemizer").setLevel(logging.ERROR)  # its word-count notes are not progress
     stack = _stack(home)
     say(f"starting Kafka and PostgreSQL under {home}")
     try:

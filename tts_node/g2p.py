@@ -8,6 +8,8 @@ all punctuation, space or symbols has nothing to say and maps to no ids.
 
 from __future__ import annotations
 
+import logging
+
 import re
 import threading
 import unicodedata
@@ -65,4 +67,7 @@ def _make_g2p(lang: str) -> _G2P:
         g2p: _G2P = espeak.EspeakG2P(language=lang)
     except Exception as exc:
         raise ModelUnavailable(f"espeak-ng G2P for {lang} is unavailable (misaki/espeakng-loader): {exc}") from exc
+    # phonemizer (re)configures its logger when a backend is built, at WARNING, and then warns on every
+    # piece whose word count its punctuation split changes: expected with our segmenting, never actionable.
+    logging.getLogger("phonemizer").setLevel(logging.ERROR)
     return g2p

@@ -107,3 +107,15 @@ def test_summaries_report_median_and_p99_in_milliseconds():
     assert s["median_ms"] == pytest.approx(50.5)
     assert s["p99_ms"] == pytest.approx(99.01)
     assert summarize([]) == {"n": 0}
+
+
+def test_negative_step_gets_no_ratio(tmp_path):
+    """Regression: the baseline can claim before the client has its answer; -2.2 / 1.9 read as a ratio of -0.87."""
+    results = json.loads(json.dumps(_results()))
+    results["scenarios"]["light"]["baseline"]["timeline"] = {
+        "submitted_to_recorded": _summary(0.001),
+        "completed_to_visible": _summary(-0.002),
+    }
+    text = write_docs(results, tmp_path)[0].read_text()
+    assert "| completed → visible | 4.0 | -2.0 | n/a |" in text
+    assert "| submitted → recorded | 1.0 | 1.0 | 1.00 |" in text
