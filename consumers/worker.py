@@ -8,7 +8,8 @@ synthesis thread while aiokafka keeps heartbeating, with max.poll.interval
 sized to the longest job, so a long job never looks like a dead member. A
 revocation waits for the record in hand (up to a grace period, then the job
 is released at its next segment boundary). The offset is committed only
-after the job's terminal event of this attempt is acknowledged.
+after the job's terminal event of this attempt is acknowledged, at most once
+per commit interval while jobs keep coming.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class WorkerConfig:
     shutdown_grace_s: float = 20.0
     rebalance_grace_s: float = 10.0
     request_wait_s: float = 30.0
+    commit_interval_s: float = 1.0
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -80,6 +82,8 @@ class SynthWorker(ConsumerRebalanceListener):
         self._dead_letter = dead_letter
         self._ledgers: dict[TopicPartition, Ledger] = {}
         self._processed: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._next_commit = 0.0  # monotonic time from which a handled job commits again at once
         self._abort: ReleaseReason | None = None
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
@@ -101,6 +105,7 @@ class SynthWorker(ConsumerRebalanceListener):
             for tp in revoked:
                 self._ledgers.pop(tp, None)
                 self._processed.pop(tp, None)
+                self._committed.pop(tp, None)
                 self._starts.pop(tp, None)
         finally:
             self._handling.release()
@@ -139,11 +144,12 @@ class SynthWorker(ConsumerRebalanceListener):
                         if tp not in self._ledgers or record.offset < self._starts.get(tp, 0):
                             continue
                         acted = await self._handle(tp, record)
-                    if acted:
+                    if acted and time.monotonic() >= self._next_commit:
                         # Outside the lock: a commit waits for a pending rebalance, and the
                         # rebalance's revocation callback waits for the lock.
-                        await self._commit({tp})
-            await self._commit(self._consumer.assignment())
+                        await self._commit(self._consumer.assignment())
+            if not batch or time.monotonic() >= self._next_commit:
+                await self._commit(self._consumer.assignment())
         await self._commit(self._consumer.assignment())
 
     async def _assignment_settled(self, stop: asyncio.Event) -> bool:
@@ -156,13 +162,28 @@ class SynthWorker(ConsumerRebalanceListener):
         return not stop.is_set()
 
     async def _commit(self, partitions: set[TopicPartition]) -> None:
-        offsets = {tp: OffsetAndMetadata(self._processed[tp], "") for tp in partitions if tp in self._processed}
+        """Commit what moved since the last commit.
+
+        Commits are coalesced to one per ``commit_interval_s`` while jobs keep coming (and made
+        at once when the consumer is idle, on revocation and at shutdown): at zero synthesis
+        time a commit per job was a quarter of the worker's broker requests. Committing later
+        never re-synthesizes anything: a new owner's tail scan sees the jobs completed since.
+        """
+        offsets = {
+            tp: OffsetAndMetadata(self._processed[tp], "")
+            for tp in partitions
+            if tp in self._processed and self._committed.get(tp) != self._processed[tp]
+        }
         if not offsets:
             return
         try:
             await self._consumer.commit(offsets)
         except (CommitFailedError, IllegalStateError) as exc:
             log.warning("commit refused during a rebalance; the next owner re-reads the tail", error=str(exc))
+            return
+        for tp, meta in offsets.items():
+            self._committed[tp] = meta.offset
+        self._next_commit = time.monotonic() + self.config.commit_interval_s
 
     async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
         """Handle one record; returns whether a job was acted on (its offset should be committed now)."""

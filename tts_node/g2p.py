@@ -9,7 +9,6 @@ all punctuation, space or symbols has nothing to say and maps to no ids.
 from __future__ import annotations
 
 import logging
-
 import re
 import threading
 import unicodedata

@@ -145,6 +145,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             cache_ttl=timedelta(seconds=settings.cache_ttl),
             shutdown_grace_s=settings.shutdown_grace_s,
             rebalance_grace_s=settings.rebalance_grace_s,
+            commit_interval_s=settings.commit_interval_s,
         )
 
         async def to_dlq(record: ConsumerRecord, reason: str) -> object:

@@ -140,6 +140,11 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
     max_job_s: float = Field(
         900.0, gt=0, description="Longest a job may synthesize before the group deems the worker stuck."
     )
+    commit_interval_s: float = Field(
+        1.0,
+        ge=0,
+        description="While jobs keep coming, commit the group's offsets at most this often (0: after every job).",
+    )
     metrics_host: str = Field("127.0.0.1", description="Address of the worker's Prometheus /metrics endpoint.")
     metrics_port: int = Field(0, ge=0, description="Port of the worker's Prometheus /metrics endpoint (0: not served).")
 

@@ -269,3 +269,22 @@ async def test_regression_records_handed_out_before_the_tail_scan_finished_wait_
     stop.set()
     await asyncio.wait_for(loop_task, 5)
     assert runner.jobs == [job.job_id]
+
+
+async def test_commits_are_coalesced_while_jobs_keep_coming_and_made_when_idle():
+    jobs = [one_of_each(f"Job number {i}.")[0] for i in range(5)]
+    consumer = FakeConsumer({TP: [record(job, offset) for offset, job in enumerate(jobs)]})
+    runner = RecordingRunner()
+    config = WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), commit_interval_s=3600)
+    worker = SynthWorker(config, consumer, runner, NoCache(), dead_letter=None)  # type: ignore[arg-type]
+    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
+    worker._settled.set()
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(consumer.idle.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(loop_task, 5)
+
+    assert runner.jobs == [job.job_id for job in jobs]
+    assert consumer.commits[0] == {TP: 1}, "the first job commits at once"
+    assert consumer.commits[1:] == [{TP: 5}], "the next four in one commit, nothing committed twice"

@@ -1,0 +1,94 @@
+"""Projector.apply_batch against real Postgres: a batch lands whole, minus only what the tables refuse."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import asyncpg
+import pytest_asyncio
+from aiokafka import ConsumerRecord
+from aiokafka.structs import TopicPartition
+
+from contracts import JobEvent, encode_event, event_headers
+from projections.projector import Projector, ProjectorConfig
+from tests.support.events import one_of_each
+
+JOBS = "jobs"
+CONFIG = ProjectorConfig(name="test", jobs_topic=JOBS, nodes_topic="nodes", cache_ttl=timedelta(minutes=10))
+
+
+def record(partition: int, offset: int, value: bytes, headers: list[tuple[str, bytes]]) -> ConsumerRecord:
+    return ConsumerRecord(
+        topic=JOBS,
+        partition=partition,
+        offset=offset,
+        timestamp=0,
+        timestamp_type=0,
+        key=None,
+        value=value,
+        checksum=None,
+        serialized_key_size=0,
+        serialized_value_size=len(value),
+        headers=headers,
+    )
+
+
+def of(event: JobEvent, partition: int, offset: int) -> ConsumerRecord:
+    return record(partition, offset, encode_event(event), event_headers(event))
+
+
+class Dlq:
+    def __init__(self) -> None:
+        self.records: list[tuple[ConsumerRecord, str]] = []
+
+    async def __call__(self, rec: ConsumerRecord, reason: str) -> object:
+        self.records.append((rec, reason))
+        return None
+
+
+@pytest_asyncio.fixture
+async def pool(stack, schema) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(
+        stack.database_url, min_size=1, max_size=2, server_settings={"search_path": schema}
+    )
+    yield pool
+    await pool.close()
+
+
+async def test_a_refused_record_goes_to_the_dlq_and_the_rest_of_its_batch_lands(pool, pg):
+    good = one_of_each("A good job.")
+    refused = one_of_each("Text with a NUL \x00 that jsonb cannot store.")[0]  # decodes, but Postgres refuses it
+    dlq = Dlq()
+    projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=dlq)  # type: ignore[arg-type]
+    batch = {
+        TopicPartition(JOBS, 0): [of(good[0], 0, 10), of(refused, 0, 11), of(good[1], 0, 12)],
+        TopicPartition(JOBS, 1): [record(1, 7, b"{not json", [("type", b"JobQueued")])],
+    }
+    await projector.apply_batch(batch)
+
+    job = await pg.fetchrow("SELECT state, attempt FROM jobs WHERE job_id = $1", good[0].job_id)
+    assert (job["state"], job["attempt"]) == ("claimed", good[1].attempt)
+    assert await pg.fetchval("SELECT count(*) FROM jobs WHERE job_id = $1", refused.job_id) == 0
+    assert await pg.fetchval("SELECT count(*) FROM job_events") == 2
+    reasons = {(r.partition, r.offset): reason for r, reason in dlq.records}
+    assert len(dlq.records) == 2, "each bad record is dead-lettered once"
+    assert reasons[(0, 11)].startswith("cannot apply")
+    assert "JSON" in reasons[(1, 7)]
+    offsets = dict(await pg.fetch("SELECT partition, next_offset FROM projection_offsets WHERE consumer = 'test'"))
+    assert offsets == {0: 13, 1: 8}
+
+
+async def test_a_clean_batch_lands_whole_and_twice_changes_nothing(pool, pg):
+    events = one_of_each("Every event of one job.")
+    dlq = Dlq()
+    projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=dlq)  # type: ignore[arg-type]
+    batch = {TopicPartition(JOBS, 3): [of(e, 3, i) for i, e in enumerate(events)]}
+    await projector.apply_batch(batch)
+    first = await pg.fetch("SELECT * FROM jobs ORDER BY job_id")
+    await projector.apply_batch(batch)  # a crash before the offsets committed replays the batch
+
+    assert dlq.records == []
+    assert await pg.fetchval("SELECT count(*) FROM job_events") == len(events)
+    assert await pg.fetch("SELECT * FROM jobs ORDER BY job_id") == first
+    assert await pg.fetchval("SELECT next_offset FROM projection_offsets WHERE partition = 3") == len(events)
