@@ -25,9 +25,10 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def process_seconds(pid: int) -> float:
-    """User plus system CPU seconds a live process has used (0 when it is gone)."""
+    """User plus system CPU seconds of a live process and of its children it has reaped (0 when
+    it is gone): a Postgres backend that exits hands its seconds on to the postmaster's count."""
     fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / _TICK if fields else 0.0
+    return sum(int(f) for f in fields[11:15]) / _TICK if fields else 0.0
 
 
 def descendants(root: int) -> list[int]:
@@ -54,8 +55,8 @@ def machine_busy_seconds() -> tuple[float, float]:
 def snapshot(components: Mapping[str, Iterable[int]]) -> dict[str, float]:
     """CPU seconds so far of each component's processes.
 
-    A process that exits between two snapshots takes its seconds with it
-    (short-lived Postgres backends); the pools under test keep theirs open.
+    A child that exits between two snapshots is still counted, by its parent
+    (short-lived Postgres backends under the postmaster).
     """
     out = {name: sum(process_seconds(p) for p in pids) for name, pids in components.items()}
     busy, total = machine_busy_seconds()
