@@ -6,8 +6,7 @@ the ``projection_offsets`` row written by its last committed batch, so a
 crash replays at most one uncommitted batch, which idempotent application
 absorbs. Each batch of records is applied in one transaction together with
 the new offsets. A record that cannot be decoded, or whose application
-violates a constraint, is copied to the DLQ with the reason and skipped (and
-only then does a batch pay for a savepoint per record).
+violates a constraint, is copied to the DLQ with the reason and skipped.
 """
 
 from __future__ import annotations
@@ -23,17 +22,13 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
-from contracts import DecodeError, JobEvent, NodeAnnounced, decode_event, decode_node_event
+from contracts import DecodeError, decode_event, decode_node_event
 from projections.apply import Position, apply_job_event, apply_node_event
 from voxlog.lifecycle import wait_for_stop
 
 log = structlog.get_logger("voxlog.projector")
 
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
-Event = JobEvent | NodeAnnounced
-# What the tables refuse for one record's sake (a constraint, a value Postgres cannot store);
-# anything else (a lost connection, say) fails the batch and it is retried from the stored offsets.
-UNAPPLIABLE = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
 
 
 @dataclass(frozen=True)
@@ -60,6 +55,7 @@ class Projector:
         self._consumer = consumer
         self._partitions = partitions
         self._dead_letter = dead_letter
+        self.applied = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Apply batches until ``stop`` is set; a failed batch is retried from the stored offsets."""
@@ -87,62 +83,33 @@ class Projector:
             self._consumer.seek(tp, stored.get(tp, beginnings[tp]))
 
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-        """Apply ``batch`` and advance the offsets in one transaction.
+        async with self._pool.acquire() as conn, conn.transaction():
+            for tp, records in batch.items():
+                for record in records:
+                    await self._apply_record(conn, record)
+                await conn.execute(
+                    "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
+                    " VALUES ($1, $2, $3, $4, now()) ON CONFLICT (consumer, topic, partition)"
+                    " DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
+                    self.config.name,
+                    tp.topic,
+                    tp.partition,
+                    records[-1].offset + 1,
+                )
 
-        The batch is tried whole first, one statement after another; only when the tables
-        refuse a record is it applied again with a savepoint per record, so that the refused
-        record goes to the DLQ and the rest still land. A savepoint per record always would
-        cost two round trips per event, on every batch, for the rare bad one.
-        """
-        decoded: list[tuple[ConsumerRecord, Event]] = []
-        for records in batch.values():
-            for record in records:
-                try:
-                    decoded.append((record, self._decode(record)))
-                except DecodeError as exc:
-                    await self._reject(record, str(exc))
+    async def _apply_record(self, conn: asyncpg.Connection, record: ConsumerRecord) -> None:
+        at = Position(record.topic, record.partition, record.offset)
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                for record, event in decoded:
-                    await self._apply(conn, record, event)
-                await self._advance(conn, batch)
-        except UNAPPLIABLE:
-            async with self._pool.acquire() as conn, conn.transaction():
-                for record, event in decoded:
-                    try:
-                        async with conn.transaction():  # a savepoint: one bad event must not sink the batch
-                            await self._apply(conn, record, event)
-                    except UNAPPLIABLE as exc:
-                        await self._reject(record, f"cannot apply: {exc}")
-                await self._advance(conn, batch)
-
-    def _decode(self, record: ConsumerRecord) -> Event:
-        if record.topic == self.config.nodes_topic:
-            return decode_node_event(record.value)
-        return decode_event(record.value)
-
-    async def _apply(self, conn: asyncpg.Connection, record: ConsumerRecord, event: Event) -> None:
-        if isinstance(event, NodeAnnounced):
-            await apply_node_event(conn, event)
-        else:
-            await apply_job_event(
-                conn, event, Position(record.topic, record.partition, record.offset), self.config.cache_ttl
-            )
-
-    async def _advance(self, conn: asyncpg.Connection, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-        """Every partition of the batch in one statement: its next offset is the one after its last record."""
-        tps = [tp for tp, records in batch.items() if records]
-        await conn.execute(
-            "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
-            " SELECT $1, t.topic, t.partition, t.next_offset, now()"
-            " FROM unnest($2::text[], $3::int[], $4::bigint[]) AS t(topic, partition, next_offset)"
-            " ON CONFLICT (consumer, topic, partition)"
-            " DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
-            self.config.name,
-            [tp.topic for tp in tps],
-            [tp.partition for tp in tps],
-            [batch[tp][-1].offset + 1 for tp in tps],
-        )
+            async with conn.transaction():  # a savepoint: one bad event must not sink the batch
+                if record.topic == self.config.nodes_topic:
+                    await apply_node_event(conn, decode_node_event(record.value))
+                else:
+                    await apply_job_event(conn, decode_event(record.value), at, self.config.cache_ttl)
+            self.applied += 1
+        except DecodeError as exc:
+            await self._reject(record, str(exc))
+        except (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError) as exc:
+            await self._reject(record, f"cannot apply: {exc}")
 
     async def _reject(self, record: ConsumerRecord, reason: str) -> None:
         log.warning(
