@@ -271,13 +271,19 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
                     "machine_busy_before": quiet,
                 }
                 ctx.say(f"    busy {synthesis / wall:.0%}, {audio / wall:.2f} audio s per s")
-                firsts, totals = [], []
+                firsts, totals, engine = [], [], []
                 for run in range(p.first_audio_runs):
                     ctx.say(f"(f) {system}: streamed paragraph, run {run + 1}")
+                    before = await d.engine_totals()
                     first, total = await c.first_audio(f"{streamed} Run {d.tag} {run}.")
                     firsts.append(first)
                     totals.append(total)
-                out["first_audio"][system] = {"first_audio": summarize(firsts), "whole_stream": summarize(totals)}
+                    engine.append((await d.engine_totals())["synthesis_s"] - before["synthesis_s"])
+                out["first_audio"][system] = {
+                    "first_audio": summarize(firsts),
+                    "whole_stream": summarize(totals),
+                    "synthesis": summarize(engine),  # the engine's own time for the whole paragraph
+                }
     # Again at the end: the two tight loops bracket the run, so their gap is this machine's noise.
     ctx.say(f"(c) engine alone again: {len(paragraphs)} paragraph(s)")
     quiet = await wait_quiet()

@@ -74,8 +74,8 @@ def _results() -> dict:
             "first_audio": {
                 "paragraph": "One. Two.",
                 "engine_alone": {"first_audio": _summary(1.0)},
-                "voxlog": {"first_audio": _summary(1.2), "whole_stream": _summary(3.0)},
-                "baseline": {"first_audio": _summary(1.1), "whole_stream": _summary(3.1)},
+                "voxlog": {"first_audio": _summary(1.2), "whole_stream": _summary(3.0), "synthesis": _summary(2.5)},
+                "baseline": {"first_audio": _summary(1.1), "whole_stream": _summary(3.1), "synthesis": _summary(2.0)},
             },
         },
     }
@@ -96,6 +96,10 @@ def test_the_page_shows_the_run_and_every_scenario(tmp_path):
     assert "| voxlog | 1 | 10.0 | 9.0 | 15.0 | 90% | 1.50 | 75% |" in text  # of the better tight loop (2.0)
     assert "the other gave 95%" in text
     assert "16.0 (80%)" in text
+    assert "| **voxlog / baseline** |  | 1.00 | 1.00 | 1.00 | 1.00 | 0.94 |  |" in text  # (c)
+    assert "| **voxlog / baseline** |  |  | 1.00 | 1.00 | 1.00 | 1.00 / 1.00 | 1.00 / 1.00 |" in text  # (d)
+    assert "| voxlog | 1200.0 | 1200.0 | 3000.0 | 2500.0 |" in text  # (f), with the engine's own time
+    assert "| **voxlog / baseline** | 1.09 | 1.09 | 0.97 | 1.25 |" in text
     assert [p.name for p in plots] == ["throughput.png", "latency.png"]
     for plot in plots:
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
