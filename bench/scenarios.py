@@ -244,8 +244,10 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
     quiet = await wait_quiet()
     out: dict[str, Any] = {"saturation": {"engine_alone": reference.saturation(paragraphs)}, "first_audio": {}}
     out["saturation"]["engine_alone"]["machine_busy_before"] = quiet
-    # The backlog's paragraph with the most segments: streaming matters most there (ties: the first).
-    streamed = max(paragraphs, key=lambda text: len(reference.engine.segment(text, reference.lang)))
+    # The backlog's paragraph with the most segments: streaming matters most there (ties: the first
+    # in the corpus, whatever order the backlog took).
+    in_backlog = [text for text in ctx.paragraphs if text in paragraphs]
+    streamed = max(in_backlog, key=lambda text: len(reference.engine.segment(text, reference.lang)))
     ctx.say("(f) engine alone: first segment of a paragraph")
     out["first_audio"]["engine_alone"] = reference.first_audio(streamed, p.first_audio_runs)
     out["first_audio"]["paragraph"] = streamed
