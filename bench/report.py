@@ -380,6 +380,10 @@ METHOD = """\
 - **Load.** The client, both services, Kafka and Postgres share the machine's
   cores, as they would on a single node; figures from a 2-core machine are
   lower bounds of what each design can do on more cores.
+- **Noise.** On a shared virtual machine the same scenario can differ by tens
+  of percent from one run to the next, for both systems alike: compare the two
+  systems within a run (the ratios, the CPU per job), not one run's absolute
+  figures with another's.
 """
 
 
