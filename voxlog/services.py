@@ -27,6 +27,7 @@ from tts_node import Engine, load_engine
 from tts_node.fifo import SynthesisQueue
 from tts_node.server import serve_node
 from voxlog.blobs import LocalBlobStore
+from voxlog.db import open_pool
 from voxlog.dlq import dead_letter
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 from voxlog.kafka import KafkaEventPublisher, wait_for_partitions
@@ -50,10 +51,7 @@ def _instance() -> str:
 
 async def _pool(settings: DatabaseSettings) -> asyncpg.Pool:
     await migrate_database(settings.database_url, settings.database_schema)
-    pool: asyncpg.Pool = await asyncpg.create_pool(
-        settings.database_url, min_size=1, max_size=10, server_settings={"search_path": settings.database_schema}
-    )
-    return pool
+    return await open_pool(settings.database_url, settings.database_schema, min_size=1, max_size=10)
 
 
 async def run_api(settings: ApiSettings) -> None:

@@ -17,6 +17,7 @@ from bench.baseline.worker import BaselineWorker, BaselineWorkerConfig
 from producers.submit import Limits
 from tts_node.fifo import SynthesisQueue
 from voxlog.blobs import LocalBlobStore
+from voxlog.db import open_pool
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 from voxlog.lifecycle import stop_on_signals
 from voxlog.logging import configure_logging
@@ -28,10 +29,7 @@ log = structlog.get_logger("bench.baseline")
 
 async def _pool(url: str, schema: str, size: int) -> asyncpg.Pool:
     await install(url, schema)
-    pool: asyncpg.Pool = await asyncpg.create_pool(
-        url, min_size=size, max_size=size, server_settings={"search_path": schema}
-    )
-    return pool
+    return await open_pool(url, schema, min_size=size, max_size=size)
 
 
 async def run_api(settings: BaselineApiSettings) -> None:

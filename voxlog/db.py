@@ -1,0 +1,20 @@
+"""The Postgres connection pool every voxlog process (and the bench's baseline) opens."""
+
+from __future__ import annotations
+
+import asyncpg
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset on release: nothing beyond what asyncpg always does (roll back an open
+    transaction, drop listener callbacks). Pooled connections here keep no session state (no
+    LISTEN, no session-level advisory locks or SETs; the search path is a startup setting), so
+    the default reset query would be one more round trip on every release for nothing."""
+
+
+async def open_pool(url: str, schema: str, min_size: int, max_size: int) -> asyncpg.Pool:
+    """A pool whose connections use ``schema``."""
+    pool: asyncpg.Pool = await asyncpg.create_pool(
+        url, min_size=min_size, max_size=max_size, server_settings={"search_path": schema}, reset=_keep_session
+    )
+    return pool
