@@ -25,6 +25,19 @@ def _ms(summary: dict[str, Any], key: str) -> str:
     return f"{summary[key]:.1f}" if summary.get("n") else "n/a"
 
 
+def _median_p99(summary: dict[str, Any]) -> str:
+    return f"{_ms(summary, 'median_ms')} / {_ms(summary, 'p99_ms')}"
+
+
+def _summary_ratio(a: dict[str, Any], b: dict[str, Any], key: str = "median_ms") -> str:
+    return _ratio(a.get(key), b.get(key))
+
+
+def _size(value: Any) -> str:
+    """A profile size as the page shows it, the same from a live run (tuples) and from JSON (lists)."""
+    return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     # A ratio of a negative step (the two clocks' events overlapped) would read as a speed-up.
     return f"{a / b:.2f}" if a is not None and b is not None and a > 0 and b > 0 else "n/a"
@@ -44,7 +57,7 @@ def _environment(results: dict[str, Any]) -> list[str]:
         f"{results['duration_s'] / 60:.1f} minutes in all.",
         f"- **Machine:** {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB memory, {m['os']}; no GPU.",
         f"- **Versions:** {versions}.",
-        f"- **Sizes:** {', '.join(f'{k}={val}' for k, val in sizes.items() if k != 'name')}.",
+        f"- **Sizes:** {'; '.join(f'{k}={_size(val)}' for k, val in sizes.items() if k != 'name')}.",
     ]
 
 
@@ -60,8 +73,8 @@ def _throughput(s: dict[str, Any]) -> list[str]:
                 f"{bl['jobs_per_s']:.1f}",
                 _ratio(vx["jobs_per_s"], bl["jobs_per_s"]),
                 " / ".join(f"{r['cpu_ms_per_job']['machine_busy_fraction']:.0%}" for r in (vx, bl)),
-                f"{_ms(vx['latency'], 'median_ms')} / {_ms(vx['latency'], 'p99_ms')}",
-                f"{_ms(bl['latency'], 'median_ms')} / {_ms(bl['latency'], 'p99_ms')}",
+                _median_p99(vx["latency"]),
+                _median_p99(bl["latency"]),
             ]
         )
     header = [
@@ -97,7 +110,7 @@ def _light(s: dict[str, Any]) -> list[str]:
             _ms(vx[key], "p99_ms"),
             _ms(bl[key], "median_ms"),
             _ms(bl[key], "p99_ms"),
-            _ratio(vx[key].get("median_ms"), bl[key].get("median_ms")),
+            _summary_ratio(vx[key], bl[key]),
         ]
         for key, label in LIGHT_ROWS
     ]
@@ -122,7 +135,7 @@ def _timeline(s: dict[str, Any]) -> list[str]:
             key.replace("_to_", " → "),
             _ms(vx[key], "median_ms"),
             _ms(bl[key], "median_ms"),
-            _ratio(vx[key].get("median_ms"), bl[key].get("median_ms")),
+            _summary_ratio(vx[key], bl[key]),
         ]
         for key in vx
     ]
@@ -171,8 +184,8 @@ def _coalescing(s: dict[str, Any]) -> list[str]:
             str(c[n]["syntheses"]),
             str(c[n]["claims"]),
             f"{c[n]['wall_s']:.1f}",
-            f"{_ms(c[n]['duplicates'], 'median_ms')} / {_ms(c[n]['duplicates'], 'p99_ms')}",
-            f"{_ms(c[n]['originals'], 'median_ms')} / {_ms(c[n]['originals'], 'p99_ms')}",
+            _median_p99(c[n]["duplicates"]),
+            _median_p99(c[n]["originals"]),
         ]
         for n in SYSTEMS
     ]
@@ -186,7 +199,7 @@ def _coalescing(s: dict[str, Any]) -> list[str]:
             _ratio(vx["claims"], bl["claims"]),
             _ratio(vx["wall_s"], bl["wall_s"]),
             *(
-                " / ".join(_ratio(vx[group].get(k), bl[group].get(k)) for k in ("median_ms", "p99_ms"))
+                " / ".join(_summary_ratio(vx[group], bl[group], k) for k in ("median_ms", "p99_ms"))
                 for group in ("duplicates", "originals")
             ),
         ]
@@ -255,11 +268,8 @@ def _first_audio(s: dict[str, Any]) -> list[str]:
     rows.append(
         [
             "**voxlog / baseline**",
-            *(_ratio(vx["first_audio"].get(k), bl["first_audio"].get(k)) for k in ("median_ms", "p99_ms")),
-            *(
-                _ratio(vx.get(g, {}).get("median_ms"), bl.get(g, {}).get("median_ms"))
-                for g in ("whole_stream", "synthesis")
-            ),
+            *(_summary_ratio(vx["first_audio"], bl["first_audio"], k) for k in ("median_ms", "p99_ms")),
+            *(_summary_ratio(vx.get(g, {}), bl.get(g, {})) for g in ("whole_stream", "synthesis")),
         ]
     )
     header = ["", "first audio median (ms)", "p99 (ms)", "whole stream median (ms)", "engine time in the stream (ms)"]

@@ -123,3 +123,13 @@ def test_negative_step_gets_no_ratio(tmp_path):
     text = write_docs(results, tmp_path)[0].read_text()
     assert "| completed → visible | 4.0 | -2.0 | n/a |" in text
     assert "| submitted → recorded | 1.0 | 1.0 | 1.00 |" in text
+
+
+def test_regression_a_page_rendered_again_from_its_json_is_the_same_page(tmp_path):
+    """The live run's sizes were tuples, the JSON's lists: re-rendering changed "(1, 2)" to "[1, 2]"."""
+    live = _results()
+    live["profile_sizes"]["throughput_workers"] = (1, 2)
+    first = write_docs(live, tmp_path / "live")[0].read_text()
+    again = write_docs(json.loads(json.dumps(live)), tmp_path / "again")[0].read_text()
+    assert first == again
+    assert "throughput_workers=1, 2." in first
