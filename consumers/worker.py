@@ -186,7 +186,7 @@ class SynthWorker(ConsumerRebalanceListener):
         self._next_commit = time.monotonic() + self.config.commit_interval_s
 
     async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
-        """Handle one record; returns whether a job was acted on (its offset should be committed now)."""
+        """Handle one record; returns whether a job was acted on (its offset is due for a commit)."""
         event_type = header_value(record.headers, HEADER_TYPE)
         acted = False
         if event_type in LEDGER_TYPES:
