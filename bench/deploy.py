@@ -22,11 +22,12 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from bench.errors import BenchError
-from infra.apps import SOURCE_ROOT, AppProcesses, AppSpec, isolated_env
+from foundation.metrics import parse_totals
+from foundation.settings import TopicSettings
+from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port, tail
 from projections.migrations import drop_schema
-from voxlog.metrics import parse_totals
-from voxlog.settings import TopicSettings
+from voxlog.devstack import SOURCE_ROOT, isolated_env
 from voxlog.topics import ensure_topics, topic_specs
 
 ROOT: Final = SOURCE_ROOT

@@ -32,10 +32,10 @@ from bench.scenarios import (
     scale_out,
     warm_up,
 )
+from foundation.settings import default_cache_root, default_state_root
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 from tts_node import load_engine
-from voxlog.settings import default_cache_root, default_state_root
 
 
 def _lines(path: Path) -> tuple[str, ...]:

@@ -1,9 +1,11 @@
 """What a worker knows about the jobs of one partition it owns, learnt from the log.
 
 The projection lags the log, so the worker keeps its own view: each job's
-latest attempt and state, the request it was queued with, and the results
+status (folded with ``contracts.job_state.transition``, the rule the
+projector follows too), the request it was queued with, and the results
 completed in this partition (for coalescing duplicates). It is filled by the
-recovery scan on assignment and by every record the worker reads after.
+recovery scan on assignment and by every record the worker reads or
+publishes after.
 """
 
 from __future__ import annotations
@@ -14,19 +16,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from consumers.ports import CachedResult
-from contracts import JobClaimed, JobCompleted, JobEvent, JobFailed, JobQueued, JobReleased, SynthesisRequest
-
-TERMINAL = frozenset({"completed", "failed"})
+from contracts import JobCompleted, JobEvent, JobQueued, JobReleased, SynthesisRequest
+from contracts.job_state import Fenced, JobState, JobStatus, status_implied_by, transition
 
 
 @dataclass
 class JobView:
     job_id: uuid.UUID
     fingerprint: str
-    attempt: int = 0
-    state: str = "queued"
+    status: JobStatus
     request: SynthesisRequest | None = None
     not_before: datetime | None = None
+
+    @property
+    def state(self) -> JobState:
+        return self.status.state
+
+    @property
+    def attempt(self) -> int:
+        return self.status.attempt
 
 
 class Ledger:
@@ -37,31 +45,31 @@ class Ledger:
         self.results: dict[str, CachedResult] = {}
 
     def observe(self, event: JobEvent) -> JobView:
-        """Fold one event in. Never moves a job backwards: the recovery scan may have seen its future."""
+        """Fold one event in; a fenced event changes nothing."""
         view = self.jobs.get(event.job_id)
         if view is None:
-            view = JobView(event.job_id, event.fingerprint, attempt=event.attempt)
+            # The recovery scan starts at the committed offset, which may lie after the job's
+            # earlier events: the first one seen is taken at its word.
+            view = JobView(event.job_id, event.fingerprint, status_implied_by(event))
             self.jobs[event.job_id] = view
             self._trim()
+        else:
+            outcome = transition(view.status, event)
+            if isinstance(outcome, Fenced):
+                return view
+            view.status = outcome
         match event:
             case JobQueued():
                 view.request = event.payload.request
-            case JobClaimed() if event.attempt >= view.attempt and view.state not in TERMINAL:
-                view.attempt, view.state = event.attempt, "claimed"
-            case JobReleased() if event.payload.failed_attempt >= view.attempt and view.state not in TERMINAL:
-                view.attempt, view.state = event.payload.failed_attempt, "released"
+            case JobReleased():
                 view.not_before = event.payload.not_before
-            case JobCompleted() if view.state not in TERMINAL:
-                view.attempt, view.state = max(view.attempt, event.attempt), "completed"
-                if not event.payload.cache_hit:
-                    self.results[event.fingerprint] = CachedResult(
-                        event.job_id,
-                        event.payload.segment_count,
-                        event.payload.total_duration_ms,
-                        event.occurred_at + self._ttl,
-                    )
-            case JobFailed() if view.state not in TERMINAL:
-                view.attempt, view.state = max(view.attempt, event.attempt), "failed"
+            case JobCompleted() if not event.payload.cache_hit:
+                self.results[event.fingerprint] = CachedResult(
+                    event.job_id,
+                    event.payload.segment_count,
+                    event.payload.total_duration_ms,
+                    event.occurred_at + self._ttl,
+                )
         return view
 
     def live_result(self, fingerprint: str, now: datetime) -> CachedResult | None:
@@ -74,7 +82,7 @@ class Ledger:
     def _trim(self) -> None:
         # Forget the oldest finished jobs first; unfinished ones are still work to do.
         while len(self.jobs) > self._max_jobs:
-            oldest = next((k for k, v in self.jobs.items() if v.state in TERMINAL), None)
+            oldest = next((k for k, v in self.jobs.items() if v.status.terminal), None)
             if oldest is None:
                 return
             del self.jobs[oldest]

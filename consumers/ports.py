@@ -1,17 +1,18 @@
-"""What the worker needs from the outside, as protocols; adapters live elsewhere."""
+"""What the worker needs from the outside, as protocols; the composition root hands it the adapters."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+from aiokafka import ConsumerRecord
 
-from contracts import AudioRef, SynthesisRequest
+from contracts import AudioRef, JobEvent, SynthesisRequest
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,14 @@ class ResultLookup(Protocol):
 
 class AudioSink(Protocol):
     def put(self, data: bytes, suffix: str) -> AudioRef: ...
+
+
+class EventLog(Protocol):
+    """The jobs topic, as the worker writes it: ``publish`` returns once the event is acknowledged
+    (acks=all) and raises ``foundation.errors.BrokerUnavailable`` when it cannot be."""
+
+    async def publish(self, event: JobEvent) -> object: ...
+
+
+DeadLetter: TypeAlias = Callable[[ConsumerRecord, str], Awaitable[object]]
+"""Keeps a record the worker cannot decode, with the reason, and goes on."""

@@ -16,9 +16,11 @@ from aiokafka.structs import TopicPartition
 
 from consumers.ledger import Ledger
 from contracts import HEADER_TYPE, DecodeError, decode_event, header_value
+from contracts.job_state import STATUS_EVENT_TYPES
 
-# SegmentProduced carries nothing the ledger needs: filter it out by header, undecoded.
-LEDGER_TYPES = frozenset({"JobQueued", "JobClaimed", "JobCompleted", "JobReleased", "JobFailed"})
+# Only events that can change a job's status matter to the ledger (SegmentProduced cannot):
+# the rest are filtered out by header, undecoded.
+LEDGER_TYPES = STATUS_EVENT_TYPES
 
 
 async def scan_tails(

@@ -1,53 +1,55 @@
 """The synthesis worker: a member of the synth consumer group, one job at a time.
 
-Per record (see DESIGN.md, worker loop): records other than the ledger's
-types are skipped by header, undecoded; ``JobQueued`` and ``JobReleased`` are
-acted on unless the ledger shows the job already moved on; a live cached
-result completes the job without synthesis; otherwise the job runs on the
+Per record (the worker loop of the design): records other than the
+status-changing types are skipped by header, undecoded; ``JobQueued`` and
+``JobReleased`` are acted on unless the ledger shows the job already moved
+on; a live cached result completes the job without synthesis (coalescing is
+decided here, in :meth:`SynthWorker._act`); otherwise the job runs on the
 synthesis thread while aiokafka keeps heartbeating, with max.poll.interval
 sized to the longest job, so a long job never looks like a dead member. A
 revocation waits for the record in hand (up to a grace period, then the job
-is released at its next segment boundary). The offset is committed only
-after the job's terminal event of this attempt is acknowledged, at most once
-per commit interval while jobs keep coming.
+is released at its next segment boundary). Offsets and their batched commits
+are :class:`consumers.partitions.Partitions`' business.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
-from aiokafka.errors import CommitFailedError, IllegalStateError
-from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from aiokafka.structs import TopicPartition
 
-from consumers.job_runner import JobRunner
+from consumers.job_runner import Attempt, JobRunner
 from consumers.ledger import JobView, Ledger
-from consumers.ports import ResultLookup
-from consumers.recovery import LEDGER_TYPES, scan_tails
+from consumers.partitions import Partitions
+from consumers.ports import DeadLetter, ResultLookup
+from consumers.recovery import LEDGER_TYPES
 from contracts import (
     HEADER_TYPE,
     DecodeError,
     JobEvent,
     JobQueued,
     JobReleased,
+    JobState,
     SynthesisRequest,
     decode_event,
     header_value,
+    type_name,
     utc_now,
 )
 from contracts.events import ReleaseReason
-from voxlog.lifecycle import wait_for_stop
+from foundation.lifecycle import wait_for_stop
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
-ACTIONABLE = frozenset({"JobQueued", "JobReleased"})
-DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
+ACTIONABLE: Final = frozenset({type_name(JobQueued), type_name(JobReleased)})
+REQUEST_WAIT_S: Final = 30.0  # how long a job whose JobQueued is not in the tail waits for the projection
 
 
 class _Deferred(Exception):
@@ -60,10 +62,10 @@ class WorkerConfig:
     bootstrap_servers: str
     jobs_topic: str
     cache_ttl: timedelta
-    shutdown_grace_s: float = 20.0
-    rebalance_grace_s: float = 10.0
-    request_wait_s: float = 30.0
-    commit_interval_s: float = 1.0
+    shutdown_grace_s: float
+    rebalance_grace_s: float
+    commit_interval_s: float
+    request_wait_s: float = REQUEST_WAIT_S
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -80,49 +82,30 @@ class SynthWorker(ConsumerRebalanceListener):
         self._runner = runner
         self._lookup = lookup
         self._dead_letter = dead_letter
-        self._ledgers: dict[TopicPartition, Ledger] = {}
-        self._processed: dict[TopicPartition, int] = {}
-        self._committed: dict[TopicPartition, int] = {}
-        self._next_commit = 0.0  # monotonic time from which a handled job commits again at once
-        self._abort: ReleaseReason | None = None
+        self.partitions = Partitions(
+            consumer, config.bootstrap_servers, lambda: Ledger(config.cache_ttl), config.commit_interval_s
+        )
+        self._abort: ReleaseReason | None = None  # why to give back the job of the record in hand
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
-        self._settled = asyncio.Event()  # set once an assignment's tails are scanned
-        self._starts: dict[TopicPartition, int] = {}
 
     # -- group membership ------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         # The record in hand is finished first (up to the grace period); records already fetched
         # for revoked partitions are skipped by the loop once their ledger is gone.
-        self._settled.clear()
+        self.partitions.settled.clear()
         try:
             await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
         except TimeoutError:
             self._abort = "rebalance"  # give the job back at its next segment boundary
             await self._handling.acquire()
         try:
-            await self._commit(revoked)
-            for tp in revoked:
-                self._ledgers.pop(tp, None)
-                self._processed.pop(tp, None)
-                self._committed.pop(tp, None)
-                self._starts.pop(tp, None)
+            await self.partitions.revoke(revoked)
         finally:
             self._handling.release()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        starts: dict[TopicPartition, int] = {}
-        beginnings = await self._consumer.beginning_offsets(list(assigned)) if assigned else {}
-        for tp in assigned:
-            committed = await self._consumer.committed(tp)
-            # Where the consumer itself resumes (committed, else earliest). No seek here: a seek
-            # inside the callback races aiokafka's own position reset and can leave a partition
-            # never fetched again.
-            starts[tp] = committed if committed is not None else beginnings[tp]
-        ledgers, read = await scan_tails(self.config.bootstrap_servers, starts, lambda: Ledger(self.config.cache_ttl))
-        self._ledgers.update(ledgers)
-        self._starts = starts
-        self._settled.set()
+        read = await self.partitions.assign(assigned)
         log.info("partitions assigned", partitions=len(assigned), tail_records=read)
 
     # -- main loop ----------------------------------------------------------------
@@ -138,54 +121,31 @@ class SynthWorker(ConsumerRebalanceListener):
                     if not await self._assignment_settled(stop):
                         break
                     async with self._handling:
-                        # A batch can straddle a rebalance. Only partitions whose tail this assignment
-                        # scanned are ours, from where it started; a record seen twice is harmless
-                        # (the ledger knows what it led to).
-                        if tp not in self._ledgers or record.offset < self._starts.get(tp, 0):
+                        ledger = self.partitions.ledger_for(tp, record.offset)
+                        if ledger is None:
                             continue
-                        acted = await self._handle(tp, record)
-                    if acted and time.monotonic() >= self._next_commit:
+                        try:
+                            acted = await self._handle(tp, ledger, record)
+                        finally:
+                            self._abort = None  # an abort is meant for the record in hand only
+                    if acted and self.partitions.commit_due:
                         # Outside the lock: a commit waits for a pending rebalance, and the
                         # rebalance's revocation callback waits for the lock.
-                        await self._commit(self._consumer.assignment())
-            if not batch or time.monotonic() >= self._next_commit:
-                await self._commit(self._consumer.assignment())
-        await self._commit(self._consumer.assignment())
+                        await self.partitions.commit()
+            if not batch or self.partitions.commit_due:
+                await self.partitions.commit()
+        await self.partitions.commit()
 
     async def _assignment_settled(self, stop: asyncio.Event) -> bool:
         """Wait until no rebalance is half done; ``False`` when stopping instead."""
-        if not self._settled.is_set():
-            waiters = {asyncio.ensure_future(self._settled.wait()), asyncio.ensure_future(stop.wait())}
+        if not self.partitions.settled.is_set():
+            waiters = {asyncio.ensure_future(self.partitions.settled.wait()), asyncio.ensure_future(stop.wait())}
             _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
         return not stop.is_set()
 
-    async def _commit(self, partitions: set[TopicPartition]) -> None:
-        """Commit what moved since the last commit.
-
-        Commits are coalesced to one per ``commit_interval_s`` while jobs keep coming (and made
-        at once when the consumer is idle, on revocation and at shutdown): at zero synthesis
-        time a commit per job was a quarter of the worker's broker requests. Committing later
-        never re-synthesizes anything: a new owner's tail scan sees the jobs completed since.
-        """
-        offsets = {
-            tp: OffsetAndMetadata(self._processed[tp], "")
-            for tp in partitions
-            if tp in self._processed and self._committed.get(tp) != self._processed[tp]
-        }
-        if not offsets:
-            return
-        try:
-            await self._consumer.commit(offsets)
-        except (CommitFailedError, IllegalStateError) as exc:
-            log.warning("commit refused during a rebalance; the next owner re-reads the tail", error=str(exc))
-            return
-        for tp, meta in offsets.items():
-            self._committed[tp] = meta.offset
-        self._next_commit = time.monotonic() + self.config.commit_interval_s
-
-    async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
+    async def _handle(self, tp: TopicPartition, ledger: Ledger, record: ConsumerRecord) -> bool:
         """Handle one record; returns whether a job was acted on (its offset is due for a commit)."""
         event_type = header_value(record.headers, HEADER_TYPE)
         acted = False
@@ -197,31 +157,34 @@ class SynthWorker(ConsumerRebalanceListener):
                     await self._dead_letter(record, str(exc))
             else:
                 try:
-                    acted = await self._on_event(tp, event)
+                    acted = await self._on_event(ledger, event)
                 except _Deferred:
                     return False  # stopping before anything was emitted: the next owner takes this record
         # Only now, with the attempt's terminal event acknowledged, may the offset move past it.
-        self._processed[tp] = record.offset + 1
+        self.partitions.handled(tp, record.offset)
         return acted
 
-    async def _on_event(self, tp: TopicPartition, event: JobEvent) -> bool:
+    async def _on_event(self, ledger: Ledger, event: JobEvent) -> bool:
         """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
-        ledger = self._ledgers[tp]
         view = ledger.observe(event)
-        if isinstance(event, JobQueued) and view.state in {"queued", "claimed"}:
+        if isinstance(event, JobQueued) and view.state in {JobState.QUEUED, JobState.CLAIMED}:
             # "claimed" here means a previous owner died mid-job: claim it again, one attempt higher.
-            await self._act(tp, ledger, view)
+            await self._act(ledger, view)
             return True
-        if isinstance(event, JobReleased) and view.state == "released" and view.attempt == event.payload.failed_attempt:
+        if (
+            isinstance(event, JobReleased)
+            and view.state is JobState.RELEASED
+            and view.attempt == event.payload.failed_attempt
+        ):
             if view.not_before is not None:
                 delay = (view.not_before - utc_now()).total_seconds()
                 if delay > 0:
                     await self._keepalive(wait_for_stop(self._stop, delay))
-            await self._act(tp, ledger, view)
+            await self._act(ledger, view)
             return True
         return False
 
-    async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView) -> None:
+    async def _act(self, ledger: Ledger, view: JobView) -> None:
         if self._stop.is_set():
             raise _Deferred
         now = utc_now()
@@ -236,10 +199,8 @@ class SynthWorker(ConsumerRebalanceListener):
             message = "the job's JobQueued is neither in this partition's tail nor in the projection"
             await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.observe)
             return
-        try:
-            await self._keepalive(self._runner.run(view, request, view.attempt + 1, self._abort_reason, ledger.observe))
-        finally:
-            self._abort = None
+        attempt = Attempt(view, request, view.attempt + 1, ledger.observe, self._abort_reason)
+        await self._keepalive(self._runner.run(attempt))
 
     async def _request_of(self, view: JobView) -> SynthesisRequest | None:
         deadline = time.monotonic() + self.config.request_wait_s

@@ -20,6 +20,7 @@ from contracts.codec import (
 from contracts.errors import ContractError, DecodeError, InvalidRequest, UnsupportedSchemaVersion
 from contracts.events import (
     EVENT_CLASSES,
+    JOB_EVENT_TYPES,
     AudioRef,
     JobClaimed,
     JobClaimedPayload,
@@ -40,9 +41,20 @@ from contracts.events import (
     SynthesisRequest,
     TextSpan,
     derive_event_id,
+    type_name,
     utc_now,
 )
 from contracts.fingerprint import fingerprint, normalize_text
+from contracts.job_state import (
+    TERMINAL_STATES,
+    Fenced,
+    FenceReason,
+    JobState,
+    JobStatus,
+    fold,
+    status_implied_by,
+    transition,
+)
 from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
 
 __all__ = [
@@ -53,10 +65,14 @@ __all__ = [
     "HEADER_SCHEMA_VERSION",
     "HEADER_TRACEPARENT",
     "HEADER_TYPE",
+    "JOB_EVENT_TYPES",
+    "TERMINAL_STATES",
     "AnyEvent",
     "AudioRef",
     "ContractError",
     "DecodeError",
+    "FenceReason",
+    "Fenced",
     "InvalidRequest",
     "JobClaimed",
     "JobClaimedPayload",
@@ -69,6 +85,8 @@ __all__ = [
     "JobQueuedPayload",
     "JobReleased",
     "JobReleasedPayload",
+    "JobState",
+    "JobStatus",
     "NodeAnnounced",
     "NodeAnnouncedPayload",
     "Producer",
@@ -83,9 +101,13 @@ __all__ = [
     "encode_event",
     "event_headers",
     "fingerprint",
+    "fold",
     "header_value",
     "new_traceparent",
     "normalize_text",
     "record_key",
+    "status_implied_by",
+    "transition",
+    "type_name",
     "utc_now",
 ]

@@ -200,11 +200,18 @@ JobEvent = Annotated[
 JOB_EVENT_ADAPTER: Final[TypeAdapter[JobEvent]] = TypeAdapter(JobEvent)
 
 EVENT_CLASSES: Final = (JobQueued, JobClaimed, SegmentProduced, JobCompleted, JobReleased, JobFailed)
-EventType = Literal["JobQueued", "JobClaimed", "SegmentProduced", "JobCompleted", "JobReleased", "JobFailed"]
 NODE_EVENT_ADAPTER: Final[TypeAdapter[NodeAnnounced]] = TypeAdapter(NodeAnnounced)
+
+
+def type_name(cls: type[BaseModel]) -> str:
+    """The literal ``type`` of an event class (what the ``type`` header carries)."""
+    name: str = cls.model_fields["type"].default
+    return name
+
+
+JOB_EVENT_TYPES: Final = frozenset(type_name(cls) for cls in EVENT_CLASSES)
 CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
-    cls.model_fields["type"].default: cls.model_fields["schema_version"].default
-    for cls in (*EVENT_CLASSES, NodeAnnounced)
+    type_name(cls): cls.model_fields["schema_version"].default for cls in (*EVENT_CLASSES, NodeAnnounced)
 }
 
 

@@ -1,9 +1,8 @@
-"""voxlog's own processes (api, worker, projector) run in the background for the dev stack."""
+"""Background processes with a readiness URL (voxlog's api, worker and projector for the dev stack and tests)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import urllib.error
 import urllib.request
@@ -14,9 +13,6 @@ from pathlib import Path
 from infra.errors import InfraError
 from infra.processes import read_pid, start_background, stop_pid, tail
 from infra.status import ServiceStatus
-from voxlog.settings import TopicSettings
-
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -25,28 +21,6 @@ class AppSpec:
     argv: Sequence[str]
     env: Mapping[str, str] = field(default_factory=dict)
     ready_url: str | None = None  # answered with 200 once the process is ready
-
-
-def isolated_env(
-    bootstrap: str, database_url: str, schema: str, topics: TopicSettings, home: Path, api_port: int
-) -> dict[str, str]:
-    """The environment of voxlog processes that share a broker and a server but nothing else:
-    their own schema, topics, consumer group, projector offsets, blob directory and API port."""
-    return {
-        **os.environ,
-        # The processes run this checkout's code, whatever checkout the venv was installed from.
-        "PYTHONPATH": str(SOURCE_ROOT),
-        "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "VOXLOG_DATABASE_URL": database_url,
-        "VOXLOG_DATABASE_SCHEMA": schema,
-        "VOXLOG_JOBS_TOPIC": topics.jobs_topic,
-        "VOXLOG_NODES_TOPIC": topics.nodes_topic,
-        "VOXLOG_DLQ_TOPIC": topics.dlq_topic,
-        "VOXLOG_SYNTH_GROUP": f"synth-{schema}",
-        "VOXLOG_PROJECTOR_NAME": f"projector-{schema}",
-        "VOXLOG_BLOB_DIR": str(home / "blobs"),
-        "VOXLOG_API_PORT": str(api_port),
-    }
 
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:

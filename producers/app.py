@@ -12,13 +12,13 @@ from litestar.openapi import OpenAPIConfig
 from litestar.params import Parameter
 
 from contracts import AudioRef
+from foundation.audio_formats import SUPPORTED_RATES, media_type, supported_formats
+from foundation.blobs import BlobNotFound
+from foundation.errors import BrokerUnavailable
 from producers.audio_out import render
 from producers.deps import ApiDeps, deps_of
 from producers.speech import openai_speech
 from producers.submit import JobRequest, Rejected, enqueue
-from voxlog.audio_formats import SUPPORTED_RATES, media_type, supported_formats
-from voxlog.blobs import BlobNotFound
-from voxlog.errors import BrokerUnavailable
 
 
 def _links(job_id: uuid.UUID) -> dict[str, str]:
@@ -194,7 +194,7 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     except Exception as exc:
         checks["postgres"] = f"error: {exc}"
     try:
-        await deps.publisher.get()
+        await deps.publisher.check()
         checks["kafka"] = "ok"
     except BrokerUnavailable as exc:
         checks["kafka"] = f"error: {exc}"

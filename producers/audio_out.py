@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from contracts import AudioRef
-from voxlog.audio import decode_audio
-from voxlog.audio_formats import encode
-from voxlog.blobs import BlobStore
+from foundation.audio import decode_audio
+from foundation.audio_formats import encode
+from foundation.blobs import BlobStore
 
 
 async def segment_samples(blobs: BlobStore, segment: dict[str, Any]) -> tuple[np.ndarray, int]:

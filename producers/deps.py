@@ -8,15 +8,16 @@ from typing import Any
 from litestar import Request
 
 from contracts import Producer
+from foundation.blobs import BlobStore
+from producers.ports import JobLog
 from producers.queries import ProjectionReader
-from producers.submit import LazyPublisher, Limits
-from voxlog.blobs import BlobStore
+from producers.submit import Limits
 
 
 @dataclass(frozen=True)
 class ApiDeps:
     reader: ProjectionReader
-    publisher: LazyPublisher
+    publisher: JobLog
     blobs: BlobStore
     limits: Limits
     producer: Producer

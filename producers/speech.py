@@ -24,12 +24,12 @@ from litestar import Request, Response, post
 from litestar.response import ServerSentEvent, Stream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from foundation.audio_formats import encode, media_type
+from foundation.blobs import BlobNotFound
+from foundation.errors import BrokerUnavailable
 from producers.audio_out import pcm_stream, render, segment_samples, segments_as_they_appear
 from producers.deps import ApiDeps, deps_of
 from producers.submit import JobRequest, Rejected, enqueue
-from voxlog.audio_formats import encode, media_type
-from voxlog.blobs import BlobNotFound
-from voxlog.errors import BrokerUnavailable
 
 OPENAI_VOICES: Final = frozenset(
     {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final
@@ -20,10 +19,9 @@ from contracts import (
     utc_now,
 )
 from contracts.voices import canonical_voice, parse_voice_spec
+from foundation import audio_formats
+from producers.ports import JobLog
 from producers.queries import EngineVoices, ProjectionReader
-from voxlog import audio_formats
-from voxlog.errors import BrokerUnavailable
-from voxlog.kafka import KafkaEventPublisher
 
 IDEMPOTENCY_NAMESPACE: Final = uuid.UUID("0b8f6d1e-5a3c-4f0e-9d57-3f1c2a9e8b40")
 
@@ -123,41 +121,6 @@ def queued_event(
     )
 
 
-class LazyPublisher:
-    """The API's producer: (re)connects on demand, so the API starts and answers 503 while Kafka is down."""
-
-    def __init__(self, factory: type[KafkaEventPublisher], bootstrap: str, topic: str, timeout_ms: int) -> None:
-        self._make = lambda: factory(bootstrap, topic, client_id="voxlog-api", request_timeout_ms=timeout_ms)
-        self._publisher: KafkaEventPublisher | None = None
-        self._lock = asyncio.Lock()
-
-    async def get(self) -> KafkaEventPublisher:
-        async with self._lock:
-            if self._publisher is None:
-                publisher = self._make()
-                await publisher.start()
-                self._publisher = publisher
-            return self._publisher
-
-    async def publish(self, event: JobQueued) -> None:
-        publisher = await self.get()
-        try:
-            await publisher.publish(event)
-        except BrokerUnavailable:
-            async with self._lock:  # start over with a fresh connection next time
-                self._publisher = None
-            await publisher.stop()
-            raise
-
-    @property
-    def connected(self) -> bool:
-        return self._publisher is not None
-
-    async def stop(self) -> None:
-        if self._publisher is not None:
-            await self._publisher.stop()
-
-
 @dataclass(frozen=True)
 class Accepted:
     """Where a submission ended: a job on the log, or a finished job that already answers it."""
@@ -173,7 +136,7 @@ async def enqueue(
     idempotency_key: str | None,
     *,
     reader: ProjectionReader,
-    publisher: LazyPublisher,
+    publisher: JobLog,
     limits: Limits,
     producer: Producer,
 ) -> Accepted:

@@ -2,15 +2,17 @@
 
 Every function runs inside the batch's transaction. Applying an event twice
 changes nothing: ``job_events.event_id`` is unique and an event whose id is
-already there is skipped. Fencing: an event of an attempt older than the
-job's current attempt matches no row, so a worker declared stale cannot
-overwrite the newer attempt's state, segments or result.
+already there is skipped. Fencing follows ``contracts.job_state``: the guard
+of each statement (the states and the attempt comparison a job row must
+match) is built from that module's ``RULES``, so an event the rule fences
+matches no row, and a worker declared stale cannot overwrite the newer
+attempt's state, segments or result.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
+from typing import Final
 
 import asyncpg
 
@@ -21,19 +23,36 @@ from contracts import (
     JobFailed,
     JobQueued,
     JobReleased,
+    JobState,
     NodeAnnounced,
     SegmentProduced,
+    type_name,
 )
+from contracts.job_state import CACHE_HIT, RULES, AttemptRule, Rule
+from foundation.kafka import RecordPosition
 
 
-@dataclass(frozen=True)
-class Position:
-    topic: str
-    partition: int
-    offset: int
+def guard(rule: Rule, attempt_param: str) -> str:
+    """The WHERE condition on a ``jobs`` row under which ``rule`` applies (the state machine's, in SQL)."""
+    states = ", ".join(f"'{state.value}'" for state in sorted(rule.from_states))
+    compare = "<" if rule.attempt is AttemptRule.NEWER else "="
+    return f"state IN ({states}) AND attempt {compare} {attempt_param}"
 
 
-async def apply_job_event(conn: asyncpg.Connection, event: JobEvent, at: Position, cache_ttl: timedelta) -> bool:
+def _to(rule: Rule) -> str:
+    assert rule.to_state is not None, rule
+    return f"'{rule.to_state.value}'"
+
+
+_CLAIMED: Final = RULES[type_name(JobClaimed)]
+_SEGMENT: Final = RULES[type_name(SegmentProduced)]
+_COMPLETED: Final = RULES[type_name(JobCompleted)]
+_CACHE_HIT: Final = RULES[CACHE_HIT]
+_RELEASED: Final = RULES[type_name(JobReleased)]
+_FAILED: Final = RULES[type_name(JobFailed)]
+
+
+async def apply_job_event(conn: asyncpg.Connection, event: JobEvent, at: RecordPosition, cache_ttl: timedelta) -> bool:
     """Apply one job event; returns ``False`` when it had been applied before."""
     recorded = await conn.fetchval(
         "INSERT INTO job_events (event_id, job_id, fingerprint, type, schema_version, attempt, occurred_at,"
@@ -74,7 +93,7 @@ async def apply_job_event(conn: asyncpg.Connection, event: JobEvent, at: Positio
 async def _queued(conn: asyncpg.Connection, e: JobQueued) -> None:
     await conn.execute(
         "INSERT INTO jobs (job_id, fingerprint, state, attempt, request, idempotency_key, submitted_at,"
-        " updated_at, last_event_id) VALUES ($1, $2, 'queued', $3, $4::jsonb, $5, $6, $7, $8)"
+        f" updated_at, last_event_id) VALUES ($1, $2, '{JobState.QUEUED.value}', $3, $4::jsonb, $5, $6, $7, $8)"
         " ON CONFLICT (job_id) DO NOTHING",
         e.job_id,
         e.fingerprint,
@@ -89,9 +108,9 @@ async def _queued(conn: asyncpg.Connection, e: JobQueued) -> None:
 
 async def _claimed(conn: asyncpg.Connection, e: JobClaimed) -> None:
     status = await conn.execute(
-        "UPDATE jobs SET state = 'claimed', attempt = $2, worker_id = $3, claimed_at = $4, updated_at = $4,"
+        f"UPDATE jobs SET state = {_to(_CLAIMED)}, attempt = $2, worker_id = $3, claimed_at = $4, updated_at = $4,"
         " last_event_id = $5, release_reason = NULL, not_before = NULL"
-        " WHERE job_id = $1 AND attempt < $2 AND state NOT IN ('completed', 'failed')",
+        f" WHERE job_id = $1 AND {guard(_CLAIMED, '$2')}",
         e.job_id,
         e.attempt,
         e.payload.worker_id,
@@ -108,7 +127,7 @@ async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> None:
         "INSERT INTO segments (job_id, segment_index, attempt, span_start, span_end, span_text, audio_sha256,"
         " audio_uri, duration_ms, sample_rate, byte_length, produced_at)"
         " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12"
-        " WHERE EXISTS (SELECT 1 FROM jobs WHERE job_id = $1 AND attempt = $3 AND state = 'claimed')"
+        f" WHERE EXISTS (SELECT 1 FROM jobs WHERE job_id = $1 AND {guard(_SEGMENT, '$3')})"
         " ON CONFLICT (job_id, segment_index) DO UPDATE SET attempt = EXCLUDED.attempt,"
         " span_start = EXCLUDED.span_start, span_end = EXCLUDED.span_end, span_text = EXCLUDED.span_text,"
         " audio_sha256 = EXCLUDED.audio_sha256, audio_uri = EXCLUDED.audio_uri,"
@@ -130,12 +149,19 @@ async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> None:
     )
 
 
+_COMPLETE: Final = (
+    "UPDATE jobs SET state = {to}, segment_count = $3, total_duration_ms = $4, cache_hit = $5,"
+    " source_job_id = $6, completed_at = $7, updated_at = $7, last_event_id = $8"
+    " WHERE job_id = $1 AND {guard}"
+)
+_COMPLETE_SYNTHESIZED: Final = _COMPLETE.format(to=_to(_COMPLETED), guard=guard(_COMPLETED, "$2"))
+_COMPLETE_CACHE_HIT: Final = _COMPLETE.format(to=_to(_CACHE_HIT), guard=guard(_CACHE_HIT, "$2"))
+
+
 async def _completed(conn: asyncpg.Connection, e: JobCompleted, cache_ttl: timedelta) -> None:
     p = e.payload
     status = await conn.execute(
-        "UPDATE jobs SET state = 'completed', segment_count = $3, total_duration_ms = $4, cache_hit = $5,"
-        " source_job_id = $6, completed_at = $7, updated_at = $7, last_event_id = $8"
-        " WHERE job_id = $1 AND attempt = $2 AND state NOT IN ('completed', 'failed')",
+        _COMPLETE_CACHE_HIT if p.cache_hit else _COMPLETE_SYNTHESIZED,
         e.job_id,
         e.attempt,
         p.segment_count,
@@ -175,8 +201,8 @@ async def _completed(conn: asyncpg.Connection, e: JobCompleted, cache_ttl: timed
 async def _released(conn: asyncpg.Connection, e: JobReleased) -> None:
     p = e.payload
     status = await conn.execute(
-        "UPDATE jobs SET state = 'released', release_reason = $3, not_before = $4, updated_at = $5,"
-        " last_event_id = $6 WHERE job_id = $1 AND attempt = $2 AND state = 'claimed'",
+        f"UPDATE jobs SET state = {_to(_RELEASED)}, release_reason = $3, not_before = $4, updated_at = $5,"
+        f" last_event_id = $6 WHERE job_id = $1 AND {guard(_RELEASED, '$2')}",
         e.job_id,
         p.failed_attempt,
         p.reason,
@@ -191,8 +217,8 @@ async def _released(conn: asyncpg.Connection, e: JobReleased) -> None:
 
 async def _failed(conn: asyncpg.Connection, e: JobFailed) -> None:
     await conn.execute(
-        "UPDATE jobs SET state = 'failed', error_code = $3, error_message = $4, failed_at = $5, updated_at = $5,"
-        " last_event_id = $6 WHERE job_id = $1 AND attempt = $2 AND state NOT IN ('completed', 'failed')",
+        f"UPDATE jobs SET state = {_to(_FAILED)}, error_code = $3, error_message = $4, failed_at = $5,"
+        f" updated_at = $5, last_event_id = $6 WHERE job_id = $1 AND {guard(_FAILED, '$2')}",
         e.job_id,
         e.attempt,
         e.payload.reason_code,

@@ -23,12 +23,14 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from contracts import DecodeError, decode_event, decode_node_event
-from projections.apply import Position, apply_job_event, apply_node_event
-from voxlog.lifecycle import wait_for_stop
+from foundation.kafka import RecordPosition
+from foundation.lifecycle import wait_for_stop
+from projections.apply import apply_job_event, apply_node_event
 
 log = structlog.get_logger("voxlog.projector")
 
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
+"""Port: keeps a record the projector cannot decode or apply, with the reason, and goes on."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class ProjectorConfig:
     jobs_topic: str
     nodes_topic: str
     cache_ttl: timedelta
-    max_batch: int = 500
+    max_batch: int
     retry_delay_s: float = 1.0
 
 
@@ -98,7 +100,7 @@ class Projector:
                 )
 
     async def _apply_record(self, conn: asyncpg.Connection, record: ConsumerRecord) -> None:
-        at = Position(record.topic, record.partition, record.offset)
+        at = RecordPosition(record.topic, record.partition, record.offset)
         try:
             async with conn.transaction():  # a savepoint: one bad event must not sink the batch
                 if record.topic == self.config.nodes_topic:

@@ -24,11 +24,11 @@ from litestar.params import JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from foundation.audio import encode_wav
+from foundation.audio_formats import UnsupportedAudio, check, encode, media_type
 from tts_node.engine import Audio, Engine, EngineInfo
 from tts_node.errors import EngineInputError, TtsNodeError
 from tts_node.fifo import QueueClosed, SegmentAudio, SynthesisQueue
-from voxlog.audio import encode_wav
-from voxlog.audio_formats import UnsupportedAudio, check, encode, media_type
 
 log = structlog.get_logger("voxlog.tts_node")
 
@@ -47,7 +47,7 @@ class SpeakRequest(BaseModel):
 class FileRequest(SpeakRequest):
     """POST /tts body: a SpeakRequest plus the output encoding."""
 
-    format: str = Field("wav", description="Audio format: see voxlog.audio_formats.supported_formats().")
+    format: str = Field("wav", description="Audio format: see foundation.audio_formats.supported_formats().")
     sample_rate: int = Field(24000, description="Sample rate of the file: 16000, 22050, 24000, 44100 or 48000.")
 
 

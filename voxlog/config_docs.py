@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_core import PydanticUndefined
 
-from voxlog.settings import ALL_SETTINGS
+from foundation.settings import ALL_SETTINGS
 
 
 def settings_rows() -> list[tuple[str, str, str, str]]:

@@ -4,14 +4,59 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+from typing import Final
 
+from foundation.settings import DevSettings, TopicSettings
 from infra.apps import AppProcesses, AppSpec
-from infra.stack import DevStack
+from infra.stack import DevStack, StackConfig
 from infra.status import ServiceStatus
 from projections.migrations import migrate_database
-from voxlog.settings import DevSettings
 from voxlog.topics import ensure_topics, topic_specs
-from voxlog.wiring import dev_stack
+
+SOURCE_ROOT: Final = Path(__file__).resolve().parents[1]
+
+
+def dev_stack(settings: DevSettings) -> DevStack:
+    return DevStack(
+        StackConfig(
+            home=settings.dev_home,
+            kafka_port=settings.dev_kafka_port,
+            kafka_controller_port=settings.dev_kafka_controller_port,
+            kafka_heap=settings.dev_kafka_heap,
+            postgres_port=settings.dev_postgres_port,
+            jar_cache=settings.dev_jar_cache,
+            external_database_url=settings.database_url,
+            ready_timeout=settings.dev_ready_timeout,
+        )
+    )
+
+
+def isolated_env(
+    bootstrap: str, database_url: str, schema: str, topics: TopicSettings, home: Path, api_port: int
+) -> dict[str, str]:
+    """The environment of voxlog processes that share a broker and a server but nothing else:
+    their own schema, topics, consumer group, projector offsets, blob directory and API port.
+
+    No ``VOXLOG_*`` variable of the caller's leaks in (a stray ``VOXLOG_ENGINE`` would silently
+    swap the model a test means): what is not set here, or by the caller on top, is a default.
+    """
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith("VOXLOG_")}
+    return {
+        **inherited,
+        # The processes run this checkout's code, whatever checkout the venv was installed from.
+        "PYTHONPATH": str(SOURCE_ROOT),
+        "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "VOXLOG_DATABASE_URL": database_url,
+        "VOXLOG_DATABASE_SCHEMA": schema,
+        "VOXLOG_JOBS_TOPIC": topics.jobs_topic,
+        "VOXLOG_NODES_TOPIC": topics.nodes_topic,
+        "VOXLOG_DLQ_TOPIC": topics.dlq_topic,
+        "VOXLOG_SYNTH_GROUP": f"synth-{schema}",
+        "VOXLOG_PROJECTOR_NAME": f"projector-{schema}",
+        "VOXLOG_BLOB_DIR": str(home / "blobs"),
+        "VOXLOG_API_PORT": str(api_port),
+    }
 
 
 def app_specs(settings: DevSettings, stack: DevStack) -> list[AppSpec]:

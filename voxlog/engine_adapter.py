@@ -10,8 +10,8 @@ import numpy.typing as npt
 
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.ports import EngineDescription, PlannedSegment
+from foundation.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS
 from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment
-from voxlog.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS
 
 
 class TtsNodeSpeechEngine:

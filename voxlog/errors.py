@@ -1,12 +1,8 @@
-"""Errors of the shared ``voxlog`` package (settings, wiring, broker adapter)."""
+"""Errors of the application (the CLI, topic bootstrap, the demo)."""
 
 
 class VoxlogError(Exception):
     """Base class of every error raised by ``voxlog``."""
-
-
-class BrokerUnavailable(VoxlogError):
-    """Kafka could not be reached or refused a request; nothing was recorded."""
 
 
 class TopicMismatch(VoxlogError):

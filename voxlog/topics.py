@@ -10,8 +10,9 @@ from typing import Final
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from voxlog.errors import BrokerUnavailable, TopicMismatch
-from voxlog.settings import TopicSettings
+from foundation.errors import BrokerUnavailable
+from foundation.settings import TopicSettings
+from voxlog.errors import TopicMismatch
 
 TOPIC_ALREADY_EXISTS: Final = 36
 

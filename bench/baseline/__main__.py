@@ -14,15 +14,15 @@ from bench.baseline.api import BaselineDeps, create_baseline_app
 from bench.baseline.queue import BaselineQueue, install
 from bench.baseline.settings import BaselineApiSettings, BaselineWorkerSettings
 from bench.baseline.worker import BaselineWorker, BaselineWorkerConfig
+from foundation.blobs import LocalBlobStore
+from foundation.db import open_pool
+from foundation.lifecycle import stop_on_signals
+from foundation.logging import configure_logging
+from foundation.metrics import serve_metrics
 from producers.submit import Limits
 from tts_node.fifo import SynthesisQueue
-from voxlog.blobs import LocalBlobStore
-from voxlog.db import open_pool
+from voxlog.composition import load_configured_engine
 from voxlog.engine_adapter import TtsNodeSpeechEngine
-from voxlog.lifecycle import stop_on_signals
-from voxlog.logging import configure_logging
-from voxlog.metrics import serve_metrics
-from voxlog.services import load_configured_engine
 
 log = structlog.get_logger("bench.baseline")
 

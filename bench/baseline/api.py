@@ -10,10 +10,10 @@ from litestar import Litestar, Request, Response, get, post
 from litestar.response import Stream
 
 from bench.baseline.queue import BaselineQueue
+from foundation.audio_formats import media_type
+from foundation.blobs import BlobStore
 from producers.audio_out import pcm_stream, segments_as_they_appear
 from producers.submit import JobRequest, Limits, Rejected, validate
-from voxlog.audio_formats import media_type
-from voxlog.blobs import BlobStore
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from voxlog.settings import ApiSettings, WorkerSettings
+from foundation.settings import ApiSettings, WorkerSettings
 
 
 class BaselineApiSettings(ApiSettings):

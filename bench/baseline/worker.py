@@ -21,7 +21,7 @@ from bench.baseline.queue import CHANNEL, BaselineQueue, ClaimedJob
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.ports import AudioSink, SpeechEngine
 from contracts import SynthesisRequest
-from voxlog.audio import encode_wav
+from foundation.audio import encode_wav
 
 log = structlog.get_logger("bench.baseline.worker")
 

@@ -10,12 +10,12 @@ import uuid
 from pathlib import Path
 
 from contracts import decode_event
+from foundation.kafka import KafkaEventPublisher
 from infra.processes import wait_gone
 from projections.migrations import drop_schema
 from tests.support.events import one_of_each
 from tests.support.kafka import read_topic
 from tests.support.stack import free_port
-from voxlog.kafka import KafkaEventPublisher
 
 ROOT = Path(__file__).resolve().parents[2]
 

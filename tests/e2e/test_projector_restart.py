@@ -10,10 +10,10 @@ import uuid
 
 import asyncpg
 
+from foundation.kafka import KafkaEventPublisher
 from infra.processes import wait_gone
 from projections.migrations import drop_schema, migrate_database
 from tests.support.events import node_announced, one_of_each
-from voxlog.kafka import KafkaEventPublisher
 
 TABLES = {
     "jobs": "job_id",

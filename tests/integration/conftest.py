@@ -8,10 +8,10 @@ import asyncpg
 import pytest_asyncio
 from aiokafka.admin import AIOKafkaAdminClient
 
+from foundation.settings import TopicSettings
 from infra.stack import DevStack
 from projections.migrations import drop_schema, migrate_database
 from tests.support.stack import build_test_stack, stack_home_for_tests
-from voxlog.settings import TopicSettings
 from voxlog.topics import ensure_topics, topic_specs
 
 

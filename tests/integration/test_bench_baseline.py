@@ -13,10 +13,10 @@ import pytest_asyncio
 from bench.baseline.queue import BaselineQueue, install
 from bench.baseline.worker import BaselineWorker, BaselineWorkerConfig
 from contracts import AudioRef
+from foundation.blobs import LocalBlobStore
 from projections.migrations import drop_schema
 from tts_node.bench_sleep import BenchSleepEngine
 from tts_node.fifo import SynthesisQueue
-from voxlog.blobs import LocalBlobStore
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 
 REQUEST = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from voxlog.db import open_pool
+from foundation.db import open_pool
 
 
 async def test_a_connection_released_inside_a_transaction_comes_back_rolled_back(stack, schema):

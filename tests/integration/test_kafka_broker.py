@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+from foundation.settings import default_cache_root
 from infra.kafka_broker import KafkaBroker, KafkaBrokerConfig
 from tests.support.stack import free_port
-from voxlog.settings import default_cache_root
 
 
 def test_regression_cluster_id_starting_with_dash_formats(stack, tmp_path):

@@ -9,10 +9,10 @@ import pytest
 
 from contracts import HEADER_SCHEMA_VERSION, HEADER_TRACEPARENT, HEADER_TYPE, decode_event, header_value
 from contracts.codec import is_traceparent
+from foundation.errors import BrokerUnavailable
+from foundation.kafka import KafkaEventPublisher
 from tests.support.events import one_of_each
 from tests.support.kafka import read_topic
-from voxlog.errors import BrokerUnavailable
-from voxlog.kafka import KafkaEventPublisher
 
 
 async def test_every_event_type_round_trips_through_kafka_with_headers(topics):

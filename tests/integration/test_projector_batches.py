@@ -15,7 +15,9 @@ from projections.projector import Projector, ProjectorConfig
 from tests.support.events import one_of_each
 
 JOBS = "jobs"
-CONFIG = ProjectorConfig(name="test", jobs_topic=JOBS, nodes_topic="nodes", cache_ttl=timedelta(minutes=10))
+CONFIG = ProjectorConfig(
+    name="test", jobs_topic=JOBS, nodes_topic="nodes", cache_ttl=timedelta(minutes=10), max_batch=500
+)
 
 
 def record(partition: int, offset: int, value: bytes, headers: list[tuple[str, bytes]]) -> ConsumerRecord:

@@ -6,8 +6,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from foundation.settings import TopicSettings
 from voxlog.errors import TopicMismatch
-from voxlog.settings import TopicSettings
 from voxlog.topics import ensure_topics, topic_specs
 
 

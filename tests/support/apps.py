@@ -12,9 +12,10 @@ from typing import Any
 
 import httpx
 
-from infra.apps import AppProcesses, AppSpec, isolated_env
+from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail
 from tests.support.stack import free_port
+from voxlog.devstack import isolated_env
 
 CLI = [sys.executable, "-m", "voxlog.cli"]
 
@@ -69,6 +70,7 @@ class AppStack:
 def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **extra: str) -> dict[str, str]:
     return {
         **isolated_env(stack.bootstrap_servers, stack.database_url, schema, topics.settings, home, api_port),
+        "VOXLOG_ENGINE": "kokoro-onnx",  # the real model, whatever the caller's environment says
         **extra,
     }
 

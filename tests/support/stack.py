@@ -13,9 +13,9 @@ import shutil
 import socket
 from pathlib import Path
 
+from foundation.settings import default_cache_root, default_state_root
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
-from voxlog.settings import default_cache_root, default_state_root
 
 
 def port_free(port: int) -> bool:

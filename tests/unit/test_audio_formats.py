@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from voxlog.audio_formats import (
+from foundation.audio_formats import (
     OPUS_RATES,
     SUPPORTED_RATES,
     UnsupportedAudio,
@@ -19,7 +19,7 @@ from voxlog.audio_formats import (
     supported_formats,
     supported_rates,
 )
-from voxlog.errors import VoxlogError
+from foundation.errors import FoundationError
 
 SRC_RATE = 24000
 SECONDS = 0.5
@@ -116,7 +116,7 @@ def test_an_unsupported_format_lists_the_supported_ones(fmt):
 def test_an_unsupported_rate_lists_the_supported_ones(rate):
     with pytest.raises(UnsupportedAudio, match="supported rates: 16000, 22050, 24000, 44100, 48000 Hz") as caught:
         check("wav", rate)
-    assert isinstance(caught.value, VoxlogError)
+    assert isinstance(caught.value, FoundationError)
 
 
 def test_resample_changes_the_length_and_keeps_the_pitch():

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from consumers.errors import InputRejected
+from foundation.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS, parse_totals
+from foundation.settings import EngineSettings, WorkerSettings
 from tts_node import EngineInputError, TtsNodeError, load_engine
 from tts_node.bench_sleep import AUDIO_S, SAMPLE_RATE, BenchSleepEngine
 from voxlog.engine_adapter import TtsNodeSpeechEngine
-from voxlog.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS, parse_totals
-from voxlog.settings import EngineSettings, WorkerSettings
 
 
 def test_bench_sleep_is_never_the_default_engine(monkeypatch):

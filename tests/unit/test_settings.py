@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from foundation.settings import ALL_SETTINGS, AdminSettings, DevSettings
 from voxlog.config_docs import settings_rows
-from voxlog.settings import ALL_SETTINGS, AdminSettings, DevSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

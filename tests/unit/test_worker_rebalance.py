@@ -11,9 +11,11 @@ from aiokafka.structs import TopicPartition
 
 from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
-from consumers.worker import SynthWorker, WorkerConfig
+from consumers.worker import SynthWorker
 from contracts import encode_event, event_headers
+from foundation.settings import WorkerSettings
 from tests.support.events import one_of_each
+from voxlog.composition import worker_config
 
 TP = TopicPartition("jobs", 0)
 
@@ -34,10 +36,33 @@ def record(event, offset: int) -> ConsumerRecord:
     )
 
 
-def make_worker(consumer, runner, lookup) -> SynthWorker:
-    """A worker over fakes; the grace period is long so that no test depends on timing out."""
-    config = WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), rebalance_grace_s=30)
+def make_worker(consumer, runner, lookup, **settings) -> SynthWorker:
+    """A worker over fakes, configured as the composition root would; the grace period is long so
+    that no test depends on timing out."""
+    config = worker_config(
+        WorkerSettings(
+            worker_id="w", kafka_bootstrap_servers="unused:9092", jobs_topic="jobs", **{"rebalance_grace_s": 30, **settings}
+        )
+    )
     return SynthWorker(config, consumer, runner, lookup, dead_letter=None)  # type: ignore[arg-type]
+
+
+def settle(worker: SynthWorker) -> None:
+    """What the tail scan of an assignment of TP leaves behind: an empty ledger, from offset 0."""
+    worker.partitions.settle({TP: 0}, {TP: Ledger(timedelta(minutes=10))})
+
+
+class WatchedLock(asyncio.Lock):
+    """A lock that says when somebody waits for it while it is held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contended = asyncio.Event()
+
+    async def acquire(self) -> bool:
+        if self.locked():
+            self.contended.set()
+        return await super().acquire()
 
 
 class FakeConsumer:
@@ -46,12 +71,14 @@ class FakeConsumer:
         self.commits: list[dict] = []
         self.assigned = {TP}
         self.idle = asyncio.Event()
+        self.handed_out = asyncio.Event()  # the first batch was returned
 
     def subscribe(self, topics, listener) -> None:
         self.listener = listener
 
     async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
         if self._batches:
+            self.handed_out.set()
             return self._batches.pop(0)
         self.idle.set()
         await asyncio.sleep(timeout_ms / 1000)
@@ -87,8 +114,8 @@ class RecordingRunner:
     def __init__(self) -> None:
         self.jobs: list[uuid.UUID] = []
 
-    async def run(self, view, request, attempt, abort, observe) -> Outcome:
-        self.jobs.append(view.job_id)
+    async def run(self, attempt) -> Outcome:
+        self.jobs.append(attempt.job.job_id)
         return Outcome("completed")
 
 
@@ -99,15 +126,15 @@ async def test_regression_revocation_waits_for_the_record_in_hand_and_drops_the_
     consumer = FakeConsumer({TP: [record(first, 0), record(second, 1)]})
     lookup, runner = GatedLookup(), RecordingRunner()
     worker = make_worker(consumer, runner, lookup)
-    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
-    worker._settled.set()
+    worker._handling = lock = WatchedLock()
+    settle(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(lookup.entered.wait(), 5)
 
     revoke = asyncio.create_task(worker.on_partitions_revoked({TP}))
-    done, _ = await asyncio.wait({revoke}, timeout=0.2)
-    assert not done, "the revocation must wait for the record being handled"
+    await asyncio.wait_for(lock.contended.wait(), 5)  # the revocation waits for the record being handled
+    assert not revoke.done()
     assert consumer.commits == []
 
     lookup.gate.set()
@@ -140,8 +167,7 @@ async def test_regression_a_batch_returned_after_a_revocation_is_dropped():
     consumer = RevokingConsumer({TP: [record(job, 0)]})
     runner = RecordingRunner()
     worker = make_worker(consumer, runner, GatedLookup())
-    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
-    worker._settled.set()
+    settle(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(consumer.idle.wait(), 5)
@@ -161,9 +187,7 @@ class ReassigningConsumer(FakeConsumer):
     async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
         if self._batches and not self.seeks:
             await self.listener.on_partitions_revoked(set())
-            self.listener._ledgers[TP] = Ledger(timedelta(minutes=10))
-            self.listener._starts = {TP: 0}
-            self.listener._settled.set()
+            settle(self.listener)
         return await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -218,7 +242,7 @@ class RebalanceDuringJob(RecordingRunner):
         self.consumer = consumer
         self.revocation: asyncio.Task | None = None
 
-    async def run(self, view, request, attempt, abort, observe) -> Outcome:
+    async def run(self, attempt) -> Outcome:
         self.consumer.rebalancing = True
 
         async def revoke() -> None:
@@ -228,7 +252,7 @@ class RebalanceDuringJob(RecordingRunner):
 
         self.revocation = asyncio.create_task(revoke())
         self.consumer.callback_task = self.revocation
-        return await super().run(view, request, attempt, abort, observe)
+        return await super().run(attempt)
 
 
 async def test_regression_committing_after_a_job_does_not_deadlock_a_rebalance():
@@ -239,8 +263,7 @@ async def test_regression_committing_after_a_job_does_not_deadlock_a_rebalance()
     runner = RebalanceDuringJob(consumer)
     worker = make_worker(consumer, runner, NoCache())
     runner.worker = worker
-    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
-    worker._settled.set()
+    settle(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(consumer.rebalance_over.wait(), 5)
@@ -259,26 +282,23 @@ async def test_regression_records_handed_out_before_the_tail_scan_finished_wait_
     worker = make_worker(consumer, runner, NoCache())
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
-    done, _ = await asyncio.wait({loop_task}, timeout=0.3)
-    assert not done
+    # The batch is in the worker's hands before the tail scan has settled: a worker that does not
+    # wait for the scan drops its records right there, before this test runs again.
+    await asyncio.wait_for(consumer.handed_out.wait(), 5)
     assert runner.jobs == [], "nothing is handled before the assignment has settled"
-    worker._ledgers[TP] = Ledger(timedelta(minutes=10))  # what the tail scan leaves behind
-    worker._starts = {TP: 0}
-    worker._settled.set()
+    settle(worker)
     await asyncio.wait_for(consumer.idle.wait(), 5)
     stop.set()
     await asyncio.wait_for(loop_task, 5)
     assert runner.jobs == [job.job_id]
 
 
-async def test_commits_are_coalesced_while_jobs_keep_coming_and_made_when_idle():
+async def test_commits_are_batched_while_jobs_keep_coming_and_made_when_idle():
     jobs = [one_of_each(f"Job number {i}.")[0] for i in range(5)]
     consumer = FakeConsumer({TP: [record(job, offset) for offset, job in enumerate(jobs)]})
     runner = RecordingRunner()
-    config = WorkerConfig("w", "unused:9092", "jobs", timedelta(minutes=10), commit_interval_s=3600)
-    worker = SynthWorker(config, consumer, runner, NoCache(), dead_letter=None)  # type: ignore[arg-type]
-    worker._ledgers[TP] = Ledger(timedelta(minutes=10))
-    worker._settled.set()
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=3600)
+    settle(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(consumer.idle.wait(), 5)

@@ -8,7 +8,7 @@ import signal
 
 import structlog
 
-log = structlog.get_logger("voxlog.lifecycle")
+log = structlog.get_logger("foundation.lifecycle")
 
 
 async def wait_for_stop(stop: asyncio.Event, seconds: float) -> bool:

@@ -5,6 +5,10 @@ partitioner (murmur2, the same as the Java client's) keeps every event of a
 fingerprint in one partition, in order. The producer is idempotent with
 ``acks=all``: a record is reported published only once every in-sync replica
 has it. aiokafka errors are converted here into :class:`BrokerUnavailable`.
+
+The services name what they need from the log as ports of their own
+(``consumers.ports.EventLog``, ``producers.ports.JobLog``); these classes
+are the adapters the composition root hands them.
 """
 
 from __future__ import annotations
@@ -13,29 +17,23 @@ import asyncio
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from contracts import AnyEvent, encode_event, event_headers, record_key
-from voxlog.errors import BrokerUnavailable
+from foundation.errors import BrokerUnavailable
 
 
 @dataclass(frozen=True)
 class RecordPosition:
+    """Where a record sits in the log."""
+
     topic: str
     partition: int
     offset: int
-
-
-class EventPublisher(Protocol):
-    """Port: append an event to the log and return where it landed."""
-
-    async def publish(
-        self, event: AnyEvent, *, topic: str | None = None, traceparent: str | None = None
-    ) -> RecordPosition: ...
 
 
 class KafkaEventPublisher:
@@ -93,6 +91,50 @@ class KafkaEventPublisher:
         except KafkaError as exc:
             raise BrokerUnavailable(f"Kafka did not acknowledge a record for {topic}: {exc}") from exc
         return RecordPosition(metadata.topic, metadata.partition, metadata.offset)
+
+
+class ReconnectingPublisher:
+    """A publisher that connects on demand and starts over after a failure.
+
+    The API starts and answers (503) while Kafka is down: nothing connects
+    until the first publish or readiness check, and a publish that fails
+    drops its connection so the next one opens a fresh one.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, *, client_id: str, request_timeout_ms: int) -> None:
+        self._make = lambda: KafkaEventPublisher(
+            bootstrap_servers, topic, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
+        self._publisher: KafkaEventPublisher | None = None
+        self._lock = asyncio.Lock()
+
+    async def _connected(self) -> KafkaEventPublisher:
+        async with self._lock:
+            if self._publisher is None:
+                publisher = self._make()
+                await publisher.start()
+                self._publisher = publisher
+            return self._publisher
+
+    async def check(self) -> None:
+        """Raise :class:`BrokerUnavailable` unless a producer is (or can be) connected."""
+        await self._connected()
+
+    async def publish(self, event: AnyEvent) -> RecordPosition:
+        publisher = await self._connected()
+        try:
+            return await publisher.publish(event)
+        except BrokerUnavailable:
+            async with self._lock:
+                if self._publisher is publisher:
+                    self._publisher = None
+            await publisher.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self._publisher is not None:
+            await self._publisher.stop()
+            self._publisher = None
 
 
 async def wait_for_partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float = 30.0) -> list[TopicPartition]:

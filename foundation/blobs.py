@@ -10,10 +10,10 @@ from typing import Protocol
 from urllib.parse import unquote, urlparse
 
 from contracts import AudioRef
-from voxlog.errors import VoxlogError
+from foundation.errors import FoundationError
 
 
-class BlobNotFound(VoxlogError):
+class BlobNotFound(FoundationError):
     """No blob has that hash (it expired, or the store is not the one that wrote it)."""
 
 

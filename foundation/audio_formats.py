@@ -25,8 +25,8 @@ import numpy as np
 import soundfile as sf
 import soxr  # type: ignore[import-untyped]  # ships no type information
 
-from voxlog.audio import Samples
-from voxlog.errors import VoxlogError
+from foundation.audio import Samples
+from foundation.errors import FoundationError
 
 SUPPORTED_RATES: Final = (16000, 22050, 24000, 44100, 48000)
 OPUS_RATES: Final = (8000, 12000, 16000, 24000, 48000)
@@ -62,7 +62,7 @@ def _available() -> MappingProxyType[str, tuple[str, str, str]]:
 _FORMATS: Final = _available()
 
 
-class UnsupportedAudio(VoxlogError):
+class UnsupportedAudio(FoundationError):
     """A format or sample rate this service cannot produce; the message lists what it can."""
 
 

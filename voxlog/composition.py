@@ -1,0 +1,252 @@
+"""The composition root: each process built from its settings, its resources opened, run until stopped.
+
+Settings become the services' config objects here and nowhere else. Every
+process opens its resources through one ``AsyncExitStack``, so a failure
+half-way through start-up closes what was already open, in reverse order,
+and a normal stop closes everything the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from contextlib import AsyncExitStack
+from datetime import timedelta
+
+import asyncpg
+import structlog
+import uvicorn
+from aiokafka import AIOKafkaConsumer
+
+from consumers.job_runner import JobRunner, RetryPolicy
+from consumers.store import PostgresResultLookup
+from consumers.worker import SynthWorker, WorkerConfig
+from contracts import NodeAnnounced, NodeAnnouncedPayload, Producer, utc_now
+from foundation.blobs import LocalBlobStore
+from foundation.db import open_pool
+from foundation.dlq import DeadLetterSender
+from foundation.kafka import KafkaEventPublisher, ReconnectingPublisher, wait_for_partitions
+from foundation.lifecycle import dump_tasks_on_sigusr1, stop_on_signals
+from foundation.metrics import serve_metrics
+from foundation.settings import (
+    ApiSettings,
+    DatabaseSettings,
+    EngineSettings,
+    NodeSettings,
+    ProjectorSettings,
+    WorkerSettings,
+)
+from producers.app import create_app
+from producers.deps import ApiDeps
+from producers.queries import ProjectionReader
+from producers.submit import Limits
+from projections.migrations import migrate_database
+from projections.projector import Projector, ProjectorConfig
+from tts_node import Engine, load_engine
+from tts_node.fifo import SynthesisQueue
+from tts_node.server import serve_node
+from voxlog.engine_adapter import TtsNodeSpeechEngine
+
+log = structlog.get_logger("voxlog")
+
+
+# -- settings → config objects ---------------------------------------------------------
+def limits(settings: ApiSettings) -> Limits:
+    return Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine)
+
+
+def worker_id_of(settings: WorkerSettings) -> str:
+    return settings.worker_id or f"{socket.gethostname()}-{settings.device}"
+
+
+def worker_config(settings: WorkerSettings) -> WorkerConfig:
+    return WorkerConfig(
+        worker_id=worker_id_of(settings),
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        jobs_topic=settings.jobs_topic,
+        cache_ttl=timedelta(seconds=settings.cache_ttl),
+        shutdown_grace_s=settings.shutdown_grace_s,
+        rebalance_grace_s=settings.rebalance_grace_s,
+        commit_interval_s=settings.commit_interval_s,
+    )
+
+
+def retry_policy(settings: WorkerSettings) -> RetryPolicy:
+    return RetryPolicy(settings.max_attempts, settings.retry_base_delay_s)
+
+
+def projector_config(settings: ProjectorSettings) -> ProjectorConfig:
+    return ProjectorConfig(
+        name=settings.projector_name,
+        jobs_topic=settings.jobs_topic,
+        nodes_topic=settings.nodes_topic,
+        cache_ttl=timedelta(seconds=settings.cache_ttl),
+        max_batch=settings.projector_batch,
+    )
+
+
+# -- shared resources ----------------------------------------------------------------------
+def _instance() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def _pool(resources: AsyncExitStack, settings: DatabaseSettings) -> asyncpg.Pool:
+    await migrate_database(settings.database_url, settings.database_schema)
+    pool = await open_pool(settings.database_url, settings.database_schema, min_size=1, max_size=10)
+    resources.push_async_callback(pool.close)
+    return pool
+
+
+async def _publisher(resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str) -> KafkaEventPublisher:
+    return await resources.enter_async_context(KafkaEventPublisher(bootstrap, topic, client_id=client_id))
+
+
+async def load_configured_engine(settings: EngineSettings) -> Engine:
+    """The one model of this process, on its device, loaded and warmed up off the event loop."""
+    if settings.nice:
+        os.nice(settings.nice)  # synthesis should yield the CPU to the broker and the API
+    return await asyncio.to_thread(
+        load_engine,
+        settings.engine,
+        device=settings.device,
+        threads=settings.threads,
+        cache_dir=settings.model_cache_dir,
+        model_dir=settings.kokoro_dir,
+        voices_dir=settings.voices_dir,
+        bench_synth_ms=settings.bench_synth_ms,
+    )
+
+
+async def _fifo(resources: AsyncExitStack, model: Engine, grace_s: float) -> SynthesisQueue:
+    fifo = SynthesisQueue(model)
+    await fifo.start()
+    resources.push_async_callback(fifo.stop, grace_s=grace_s)
+    return fifo
+
+
+# -- the processes ----------------------------------------------------------------------------
+async def run_api(settings: ApiSettings) -> None:
+    async with AsyncExitStack() as resources:
+        pool = await _pool(resources, settings)
+        publisher = ReconnectingPublisher(
+            settings.kafka_bootstrap_servers,
+            settings.jobs_topic,
+            client_id="voxlog-api",
+            request_timeout_ms=settings.publish_timeout_ms,
+        )
+        resources.push_async_callback(publisher.stop)
+        deps = ApiDeps(
+            reader=ProjectionReader(pool),
+            publisher=publisher,
+            blobs=LocalBlobStore(settings.blob_dir),
+            limits=limits(settings),
+            producer=Producer(service="api", instance=_instance()),
+            speech_timeout_s=settings.speech_timeout_s,
+            stream_poll_s=settings.stream_poll_s,
+            openai_default_voice=settings.openai_default_voice,
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(deps), host=settings.api_host, port=settings.api_port, log_config=None, access_log=False
+            )
+        )
+        await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown
+
+
+async def run_node(settings: NodeSettings) -> None:
+    await serve_node(await load_configured_engine(settings), settings.node_host, settings.node_port)
+
+
+async def run_worker(settings: WorkerSettings) -> None:
+    config = worker_config(settings)
+    producer = Producer(service="worker", instance=config.worker_id)
+    stop = asyncio.Event()
+    async with AsyncExitStack() as resources:
+        model = await load_configured_engine(settings)
+        engine = TtsNodeSpeechEngine(model)
+        fifo = await _fifo(resources, model, settings.shutdown_grace_s)
+        serve_metrics(settings.metrics_host, settings.metrics_port)
+        pool = await _pool(resources, settings)
+        publisher = await _publisher(
+            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, client_id=config.worker_id
+        )
+        await _announce(publisher, settings.nodes_topic, config.worker_id, producer, engine)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            group_id=settings.synth_group,
+            client_id=config.worker_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            # The loop does not poll while a job synthesizes: allow the longest job between polls,
+            # and give a revocation callback its grace period plus a segment before eviction.
+            max_poll_interval_ms=int(settings.max_job_s * 1000),
+            rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
+        )
+        runner = JobRunner(
+            engine,
+            LocalBlobStore(settings.blob_dir),
+            publisher,
+            producer,
+            config.worker_id,
+            retry_policy(settings),
+            fifo.call,
+        )
+        dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
+        worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), dead_letter)
+        stop_on_signals(stop)
+        dump_tasks_on_sigusr1()
+        resources.push_async_callback(consumer.stop)
+        await consumer.start()
+        log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
+        await worker.run(stop)
+    log.info("worker stopped", worker_id=config.worker_id)
+
+
+async def _announce(
+    publisher: KafkaEventPublisher, topic: str, worker_id: str, producer: Producer, engine: TtsNodeSpeechEngine
+) -> None:
+    d = engine.description
+    now = utc_now()
+    announcement = NodeAnnounced(
+        event_id=uuid.uuid4(),
+        occurred_at=now,
+        producer=producer,
+        payload=NodeAnnouncedPayload(
+            worker_id=worker_id,
+            engine=d.name,
+            model_version=d.model_version,
+            device=d.device,
+            sample_rate=d.sample_rate,
+            voices=d.voices,
+            languages=d.languages,
+            started_at=now,
+        ),
+    )
+    await publisher.publish(announcement, topic=topic)
+
+
+async def run_projector(settings: ProjectorSettings) -> None:
+    config = projector_config(settings)
+    stop = asyncio.Event()
+    async with AsyncExitStack() as resources:
+        pool = await _pool(resources, settings)
+        publisher = await _publisher(
+            resources, settings.kafka_bootstrap_servers, settings.dlq_topic, client_id="projector"
+        )
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None, enable_auto_commit=False
+        )
+        stop_on_signals(stop)
+        resources.push_async_callback(consumer.stop)
+        await consumer.start()
+        partitions = [
+            *(await wait_for_partitions(consumer, settings.jobs_topic)),
+            *(await wait_for_partitions(consumer, settings.nodes_topic)),
+        ]
+        consumer.assign(partitions)
+        dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"projector:{config.name}")
+        log.info("projector started", partitions=len(partitions), name=config.name)
+        await Projector(config, pool, consumer, partitions, dead_letter).run(stop)
+    log.info("projector stopped")
