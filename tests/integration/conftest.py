@@ -73,3 +73,12 @@ async def pg(stack: DevStack, schema: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(stack.database_url, server_settings={"search_path": schema})
     yield conn
     await conn.close()
+
+
+@pytest_asyncio.fixture
+async def pool(stack: DevStack, schema: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(
+        stack.database_url, min_size=1, max_size=2, server_settings={"search_path": schema}
+    )
+    yield pool
+    await pool.close()

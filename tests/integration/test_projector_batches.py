@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import asyncpg
-import pytest_asyncio
 from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
 
-from contracts import JobEvent, encode_event, event_headers
+from contracts import JobEvent
 from projections.projector import Projector, ProjectorConfig
 from tests.support.events import one_of_each
+from tests.support.records import RecordedDeadLetters, raw_record, record_of
 
 JOBS = "jobs"
 CONFIG = ProjectorConfig(
@@ -20,52 +18,18 @@ CONFIG = ProjectorConfig(
 )
 
 
-def record(partition: int, offset: int, value: bytes, headers: list[tuple[str, bytes]]) -> ConsumerRecord:
-    return ConsumerRecord(
-        topic=JOBS,
-        partition=partition,
-        offset=offset,
-        timestamp=0,
-        timestamp_type=0,
-        key=None,
-        value=value,
-        checksum=None,
-        serialized_key_size=0,
-        serialized_value_size=len(value),
-        headers=headers,
-    )
-
-
 def of(event: JobEvent, partition: int, offset: int) -> ConsumerRecord:
-    return record(partition, offset, encode_event(event), event_headers(event))
-
-
-class Dlq:
-    def __init__(self) -> None:
-        self.records: list[tuple[ConsumerRecord, str]] = []
-
-    async def __call__(self, rec: ConsumerRecord, reason: str) -> object:
-        self.records.append((rec, reason))
-        return None
-
-
-@pytest_asyncio.fixture
-async def pool(stack, schema) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(
-        stack.database_url, min_size=1, max_size=2, server_settings={"search_path": schema}
-    )
-    yield pool
-    await pool.close()
+    return record_of(event, JOBS, partition, offset)
 
 
 async def test_a_refused_record_goes_to_the_dlq_and_the_rest_of_its_batch_lands(pool, pg):
     good = one_of_each("A good job.")
     refused = one_of_each("Text with a NUL \x00 that jsonb cannot store.")[0]  # decodes, but Postgres refuses it
-    dlq = Dlq()
+    dlq = RecordedDeadLetters()
     projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=dlq)  # type: ignore[arg-type]
     batch = {
         TopicPartition(JOBS, 0): [of(good[0], 0, 10), of(refused, 0, 11), of(good[1], 0, 12)],
-        TopicPartition(JOBS, 1): [record(1, 7, b"{not json", [("type", b"JobQueued")])],
+        TopicPartition(JOBS, 1): [raw_record(JOBS, 1, 7, b"{not json", [("type", b"JobQueued")])],
     }
     await projector.apply_batch(batch)
 
@@ -83,7 +47,7 @@ async def test_a_refused_record_goes_to_the_dlq_and_the_rest_of_its_batch_lands(
 
 async def test_a_clean_batch_lands_whole_and_twice_changes_nothing(pool, pg):
     events = one_of_each("Every event of one job.")
-    dlq = Dlq()
+    dlq = RecordedDeadLetters()
     projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=dlq)  # type: ignore[arg-type]
     # The claim twice in one batch, as a producer retry can leave it in the log: applied once.
     records = [of(e, 3, i) for i, e in enumerate([events[0], events[1], events[1], *events[2:]])]

@@ -12,28 +12,16 @@ from aiokafka.structs import TopicPartition
 from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
 from consumers.worker import SynthWorker
-from contracts import encode_event, event_headers
 from foundation.settings import WorkerSettings
 from tests.support.events import one_of_each
+from tests.support.records import record_of
 from voxlog.composition import worker_config
 
 TP = TopicPartition("jobs", 0)
 
 
 def record(event, offset: int) -> ConsumerRecord:
-    return ConsumerRecord(
-        topic=TP.topic,
-        partition=TP.partition,
-        offset=offset,
-        timestamp=0,
-        timestamp_type=0,
-        key=event.fingerprint.encode(),
-        value=encode_event(event),
-        checksum=None,
-        serialized_key_size=0,
-        serialized_value_size=0,
-        headers=event_headers(event),
-    )
+    return record_of(event, TP.topic, TP.partition, offset)
 
 
 def make_worker(consumer, runner, lookup, **settings) -> SynthWorker:
@@ -41,7 +29,10 @@ def make_worker(consumer, runner, lookup, **settings) -> SynthWorker:
     that no test depends on timing out."""
     config = worker_config(
         WorkerSettings(
-            worker_id="w", kafka_bootstrap_servers="unused:9092", jobs_topic="jobs", **{"rebalance_grace_s": 30, **settings}
+            worker_id="w",
+            kafka_bootstrap_servers="unused:9092",
+            jobs_topic="jobs",
+            **{"rebalance_grace_s": 30, **settings},
         )
     )
     return SynthWorker(config, consumer, runner, lookup, dead_letter=None)  # type: ignore[arg-type]

@@ -1,0 +1,211 @@
+"""Hypothesis strategies for job logs: what a partition of the jobs topic can hold.
+
+``realistic_logs`` plays the actors: the API queues a job (sometimes twice,
+as a client retrying with its Idempotency-Key does); workers claim it one
+attempt after another, render segments, and complete, fail, release it or
+vanish (killed, or stalled past the session timeout); a stalled worker's
+late segments and completion come after the next attempt's claim, wherever
+Kafka's per-producer order allows; a cache hit completes a queued or
+released job; and any emitted event may be delivered again later (an exact
+copy, same event id). Several jobs share the partition, interleaved.
+
+``arbitrary_logs`` is every sequence of event types and attempts after a
+``JobQueued``, each event with its own id: whatever the state machine is
+given, the fold, the ledger and the projector must agree on it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from hypothesis import strategies as st
+
+from contracts import (
+    AudioRef,
+    JobClaimed,
+    JobClaimedPayload,
+    JobCompleted,
+    JobCompletedPayload,
+    JobEvent,
+    JobFailed,
+    JobFailedPayload,
+    JobQueued,
+    JobQueuedPayload,
+    JobReleased,
+    JobReleasedPayload,
+    SegmentProduced,
+    SegmentProducedPayload,
+    TextSpan,
+    derive_event_id,
+)
+from tests.support.events import PRODUCER, T0, request
+
+_SHA = "cd" * 32
+
+
+@dataclass
+class _Builder:
+    """Builds one job's events with the ids a real producer would derive (or unique ones)."""
+
+    job_id: uuid.UUID
+    unique_ids: bool = False
+    clock: int = 0
+    serial: int = 0
+    request_text: str = field(default="")
+
+    def __post_init__(self) -> None:
+        self.request = request(self.request_text or f"Job {self.job_id}.")
+        self.fingerprint = self.request.fingerprint()
+
+    def _common(self, event_type: str, attempt: int, *parts: str | int) -> dict:
+        self.clock += 1
+        self.serial += 1
+        extra = (*parts, self.serial) if self.unique_ids else parts
+        return {
+            "event_id": derive_event_id(self.job_id, event_type, attempt, *extra),
+            "job_id": self.job_id,
+            "fingerprint": self.fingerprint,
+            "attempt": attempt,
+            "occurred_at": T0 + timedelta(milliseconds=self.clock),
+            "producer": PRODUCER,
+        }
+
+    def queued(self) -> JobQueued:
+        common = self._common("JobQueued", 0)
+        payload = JobQueuedPayload(request=self.request, idempotency_key=None, submitted_at=common["occurred_at"])
+        return JobQueued(payload=payload, **common)
+
+    def claimed(self, attempt: int) -> JobClaimed:
+        payload = JobClaimedPayload(worker_id=f"w{attempt}", device="cpu", engine="kokoro-onnx", model_version="m1")
+        return JobClaimed(payload=payload, **self._common("JobClaimed", attempt))
+
+    def segment(self, attempt: int, index: int) -> SegmentProduced:
+        payload = SegmentProducedPayload(
+            index=index,
+            span=TextSpan(start=0, end=1, text="x"),
+            audio=AudioRef(sha256=_SHA, uri=f"file:///blobs/{_SHA}.wav"),
+            duration_ms=100,
+            sample_rate=24000,
+            byte_length=4844,
+        )
+        return SegmentProduced(payload=payload, **self._common("SegmentProduced", attempt, index))
+
+    def completed(self, attempt: int, segments: int, *, cache_hit: bool = False) -> JobCompleted:
+        payload = JobCompletedPayload(
+            segment_count=segments,
+            total_duration_ms=100 * segments,
+            cache_hit=cache_hit,
+            source_job_id=uuid.UUID(int=1) if cache_hit else None,
+        )
+        return JobCompleted(payload=payload, **self._common("JobCompleted", attempt, *(["cache"] if cache_hit else [])))
+
+    def released(self, attempt: int) -> JobReleased:
+        payload = JobReleasedPayload(reason="transient", failed_attempt=attempt, message="engine hiccup")
+        return JobReleased(payload=payload, **self._common("JobReleased", attempt))
+
+    def failed(self, attempt: int) -> JobFailed:
+        payload = JobFailedPayload(reason_code="engine_error", message="model raised", attempts=attempt)
+        return JobFailed(payload=payload, **self._common("JobFailed", attempt))
+
+
+def _insert_after(draw: st.DrawFn, log: list[JobEvent], start: int, late: list[JobEvent]) -> None:
+    """Insert ``late`` into ``log`` at positions >= ``start``, keeping their own order."""
+    position = start
+    for event in late:
+        position = draw(st.integers(position, len(log)))
+        log.insert(position, event)
+        position += 1
+
+
+@st.composite
+def _realistic_job(draw: st.DrawFn) -> list[JobEvent]:
+    job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))))
+    log: list[JobEvent] = [job.queued()]
+    if draw(st.booleans()) and draw(st.booleans()):
+        log.append(job.queued())  # the client retried with its Idempotency-Key: the same fact again
+    attempt = 0
+    if draw(st.integers(0, 4)) == 0:
+        log.append(job.completed(0, 2, cache_hit=True))
+    else:
+        for _ in range(draw(st.integers(0, 4))):
+            attempt += 1
+            log.append(job.claimed(attempt))
+            done = draw(st.integers(0, 3))
+            for index in range(done):
+                log.append(job.segment(attempt, index))
+            ending = draw(st.sampled_from(["complete", "fail", "release", "release", "vanish", "stall"]))
+            if ending == "complete":
+                log.append(job.completed(attempt, done))
+                break
+            if ending == "fail":
+                log.append(job.failed(attempt))
+                break
+            if ending == "release":
+                log.append(job.released(attempt))
+                if draw(st.integers(0, 3)) == 0:
+                    log.append(job.completed(attempt, 2, cache_hit=True))
+                    break
+            if ending == "stall":
+                # The next claim comes first; the stalled worker's late segments and completion follow it.
+                late = [job.segment(attempt, done), job.completed(attempt, done + 1)]
+                next_attempt = attempt + 1
+                log.append(job.claimed(next_attempt))
+                _insert_after(draw, log, len(log), late)
+                attempt = next_attempt
+                if draw(st.booleans()):
+                    log.append(job.completed(attempt, 0))
+                    break
+                log.append(job.released(attempt))
+    # Any event may be delivered again, later.
+    for original in draw(st.lists(st.integers(0, len(log) - 1), max_size=3)):
+        copy = log[original]
+        log.insert(draw(st.integers(original + 1, len(log))), copy)
+    return log
+
+
+def _interleave(draw: st.DrawFn, jobs: list[list[JobEvent]]) -> list[JobEvent]:
+    """One partition: the jobs' events merged in any order that keeps each job's own order."""
+    cursors = [0] * len(jobs)
+    merged: list[JobEvent] = []
+    while any(cursor < len(job) for cursor, job in zip(cursors, jobs, strict=True)):
+        open_jobs = [i for i, job in enumerate(jobs) if cursors[i] < len(job)]
+        chosen = draw(st.sampled_from(open_jobs))
+        merged.append(jobs[chosen][cursors[chosen]])
+        cursors[chosen] += 1
+    return merged
+
+
+@st.composite
+def realistic_logs(draw: st.DrawFn) -> list[JobEvent]:
+    return _interleave(draw, draw(st.lists(_realistic_job(), min_size=1, max_size=4)))
+
+
+@st.composite
+def _arbitrary_job(draw: st.DrawFn) -> list[JobEvent]:
+    job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))), unique_ids=True)
+    log: list[JobEvent] = [job.queued()]
+    kinds = st.sampled_from(["queued", "claimed", "segment", "completed", "cache_hit", "released", "failed"])
+    for kind, attempt in draw(st.lists(st.tuples(kinds, st.integers(0, 3)), max_size=12)):
+        match kind:
+            case "queued":
+                log.append(job.queued())
+            case "claimed":
+                log.append(job.claimed(attempt))
+            case "segment":
+                log.append(job.segment(attempt, draw(st.integers(0, 2))))
+            case "completed":
+                log.append(job.completed(attempt, 1))
+            case "cache_hit":
+                log.append(job.completed(attempt, 1, cache_hit=True))
+            case "released":
+                log.append(job.released(attempt))
+            case _:
+                log.append(job.failed(attempt))
+    return log
+
+
+@st.composite
+def arbitrary_logs(draw: st.DrawFn) -> list[JobEvent]:
+    return _interleave(draw, draw(st.lists(_arbitrary_job(), min_size=1, max_size=3)))

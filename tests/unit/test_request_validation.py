@@ -1,0 +1,68 @@
+"""Request validation (producers.submit.validate): every refusal says what to fix, and what passes is normalized."""
+
+from __future__ import annotations
+
+import pytest
+
+from producers.queries import EngineVoices
+from producers.submit import JobRequest, Limits, Rejected, validate
+
+ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us", "en-gb"), 1)]
+LIMITS = Limits(max_text_chars=20, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")
+
+
+def body(**fields) -> JobRequest:
+    return JobRequest(**{"text": "Hello there.", "voice": "af_heart", **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "message"),
+    [
+        ({"text": ""}, 422, "text is empty"),
+        ({"text": "\u200b \n\t"}, 422, "text is empty"),
+        ({"text": "x" * 21}, 413, "has 21 characters; the limit is 20"),
+        ({"speed": 0.49}, 422, "outside [0.5, 2.0]"),
+        ({"speed": 2.01}, 422, "outside [0.5, 2.0]"),
+        ({"format": "aac"}, 422, "supported formats: wav"),
+        ({"sample_rate": 8000}, 422, "supported rates: 16000"),
+        ({"format": "opus", "sample_rate": 44100}, 422, "supported rates: 16000, 24000, 48000"),
+        ({"engine": "espeak"}, 422, "engine 'espeak' has no worker; known engines: kokoro-onnx"),
+        ({"lang": "fr-fr"}, 422, "use one of: en-us, en-gb"),
+        ({"voice": "nobody"}, 422, "voice 'nobody' is unknown to kokoro-onnx; known voices: af_heart, jf_alpha"),
+        ({"voice": "af_heart(2)+"}, 422, "jf_alpha(2)+jm_kumo(1)"),
+        ({"voice": "af_heart+nobody(3)"}, 422, "voice 'nobody' is unknown"),
+    ],
+)
+def test_a_refusal_says_what_to_fix(fields, status, message):
+    with pytest.raises(Rejected) as refused:
+        validate(body(**fields), LIMITS, ENGINES)
+    assert refused.value.status == status
+    assert message in str(refused.value)
+
+
+def test_no_announced_worker_is_a_503_not_a_client_error():
+    with pytest.raises(Rejected) as refused:
+        validate(body(), LIMITS, [])
+    assert refused.value.status == 503
+    assert "no speech worker has announced itself" in str(refused.value)
+
+
+def test_what_passes_is_normalized_for_the_fingerprint():
+    request = validate(
+        body(text="  Hello \u00a0 there.\u200b ", voice="jf_alpha(1)+af_heart(3)", lang=" EN-GB ", format="WAV"),
+        LIMITS,
+        ENGINES,
+    )
+    assert request.text == "Hello there."
+    assert request.voice == "af_heart(0.7500)+jf_alpha(0.2500)"
+    assert (request.lang, request.format, request.engine, request.model_version) == (
+        "en-gb",
+        "wav",
+        "kokoro-onnx",
+        "m1",
+    )
+
+
+def test_the_limit_counts_characters_after_normalization():
+    request = validate(body(text="x  " * 10), LIMITS, ENGINES)  # 30 characters as sent, 19 once folded
+    assert len(request.text) == 19
