@@ -45,11 +45,15 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def machine_busy_seconds() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, over all cores."""
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU clock ticks of the whole machine since boot, over all cores.
+
+    Integers, so that a busy fraction (busy over total between two readings) is never above 1:
+    the same difference of seconds in floats came out 1.0000000000003 on a fully busy machine.
+    """
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = values[3] + values[4]  # idle + iowait
-    return (sum(values) - idle) / _TICK, sum(values) / _TICK
+    return sum(values) - idle, sum(values)
 
 
 def snapshot(components: Mapping[str, Iterable[int]]) -> dict[str, float]:
@@ -59,7 +63,7 @@ def snapshot(components: Mapping[str, Iterable[int]]) -> dict[str, float]:
     (short-lived Postgres backends under the postmaster).
     """
     out = {name: sum(process_seconds(p) for p in pids) for name, pids in components.items()}
-    busy, total = machine_busy_seconds()
+    busy, total = machine_ticks()
     out["machine_busy"], out["machine_total"] = busy, total
     return out
 
@@ -78,9 +82,9 @@ async def wait_quiet(max_busy: float = 0.15, window_s: float = 1.0, within_s: fl
     returns the busy fraction of the last window, whether or not it got below ``max_busy``."""
     deadline = time.monotonic() + within_s
     while True:
-        busy_0, total_0 = machine_busy_seconds()
+        busy_0, total_0 = machine_ticks()
         await asyncio.sleep(window_s)
-        busy_1, total_1 = machine_busy_seconds()
+        busy_1, total_1 = machine_ticks()
         busy = (busy_1 - busy_0) / (total_1 - total_0) if total_1 > total_0 else 0.0
         if busy <= max_busy or time.monotonic() >= deadline:
             return busy

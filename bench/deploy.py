@@ -19,9 +19,9 @@ from typing import Any, Final, Literal
 import asyncpg
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 
 from bench.errors import BenchError
+from foundation.kafka_groups import wait_group_stable
 from foundation.metrics import parse_totals
 from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
@@ -139,29 +139,8 @@ class Deployment:
         for name, port in self.workers:
             await self._ready(name, f"http://127.0.0.1:{port}/metrics", within_s)
         if self.system == "voxlog":
-            await self._wait_group(count, within_s)
+            await wait_group_stable(self.bootstrap, f"synth-{self.tag}", count, within_s)
         await self._wait_announced(count, within_s)
-
-    async def _wait_group(self, members: int, within_s: float) -> None:
-        """Until the synth group is Stable with ``members`` members (so no rebalance delays the run)."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
-        await admin.start()
-        try:
-            deadline = time.monotonic() + within_s
-            seen: Any = None
-            while time.monotonic() < deadline:
-                try:
-                    response = (await admin.describe_consumer_groups([f"synth-{self.tag}"]))[0]
-                except KafkaError as exc:  # no coordinator yet: the offsets topic is still being created
-                    seen = exc
-                else:
-                    seen = response.groups[0]
-                    if seen[2] == "Stable" and len(seen[5]) == members:
-                        return
-                await asyncio.sleep(0.2)
-            raise BenchError(f"the synth group never settled with {members} members; last: {seen}")
-        finally:
-            await admin.close()
 
     async def _wait_announced(self, workers: int, within_s: float) -> None:
         table = "nodes" if self.system == "voxlog" else "bl_nodes"

@@ -1,12 +1,12 @@
 """The synthesis worker: a member of the synth consumer group, one job at a time.
 
-Per record (the worker loop of the design): records other than the
-status-changing types are skipped by header, undecoded; ``JobQueued`` and
-``JobReleased`` are acted on unless the ledger shows the job already moved
-on; a live cached result completes the job without synthesis (coalescing is
-decided here, in :meth:`SynthWorker._act`); otherwise the job runs on the
-synthesis thread while aiokafka keeps heartbeating, with max.poll.interval
-sized to the longest job, so a long job never looks like a dead member. A
+Per record: records other than the status-changing types are skipped by
+header, undecoded; ``JobQueued`` and ``JobReleased`` are acted on unless the
+ledger shows the job already moved on; a live result of the same fingerprint
+completes the job without synthesis (see :mod:`consumers.coalescing`);
+otherwise the job runs on the synthesis thread while aiokafka keeps
+heartbeating, with max.poll.interval sized to the longest job, so a long job
+never looks like a dead member. A
 revocation waits for the record in hand (up to a grace period, then the job
 is released at its next segment boundary). Offsets and their batched commits
 are :class:`consumers.partitions.Partitions`' business.
@@ -25,6 +25,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
 from aiokafka.structs import TopicPartition
 
+from consumers.coalescing import reusable_result
 from consumers.job_runner import Attempt, JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.partitions import Partitions
@@ -187,9 +188,8 @@ class SynthWorker(ConsumerRebalanceListener):
     async def _act(self, ledger: Ledger, view: JobView) -> None:
         if self._stop.is_set():
             raise _Deferred
-        now = utc_now()
-        cached = ledger.live_result(view.fingerprint, now) or await self._lookup.live_result(view.fingerprint, now)
-        if cached is not None and cached.job_id != view.job_id:
+        cached = await reusable_result(view, ledger, self._lookup, utc_now())
+        if cached is not None:
             await self._runner.complete_from_cache(view, cached, ledger.observe)
             return
         request = view.request or await self._request_of(view)

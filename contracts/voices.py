@@ -25,7 +25,6 @@ from contracts.errors import InvalidRequest
 
 WEIGHT_DECIMALS: Final = 4
 _UNITS: Final = 10**WEIGHT_DECIMALS
-_NAME: Final = re.compile(r"[a-z0-9_]+")
 _TERM: Final = re.compile(r"\s*([a-z0-9_]+)\s*(?:\(\s*(\d+(?:\.\d*)?|\.\d+)\s*\)\s*)?")
 _SYNTAX: Final = (
     "expected a voice name like 'jf_alpha' or a weighted mix like 'jf_alpha(2)+jm_kumo(1)' "
@@ -48,16 +47,6 @@ def _terms(spec: str) -> list[tuple[str, Fraction]]:
 def parse_voice_spec(spec: str) -> tuple[tuple[str, float], ...]:
     """``(name, weight)`` pairs in written order, weights as written (1 when omitted)."""
     return tuple((name, float(weight)) for name, weight in _terms(spec))
-
-
-def is_plain_voice(spec: str) -> bool:
-    """Whether ``spec`` (surrounding whitespace aside) is a single name without a weight."""
-    return _NAME.fullmatch(spec.strip()) is not None
-
-
-def voice_names(spec: str) -> tuple[str, ...]:
-    """The distinct voice names a spec uses, sorted; raises ``InvalidRequest`` on bad syntax."""
-    return tuple(sorted({name for name, _ in _terms(spec)}))
 
 
 def canonical_voice(spec: str) -> str:

@@ -7,7 +7,6 @@ whole job is the concatenation of its segments' samples.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -27,18 +26,3 @@ def decode_audio(data: bytes) -> tuple[Samples, int]:
     """Any format libsndfile reads, as float32 mono samples and their rate."""
     samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     return samples.mean(axis=1).astype(np.float32), int(rate)
-
-
-def concat_wav(parts: Iterable[bytes]) -> bytes:
-    """One WAV from several WAVs of the same sample rate."""
-    chunks: list[Samples] = []
-    rate: int | None = None
-    for part in parts:
-        samples, part_rate = decode_audio(part)
-        if rate is not None and part_rate != rate:
-            raise ValueError(f"cannot join WAVs at {rate} Hz and {part_rate} Hz")
-        rate = part_rate
-        chunks.append(samples)
-    if rate is None:
-        raise ValueError("no audio to join")
-    return encode_wav(np.concatenate(chunks), rate)

@@ -22,8 +22,6 @@ class BlobStore(Protocol):
 
     def get(self, ref: AudioRef) -> bytes: ...
 
-    def delete(self, sha256: str) -> bool: ...
-
 
 class LocalBlobStore:
     """Blobs in a directory as ``ab/cd/<sha256><suffix>``, written atomically (temp file + rename)."""
@@ -59,10 +57,3 @@ class LocalBlobStore:
             return path.read_bytes()
         except FileNotFoundError as exc:
             raise BlobNotFound(f"blob {ref.sha256} is gone") from exc
-
-    def delete(self, sha256: str) -> bool:
-        removed = False
-        for path in (self.root / sha256[:2] / sha256[2:4]).glob(f"{sha256}*"):
-            path.unlink(missing_ok=True)
-            removed = True
-        return removed

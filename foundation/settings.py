@@ -1,13 +1,15 @@
 """Settings: one pydantic-settings class per process, every variable ``VOXLOG_*``.
 
 Field groups shared by several processes are mixins; each process reads
-exactly one concrete class. ``voxlog config`` prints them all with defaults.
+exactly one concrete class, named by its ``process`` (the CLI command).
+``voxlog config`` prints every variable once, with the processes that read it.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, ClassVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,6 +32,11 @@ def default_cache_root() -> Path:
 
 class _Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True)
+    process: ClassVar[str] = ""
+
+
+def _schema_field() -> Any:
+    return Field("public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Schema holding the projection tables.")
 
 
 class TopicSettings(_Settings):
@@ -47,17 +54,19 @@ class KafkaSettings(TopicSettings):
 
 class DatabaseSettings(_Settings):
     database_url: str = Field(DEFAULT_DATABASE_URL, description="PostgreSQL URL of the projections.")
-    database_schema: str = Field(
-        "public", pattern=r"^[a-z_][a-z0-9_]{0,62}$", description="Schema holding the projection tables."
-    )
+    database_schema: str = _schema_field()
 
 
 class AdminSettings(KafkaSettings, DatabaseSettings):
     """`voxlog migrate` and `voxlog topics`."""
 
+    process = "migrate, topics"
+
 
 class DevSettings(TopicSettings):
     """`voxlog dev up|down|status`: the local Kafka broker and PostgreSQL cluster."""
+
+    process = "dev"
 
     dev_home: Path = Field(
         default_factory=lambda: default_state_root() / "dev",
@@ -77,7 +86,7 @@ class DevSettings(TopicSettings):
     database_url: str | None = Field(
         None, description="An existing PostgreSQL server to use instead of a local cluster (unset: local)."
     )
-    database_schema: str = Field("public", description="Schema the projection tables are migrated into.")
+    database_schema: str = _schema_field()
 
 
 class CacheSettings(_Settings):
@@ -90,6 +99,8 @@ class CacheSettings(_Settings):
 
 class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     """`voxlog api`: the HTTP front door."""
+
+    process = "api"
 
     api_host: str = Field("127.0.0.1", description="Address the API listens on.")
     api_port: int = Field(8000, description="Port the API listens on.")
@@ -131,6 +142,8 @@ class EngineSettings(_Settings):
 class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings):
     """`voxlog worker`: one synthesis node (one model on one device)."""
 
+    process = "worker"
+
     worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
     synth_group: str = Field("voxlog-synth", description="Consumer group of the synthesis workers.")
     max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
@@ -152,12 +165,16 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
 class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     """`voxlog projector`: applies the log to the Postgres tables."""
 
+    process = "projector"
+
     projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
     projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
 
 
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
+
+    process = "node"
 
     node_host: str = Field("127.0.0.1", description="Address the speech node listens on.")
     node_port: int = Field(8100, description="Port the speech node listens on.")

@@ -30,20 +30,31 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON="$(command -v python3.11 || command -v python3)"
+pip_log="$VOXLOG_VENV/pip.log"
+# pip's own output (setuptools' editable-install warnings among it) goes to a log that is shown
+# only when pip fails; the terminal gets one line per package being fetched.
+pip_install() {
+  if ! "$VOXLOG_VENV/bin/pip" install --progress-bar off "$@" 2>&1 \
+      | tee "$pip_log" | awk '/^Collecting /{ printf "    %s\n", $2; fflush() }'; then
+    tail -n 40 "$pip_log" >&2
+    echo "pip install failed; the whole log is $pip_log" >&2
+    return 1
+  fi
+}
 if [ ! -x "$VOXLOG_VENV/bin/python" ]; then
   say "creating the virtualenv at $VOXLOG_VENV"
   "$PYTHON" -m venv "$VOXLOG_VENV"
-  "$VOXLOG_VENV/bin/pip" install -q --upgrade pip setuptools wheel
+  pip_install --upgrade pip setuptools wheel
 fi
 
 deps_hash="$(sha256sum "$VOXLOG_ROOT/pyproject.toml" | cut -c1-16)"
 stamp="$VOXLOG_VENV/.voxlog-deps-$deps_hash"
 if [ ! -f "$stamp" ]; then
   say "installing dependencies (first run downloads torch: a few minutes)"
-  "$VOXLOG_VENV/bin/pip" install -q -e "$VOXLOG_ROOT[dev,bench]"
+  pip_install -e "$VOXLOG_ROOT[dev,bench]"
   rm -f "$VOXLOG_VENV"/.voxlog-deps-*
   touch "$stamp"
 fi
-"$VOXLOG_VENV/bin/pip" install -q --no-deps --no-build-isolation -e "$VOXLOG_ROOT"
+pip_install --no-deps --no-build-isolation -e "$VOXLOG_ROOT"
 
 export PATH="$VOXLOG_VENV/bin:$PATH"

@@ -35,7 +35,7 @@ _ERRORS = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voxlog", description="Durable text-to-speech jobs on Kafka and Postgres.")
     parser.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # its options are its own (`voxlog bench --help`)
         _bench(argv[1:])
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
     return _guarded(lambda: run(args))
 

@@ -1,29 +1,67 @@
-"""Every setting of every process, with its environment variable and default."""
+"""Every setting, once per variable, with the processes that read it and its default.
+
+Several processes read the same variable (each has one settings class, and the
+classes share field groups); the table lists the variable once. Where a
+process gives it another default or meaning, the row says so.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from foundation.settings import ALL_SETTINGS
 
 
-def settings_rows() -> list[tuple[str, str, str, str]]:
-    """(process class, variable, default, description) for every field."""
-    rows = []
+@dataclass(frozen=True)
+class SettingRow:
+    variable: str
+    processes: tuple[str, ...]
+    default: str
+    meaning: str
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        return "see meaning"
+    if field.default is PydanticUndefined:
+        return "required"
+    return repr(field.default) if field.default is not None else "unset"
+
+
+def settings_rows() -> list[SettingRow]:
+    """One row per variable, in the order the processes first declare them."""
+    seen: dict[str, list[tuple[str, str, str]]] = {}
     for cls in ALL_SETTINGS:
-        prefix = cls.model_config.get("env_prefix", "")
+        prefix = str(cls.model_config.get("env_prefix", ""))
         for name, field in cls.model_fields.items():
-            if field.default_factory is not None:
-                default = "see meaning"
-            elif field.default is PydanticUndefined:
-                default = "required"
-            else:
-                default = repr(field.default) if field.default is not None else "unset"
-            rows.append((cls.__name__, f"{prefix}{name}".upper(), default, field.description or ""))
-    return rows
+            variable = f"{prefix}{name}".upper()
+            seen.setdefault(variable, []).append((cls.process, _default(field), field.description or ""))
+    return [_row(variable, readers) for variable, readers in seen.items()]
+
+
+def _row(variable: str, readers: list[tuple[str, str, str]]) -> SettingRow:
+    processes = tuple(process for process, _, _ in readers)
+    # The most common (default, meaning) is the variable's; a process that differs is named.
+    variants: dict[tuple[str, str], list[str]] = {}
+    for process, default, meaning in readers:
+        variants.setdefault((default, meaning), []).append(process)
+    ((default, meaning), _), *others = sorted(variants.items(), key=lambda item: -len(item[1]))
+    default_text = f"`{default}`"
+    for (other_default, other_meaning), other_processes in others:
+        who = ", ".join(other_processes)
+        if other_default != default:
+            default_text += f" ({who}: `{other_default}`)"
+        if other_meaning != meaning:
+            meaning += f" {who}: {other_meaning}"
+    return SettingRow(variable, processes, default_text, meaning)
 
 
 def settings_table() -> str:
-    lines = ["| settings | variable | default | meaning |", "|---|---|---|---|"]
-    lines += [f"| {cls} | `{var}` | `{default}` | {desc} |" for cls, var, default, desc in settings_rows()]
+    lines = ["| variable | read by | default | meaning |", "|---|---|---|---|"]
+    lines += [
+        f"| `{row.variable}` | {', '.join(row.processes)} | {row.default} | {row.meaning} |" for row in settings_rows()
+    ]
     return "\n".join(lines)

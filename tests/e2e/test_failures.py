@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -97,18 +99,35 @@ async def test_malformed_records_go_to_the_dlq_and_the_pipeline_keeps_going(apps
         decode_event(by_source[(garbage.partition, garbage.offset)][0].value)
 
 
-async def test_an_unreachable_broker_gets_503_and_nothing_is_recorded(apps, topics):
-    _, voices = await start_pipeline(apps)
-    voice = voices[0]
+async def test_an_unreachable_broker_gets_503_and_nothing_is_recorded(apps, topics, pg):
+    """An API whose broker is unreachable refuses the job and records nothing of it, in the log or in
+    Postgres: the same request with the same Idempotency-Key through a healthy API is a new job."""
+    app, voices = await start_pipeline(apps)
+    body = {"text": "Lost?", "voice": voices[0]}
+    headers = {"Idempotency-Key": "unreachable-broker-1"}
     dead_kafka = apps(VOXLOG_KAFKA_BOOTSTRAP_SERVERS=f"127.0.0.1:{free_port()}")
     dead_kafka.start("api", ["api"])
     await wait_http(f"{dead_kafka.api}/healthz")
     async with httpx.AsyncClient(base_url=dead_kafka.api, timeout=60) as client:
         ready = await client.get("/readyz")
         assert ready.status_code == 503
-        assert "kafka" in ready.json()["checks"]
-        response = await client.post("/v1/jobs", json={"text": "Lost?", "voice": voice})
+        assert ready.json()["checks"]["postgres"] == "ok"
+        assert ready.json()["checks"]["kafka"].startswith("error")
+        response = await client.post("/v1/jobs", json=body, headers=headers)
         assert response.status_code == 503
-        assert response.headers["retry-after"]
+        assert int(response.headers["retry-after"]) > 0
         assert "nothing was accepted" in response.text
-    assert await read_to_end(topics.bootstrap, topics.jobs) == []
+    assert await pg.fetchval("SELECT count(*) FROM jobs") == 0
+    assert await pg.fetchval("SELECT count(*) FROM job_events") == 0
+
+    async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
+        retried = await client.post("/v1/jobs", json=body, headers=headers)
+        assert retried.status_code == 202, retried.text
+        job = await wait_for_job(client, retried.json()["job_id"])
+    assert job["state"] == "completed"
+    queued = [
+        e
+        for e in (decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs))
+        if e.type == "JobQueued"
+    ]
+    assert [e.job_id for e in queued] == [uuid.UUID(job["job_id"])], "one submission on the log: the healthy one"

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from foundation.kafka_groups import wait_group_stable
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail
 from tests.support.stack import free_port
@@ -116,4 +117,7 @@ async def start_pipeline(make: Any, workers: int = 1, **env: str) -> tuple[AppSt
         app.start(f"worker-{i}", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": f"w{i}"})
     app.start("api", ["api"])
     await app.wait_ready()
-    return app, await app.voices()
+    voices = await app.voices()
+    if workers:  # every worker is a member with its partitions before any job is submitted
+        await wait_group_stable(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], app.env["VOXLOG_SYNTH_GROUP"], workers, 180)
+    return app, voices

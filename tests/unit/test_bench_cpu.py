@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from bench.cpu import per_job_ms, snapshot
+from bench.cpu import machine_ticks, per_job_ms, snapshot
 
 
 def test_regression_a_child_that_exits_during_the_span_is_still_counted():
@@ -21,3 +21,15 @@ def test_regression_a_child_that_exits_during_the_span_is_still_counted():
     cost = per_job_ms(before, after, jobs=1)
     assert cost["tree"] > 0
     assert 0.0 <= cost["machine_busy_fraction"] <= 1.0
+
+
+def test_regression_a_fully_busy_span_is_busy_one_not_more():
+    """Machine CPU counted in float seconds came out 1.0000000000003 busy on a fully busy machine; it is
+    counted in clock ticks (integers) now, so busy over total is exact."""
+    busy, total = machine_ticks()
+    assert isinstance(busy, int)
+    assert isinstance(total, int)
+    assert busy <= total
+    before = {"machine_busy": 1_234_567_891, "machine_total": 2_345_678_913}
+    after = {"machine_busy": 1_234_567_891 + 40_003, "machine_total": 2_345_678_913 + 40_003}
+    assert per_job_ms(before, after, jobs=1)["machine_busy_fraction"] == 1.0

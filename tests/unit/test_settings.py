@@ -5,24 +5,33 @@ from pathlib import Path
 import pytest
 
 from foundation.settings import ALL_SETTINGS, AdminSettings, DevSettings
-from voxlog.config_docs import settings_rows
+from voxlog.config_docs import settings_rows, settings_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_every_setting_is_documented_with_a_default():
+def test_every_setting_is_documented_once_with_its_readers_and_a_default():
     rows = settings_rows()
     assert rows
-    for cls, variable, default, description in rows:
-        assert variable.startswith("VOXLOG_"), variable
-        assert description, f"{cls}.{variable} has no description"
-        assert default, variable
+    variables = [row.variable for row in rows]
+    assert len(variables) == len(set(variables)), "each variable is one row"
+    for row in rows:
+        assert row.variable.startswith("VOXLOG_"), row
+        assert row.meaning, f"{row.variable} has no description"
+        assert row.default, row.variable
+        assert row.processes, row.variable
+    declared = {f"VOXLOG_{name.upper()}" for cls in ALL_SETTINGS for name in cls.model_fields}
+    assert set(variables) == declared
 
 
-def test_the_readme_lists_every_variable():
-    text = README.read_text()
-    missing = sorted({variable for _, variable, _, _ in settings_rows() if variable not in text})
-    assert missing == [], f"README.md does not mention {missing}; paste `voxlog config` into it"
+def test_a_variable_whose_default_differs_between_processes_says_so():
+    [url] = [row for row in settings_rows() if row.variable == "VOXLOG_DATABASE_URL"]
+    assert "(dev: `unset`)" in url.default
+    assert "dev: An existing PostgreSQL server" in url.meaning
+
+
+def test_the_readme_shows_the_configuration_table_as_voxlog_config_prints_it():
+    assert settings_table() in README.read_text(), "paste `voxlog config` into README.md's Configuration section"
 
 
 def test_settings_read_the_voxlog_prefix(monkeypatch):
@@ -41,3 +50,6 @@ def test_a_bad_schema_name_is_refused(monkeypatch):
 def test_each_process_has_one_class():
     names = [cls.__name__ for cls in ALL_SETTINGS]
     assert len(names) == len(set(names))
+    processes = [cls.process for cls in ALL_SETTINGS]
+    assert all(processes)
+    assert len(processes) == len(set(processes))

@@ -27,6 +27,7 @@ class CountingEngine:
         self.segmented: list[str] = []
         self.synthesized: list[str] = []
         self.gates: dict[str, threading.Event] = {}
+        self.synthesis_gates: dict[str, tuple[threading.Event, threading.Event]] = {}
 
     @property
     def info(self):
@@ -36,8 +37,15 @@ class CountingEngine:
         gate = self.gates[text] = threading.Event()
         return gate
 
+    def hold_synthesis(self, text: str) -> tuple[threading.Event, threading.Event]:
+        """Park the synthesis of the segment ``text``: (set once the engine thread is parked, the gate)."""
+        entered, gate = self.synthesis_gates[text] = threading.Event(), threading.Event()
+        return entered, gate
+
     def release_all(self) -> None:
         for gate in self.gates.values():
+            gate.set()
+        for _, gate in self.synthesis_gates.values():
             gate.set()
 
     def segment(self, text, lang):
@@ -48,6 +56,9 @@ class CountingEngine:
 
     def synthesize(self, segment, voice, speed):
         self.synthesized.append(segment.text)
+        if (held := self.synthesis_gates.get(segment.text)) is not None:
+            held[0].set()
+            held[1].wait(DEADLINE)
         return self.inner.synthesize(segment, voice, speed)
 
 

@@ -215,6 +215,8 @@ async def test_text_with_nothing_to_say_is_an_error_event_or_a_422(node):
 async def test_a_client_that_hangs_up_cancels_its_request(node):
     queue, engine = node.queue, node.engine
     text = "One. Two. Three."
+    planning = engine.hold(text)  # the running request stays running while the others queue up
+    in_two, two = engine.hold_synthesis("Two.")
     running = Connection(node.app, "/tts/stream", {"text": text, "voice": VOICE})
     await until(queue, lambda q: q.busy)
     queued_stream = Connection(node.app, "/tts/stream", {"text": "Bravo", "voice": VOICE})
@@ -226,12 +228,16 @@ async def test_a_client_that_hangs_up_cancels_its_request(node):
     await until(queue, lambda q: q.depth == 0)
     assert queue.cancelled == 2
 
+    planning.set()
     await asyncio.wait_for(running.got_segment.wait(), DEADLINE)
+    assert await asyncio.to_thread(in_two.wait, DEADLINE), "the engine thread is on the second segment"
     running.hang_up()
-    await asyncio.wait_for(asyncio.gather(running.task, queued_stream.task, queued_file.task), DEADLINE)
+    await asyncio.wait_for(running.task, DEADLINE)  # the response is over: the request is abandoned
+    two.set()  # the second segment finishes; the abandoned request stops at that boundary
+    await asyncio.wait_for(asyncio.gather(queued_stream.task, queued_file.task), DEADLINE)
     await until(queue, lambda q: not q.busy)
 
     assert engine.segmented == [text]
-    assert engine.synthesized in (["One."], ["One.", "Two."])
+    assert engine.synthesized == ["One.", "Two."], "nothing after the boundary that followed the hang-up"
     assert (queue.completed, queue.cancelled) == (0, 3)
     assert b"event: done" not in running.received

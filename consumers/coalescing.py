@@ -1,0 +1,29 @@
+"""Where coalescing is decided: a job whose fingerprint already has a live result reuses it.
+
+Duplicates meet in their fingerprint's partition, so the worker that owns the
+partition sees every one of them, in order. A job reuses a result when a
+*different* job of the same fingerprint completed by synthesis less than the
+cache TTL ago. The worker's own ledger is asked first: the projection lags
+the log, and a result this worker just produced (or read in the partition's
+tail) is not in ``result_cache`` yet. The projection answers for results
+older than this worker's ownership of the partition.
+
+(The API also answers a submission at once when ``result_cache`` already
+holds its fingerprint; that is a read of the same results, before the job
+ever reaches the log.)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from consumers.ledger import JobView, Ledger
+from consumers.ports import CachedResult, ResultLookup
+
+
+async def reusable_result(view: JobView, ledger: Ledger, lookup: ResultLookup, now: datetime) -> CachedResult | None:
+    """The live result ``view``'s job may complete with instead of being synthesized, if any."""
+    found = ledger.live_result(view.fingerprint, now) or await lookup.live_result(view.fingerprint, now)
+    if found is None or found.job_id == view.job_id:
+        return None
+    return found
