@@ -69,19 +69,23 @@ async def projected(pool: asyncpg.Pool) -> tuple[dict[uuid.UUID, JobStatus], dic
     return jobs, dict(segments)
 
 
+async def assert_projection_is_the_fold(pool: asyncpg.Pool, events: list[JobEvent], cuts: list[int]) -> None:
+    await project(pool, events, cuts)
+    jobs, segments = await projected(pool)
+    assert jobs == fold(events)
+    assert segments == expected_segments(events)
+
+
+CUTS = st.lists(st.integers(0, 200), max_size=4)
+
+
 @PROPERTY
-@given(events=realistic_logs(), cuts=st.lists(st.integers(0, 200), max_size=4))
+@given(events=realistic_logs(), cuts=CUTS)
 async def test_the_projector_ends_where_the_fold_does_on_realistic_logs(pool, events, cuts):
-    await project(pool, events, cuts)
-    jobs, segments = await projected(pool)
-    assert jobs == fold(events)
-    assert segments == expected_segments(events)
+    await assert_projection_is_the_fold(pool, events, cuts)
 
 
 @PROPERTY
-@given(events=arbitrary_logs(), cuts=st.lists(st.integers(0, 200), max_size=4))
+@given(events=arbitrary_logs(), cuts=CUTS)
 async def test_the_projector_ends_where_the_fold_does_on_any_sequence(pool, events, cuts):
-    await project(pool, events, cuts)
-    jobs, segments = await projected(pool)
-    assert jobs == fold(events)
-    assert segments == expected_segments(events)
+    await assert_projection_is_the_fold(pool, events, cuts)
