@@ -36,6 +36,7 @@ from foundation.settings import default_cache_root, default_state_root
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 from tts_node import load_engine
+from voxlog.corpus import corpus_dir
 
 
 def _lines(path: Path) -> tuple[str, ...]:
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.render is not None:
         results = json.loads(args.render.read_text())
     else:
-        corpus = Path(os.environ.get("VOXLOG_CORPUS", ROOT.parent / "shared" / "corpus"))
+        corpus = corpus_dir()
         home = Path(os.environ.get("VOXLOG_BENCH_HOME", default_state_root() / "bench"))
         if home.exists():
             shutil.rmtree(home)  # every run starts from empty data: no warm caches from the last one

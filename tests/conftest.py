@@ -11,13 +11,14 @@ start (up to 7 minutes: ready, announced, in the group) and then for jobs
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from voxlog.corpus import corpus_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path(os.environ.get("VOXLOG_CORPUS", ROOT.parent / "shared" / "corpus"))
+CORPUS = corpus_dir()
 
 
 TIMEOUTS_S = {"unit": 120, "integration": 300, "e2e": 900}
