@@ -18,7 +18,7 @@ from foundation.errors import BrokerUnavailable
 from producers.audio_out import render
 from producers.deps import ApiDeps, deps_of
 from producers.speech import openai_speech
-from producers.submit import JobRequest, Rejected, enqueue
+from producers.submit import JobRequest, Rejected, enqueue, scoped_key
 
 
 def _links(job_id: uuid.UUID) -> dict[str, str]:
@@ -77,14 +77,19 @@ def job_body(job: dict[str, Any]) -> dict[str, Any]:
 async def submit_job(
     request: Request[Any, Any, Any],
     data: JobRequest,
-    idempotency_key: Annotated[str | None, Parameter(header="Idempotency-Key", max_length=256)] = None,
+    idempotency_key: Annotated[str | None, Parameter(header="Idempotency-Key")] = None,
 ) -> Response[dict[str, Any]]:
-    """202 with the new job; 200 with the finished job when the same request is cached or was already submitted."""
+    """202 with the new job; 200 with the finished job when the same request is cached or was already submitted.
+
+    A client that got no answer (a timeout, a dropped connection) retries with the same
+    Idempotency-Key: the retry names the same job whether or not the first attempt was recorded.
+    """
     deps = deps_of(request)
     try:
+        key = scoped_key(idempotency_key, request.headers.get("authorization")) if idempotency_key else None
         accepted = await enqueue(
             data,
-            idempotency_key,
+            key,
             reader=deps.reader,
             publisher=deps.publisher,
             limits=deps.limits,

@@ -56,6 +56,13 @@ class ProjectionReader:
         job["segments"] = segments
         return job
 
+    async def job_by_key(self, key: str) -> dict[str, Any] | None:
+        """The first job submitted with the (scoped) idempotency key ``key``."""
+        job_id = await self._pool.fetchval(
+            "SELECT job_id FROM jobs WHERE idempotency_key = $1 ORDER BY submitted_at LIMIT 1", key
+        )
+        return None if job_id is None else await self.job(job_id)
+
     async def segments(self, job_id: uuid.UUID) -> list[dict[str, Any]]:
         rows = await self._pool.fetch(
             "SELECT segment_index, attempt, span_start, span_end, span_text, audio_sha256, audio_uri, duration_ms,"

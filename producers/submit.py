@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final
@@ -18,8 +19,10 @@ from contracts import (
     normalize_text,
     utc_now,
 )
+from contracts.request_text import first_refused_character
 from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
+from producers.errors import ProducerError
 from producers.ports import JobLog
 from producers.queries import EngineVoices, ProjectionReader
 
@@ -48,7 +51,7 @@ class Limits:
     default_engine: str
 
 
-class Rejected(Exception):
+class Rejected(ProducerError):
     """The request is invalid; ``status`` is the HTTP status to answer with."""
 
     def __init__(self, message: str, status: int = 422) -> None:
@@ -58,6 +61,9 @@ class Rejected(Exception):
 
 def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> SynthesisRequest:
     """The normalized request, or :class:`Rejected` saying what to fix."""
+    refused = first_refused_character(body.text)
+    if refused is not None:
+        raise Rejected(f"text contains {refused.describe()}; remove it (control characters have no sound)")
     text = normalize_text(body.text)
     if not text:
         raise Rejected("text is empty (after folding whitespace and removing invisible characters)")
@@ -101,9 +107,34 @@ def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> S
     )
 
 
-def job_id_for(idempotency_key: str | None) -> uuid.UUID:
-    """A client's retry with the same Idempotency-Key names the same job; otherwise a new one."""
-    return uuid.uuid5(IDEMPOTENCY_NAMESPACE, idempotency_key) if idempotency_key else uuid.uuid4()
+MAX_IDEMPOTENCY_KEY: Final = 200
+
+
+def scoped_key(idempotency_key: str, authorization: str | None) -> str:
+    """The key as the log records it: scoped to the client that sent it.
+
+    Two clients that pick the same key are two keys: the scope is a hash of the
+    request's ``Authorization`` header (``anon`` without one). The scoped key,
+    not the client's alone, is what ``jobs.idempotency_key`` holds.
+    """
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise Rejected(f"Idempotency-Key has {len(idempotency_key)} characters; the limit is {MAX_IDEMPOTENCY_KEY}")
+    refused = first_refused_character(idempotency_key)
+    if refused is not None or not idempotency_key.strip():
+        raise Rejected(
+            "Idempotency-Key must be printable text" + (f": it contains {refused.describe()}" if refused else "")
+        )
+    scope = "anon" if not authorization else "c" + hashlib.sha256(authorization.encode()).hexdigest()[:16]
+    return f"{scope}/{idempotency_key}"
+
+
+def job_id_for(key: str | None, fingerprint: str) -> uuid.UUID:
+    """A retry with the same (scoped) key and the same request names the same job; otherwise a new one.
+
+    The fingerprint is part of the name, so a key reused with another request never names the
+    first request's job, even before the projection shows that job (the API answers 409 once it does).
+    """
+    return uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{key}\n{fingerprint}") if key else uuid.uuid4()
 
 
 def queued_event(
@@ -133,7 +164,7 @@ class Accepted:
 
 async def enqueue(
     body: JobRequest,
-    idempotency_key: str | None,
+    key: str | None,
     *,
     reader: ProjectionReader,
     publisher: JobLog,
@@ -142,16 +173,24 @@ async def enqueue(
 ) -> Accepted:
     """Validate, answer from the cache or a previous submission, else publish ``JobQueued``.
 
-    Raises :class:`Rejected` for bad input and ``BrokerUnavailable`` when the
-    log cannot take the job (nothing is recorded then).
+    ``key`` is the scoped idempotency key (:func:`scoped_key`). Raises
+    :class:`Rejected` for bad input (409 when the key named another request)
+    and ``BrokerUnavailable`` when the log cannot take the job (nothing is
+    recorded then).
     """
     synthesis = validate(body, limits, await reader.engines())
     fingerprint = synthesis.fingerprint()
-    job_id = job_id_for(idempotency_key)
-    if idempotency_key and (known := await reader.job(job_id)) is not None:
-        return Accepted(job_id, fingerprint, known=known)
+    if key is not None and (earlier := await reader.job_by_key(key)) is not None:
+        if earlier["fingerprint"] != fingerprint:
+            raise Rejected(
+                f"this Idempotency-Key was used for another request (job {earlier['job_id']}); "
+                "send a new key with a new request",
+                409,
+            )
+        return Accepted(earlier["job_id"], fingerprint, known=earlier)
+    job_id = job_id_for(key, fingerprint)
     cached = await reader.cached_job_id(fingerprint)
     if cached is not None and (done := await reader.job(cached)) is not None:
         return Accepted(cached, fingerprint, finished=done)
-    await publisher.publish(queued_event(synthesis, job_id, idempotency_key, producer))
+    await publisher.publish(queued_event(synthesis, job_id, key, producer))
     return Accepted(job_id, fingerprint)

@@ -31,6 +31,10 @@ def body(**fields) -> JobRequest:
         ({"voice": "nobody"}, 422, "voice 'nobody' is unknown to kokoro-onnx; known voices: af_heart, jf_alpha"),
         ({"voice": "af_heart(2)+"}, 422, "jf_alpha(2)+jm_kumo(1)"),
         ({"voice": "af_heart+nobody(3)"}, 422, "voice 'nobody' is unknown"),
+        ({"text": "\u0000\u0001 control"}, 422, "the control character U+0000 at position 0; remove it"),
+        ({"text": "Bell\u0007!"}, 422, "U+0007 at position 4"),
+        ({"text": "C1 \u0085 is a space, \u009b is not"}, 422, "U+009B at position 17"),
+        ({"text": "half \ud800 a pair"}, 422, "a lone surrogate U+D800 at position 5"),
     ],
 )
 def test_a_refusal_says_what_to_fix(fields, status, message):
@@ -66,3 +70,7 @@ def test_what_passes_is_normalized_for_the_fingerprint():
 def test_the_limit_counts_characters_after_normalization():
     request = validate(body(text="x  " * 10), LIMITS, ENGINES)  # 30 characters as sent, 19 once folded
     assert len(request.text) == 19
+
+
+def test_whitespace_controls_are_folded_not_refused():
+    assert validate(body(text="Tab\there,\r\nnew\x0cline."), LIMITS, ENGINES).text == "Tab here, new line."

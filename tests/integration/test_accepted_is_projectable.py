@@ -1,0 +1,36 @@
+"""Whatever the API accepts, the projector can store: no accepted job is dead-lettered by Postgres."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from contracts import Producer
+from foundation.kafka import RecordPosition
+from producers.queries import EngineVoices
+from producers.submit import JobRequest, Limits, Rejected, queued_event, scoped_key, validate
+from projections.apply import apply_job_event
+
+ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart",), ("en-us",), 1)]
+LIMITS = Limits(max_text_chars=5000, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")
+AT = RecordPosition("jobs", 0, 0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(min_size=1, max_size=60), key=st.none() | st.text(max_size=20))
+@example(text="\u0000\u0001 control", key=None)
+@example(text="nul \x00 inside", key="k\x00")
+async def test_regression_text_the_api_accepts_is_never_refused_by_the_projector(pg, text, key):
+    """Text with NUL was accepted (202), then Postgres refused its JobQueued and the job was 404 forever."""
+    try:
+        request = validate(JobRequest(text=text, voice="af_heart"), LIMITS, ENGINES)
+        key = scoped_key(key, None) if key is not None else None
+    except Rejected as refused:
+        assert refused.status in (413, 422)  # noqa: PT017 - refusing is one of the two outcomes, not the test's subject
+        return
+    event = queued_event(request, uuid.uuid4(), key, Producer(service="api", instance="test"))
+    async with pg.transaction():
+        assert await apply_job_event(pg, event, AT, cache_ttl=timedelta(minutes=1))
