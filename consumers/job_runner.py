@@ -187,7 +187,8 @@ class JobRunner:
             cache_hit=True,
             source_job_id=cached.job_id,
         )
-        await self._emit(record, JobCompleted, job, job.attempt, payload)
+        # Its own id: a real completion of the same attempt (a zombie's, say) is another fact.
+        await self._emit(record, JobCompleted, job, job.attempt, payload, "cache", str(cached.job_id))
         return Outcome("completed", cached.segment_count, cached.total_duration_ms)
 
     async def fail_without_attempt(self, job: JobView, code: str, message: str, record: Record) -> Outcome:
@@ -195,7 +196,7 @@ class JobRunner:
         return await self._fail(record, job, job.attempt, code, message, job.attempt)
 
     async def _emit(
-        self, record: Record, cls: _EmittedEvent, job: JobView, attempt: int, payload: Any, *parts: int
+        self, record: Record, cls: _EmittedEvent, job: JobView, attempt: int, payload: Any, *parts: int | str
     ) -> None:
         event = cls(
             event_id=derive_event_id(job.job_id, type_name(cls), attempt, *parts),

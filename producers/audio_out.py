@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,11 +32,29 @@ async def render(blobs: BlobStore, segments: Sequence[dict[str, Any]], fmt: str,
     return await asyncio.to_thread(encode, samples, source_rate, fmt, rate)
 
 
+@dataclass
+class StreamEnd:
+    """How a stream of segments ended: the job's final state (``timeout`` when it did not end in time)."""
+
+    state: str | None = None
+    error: str | None = None
+    error_code: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.state == "completed"
+
+
 async def segments_as_they_appear(
-    read_job: Callable[[], Awaitable[dict[str, Any] | None]], poll_s: float, timeout_s: float
+    read_job: Callable[[], Awaitable[dict[str, Any] | None]],
+    poll_s: float,
+    timeout_s: float,
+    end: StreamEnd | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Each segment of the job ``read_job`` returns, once and in order, as rows appear; ends when
-    the job is completed or failed and every segment was given, or after ``timeout_s``."""
+    the job is completed or failed and every segment was given, or after ``timeout_s``. ``end``
+    learns which it was."""
+    end = end if end is not None else StreamEnd()
     sent = 0
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -45,8 +64,10 @@ async def segments_as_they_appear(
             yield segments[sent]
             sent += 1
         if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
+            end.state, end.error, end.error_code = job["state"], job.get("error_message"), job.get("error_code")
             return
         await asyncio.sleep(poll_s)
+    end.state, end.error = "timeout", f"the job did not finish within {timeout_s:.0f}s"
 
 
 async def pcm_stream(blobs: BlobStore, segments: AsyncIterator[dict[str, Any]], rate: int) -> AsyncIterator[bytes]:

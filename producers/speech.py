@@ -21,14 +21,16 @@ from collections.abc import AsyncIterator
 from typing import Any, Final, Literal
 
 from litestar import Request, Response, post
+from litestar.exceptions import SerializationException
 from litestar.response import ServerSentEvent, Stream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from foundation.audio_formats import encode, media_type
 from foundation.blobs import BlobNotFound
 from foundation.errors import BrokerUnavailable
-from producers.audio_out import pcm_stream, render, segment_samples, segments_as_they_appear
+from producers.audio_out import StreamEnd, pcm_stream, render, segment_samples, segments_as_they_appear
 from producers.deps import ApiDeps, deps_of
+from producers.errors import ProducerError
 from producers.submit import JobRequest, Rejected, enqueue
 
 OPENAI_VOICES: Final = frozenset(
@@ -69,6 +71,8 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
     try:
         raw = await request.json()
         speech = SpeechRequest.model_validate(raw)
+    except SerializationException as exc:
+        return openai_error(400, f"the request body is not valid JSON: {exc}")
     except (ValidationError, ValueError) as exc:
         param = exc.errors()[0]["loc"][0] if isinstance(exc, ValidationError) and exc.errors()[0]["loc"] else None
         return openai_error(400, f"invalid request: {exc}", param=str(param) if param else None)
@@ -98,7 +102,13 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
     if speech.stream_format == "sse":
         return ServerSentEvent(_sse(deps, accepted.job_id, fmt, rate))
     if speech.stream_format == "audio" and fmt in {"pcm", "wav"}:
-        return Stream(_raw_stream(deps, accepted.job_id, fmt, rate), media_type=media_type(fmt, rate))
+        end = StreamEnd()
+        segments = _segments_as_projected(deps, accepted.job_id, end)
+        first = await anext(segments, None)
+        if first is None:  # the job ended without audio, or not in time: the status can still say so
+            return _stream_failed(accepted.job_id, end)
+        body_chunks = _raw_stream(deps, fmt, rate, _chain(first, segments), end)
+        return Stream(body_chunks, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(accepted.job_id)})
     job = await _wait_finished(deps, accepted.job_id)
     if job is None:
         return openai_error(504, f"job {accepted.job_id} did not finish within {deps.speech_timeout_s:.0f}s")
@@ -121,26 +131,55 @@ async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> dict[str, Any] | N
     return None
 
 
-def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID) -> AsyncIterator[dict[str, Any]]:
+def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID, end: StreamEnd) -> AsyncIterator[dict[str, Any]]:
     """Each segment once, in order, as the projection shows it, until the job ends or times out."""
-    return segments_as_they_appear(lambda: deps.reader.job(job_id), deps.stream_poll_s, deps.speech_timeout_s)
+    return segments_as_they_appear(lambda: deps.reader.job(job_id), deps.stream_poll_s, deps.speech_timeout_s, end)
 
 
-async def _raw_stream(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIterator[bytes]:
+async def _chain(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    yield first
+    async for segment in rest:
+        yield segment
+
+
+def _stream_failed(job_id: uuid.UUID, end: StreamEnd) -> Response[Any]:
+    if end.state == "timeout":
+        return openai_error(504, f"job {job_id}: {end.error}")
+    status = 400 if end.error_code == "input_rejected" else 500
+    return openai_error(status, f"job {job_id} failed: {end.error or 'no audio'}", code=end.error_code or "job_failed")
+
+
+class StreamBroken(ProducerError):
+    """A streamed job failed after its first audio: the response is cut off, not ended as if complete."""
+
+
+async def _raw_stream(
+    deps: ApiDeps, fmt: str, rate: int, segments: AsyncIterator[dict[str, Any]], end: StreamEnd
+) -> AsyncIterator[bytes]:
     if fmt == "wav":
         yield _streaming_wav_header(rate)
-    async for chunk in pcm_stream(deps.blobs, _segments_as_projected(deps, job_id), rate):
+    async for chunk in pcm_stream(deps.blobs, segments, rate):
         yield chunk
+    if not end.completed:
+        # Headers and audio are out: what is left is to not end the body as if it were whole. The
+        # server aborts the connection, and the client sees an incomplete response, not a short file.
+        raise StreamBroken(f"the job ended {end.state} after some audio: {end.error}")
 
 
 async def _sse(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIterator[str]:
     total_ms = 0
-    async for segment in _segments_as_projected(deps, job_id):
+    end = StreamEnd()
+    async for segment in _segments_as_projected(deps, job_id, end):
         samples, source_rate = await segment_samples(deps.blobs, segment)
         audio = await asyncio.to_thread(encode, samples, source_rate, fmt, rate)
         total_ms += segment["duration_ms"]
         yield json.dumps({"type": "speech.audio.delta", "audio": base64.b64encode(audio).decode()})
-    yield json.dumps({"type": "speech.audio.done", "job_id": str(job_id), "duration_ms": total_ms})
+    if end.completed:
+        yield json.dumps({"type": "speech.audio.done", "job_id": str(job_id), "duration_ms": total_ms})
+    else:
+        code = "timeout" if end.state == "timeout" else "job_failed"
+        error = {"message": f"job {job_id}: {end.error or end.state}", "type": "server_error", "code": code}
+        yield json.dumps({"type": "error", "job_id": str(job_id), "error": error})
 
 
 def _streaming_wav_header(rate: int) -> bytes:

@@ -7,3 +7,7 @@ class ProjectionError(Exception):
 
 class MigrationError(ProjectionError):
     """The migrations on disk and those recorded in the database disagree, or one failed."""
+
+
+class ProjectionGap(ProjectionError):
+    """The log no longer holds records the projector has not applied yet: it refuses to skip them."""

@@ -19,13 +19,14 @@ from datetime import timedelta
 import asyncpg
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
 from contracts import DecodeError, decode_event, decode_node_event
 from foundation.kafka import RecordPosition
 from foundation.lifecycle import wait_for_stop
 from projections.apply import apply_job_event, apply_node_event
+from projections.errors import ProjectionGap
 
 log = structlog.get_logger("voxlog.projector")
 
@@ -63,7 +64,12 @@ class Projector:
         """Apply batches until ``stop`` is set; a failed batch is retried from the stored offsets."""
         await self._seek_to_stored_offsets()
         while not stop.is_set():
-            batch = await self._consumer.getmany(*self._partitions, timeout_ms=500, max_records=self.config.max_batch)
+            try:
+                batch = await self._consumer.getmany(
+                    *self._partitions, timeout_ms=500, max_records=self.config.max_batch
+                )
+            except OffsetOutOfRangeError as exc:  # retention deleted records this projector had not read
+                raise ProjectionGap(f"the jobs log lost records this projector had not applied: {exc}") from exc
             if not batch:
                 continue
             try:
@@ -81,8 +87,17 @@ class Projector:
         stored = {TopicPartition(r["topic"], r["partition"]): r["next_offset"] for r in rows}
         # Explicit offsets for every partition: nothing is left to the consumer's reset policy.
         beginnings = await self._consumer.beginning_offsets(self._partitions)
+        ends = await self._consumer.end_offsets(self._partitions)
         for tp in self._partitions:
-            self._consumer.seek(tp, stored.get(tp, beginnings[tp]))
+            position = stored.get(tp, beginnings[tp])
+            if tp.topic == self.config.jobs_topic and not beginnings[tp] <= position <= ends[tp]:
+                raise ProjectionGap(
+                    f"projector {self.config.name!r} stopped at offset {position} of {tp.topic}[{tp.partition}], "
+                    f"but that partition now holds offsets {beginnings[tp]} to {ends[tp]}: records it never "
+                    "applied are gone (retention, or the topic was recreated), so going on would silently skip "
+                    "them. Rebuild the projection into a fresh schema, or point the projector at the right topic."
+                )
+            self._consumer.seek(tp, position)
 
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         async with self._pool.acquire() as conn, conn.transaction():

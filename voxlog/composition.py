@@ -236,7 +236,11 @@ async def run_projector(settings: ProjectorSettings) -> None:
             resources, settings.kafka_bootstrap_servers, settings.dlq_topic, client_id="projector"
         )
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None, enable_auto_commit=False
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            group_id=None,
+            enable_auto_commit=False,
+            # Never jump over records silently: an offset out of range is a gap the projector reports.
+            auto_offset_reset="none",
         )
         stop_on_signals(stop)
         resources.push_async_callback(consumer.stop)

@@ -9,6 +9,8 @@ import time
 import uuid
 
 import asyncpg
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.structs import TopicPartition
 
 from foundation.kafka import KafkaEventPublisher
 from infra.processes import wait_gone
@@ -92,3 +94,39 @@ async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(st
         assert resumed == replayed
     finally:
         await drop_schema(stack.database_url, fresh_schema)
+
+
+async def test_regression_a_projector_whose_position_fell_below_the_log_start_stops_with_a_clear_error(
+    stack, topics, schema, apps
+):
+    """A projector whose stored offset had fallen below the partition's start (retention) skipped silently
+    to the end: the records in between were never projected, and nothing said so."""
+    # Two jobs of one text: one fingerprint, one partition.
+    first, later = one_of_each("One partition.", uuid.uuid4()), one_of_each("One partition.", uuid.uuid4())
+    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+        positions = [await publisher.publish(e) for e in first]
+    app = apps()
+    name = f"projector-{schema}"
+    app.start("projector", ["projector"])
+    await wait_applied(stack.database_url, schema, name, len(first))
+    app.stop("projector")
+
+    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+        positions += [await publisher.publish(e) for e in later]
+    assert {p.partition for p in positions} == {positions[0].partition}
+    tp = TopicPartition(topics.jobs, positions[0].partition)
+    admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    await admin.start()
+    try:  # what retention does: the partition now starts after records the projector never read
+        await admin.delete_records({tp: RecordsToDelete(before_offset=positions[-1].offset)})
+    finally:
+        await admin.close()
+
+    app.start("projector", ["projector"])
+    pid = app.processes.pid("projector")
+    assert pid is not None
+    assert wait_gone(pid, 120), "the projector stops instead of going on"
+    log = app.log("projector")
+    assert f"stopped at offset {len(first)} of {topics.jobs}[{tp.partition}]" in log
+    assert "records it never applied are gone" in log
+    assert await applied(stack.database_url, schema, name) == len(first), "nothing skipped, nothing recorded"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import httpx
 import numpy as np
@@ -85,3 +86,30 @@ async def test_jobs_come_in_the_format_rate_and_voice_mix_asked_for(apps):
         bad_mix = await client.post("/v1/jobs", json={"text": "Hi.", "voice": f"{voices[0]}(2)+"})
         assert bad_mix.status_code == 422
         assert "jf_alpha(2)+jm_kumo(1)" in bad_mix.text
+
+
+async def test_regression_malformed_json_is_a_400_in_openais_shape(apps):
+    """POST /v1/audio/speech with a body that is not JSON answered 500."""
+    app, _ = await start_pipeline(apps)
+    async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
+        response = await client.post(
+            "/v1/audio/speech", content=b'{"model": "tts-1", "input": ', headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert "not valid JSON" in error["message"]
+
+
+async def test_regression_a_stream_of_a_failed_job_ends_with_an_error_not_done(apps):
+    """Streaming answers said `speech.audio.done`, or ended a raw stream normally, when the job had failed."""
+    app, voices = await start_pipeline(apps)
+    body = {"model": "tts-1", "voice": voices[0], "input": "\U0001f389\U0001f680", "response_format": "pcm"}
+    async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
+        raw = await client.post("/v1/audio/speech", json={**body, "stream_format": "audio"})
+        assert raw.status_code == 400, raw.text  # failed before any audio: the status still says so
+        assert raw.json()["error"]["code"] == "input_rejected"
+        sse = await client.post("/v1/audio/speech", json={**body, "stream_format": "sse"})
+    events = [json.loads(line[len("data: ") :]) for line in sse.text.splitlines() if line.startswith("data: ")]
+    assert [e["type"] for e in events] == ["error"]
+    assert events[-1]["error"]["code"] == "job_failed"

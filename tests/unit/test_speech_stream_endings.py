@@ -1,0 +1,70 @@
+"""How a streamed job ends (producers.speech): whole only when the job completed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from foundation.audio import encode_wav
+from producers.audio_out import StreamEnd, segments_as_they_appear
+from producers.speech import StreamBroken, _raw_stream
+
+SEGMENT = {"segment_index": 0, "audio_sha256": "ab" * 32, "audio_uri": "file:///x.wav", "duration_ms": 100}
+
+
+class OneBlob:
+    def get(self, ref):
+        return encode_wav(np.zeros(2400, dtype=np.float32), 24000)
+
+
+def reads(*jobs):
+    remaining = list(jobs)
+
+    async def read_job():
+        return remaining.pop(0) if len(remaining) > 1 else remaining[0]
+
+    return read_job
+
+
+async def collect(stream) -> list[bytes]:
+    return [chunk async for chunk in stream]
+
+
+async def test_regression_a_job_that_fails_after_its_first_audio_breaks_the_stream_instead_of_ending_it():
+    end = StreamEnd()
+    segments = segments_as_they_appear(
+        reads(
+            {"state": "claimed", "segments": [SEGMENT]},
+            {"state": "failed", "segments": [], "error_message": "engine died", "error_code": "engine_error"},
+        ),
+        0.0,
+        30.0,
+        end,
+    )
+    deps = type("Deps", (), {"blobs": OneBlob()})()
+    chunks: list[bytes] = []
+
+    async def consume() -> None:
+        async for chunk in _raw_stream(deps, "wav", 24000, segments, end):  # type: ignore[arg-type]
+            chunks.append(chunk)
+
+    with pytest.raises(StreamBroken, match="engine died"):
+        await consume()
+    assert len(chunks) == 2, "the header and the one segment were sent"
+    assert (end.state, end.error_code) == ("failed", "engine_error")
+
+
+async def test_a_completed_job_ends_the_stream_normally():
+    end = StreamEnd()
+    segments = segments_as_they_appear(reads({"state": "completed", "segments": [SEGMENT]}), 0.0, 30.0, end)
+    deps = type("Deps", (), {"blobs": OneBlob()})()
+    chunks = await collect(_raw_stream(deps, "pcm", 24000, segments, end))  # type: ignore[arg-type]
+    assert len(chunks) == 1
+    assert end.completed
+
+
+async def test_a_job_that_does_not_finish_in_time_ends_as_a_timeout():
+    end = StreamEnd()
+    segments = segments_as_they_appear(reads({"state": "claimed", "segments": []}), 0.01, 0.0, end)
+    assert await collect(segments) == []
+    assert end.state == "timeout"
