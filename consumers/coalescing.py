@@ -17,13 +17,27 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import structlog
+
+from consumers.errors import LookupUnavailable
 from consumers.ledger import JobView, Ledger
 from consumers.ports import CachedResult, ResultLookup
 
+log = structlog.get_logger("voxlog.worker")
+
 
 async def reusable_result(view: JobView, ledger: Ledger, lookup: ResultLookup, now: datetime) -> CachedResult | None:
-    """The live result ``view``'s job may complete with instead of being synthesized, if any."""
-    found = ledger.live_result(view.fingerprint, now) or await lookup.live_result(view.fingerprint, now)
+    """The live result ``view``'s job may complete with instead of being synthesized, if any.
+
+    With the projection unreadable, only the ledger is asked: at worst a duplicate is synthesized
+    again, which is wasted work, never a wrong answer.
+    """
+    found = ledger.live_result(view.fingerprint, now)
+    if found is None:
+        try:
+            found = await lookup.live_result(view.fingerprint, now)
+        except LookupUnavailable as exc:
+            log.warning("coalescing from this worker's ledger only", error=str(exc))
     if found is None or found.job_id == view.job_id:
         return None
     return found

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from consumers.errors import InputRejected, TransientEngineError
+from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
 from consumers.ports import AudioSink, CachedResult, EventLog, SpeechEngine
 from contracts import (
@@ -49,8 +49,8 @@ from foundation.audio import encode_wav
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
 _EmittedEvent = type[JobClaimed] | type[SegmentProduced] | type[JobCompleted] | type[JobReleased] | type[JobFailed]
-Record = Callable[[JobEvent], object]
-"""Sees every event the runner emits, once Kafka has acknowledged it (the worker folds it into its ledger)."""
+Record = Callable[[JobEvent, int], object]
+"""Sees every event the runner emits, with its offset, once Kafka has acknowledged it (the ledger's record_own)."""
 
 
 @dataclass(frozen=True)
@@ -111,27 +111,40 @@ class JobRunner:
         return result
 
     async def run(self, attempt: Attempt) -> Outcome:
-        """Run ``attempt``: claim, render every segment, complete; or release, or fail."""
-        job, request, number, record = attempt.job, attempt.request, attempt.number, attempt.record
+        """Run ``attempt``: claim, plan, render every segment, complete; or release, or fail.
+
+        Whatever goes wrong after the claim ends the attempt with an event: a request the engine
+        cannot speak fails the job; an engine hiccup or a blob that could not be written releases it
+        for a retry (or fails it once its attempts are spent). Only an unreachable broker escapes
+        (``BrokerUnavailable``): nothing can be recorded then, and the worker tries the record again.
+        """
+        job, number, record = attempt.job, attempt.number, attempt.record
         if number > self._retry.max_attempts:
-            return await self._fail(record, job, number - 1, "attempts_exhausted", "no attempt left", number - 1)
-        try:
-            plan = await self._blocking(self._engine.plan, request.text, request.lang)
-        except InputRejected as exc:
-            return await self._fail(record, job, job.attempt, "input_rejected", str(exc), job.attempt)
+            last = f"; the last: {job.last_error}" if job.last_error else ""
+            message = f"{number - 1} attempts failed{last}"
+            return await self._fail(record, job, number - 1, "attempts_exhausted", message, number - 1)
         description = self._engine.description
-        await self._emit(
-            record,
-            JobClaimed,
-            job,
-            number,
-            JobClaimedPayload(
-                worker_id=self._worker_id,
-                device=description.device,
-                engine=description.name,
-                model_version=description.model_version,
-            ),
+        claim = JobClaimedPayload(
+            worker_id=self._worker_id,
+            device=description.device,
+            engine=description.name,
+            model_version=description.model_version,
         )
+        await self._emit(record, JobClaimed, job, number, claim)
+        try:
+            return await self._synthesize(attempt)
+        except InputRejected as exc:
+            return await self._fail(record, job, number, "input_rejected", str(exc), number)
+        except (TransientEngineError, BlobWriteFailed) as exc:
+            if number >= self._retry.max_attempts:
+                code = "engine_error" if isinstance(exc, TransientEngineError) else "storage_error"
+                return await self._fail(record, job, number, code, str(exc), number)
+            return await self._release(record, job, number, "transient", str(exc), backoff=True)
+
+    async def _synthesize(self, attempt: Attempt) -> Outcome:
+        job, request, number, record = attempt.job, attempt.request, attempt.number, attempt.record
+        description = self._engine.description
+        plan = await self._blocking(self._engine.plan, request.text, request.lang)
         total_ms = 0
         started = time.perf_counter()
         for segment in plan:
@@ -139,16 +152,12 @@ class JobRunner:
             if reason is not None:
                 message = f"released at segment {segment.index}"
                 return await self._release(record, job, number, reason, message, backoff=False)
-            try:
-                samples = await self._blocking(self._engine.render, segment, request.voice, request.speed)
-            except InputRejected as exc:
-                return await self._fail(record, job, number, "input_rejected", str(exc), number)
-            except TransientEngineError as exc:
-                if number >= self._retry.max_attempts:
-                    return await self._fail(record, job, number, "engine_error", str(exc), number)
-                return await self._release(record, job, number, "transient", str(exc), backoff=True)
+            samples = await self._blocking(self._engine.render, segment, request.voice, request.speed)
             wav = encode_wav(samples, description.sample_rate)
-            ref = await asyncio.to_thread(self._blobs.put, wav, ".wav")
+            try:
+                ref = await asyncio.to_thread(self._blobs.put, wav, ".wav")
+            except OSError as exc:
+                raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
             duration_ms = round(1000 * len(samples) / description.sample_rate)
             total_ms += duration_ms
             await self._emit(
@@ -207,8 +216,8 @@ class JobRunner:
             producer=self._producer,
             payload=payload,
         )
-        await self._publisher.publish(event)
-        record(event)
+        appended = await self._publisher.publish(event)
+        record(event, appended.offset)
 
     async def _release(
         self, record: Record, job: JobView, attempt: int, reason: ReleaseReason, message: str, *, backoff: bool

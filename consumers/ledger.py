@@ -2,31 +2,50 @@
 
 The projection lags the log, so the worker keeps its own view: each job's
 status (folded with ``contracts.job_state.transition``, the rule the
-projector follows too), the request it was queued with, and the results
-completed in this partition (for coalescing duplicates). It is filled by the
-recovery scan on assignment and by every record the worker reads or
-publishes after.
+projector follows too), the request it was queued with, its latest release,
+and the results completed in this partition (for coalescing duplicates). It
+is filled by the recovery scan on assignment and by every record the worker
+reads after.
+
+The worker's own events count at once, before it reads them back: a duplicate
+queued behind a job must coalesce onto the result the worker just produced.
+But another producer (the sweeper, a zombie worker) may have written to the
+partition in between, and the log's order is what the projector follows. So
+the ledger keeps two things per job: the status *confirmed* by the records
+read so far, in log order, and the worker's own events not read back yet,
+with their offsets. A job's status is the confirmed one with those own
+events folded on top; when a foreign record turns out to precede them (a
+release of the attempt the worker then completed), the own events are
+folded again after it, and the rule fences what it fences in the projection.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from consumers.ports import CachedResult
 from contracts import JobCompleted, JobEvent, JobQueued, JobReleased, SynthesisRequest
-from contracts.job_state import Fenced, JobState, JobStatus, status_implied_by, transition
+from contracts.job_state import JobState, JobStatus, status_implied_by, transition
 
 
 @dataclass
 class JobView:
     job_id: uuid.UUID
     fingerprint: str
-    status: JobStatus
+    confirmed: JobStatus  # what the records read so far say, in log order
+    status: JobStatus = field(init=False)  # the confirmed status with the worker's unread own events on top
     request: SynthesisRequest | None = None
-    not_before: datetime | None = None
+    release: JobReleased | None = None  # the release in force, when the job is released
+    completion: JobCompleted | None = None  # the completion in force, when the job is completed
+    own: list[tuple[int, JobEvent]] = field(default_factory=list)  # (offset, event) published, not read back
+    confirmed_release: JobReleased | None = None
+    confirmed_completion: JobCompleted | None = None
+
+    def __post_init__(self) -> None:
+        self.status = self.confirmed
 
     @property
     def state(self) -> JobState:
@@ -36,40 +55,49 @@ class JobView:
     def attempt(self) -> int:
         return self.status.attempt
 
+    @property
+    def not_before(self) -> datetime | None:
+        return self.release.payload.not_before if self.release is not None else None
+
+    @property
+    def last_error(self) -> str:
+        return self.release.payload.message if self.release is not None else ""
+
 
 class Ledger:
     def __init__(self, cache_ttl: timedelta, max_jobs: int = 50_000) -> None:
         self._ttl = cache_ttl
         self._max_jobs = max_jobs
-        self.jobs: OrderedDict[uuid.UUID, JobView] = OrderedDict()
-        self.results: dict[str, CachedResult] = {}
+        self.jobs: dict[uuid.UUID, JobView] = {}
+        self._finished: OrderedDict[uuid.UUID, None] = OrderedDict()  # terminal jobs, oldest first
+        self.results: OrderedDict[str, CachedResult] = OrderedDict()  # by fingerprint, oldest expiry first
 
-    def observe(self, event: JobEvent) -> JobView:
-        """Fold one event in; a fenced event changes nothing."""
+    def observe(self, event: JobEvent, offset: int | None = None) -> JobView:
+        """Fold in one record read from the log (at ``offset``), in log order."""
         view = self.jobs.get(event.job_id)
         if view is None:
             # The recovery scan starts at the committed offset, which may lie after the job's
             # earlier events: the first one seen is taken at its word.
             view = JobView(event.job_id, event.fingerprint, status_implied_by(event))
             self.jobs[event.job_id] = view
-            self._trim()
+            self._confirm_effects(view, event)
         else:
-            outcome = transition(view.status, event)
-            if isinstance(outcome, Fenced):
-                return view
-            view.status = outcome
-        match event:
-            case JobQueued():
-                view.request = event.payload.request
-            case JobReleased():
-                view.not_before = event.payload.not_before
-            case JobCompleted() if not event.payload.cache_hit:
-                self.results[event.fingerprint] = CachedResult(
-                    event.job_id,
-                    event.payload.segment_count,
-                    event.payload.total_duration_ms,
-                    event.occurred_at + self._ttl,
-                )
+            if offset is not None:
+                view.own = [(o, e) for o, e in view.own if o > offset]  # read back: confirmed below
+            outcome = transition(view.confirmed, event)
+            if isinstance(outcome, JobStatus):
+                view.confirmed = outcome
+                self._confirm_effects(view, event)
+        if isinstance(event, JobQueued) and view.request is None:
+            view.request = event.payload.request
+        self._refresh(view)
+        return view
+
+    def record_own(self, event: JobEvent, offset: int) -> JobView:
+        """An event this worker published, acknowledged at ``offset``: it counts before it is read back."""
+        view = self.jobs[event.job_id]
+        view.own.append((offset, event))
+        self._refresh(view)
         return view
 
     def live_result(self, fingerprint: str, now: datetime) -> CachedResult | None:
@@ -79,10 +107,57 @@ class Ledger:
             return None
         return result
 
+    def _confirm_effects(self, view: JobView, event: JobEvent) -> None:
+        if isinstance(event, JobReleased):
+            view.confirmed_release = event
+        elif isinstance(event, JobCompleted):
+            view.confirmed_completion = event
+
+    def _refresh(self, view: JobView) -> None:
+        status, release, completion = view.confirmed, view.confirmed_release, view.confirmed_completion
+        for _, event in view.own:
+            outcome = transition(status, event)
+            if isinstance(outcome, JobStatus):
+                status = outcome
+                if isinstance(event, JobReleased):
+                    release = event
+                elif isinstance(event, JobCompleted):
+                    completion = event
+        view.status = status
+        view.release = release if status.state is JobState.RELEASED else None
+        view.completion = completion if status.state is JobState.COMPLETED else None
+        self._keep_result(view)
+        if status.terminal:
+            self._finished[view.job_id] = None
+        else:
+            self._finished.pop(view.job_id, None)
+        self._trim()
+
+    def _keep_result(self, view: JobView) -> None:
+        completed = view.completion
+        held = self.results.get(view.fingerprint)
+        if completed is not None and not completed.payload.cache_hit:
+            if held is None or held.job_id != view.job_id:
+                self.results.pop(view.fingerprint, None)  # re-inserted last: the newest expiry
+                self.results[view.fingerprint] = CachedResult(
+                    view.job_id,
+                    completed.payload.segment_count,
+                    completed.payload.total_duration_ms,
+                    completed.occurred_at + self._ttl,
+                )
+                self._expire(completed.occurred_at)
+        elif held is not None and held.job_id == view.job_id:
+            del self.results[view.fingerprint]  # its completion turned out fenced: nothing to reuse
+
+    def _expire(self, now: datetime) -> None:
+        while self.results:
+            fingerprint, oldest = next(iter(self.results.items()))
+            if oldest.expires_at > now:
+                return
+            del self.results[fingerprint]
+
     def _trim(self) -> None:
         # Forget the oldest finished jobs first; unfinished ones are still work to do.
-        while len(self.jobs) > self._max_jobs:
-            oldest = next((k for k, v in self.jobs.items() if v.status.terminal), None)
-            if oldest is None:
-                return
+        while len(self.jobs) > self._max_jobs and self._finished:
+            oldest, _ = self._finished.popitem(last=False)
             del self.jobs[oldest]

@@ -60,7 +60,10 @@ class CachedResult:
 
 
 class ResultLookup(Protocol):
-    """The projections, read-only: results and requests other workers produced."""
+    """The projections, read-only: results and requests other workers produced.
+
+    Both raise :class:`consumers.errors.LookupUnavailable` when the projection cannot be read.
+    """
 
     async def live_result(self, fingerprint: str, now: datetime) -> CachedResult | None: ...
 
@@ -71,11 +74,18 @@ class AudioSink(Protocol):
     def put(self, data: bytes, suffix: str) -> AudioRef: ...
 
 
+class Appended(Protocol):
+    """Where an acknowledged event landed in its partition."""
+
+    @property
+    def offset(self) -> int: ...
+
+
 class EventLog(Protocol):
     """The jobs topic, as the worker writes it: ``publish`` returns once the event is acknowledged
     (acks=all) and raises ``foundation.errors.BrokerUnavailable`` when it cannot be."""
 
-    async def publish(self, event: JobEvent) -> object: ...
+    async def publish(self, event: JobEvent) -> Appended: ...
 
 
 DeadLetter: TypeAlias = Callable[[ConsumerRecord, str], Awaitable[object]]

@@ -9,13 +9,14 @@ tail into the ledger before acting is what makes a takeover safe.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from consumers.ledger import Ledger
-from contracts import HEADER_TYPE, DecodeError, decode_event, header_value
+from contracts import HEADER_TYPE, DecodeError, JobQueued, SynthesisRequest, decode_event, header_value, type_name
 from contracts.job_state import STATUS_EVENT_TYPES
 
 # Only events that can change a job's status matter to the ledger (SegmentProduced cannot):
@@ -53,5 +54,39 @@ async def scan_tails(
             # Offsets can skip (compaction, transaction markers): trust the consumer's position.
             pending = {tp for tp in pending if await reader.position(tp) < ends[tp]}
         return ledgers, read
+    finally:
+        await reader.stop()
+
+
+async def find_request(
+    bootstrap_servers: str, tp: TopicPartition, before: int, job_id: uuid.UUID, first_chunk: int = 256
+) -> SynthesisRequest | None:
+    """The request of ``job_id`` from its ``JobQueued`` in ``tp``, searching back from offset ``before``.
+
+    A job's events share its partition, and its ``JobQueued`` comes first: when the tail a worker
+    scanned starts after it, the record is still in the log (retention is the audit trail's), a
+    little way back. Chunks double, so a job queued long ago costs a few reads, not one per record.
+    """
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, group_id=None)
+    await reader.start()
+    try:
+        reader.assign([tp])
+        beginning = (await reader.beginning_offsets([tp]))[tp]
+        end, size = before, first_chunk
+        while end > beginning:
+            start = max(beginning, end - size)
+            reader.seek(tp, start)
+            while await reader.position(tp) < end:
+                for record in (await reader.getmany(tp, timeout_ms=1000)).get(tp, []):
+                    if record.offset >= end:
+                        break
+                    if header_value(record.headers, HEADER_TYPE) != type_name(JobQueued):
+                        continue
+                    with contextlib.suppress(DecodeError):
+                        event = decode_event(record.value)
+                        if isinstance(event, JobQueued) and event.job_id == job_id:
+                            return event.payload.request
+            end, size = start, size * 2
+        return None
     finally:
         await reader.stop()

@@ -1,14 +1,31 @@
-"""The worker's read-only view of the projections (results and requests of other workers)."""
+"""The worker's read-only view of the projections (results and requests of other workers).
+
+Driver errors become :class:`LookupUnavailable`: the worker then does without
+(its own ledger for coalescing, the log for a request), it never stops.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 
 import asyncpg
 
+from consumers.errors import LookupUnavailable
 from consumers.ports import CachedResult
 from contracts import SynthesisRequest
+
+QUERY_TIMEOUT_S = 5.0
+
+
+@asynccontextmanager
+async def _reading() -> AsyncIterator[None]:
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+        raise LookupUnavailable(f"the projection cannot be read: {type(exc).__name__}: {exc}") from exc
 
 
 class PostgresResultLookup:
@@ -16,16 +33,21 @@ class PostgresResultLookup:
         self._pool = pool
 
     async def live_result(self, fingerprint: str, now: datetime) -> CachedResult | None:
-        row = await self._pool.fetchrow(
-            "SELECT job_id, segment_count, total_duration_ms, expires_at FROM result_cache"
-            " WHERE fingerprint = $1 AND expires_at > $2",
-            fingerprint,
-            now,
-        )
+        async with _reading():
+            row = await self._pool.fetchrow(
+                "SELECT job_id, segment_count, total_duration_ms, expires_at FROM result_cache"
+                " WHERE fingerprint = $1 AND expires_at > $2",
+                fingerprint,
+                now,
+                timeout=QUERY_TIMEOUT_S,
+            )
         if row is None:
             return None
         return CachedResult(row["job_id"], row["segment_count"], row["total_duration_ms"], row["expires_at"])
 
     async def request_of(self, job_id: uuid.UUID) -> SynthesisRequest | None:
-        raw = await self._pool.fetchval("SELECT request FROM jobs WHERE job_id = $1", job_id)
+        async with _reading():
+            raw = await self._pool.fetchval(
+                "SELECT request FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
+            )
         return None if raw is None else SynthesisRequest.model_validate_json(raw)

@@ -5,32 +5,43 @@ header, undecoded; ``JobQueued`` and ``JobReleased`` are acted on unless the
 ledger shows the job already moved on; a live result of the same fingerprint
 completes the job without synthesis (see :mod:`consumers.coalescing`);
 otherwise the job runs on the synthesis thread while aiokafka keeps
-heartbeating, with max.poll.interval sized to the longest job, so a long job
-never looks like a dead member. A
+heartbeating. A released job waits for its retry in a due-time queue
+(:mod:`consumers.retries`) while the records behind it are handled.
+
+Polled records wait in a backlog. The worker polls again after at most
+``POLL_BUDGET_S`` of handling, so the time between polls is one job plus
+that budget, whatever a poll returned; max.poll.interval is sized to that. A
 revocation waits for the record in hand (up to a grace period, then the job
-is released at its next segment boundary). Offsets and their batched commits
-are :class:`consumers.partitions.Partitions`' business.
+is released at its next segment boundary). When Kafka cannot take an event,
+the record stays at the head of the backlog and is handled again after a
+backoff: whatever the attempt had published is in the ledger, and the next
+try claims the job one attempt higher. Offsets and their batched commits are
+:class:`consumers.partitions.Partitions`' business.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections import deque
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
+from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from consumers.coalescing import reusable_result
+from consumers.errors import LookupUnavailable
 from consumers.job_runner import Attempt, JobRunner
 from consumers.ledger import JobView, Ledger
-from consumers.partitions import Partitions
+from consumers.partitions import Partitions, TailScanner
 from consumers.ports import DeadLetter, ResultLookup
-from consumers.recovery import LEDGER_TYPES
+from consumers.recovery import LEDGER_TYPES, find_request, scan_tails
+from consumers.retries import DueRetry, RetryQueue
 from contracts import (
     HEADER_TYPE,
     DecodeError,
@@ -45,12 +56,13 @@ from contracts import (
     utc_now,
 )
 from contracts.events import ReleaseReason
-from foundation.lifecycle import wait_for_stop
+from foundation.errors import BrokerUnavailable
+from foundation.lifecycle import Backoff, wait_for_stop
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
 ACTIONABLE: Final = frozenset({type_name(JobQueued), type_name(JobReleased)})
-REQUEST_WAIT_S: Final = 30.0  # how long a job whose JobQueued is not in the tail waits for the projection
+POLL_BUDGET_S: Final = 5.0  # handling time after which the worker polls again before starting a job
 
 
 class _Deferred(Exception):
@@ -66,7 +78,6 @@ class WorkerConfig:
     shutdown_grace_s: float
     rebalance_grace_s: float
     commit_interval_s: float
-    request_wait_s: float = REQUEST_WAIT_S
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -77,23 +88,28 @@ class SynthWorker(ConsumerRebalanceListener):
         runner: JobRunner,
         lookup: ResultLookup,
         dead_letter: DeadLetter,
+        scan_tails: TailScanner | None = None,
     ) -> None:
         self.config = config
         self._consumer = consumer
         self._runner = runner
         self._lookup = lookup
         self._dead_letter = dead_letter
-        self.partitions = Partitions(
-            consumer, config.bootstrap_servers, lambda: Ledger(config.cache_ttl), config.commit_interval_s
-        )
+        self.partitions = Partitions(consumer, scan_tails or self._scan_tails, config.commit_interval_s)
+        self.retries = RetryQueue()
+        self._backlog: deque[tuple[TopicPartition, ConsumerRecord]] = deque()
         self._abort: ReleaseReason | None = None  # why to give back the job of the record in hand
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
+        self._outage = Backoff()
+
+    async def _scan_tails(self, starts: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, Ledger], int]:
+        return await scan_tails(self.config.bootstrap_servers, starts, lambda: Ledger(self.config.cache_ttl))
 
     # -- group membership ------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        # The record in hand is finished first (up to the grace period); records already fetched
-        # for revoked partitions are skipped by the loop once their ledger is gone.
+        # The record in hand is finished first (up to the grace period); records of revoked
+        # partitions still in the backlog are skipped once their ledger is gone.
         self.partitions.settled.clear()
         try:
             await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
@@ -101,50 +117,80 @@ class SynthWorker(ConsumerRebalanceListener):
             self._abort = "rebalance"  # give the job back at its next segment boundary
             await self._handling.acquire()
         try:
+            self.retries.drop(revoked)
             await self.partitions.revoke(revoked)
         finally:
             self._handling.release()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        read = await self.partitions.assign(assigned)
-        log.info("partitions assigned", partitions=len(assigned), tail_records=read)
+        self.partitions.assigned(assigned)  # the loop scans their tails before acting on them
 
     # -- main loop ----------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         self._consumer.subscribe([self.config.jobs_topic], listener=self)
         while not stop.is_set():
-            batch = await self._consumer.getmany(timeout_ms=500, max_records=100)
-            for tp, records in batch.items():
-                for record in records:
-                    # aiokafka hands out records of a new assignment while its assignment callback
-                    # (the tail scan) still runs: wait for the scan, or the record would be lost.
-                    if not await self._assignment_settled(stop):
-                        break
-                    async with self._handling:
-                        ledger = self.partitions.ledger_for(tp, record.offset)
-                        if ledger is None:
-                            continue
-                        try:
-                            acted = await self._handle(tp, ledger, record)
-                        finally:
-                            self._abort = None  # an abort is meant for the record in hand only
-                    if acted and self.partitions.commit_due:
-                        # Outside the lock: a commit waits for a pending rebalance, and the
-                        # rebalance's revocation callback waits for the lock.
-                        await self.partitions.commit()
-            if not batch or self.partitions.commit_due:
+            if not await self._poll(stop):
+                continue
+            polled_at = time.monotonic()
+            # At least one step per poll, then more until the handling budget is spent.
+            while not stop.is_set():
+                # aiokafka hands out records of a new assignment before their tails are scanned:
+                # scan first, or the records would be acted on with an empty ledger.
+                if not await self.partitions.ensure_settled(stop):
+                    break
+                retry = self.retries.pop_due()
+                if retry is not None:
+                    await self._retry(retry)
+                elif self._backlog:
+                    await self._next_record()
+                else:
+                    break
+                if time.monotonic() - polled_at >= POLL_BUDGET_S:
+                    break
+            if not self._backlog or self.partitions.commit_due:
                 await self.partitions.commit()
         await self.partitions.commit()
 
-    async def _assignment_settled(self, stop: asyncio.Event) -> bool:
-        """Wait until no rebalance is half done; ``False`` when stopping instead."""
-        if not self.partitions.settled.is_set():
-            waiters = {asyncio.ensure_future(self.partitions.settled.wait()), asyncio.ensure_future(stop.wait())}
-            _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in pending:
-                waiter.cancel()
-        return not stop.is_set()
+    async def _poll(self, stop: asyncio.Event) -> bool:
+        """Fetch more records into the backlog; ``False`` after an error (waited out)."""
+        timeout_s = 0.0 if self._backlog else min(0.5, self.retries.seconds_to_next() or 0.5)
+        try:
+            batch = await self._consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=100)
+        except KafkaError as exc:
+            log.warning("poll failed; polling again", error=f"{type(exc).__name__}: {exc}")
+            await wait_for_stop(stop, self._outage.next_delay())
+            return False
+        for tp, records in batch.items():
+            self._backlog.extend((tp, record) for record in records)
+        return True
+
+    async def _next_record(self) -> None:
+        tp, record = self._backlog[0]
+        async with self._handling:
+            ledger = self.partitions.ledger_for(tp, record.offset)
+            try:
+                if ledger is not None:
+                    acted = await self._handle(tp, ledger, record)
+                else:
+                    acted = False  # a partition that went to another member
+            except BrokerUnavailable as exc:
+                # Nothing of the next step could be recorded: keep the record, wait, try it again.
+                delay = self._outage.next_delay()
+                log.warning("the log refused an event; trying the record again", error=str(exc), retry_in_s=delay)
+                await wait_for_stop(self._stop, delay)
+                return
+            except _Deferred:
+                self._backlog.clear()  # stopping: the next owner takes these records
+                return
+            finally:
+                self._abort = None  # an abort is meant for the record in hand only
+        self._backlog.popleft()
+        self._outage.reset()
+        if acted and self.partitions.commit_due:
+            # Outside the lock: a commit waits for a pending rebalance, and the
+            # rebalance's revocation callback waits for the lock.
+            await self.partitions.commit()
 
     async def _handle(self, tp: TopicPartition, ledger: Ledger, record: ConsumerRecord) -> bool:
         """Handle one record; returns whether a job was acted on (its offset is due for a commit)."""
@@ -157,60 +203,88 @@ class SynthWorker(ConsumerRebalanceListener):
                 if event_type in ACTIONABLE:
                     await self._dead_letter(record, str(exc))
             else:
-                try:
-                    acted = await self._on_event(ledger, event)
-                except _Deferred:
-                    return False  # stopping before anything was emitted: the next owner takes this record
+                acted = await self._on_event(tp, ledger, event, record.offset)
         # Only now, with the attempt's terminal event acknowledged, may the offset move past it.
         self.partitions.handled(tp, record.offset)
         return acted
 
-    async def _on_event(self, ledger: Ledger, event: JobEvent) -> bool:
+    async def _on_event(self, tp: TopicPartition, ledger: Ledger, event: JobEvent, offset: int) -> bool:
         """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
-        view = ledger.observe(event)
+        view = ledger.observe(event, offset)
         if isinstance(event, JobQueued) and view.state in {JobState.QUEUED, JobState.CLAIMED}:
             # "claimed" here means a previous owner died mid-job: claim it again, one attempt higher.
-            await self._act(ledger, view)
+            await self._act(tp, ledger, view)
             return True
-        if (
-            isinstance(event, JobReleased)
-            and view.state is JobState.RELEASED
-            and view.attempt == event.payload.failed_attempt
-        ):
-            if view.not_before is not None:
-                delay = (view.not_before - utc_now()).total_seconds()
-                if delay > 0:
-                    await self._keepalive(wait_for_stop(self._stop, delay))
-            await self._act(ledger, view)
+        if isinstance(event, JobReleased) and self._retry_due(view, event.payload.failed_attempt):
+            delay = (view.not_before - utc_now()).total_seconds() if view.not_before is not None else 0.0
+            if delay > 0:
+                self.partitions.defer(tp, offset)
+                self.retries.schedule(tp, offset, view.job_id, event.payload.failed_attempt, delay)
+                return False
+            await self._act(tp, ledger, view)
             return True
         return False
 
-    async def _act(self, ledger: Ledger, view: JobView) -> None:
+    @staticmethod
+    def _retry_due(view: JobView, failed_attempt: int) -> bool:
+        """Whether the release of ``failed_attempt`` still calls for a new attempt.
+
+        It does while the job is released at that attempt; and when the ledger shows a later
+        attempt claimed but never finished, the worker that claimed it (when it handled this very
+        record) died before the end: this record is being read again by the next owner.
+        """
+        if view.state is JobState.RELEASED:
+            return view.attempt == failed_attempt
+        return view.state is JobState.CLAIMED and view.attempt > failed_attempt
+
+    async def _retry(self, retry: DueRetry) -> None:
+        async with self._handling:
+            ledger = self.partitions.ledger_for(retry.tp, retry.offset)
+            view = ledger.jobs.get(retry.job_id) if ledger is not None else None
+            try:
+                if ledger is not None and view is not None and self._retry_due(view, retry.failed_attempt):
+                    await self._act(retry.tp, ledger, view)
+            except BrokerUnavailable as exc:
+                delay = self._outage.next_delay()
+                log.warning("the log refused an event; the retry waits", error=str(exc), retry_in_s=delay)
+                self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay)
+                return
+            except _Deferred:
+                return
+            finally:
+                self._abort = None
+        self.partitions.resolve(retry.tp, retry.offset)
+
+    async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView) -> None:
         if self._stop.is_set():
             raise _Deferred
         cached = await reusable_result(view, ledger, self._lookup, utc_now())
         if cached is not None:
-            await self._runner.complete_from_cache(view, cached, ledger.observe)
+            await self._runner.complete_from_cache(view, cached, ledger.record_own)
             return
-        request = view.request or await self._request_of(view)
-        if request is None and self._stop.is_set():
-            raise _Deferred
+        request = view.request or await self._request_of(tp, view)
         if request is None:
-            message = "the job's JobQueued is neither in this partition's tail nor in the projection"
-            await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.observe)
+            message = "the job's JobQueued is neither in its partition nor in the projection"
+            await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.record_own)
             return
-        attempt = Attempt(view, request, view.attempt + 1, ledger.observe, self._abort_reason)
+        attempt = Attempt(view, request, view.attempt + 1, ledger.record_own, self._abort_reason)
         await self._keepalive(self._runner.run(attempt))
 
-    async def _request_of(self, view: JobView) -> SynthesisRequest | None:
-        deadline = time.monotonic() + self.config.request_wait_s
-        while time.monotonic() < deadline:
+    async def _request_of(self, tp: TopicPartition, view: JobView) -> SynthesisRequest | None:
+        """The job's request when its ``JobQueued`` lies before the scanned tail: the projection's copy,
+        else the log's own record (the projection may lag, or be down)."""
+        try:
             request = await self._lookup.request_of(view.job_id)
-            if request is not None:
-                return request
-            if await wait_for_stop(self._stop, 0.5):
-                break
-        return None
+        except LookupUnavailable as exc:
+            log.warning("reading the request from the log", job_id=str(view.job_id), error=str(exc))
+            request = None
+        if request is not None:
+            return request
+        before = self.partitions.start_of(tp)
+        try:
+            return await find_request(self.config.bootstrap_servers, tp, before, view.job_id)
+        except (KafkaError, OSError) as exc:
+            raise BrokerUnavailable(f"cannot read the job's request from the log: {exc}") from exc
 
     def _abort_reason(self) -> ReleaseReason | None:
         return self._abort
@@ -219,7 +293,7 @@ class SynthWorker(ConsumerRebalanceListener):
         """Run ``work`` as a task; on shutdown, give it the grace period, then abort it at a segment boundary.
 
         Membership stays alive without polling: aiokafka heartbeats from its own task, and
-        the consumer's max.poll.interval is sized to the longest job (VOXLOG_MAX_JOB_S).
+        max.poll.interval allows the longest job (VOXLOG_MAX_JOB_S) plus the poll budget.
         Polling here instead would wait out any rebalance while holding the record in hand,
         which the rebalance's revocation callback waits for.
         """

@@ -13,7 +13,8 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def open_pool(url: str, schema: str, min_size: int, max_size: int) -> asyncpg.Pool:
-    """A pool whose connections use ``schema``."""
+    """A pool whose connections use ``schema``. With ``min_size`` 0 it opens no connection until one is
+    needed, so a process can start (and answer 503) while PostgreSQL is down."""
     pool: asyncpg.Pool = await asyncpg.create_pool(
         url, min_size=min_size, max_size=max_size, server_settings={"search_path": schema}, reset=_keep_session
     )

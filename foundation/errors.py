@@ -7,3 +7,7 @@ class FoundationError(Exception):
 
 class BrokerUnavailable(FoundationError):
     """Kafka could not be reached or refused a request; nothing was recorded."""
+
+
+class PublishUnconfirmed(BrokerUnavailable):
+    """A record was handed to Kafka but not acknowledged in time: it may or may not be in the log."""

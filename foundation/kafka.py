@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from contracts import AnyEvent, encode_event, event_headers, record_key
-from foundation.errors import BrokerUnavailable
+from foundation.errors import BrokerUnavailable, PublishUnconfirmed
+
+log = structlog.get_logger("voxlog.kafka")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,13 @@ class KafkaEventPublisher:
     async def stop(self) -> None:
         await self._producer.stop()
 
+    async def probe(self) -> None:
+        """One metadata round trip to the cluster; :class:`BrokerUnavailable` when it fails."""
+        try:
+            await self._producer.client.fetch_all_metadata()
+        except (KafkaError, OSError) as exc:
+            raise BrokerUnavailable(f"Kafka metadata request failed: {exc}") from exc
+
     async def __aenter__(self) -> Self:
         await self.start()
         return self
@@ -94,19 +104,22 @@ class KafkaEventPublisher:
 
 
 class ReconnectingPublisher:
-    """A publisher that connects on demand and starts over after a failure.
+    """A publisher that connects on demand, bounds every publish by a deadline, and starts over after a failure.
 
-    The API starts and answers (503) while Kafka is down: nothing connects
-    until the first publish or readiness check, and a publish that fails
-    drops its connection so the next one opens a fresh one.
+    The API starts and answers (503) while Kafka is down: nothing connects until the first publish
+    or readiness check. A publish that fails, or is not acknowledged within ``deadline_ms``, drops
+    the producer (closed in the background, bounded too) so that the next publish opens a fresh one,
+    and raises :class:`BrokerUnavailable`; a caller is never held longer than the deadline.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, *, client_id: str, deadline_ms: int) -> None:
         self._make = lambda: KafkaEventPublisher(
-            bootstrap_servers, topic, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers, topic, client_id=client_id, request_timeout_ms=deadline_ms
         )
+        self._deadline_s = deadline_ms / 1000
         self._publisher: KafkaEventPublisher | None = None
         self._lock = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def _connected(self) -> KafkaEventPublisher:
         async with self._lock:
@@ -117,24 +130,48 @@ class ReconnectingPublisher:
             return self._publisher
 
     async def check(self) -> None:
-        """Raise :class:`BrokerUnavailable` unless a producer is (or can be) connected."""
-        await self._connected()
+        """Raise :class:`BrokerUnavailable` unless the broker answers a metadata request within the deadline."""
+        try:
+            async with asyncio.timeout(self._deadline_s):
+                await (await self._connected()).probe()
+        except (TimeoutError, BrokerUnavailable) as exc:
+            self._drop()
+            raise BrokerUnavailable(f"Kafka did not answer within {self._deadline_s:g}s: {exc}") from exc
 
     async def publish(self, event: AnyEvent) -> RecordPosition:
-        publisher = await self._connected()
+        sent = False
         try:
-            return await publisher.publish(event)
-        except BrokerUnavailable:
-            async with self._lock:
-                if self._publisher is publisher:
-                    self._publisher = None
-            await publisher.stop()
-            raise
+            async with asyncio.timeout(self._deadline_s):
+                publisher = await self._connected()
+                sent = True
+                return await publisher.publish(event)
+        except (TimeoutError, BrokerUnavailable) as exc:
+            self._drop()
+            if sent:
+                raise PublishUnconfirmed(
+                    f"Kafka did not acknowledge within {self._deadline_s:g}s ({exc or 'timed out'})"
+                ) from exc
+            raise BrokerUnavailable(f"cannot reach Kafka: {exc or 'timed out'}") from exc
+
+    def _drop(self) -> None:
+        """Forget the current producer and close it in the background (with a broker down, closing waits)."""
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            task = asyncio.create_task(self._close(publisher))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def _close(self, publisher: KafkaEventPublisher) -> None:
+        try:
+            async with asyncio.timeout(max(10.0, self._deadline_s)):
+                await publisher.stop()
+        except TimeoutError:
+            log.warning("a dropped Kafka producer did not close in time; its unsent records are abandoned")
 
     async def stop(self) -> None:
-        if self._publisher is not None:
-            await self._publisher.stop()
-            self._publisher = None
+        self._drop()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 async def wait_for_partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float = 30.0) -> list[TopicPartition]:

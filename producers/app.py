@@ -17,8 +17,9 @@ from foundation.blobs import BlobNotFound
 from foundation.errors import BrokerUnavailable
 from producers.audio_out import render
 from producers.deps import ApiDeps, deps_of
+from producers.queries import ProjectionUnavailable
 from producers.speech import openai_speech
-from producers.submit import JobRequest, Rejected, enqueue, scoped_key
+from producers.submit import JobRequest, Rejected, enqueue, scoped_key, unavailable_message
 
 
 def _links(job_id: uuid.UUID) -> dict[str, str]:
@@ -99,11 +100,7 @@ async def submit_job(
         headers = {"Retry-After": "5"} if exc.status == 503 else None
         raise HTTPException(detail=str(exc), status_code=exc.status, headers=headers) from exc
     except BrokerUnavailable as exc:
-        raise HTTPException(
-            detail=f"the job log is unreachable, nothing was accepted: {exc}",
-            status_code=503,
-            headers={"Retry-After": "5"},
-        ) from exc
+        raise HTTPException(detail=unavailable_message(exc), status_code=503, headers={"Retry-After": "5"}) from exc
     if accepted.finished is not None:
         return Response(job_body(accepted.finished), status_code=200)
     if accepted.known is not None:
@@ -189,14 +186,14 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@get("/readyz", summary="Postgres and Kafka answer", media_type=MediaType.JSON)
+@get("/readyz", summary="Postgres and Kafka answer; 503 names the one that does not", media_type=MediaType.JSON)
 async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     deps = deps_of(request)
     checks: dict[str, str] = {}
     try:
         await deps.reader.ping()
         checks["postgres"] = "ok"
-    except Exception as exc:
+    except ProjectionUnavailable as exc:
         checks["postgres"] = f"error: {exc}"
     try:
         await deps.publisher.check()
@@ -204,7 +201,13 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     except BrokerUnavailable as exc:
         checks["kafka"] = f"error: {exc}"
     ready = all(v == "ok" for v in checks.values())
-    return Response({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+    headers = {} if ready else {"Retry-After": "5"}
+    return Response({"ready": ready, "checks": checks}, status_code=200 if ready else 503, headers=headers)
+
+
+def _projection_unavailable(_: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[dict[str, Any]]:
+    detail = f"job status is unavailable while PostgreSQL is unreachable: {exc}"
+    return Response({"status_code": 503, "detail": detail}, status_code=503, headers={"Retry-After": "5"})
 
 
 def create_app(deps: ApiDeps, *, on_shutdown: list[Any] | None = None) -> Litestar:
@@ -220,6 +223,7 @@ def create_app(deps: ApiDeps, *, on_shutdown: list[Any] | None = None) -> Litest
             openai_speech,
         ],
         openapi_config=OpenAPIConfig(title="voxlog", version="1"),
+        exception_handlers={ProjectionUnavailable: _projection_unavailable},
         on_shutdown=on_shutdown or [],
     )
     app.state.deps = deps

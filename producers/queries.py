@@ -1,13 +1,32 @@
-"""Reads of the projection tables that the API serves (status, segments, voices, cache)."""
+"""Reads of the projection tables that the API serves (status, segments, voices, cache).
+
+Driver errors (asyncpg's, a refused connection, a timeout) become
+:class:`ProjectionUnavailable` here, which the app answers with 503 and
+Retry-After. The engines and voices the workers announced are remembered:
+for a second between reads, and for as long as Postgres is down, so that
+submissions keep reaching the log while the read side is unreachable.
+"""
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import asyncpg
+
+from producers.errors import ProducerError
+
+ENGINES_FRESH_S: Final = 1.0
+QUERY_TIMEOUT_S: Final = 5.0
+
+
+class ProjectionUnavailable(ProducerError):
+    """PostgreSQL (the projections) cannot be read right now."""
 
 
 @dataclass(frozen=True)
@@ -20,21 +39,42 @@ class EngineVoices:
     workers: int
 
 
+@asynccontextmanager
+async def _reading(what: str) -> AsyncIterator[None]:
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+        raise ProjectionUnavailable(f"cannot read {what} from PostgreSQL: {type(exc).__name__}: {exc}") from exc
+
+
 class ProjectionReader:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._engines: list[EngineVoices] | None = None
+        self._engines_read_at = 0.0
 
     async def ping(self) -> None:
-        await self._pool.fetchval("SELECT 1")
+        async with _reading("anything"):
+            await self._pool.fetchval("SELECT 1", timeout=QUERY_TIMEOUT_S)
 
     async def engines(self) -> list[EngineVoices]:
         """Per engine, the newest announced model version and the voices its workers offer."""
-        rows = await self._pool.fetch(
-            "SELECT DISTINCT ON (engine) engine, model_version, sample_rate, voices, languages,"
-            " (SELECT count(*) FROM nodes n2 WHERE n2.engine = n.engine AND n2.model_version = n.model_version)"
-            " AS workers FROM nodes n ORDER BY engine, announced_at DESC"
-        )
-        return [
+        if self._engines is not None and time.monotonic() - self._engines_read_at < ENGINES_FRESH_S:
+            return self._engines
+        try:
+            async with _reading("the announced engines"):
+                rows = await self._pool.fetch(
+                    "SELECT DISTINCT ON (engine) engine, model_version, sample_rate, voices, languages,"
+                    " (SELECT count(*) FROM nodes n2 WHERE n2.engine = n.engine"
+                    " AND n2.model_version = n.model_version) AS workers"
+                    " FROM nodes n ORDER BY engine, announced_at DESC",
+                    timeout=QUERY_TIMEOUT_S,
+                )
+        except ProjectionUnavailable:
+            if self._engines is None:
+                raise
+            return self._engines  # what the workers last announced, rather than refusing the job
+        self._engines = [
             EngineVoices(
                 r["engine"],
                 r["model_version"],
@@ -45,35 +85,46 @@ class ProjectionReader:
             )
             for r in rows
         ]
+        self._engines_read_at = time.monotonic()
+        return self._engines
 
     async def job(self, job_id: uuid.UUID) -> dict[str, Any] | None:
-        row = await self._pool.fetchrow("SELECT * FROM jobs WHERE job_id = $1", job_id)
-        if row is None:
-            return None
-        job = dict(row)
-        job["request"] = json.loads(job["request"])
-        segments = await self.segments(job["source_job_id"] or job_id)
-        job["segments"] = segments
-        return job
+        async with _reading(f"job {job_id}"):
+            row = await self._pool.fetchrow("SELECT * FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S)
+            if row is None:
+                return None
+            job = dict(row)
+            job["request"] = json.loads(job["request"])
+            job["segments"] = await self.segments(job["source_job_id"] or job_id)
+            return job
 
     async def job_by_key(self, key: str) -> dict[str, Any] | None:
         """The first job submitted with the (scoped) idempotency key ``key``."""
-        job_id = await self._pool.fetchval(
-            "SELECT job_id FROM jobs WHERE idempotency_key = $1 ORDER BY submitted_at LIMIT 1", key
-        )
+        async with _reading("an idempotency key"):
+            job_id = await self._pool.fetchval(
+                "SELECT job_id FROM jobs WHERE idempotency_key = $1 ORDER BY submitted_at LIMIT 1",
+                key,
+                timeout=QUERY_TIMEOUT_S,
+            )
         return None if job_id is None else await self.job(job_id)
 
     async def segments(self, job_id: uuid.UUID) -> list[dict[str, Any]]:
-        rows = await self._pool.fetch(
-            "SELECT segment_index, attempt, span_start, span_end, span_text, audio_sha256, audio_uri, duration_ms,"
-            " sample_rate, byte_length, produced_at FROM segments WHERE job_id = $1 ORDER BY segment_index",
-            job_id,
-        )
+        async with _reading(f"the segments of job {job_id}"):
+            rows = await self._pool.fetch(
+                "SELECT segment_index, attempt, span_start, span_end, span_text, audio_sha256, audio_uri,"
+                " duration_ms, sample_rate, byte_length, produced_at FROM segments WHERE job_id = $1"
+                " ORDER BY segment_index",
+                job_id,
+                timeout=QUERY_TIMEOUT_S,
+            )
         return [dict(r) for r in rows]
 
     async def cached_job_id(self, fingerprint: str) -> uuid.UUID | None:
         """The completed job whose result is still live for ``fingerprint``."""
-        found: uuid.UUID | None = await self._pool.fetchval(
-            "SELECT job_id FROM result_cache WHERE fingerprint = $1 AND expires_at > now()", fingerprint
-        )
+        async with _reading("the result cache"):
+            found: uuid.UUID | None = await self._pool.fetchval(
+                "SELECT job_id FROM result_cache WHERE fingerprint = $1 AND expires_at > now()",
+                fingerprint,
+                timeout=QUERY_TIMEOUT_S,
+            )
         return found

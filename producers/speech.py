@@ -31,7 +31,8 @@ from foundation.errors import BrokerUnavailable
 from producers.audio_out import StreamEnd, pcm_stream, render, segment_samples, segments_as_they_appear
 from producers.deps import ApiDeps, deps_of
 from producers.errors import ProducerError
-from producers.submit import JobRequest, Rejected, enqueue
+from producers.queries import ProjectionUnavailable
+from producers.submit import JobRequest, Rejected, enqueue, unavailable_message
 
 OPENAI_VOICES: Final = frozenset(
     {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"}
@@ -76,7 +77,10 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
     except (ValidationError, ValueError) as exc:
         param = exc.errors()[0]["loc"][0] if isinstance(exc, ValidationError) and exc.errors()[0]["loc"] else None
         return openai_error(400, f"invalid request: {exc}", param=str(param) if param else None)
-    engines = await deps.reader.engines()
+    try:
+        engines = await deps.reader.engines()
+    except ProjectionUnavailable as exc:
+        return openai_error(503, f"no engine is known while PostgreSQL is unreachable: {exc}")
     engine = speech.model if any(e.engine == speech.model for e in engines) else None
     if engine is None and speech.model not in OPENAI_MODELS:
         known = ", ".join(sorted(OPENAI_MODELS | {e.engine for e in engines}))
@@ -97,7 +101,9 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
         # OpenAI answers every invalid request with 400, whatever our own API would say.
         return openai_error(400 if exc.status < 500 else exc.status, str(exc))
     except BrokerUnavailable as exc:
-        return openai_error(503, f"the job log is unreachable, nothing was accepted: {exc}")
+        return openai_error(503, unavailable_message(exc))
+    except ProjectionUnavailable as exc:
+        return openai_error(503, f"no engine is known while PostgreSQL is unreachable: {exc}")
     fmt, rate = body.format.strip().lower(), body.sample_rate
     if speech.stream_format == "sse":
         return ServerSentEvent(_sse(deps, accepted.job_id, fmt, rate))
@@ -109,7 +115,10 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
             return _stream_failed(accepted.job_id, end)
         body_chunks = _raw_stream(deps, fmt, rate, _chain(first, segments), end)
         return Stream(body_chunks, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(accepted.job_id)})
-    job = await _wait_finished(deps, accepted.job_id)
+    try:
+        job = await _wait_finished(deps, accepted.job_id)
+    except ProjectionUnavailable as exc:
+        return openai_error(503, f"job {accepted.job_id} was accepted, but its status cannot be read: {exc}")
     if job is None:
         return openai_error(504, f"job {accepted.job_id} did not finish within {deps.speech_timeout_s:.0f}s")
     if job["state"] == "failed":

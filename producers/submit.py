@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import (
@@ -22,10 +23,12 @@ from contracts import (
 from contracts.request_text import first_refused_character
 from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
+from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from producers.errors import ProducerError
 from producers.ports import JobLog
-from producers.queries import EngineVoices, ProjectionReader
+from producers.queries import EngineVoices, ProjectionReader, ProjectionUnavailable
 
+log = structlog.get_logger("voxlog.api")
 IDEMPOTENCY_NAMESPACE: Final = uuid.UUID("0b8f6d1e-5a3c-4f0e-9d57-3f1c2a9e8b40")
 
 
@@ -180,17 +183,32 @@ async def enqueue(
     """
     synthesis = validate(body, limits, await reader.engines())
     fingerprint = synthesis.fingerprint()
-    if key is not None and (earlier := await reader.job_by_key(key)) is not None:
-        if earlier["fingerprint"] != fingerprint:
-            raise Rejected(
-                f"this Idempotency-Key was used for another request (job {earlier['job_id']}); "
-                "send a new key with a new request",
-                409,
-            )
-        return Accepted(earlier["job_id"], fingerprint, known=earlier)
+    try:
+        if key is not None and (earlier := await reader.job_by_key(key)) is not None:
+            if earlier["fingerprint"] != fingerprint:
+                raise Rejected(
+                    f"this Idempotency-Key was used for another request (job {earlier['job_id']}); "
+                    "send a new key with a new request",
+                    409,
+                )
+            return Accepted(earlier["job_id"], fingerprint, known=earlier)
+        cached = await reader.cached_job_id(fingerprint)
+        if cached is not None and (done := await reader.job(cached)) is not None:
+            return Accepted(cached, fingerprint, finished=done)
+    except ProjectionUnavailable as exc:
+        # The read side is down, the log is not: take the job. A retry with the same key still names
+        # the same job (the id comes from the key and the request), and the worker coalesces a duplicate.
+        log.warning("submitting without the projection", error=str(exc))
     job_id = job_id_for(key, fingerprint)
-    cached = await reader.cached_job_id(fingerprint)
-    if cached is not None and (done := await reader.job(cached)) is not None:
-        return Accepted(cached, fingerprint, finished=done)
     await publisher.publish(queued_event(synthesis, job_id, key, producer))
     return Accepted(job_id, fingerprint)
+
+
+def unavailable_message(exc: BrokerUnavailable) -> str:
+    """What a client should know when the log did not take its job, and how to retry safely."""
+    if isinstance(exc, PublishUnconfirmed):
+        return (
+            f"the job log did not confirm the job in time ({exc}); it may still be recorded. Retry with the "
+            "same Idempotency-Key, so that the retry and this attempt name one job"
+        )
+    return f"the job log is unreachable, nothing was accepted ({exc}); retry later, with the same Idempotency-Key"

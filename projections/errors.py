@@ -9,5 +9,9 @@ class MigrationError(ProjectionError):
     """The migrations on disk and those recorded in the database disagree, or one failed."""
 
 
+class DatabaseUnavailable(MigrationError):
+    """PostgreSQL could not be reached (refused, dropped, timed out): try again later."""
+
+
 class ProjectionGap(ProjectionError):
     """The log no longer holds records the projector has not applied yet: it refuses to skip them."""

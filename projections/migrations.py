@@ -17,7 +17,7 @@ from typing import Final
 
 import asyncpg
 
-from projections.errors import MigrationError
+from projections.errors import DatabaseUnavailable, MigrationError
 
 MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
 _FILE: Final = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -93,6 +93,8 @@ async def migrate(
                     migration.checksum,
                 )
             return pending
+    except asyncpg.exceptions.OperatorInterventionError as exc:  # shutting down, starting up (SQLSTATE 57)
+        raise DatabaseUnavailable(f"PostgreSQL is not taking work: {exc}") from exc
     except asyncpg.PostgresError as exc:
         raise MigrationError(f"migrating schema {schema} failed: {exc}") from exc
 
@@ -110,9 +112,11 @@ async def migrate_database(url: str, schema: str = "public") -> list[Migration]:
     """Connect to ``url`` and apply the pending migrations into ``schema``."""
     try:
         conn = await asyncpg.connect(url, timeout=10)
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise MigrationError(f"cannot connect to PostgreSQL to migrate: {exc}") from exc
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise DatabaseUnavailable(f"cannot connect to PostgreSQL to migrate: {exc}") from exc
     try:
         return await migrate(conn, schema)
+    except (asyncpg.InterfaceError, OSError) as exc:  # the connection went away mid-way
+        raise DatabaseUnavailable(f"PostgreSQL went away while migrating: {exc}") from exc
     finally:
         await conn.close()

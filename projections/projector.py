@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Final
 
 import asyncpg
 import structlog
@@ -23,13 +24,22 @@ from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
 from contracts import DecodeError, decode_event, decode_node_event
+from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition
-from foundation.lifecycle import wait_for_stop
+from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
 from projections.apply import apply_job_event, apply_node_event
 from projections.errors import ProjectionGap
 
 log = structlog.get_logger("voxlog.projector")
 
+_OUTAGES: Final = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    OSError,
+    TimeoutError,
+    KafkaError,
+    BrokerUnavailable,
+)
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
 """Port: keeps a record the projector cannot decode or apply, with the reason, and goes on."""
 
@@ -41,7 +51,6 @@ class ProjectorConfig:
     nodes_topic: str
     cache_ttl: timedelta
     max_batch: int
-    retry_delay_s: float = 1.0
 
 
 class Projector:
@@ -58,26 +67,43 @@ class Projector:
         self._consumer = consumer
         self._partitions = partitions
         self._dead_letter = dead_letter
+        self._backoff = Backoff()
         self.applied = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Apply batches until ``stop`` is set; a failed batch is retried from the stored offsets."""
-        await self._seek_to_stored_offsets()
-        while not stop.is_set():
-            try:
-                batch = await self._consumer.getmany(
-                    *self._partitions, timeout_ms=500, max_records=self.config.max_batch
-                )
-            except OffsetOutOfRangeError as exc:  # retention deleted records this projector had not read
-                raise ProjectionGap(f"the jobs log lost records this projector had not applied: {exc}") from exc
-            if not batch:
-                continue
-            try:
-                await self.apply_batch(batch)
-            except (asyncpg.PostgresError, OSError, KafkaError) as exc:
-                log.error("batch failed; retrying from the stored offsets", error=str(exc))
-                await wait_for_stop(stop, self.config.retry_delay_s)
-                await self._seek_to_stored_offsets()
+        """Apply batches until ``stop`` is set.
+
+        A batch that fails (PostgreSQL down, the DLQ unreachable) is applied again from the stored
+        offsets once the outage is over: the projector waits it out, it never exits for it.
+        """
+        try:
+            await self._resume(stop)
+            while not stop.is_set():
+                try:
+                    batch = await self._consumer.getmany(
+                        *self._partitions, timeout_ms=500, max_records=self.config.max_batch
+                    )
+                except OffsetOutOfRangeError as exc:  # retention deleted records this projector had not read
+                    raise ProjectionGap(f"the jobs log lost records this projector had not applied: {exc}") from exc
+                except KafkaError as exc:
+                    log.warning("poll failed; polling again", error=f"{type(exc).__name__}: {exc}")
+                    await wait_for_stop(stop, self._backoff.next_delay())
+                    continue
+                if not batch:
+                    continue
+                try:
+                    await self.apply_batch(batch)
+                except _OUTAGES as exc:
+                    log.error("batch failed; applying it again from the stored offsets", error=str(exc))
+                    await wait_for_stop(stop, self._backoff.next_delay())
+                    await self._resume(stop)
+                else:
+                    self._backoff.reset()
+        except Stopped:
+            return
+
+    async def _resume(self, stop: asyncio.Event) -> None:
+        await until_available("PostgreSQL (the projector's offsets)", self._seek_to_stored_offsets, stop, _OUTAGES)
 
     async def _seek_to_stored_offsets(self) -> None:
         async with self._pool.acquire() as conn:

@@ -13,6 +13,7 @@ from typing import NoReturn
 from consumers.errors import ConsumerError
 from contracts import ContractError
 from foundation.errors import FoundationError
+from foundation.lifecycle import Stopped
 from foundation.logging import configure_logging
 from foundation.settings import AdminSettings, ApiSettings, DevSettings, NodeSettings, ProjectorSettings, WorkerSettings
 from infra.errors import InfraError
@@ -104,14 +105,17 @@ def _services(args: argparse.Namespace) -> int:
 
     if getattr(args, "device", None):
         os.environ["VOXLOG_DEVICE"] = args.device
-    if args.command == "api":
-        asyncio.run(composition.run_api(ApiSettings()))
-    elif args.command == "worker":
-        asyncio.run(composition.run_worker(WorkerSettings()))
-    elif args.command == "node":
-        asyncio.run(composition.run_node(NodeSettings()))
-    else:
-        asyncio.run(composition.run_projector(ProjectorSettings()))
+    try:
+        if args.command == "api":
+            asyncio.run(composition.run_api(ApiSettings()))
+        elif args.command == "worker":
+            asyncio.run(composition.run_worker(WorkerSettings()))
+        elif args.command == "node":
+            asyncio.run(composition.run_node(NodeSettings()))
+        else:
+            asyncio.run(composition.run_projector(ProjectorSettings()))
+    except Stopped as exc:  # asked to stop while a dependency was still down: a clean stop
+        print(f"voxlog: {exc}", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,7 @@ import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import timedelta
 
@@ -19,16 +20,19 @@ import asyncpg
 import structlog
 import uvicorn
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 
 from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.store import PostgresResultLookup
-from consumers.worker import SynthWorker, WorkerConfig
+from consumers.worker import POLL_BUDGET_S, SynthWorker, WorkerConfig
 from contracts import NodeAnnounced, NodeAnnouncedPayload, Producer, utc_now
 from foundation.blobs import LocalBlobStore
 from foundation.db import open_pool
 from foundation.dlq import DeadLetterSender
+from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher, ReconnectingPublisher, wait_for_partitions
-from foundation.lifecycle import dump_tasks_on_sigusr1, stop_on_signals
+from foundation.lifecycle import dump_tasks_on_sigusr1, stop_on_signals, until_available
 from foundation.metrics import serve_metrics
 from foundation.settings import (
     ApiSettings,
@@ -42,6 +46,7 @@ from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.queries import ProjectionReader
 from producers.submit import Limits
+from projections.errors import DatabaseUnavailable
 from projections.migrations import migrate_database
 from projections.projector import Projector, ProjectorConfig
 from tts_node import Engine, load_engine
@@ -92,15 +97,51 @@ def _instance() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-async def _pool(resources: AsyncExitStack, settings: DatabaseSettings) -> asyncpg.Pool:
-    await migrate_database(settings.database_url, settings.database_schema)
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=1, max_size=10)
+async def _pool(
+    resources: AsyncExitStack, settings: DatabaseSettings, stop: asyncio.Event, *, migrate: bool
+) -> asyncpg.Pool:
+    """A lazy pool (no connection until one is needed); with ``migrate``, once the schema is migrated,
+    waiting for PostgreSQL as long as it takes."""
+    if migrate:
+        url, schema = settings.database_url, settings.database_schema
+        await until_available("PostgreSQL", lambda: migrate_database(url, schema), stop, (DatabaseUnavailable,))
+    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=10)
     resources.push_async_callback(pool.close)
     return pool
 
 
-async def _publisher(resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str) -> KafkaEventPublisher:
-    return await resources.enter_async_context(KafkaEventPublisher(bootstrap, topic, client_id=client_id))
+async def _publisher(
+    resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str, stop: asyncio.Event
+) -> KafkaEventPublisher:
+    """A started producer, once Kafka answers (a stopped aiokafka producer cannot start again: a new one per try)."""
+
+    async def started() -> KafkaEventPublisher:
+        publisher = KafkaEventPublisher(bootstrap, topic, client_id=client_id)
+        await publisher.start()
+        return publisher
+
+    publisher = await until_available("Kafka", started, stop, (BrokerUnavailable,))
+    resources.push_async_callback(publisher.stop)
+    return publisher
+
+
+async def _consumer(
+    resources: AsyncExitStack, make: Callable[[], AIOKafkaConsumer], stop: asyncio.Event
+) -> AIOKafkaConsumer:
+    """A started consumer, once Kafka answers (a new one per try, like the producer)."""
+
+    async def started() -> AIOKafkaConsumer:
+        consumer = make()
+        try:
+            await consumer.start()
+        except BaseException:
+            await consumer.stop()
+            raise
+        return consumer
+
+    consumer = await until_available("Kafka", started, stop, (KafkaError, OSError))
+    resources.push_async_callback(consumer.stop)
+    return consumer
 
 
 async def load_configured_engine(settings: EngineSettings) -> Engine:
@@ -129,12 +170,14 @@ async def _fifo(resources: AsyncExitStack, model: Engine, grace_s: float) -> Syn
 # -- the processes ----------------------------------------------------------------------------
 async def run_api(settings: ApiSettings) -> None:
     async with AsyncExitStack() as resources:
-        pool = await _pool(resources, settings)
+        # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
+        # owns the schema's migrations).
+        pool = await _pool(resources, settings, asyncio.Event(), migrate=False)
         publisher = ReconnectingPublisher(
             settings.kafka_bootstrap_servers,
             settings.jobs_topic,
             client_id="voxlog-api",
-            request_timeout_ms=settings.publish_timeout_ms,
+            deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(publisher.stop)
         deps = ApiDeps(
@@ -163,26 +206,22 @@ async def run_worker(settings: WorkerSettings) -> None:
     config = worker_config(settings)
     producer = Producer(service="worker", instance=config.worker_id)
     stop = asyncio.Event()
+    stop_on_signals(stop)
+    dump_tasks_on_sigusr1()
     async with AsyncExitStack() as resources:
         model = await load_configured_engine(settings)
         engine = TtsNodeSpeechEngine(model)
         fifo = await _fifo(resources, model, settings.shutdown_grace_s)
         serve_metrics(settings.metrics_host, settings.metrics_port)
-        pool = await _pool(resources, settings)
+        pool = await _pool(resources, settings, stop, migrate=False)
         publisher = await _publisher(
-            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, client_id=config.worker_id
+            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, config.worker_id, stop
         )
-        await _announce(publisher, settings.nodes_topic, config.worker_id, producer, engine)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap_servers,
-            group_id=settings.synth_group,
-            client_id=config.worker_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            # The loop does not poll while a job synthesizes: allow the longest job between polls,
-            # and give a revocation callback its grace period plus a segment before eviction.
-            max_poll_interval_ms=int(settings.max_job_s * 1000),
-            rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
+        await until_available(
+            "Kafka (announcing this worker)",
+            lambda: _announce(publisher, settings.nodes_topic, config.worker_id, producer, engine),
+            stop,
+            (BrokerUnavailable,),
         )
         runner = JobRunner(
             engine,
@@ -194,11 +233,23 @@ async def run_worker(settings: WorkerSettings) -> None:
             fifo.call,
         )
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
+
+        def make_consumer() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                bootstrap_servers=settings.kafka_bootstrap_servers,
+                group_id=settings.synth_group,
+                client_id=config.worker_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                # The loop does not poll while a job synthesizes: allow the longest job plus the
+                # handling budget after which it polls again (consumers.worker.POLL_BUDGET_S), and give
+                # a revocation callback its grace period plus a segment before eviction.
+                max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
+                rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
+            )
+
+        consumer = await _consumer(resources, make_consumer, stop)
         worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), dead_letter)
-        stop_on_signals(stop)
-        dump_tasks_on_sigusr1()
-        resources.push_async_callback(consumer.stop)
-        await consumer.start()
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
         await worker.run(stop)
     log.info("worker stopped", worker_id=config.worker_id)
@@ -230,25 +281,29 @@ async def _announce(
 async def run_projector(settings: ProjectorSettings) -> None:
     config = projector_config(settings)
     stop = asyncio.Event()
+    stop_on_signals(stop)
     async with AsyncExitStack() as resources:
-        pool = await _pool(resources, settings)
-        publisher = await _publisher(
-            resources, settings.kafka_bootstrap_servers, settings.dlq_topic, client_id="projector"
-        )
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap_servers,
-            group_id=None,
-            enable_auto_commit=False,
-            # Never jump over records silently: an offset out of range is a gap the projector reports.
-            auto_offset_reset="none",
-        )
-        stop_on_signals(stop)
-        resources.push_async_callback(consumer.stop)
-        await consumer.start()
-        partitions = [
-            *(await wait_for_partitions(consumer, settings.jobs_topic)),
-            *(await wait_for_partitions(consumer, settings.nodes_topic)),
-        ]
+        pool = await _pool(resources, settings, stop, migrate=True)
+        publisher = await _publisher(resources, settings.kafka_bootstrap_servers, settings.dlq_topic, "projector", stop)
+
+        def make_consumer() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                bootstrap_servers=settings.kafka_bootstrap_servers,
+                group_id=None,
+                enable_auto_commit=False,
+                # Never jump over records silently: an offset out of range is a gap the projector reports.
+                auto_offset_reset="none",
+            )
+
+        consumer = await _consumer(resources, make_consumer, stop)
+
+        async def topic_partitions() -> list[TopicPartition]:
+            return [
+                *(await wait_for_partitions(consumer, settings.jobs_topic)),
+                *(await wait_for_partitions(consumer, settings.nodes_topic)),
+            ]
+
+        partitions = await until_available("the jobs and nodes topics", topic_partitions, stop, (BrokerUnavailable,))
         consumer.assign(partitions)
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"projector:{config.name}")
         log.info("projector started", partitions=len(partitions), name=config.name)

@@ -61,7 +61,8 @@ class AppStack:
         deadline = time.monotonic() + within_s
         async with httpx.AsyncClient(base_url=self.api) as client:
             while time.monotonic() < deadline:
-                engines = (await client.get("/v1/voices")).json()["engines"]
+                response = await client.get("/v1/voices")  # 503 while the projection is unreachable
+                engines = response.json()["engines"] if response.status_code == 200 else []
                 if engines:
                     return list(engines[0]["voices"])
                 await asyncio.sleep(0.3)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
+import uuid
 from pathlib import Path
 
 from foundation.settings import default_cache_root, default_state_root
-from infra.processes import free_port
+from infra.postgres_cluster import find_bindir
+from infra.processes import free_port, wait_gone
 from infra.stack import DevStack, StackConfig
 
 
@@ -52,3 +55,61 @@ def build_test_stack(home: Path, *, probe_running: bool) -> DevStack:
             jar_cache=default_cache_root() / "kafka",
         )
     )
+
+
+class PrivateStack:
+    """A Kafka broker and a PostgreSQL cluster of one test's own, on free ports, to kill and restart.
+
+    Its data lives under the state root (the ``postgres`` user must be able to reach it when the
+    tests run as root; pytest's temporary directories are private to their owner), and ``down``
+    deletes it.
+    """
+
+    def __init__(self) -> None:
+        home = stack_home_for_tests().parent / "test-private" / uuid.uuid4().hex[:12]
+        self.stack = DevStack(
+            StackConfig(
+                home=home,
+                kafka_port=free_port(),
+                kafka_controller_port=free_port(),
+                kafka_heap="384m",
+                postgres_port=free_port(),
+                jar_cache=default_cache_root() / "kafka",
+            )
+        )
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.stack.bootstrap_servers
+
+    @property
+    def database_url(self) -> str:
+        return self.stack.database_url
+
+    async def up(self) -> None:
+        await self.stack.up()
+
+    def down(self) -> None:
+        self.stack.down(purge=True)
+
+    def kill_broker(self) -> None:
+        """SIGKILL the broker, as a crash or the OOM killer would."""
+        pid = self.stack.kafka.pid()
+        assert pid is not None, "the broker is not running"
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone(pid, 30), "the broker survived SIGKILL"
+
+    async def start_broker(self, within_s: float = 120.0) -> None:
+        self.stack.kafka.start()
+        await self.stack.kafka.wait_ready(within_s)
+
+    def stop_postgres(self) -> None:
+        """pg_ctl stop -m fast: every connection is dropped, new ones are refused."""
+        bindir = find_bindir()
+        assert bindir is not None
+        self.stack.postgres.stop(bindir)
+
+    def start_postgres(self) -> None:
+        bindir = find_bindir()
+        assert bindir is not None
+        self.stack.postgres.start(bindir)

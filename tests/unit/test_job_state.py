@@ -179,3 +179,23 @@ def test_the_ledger_forgets_the_oldest_finished_jobs_first_and_never_an_unfinish
         ledger.observe(event)
     ledger.observe(newest.queued())
     assert set(ledger.jobs) == {unfinished.job_id, newest.job_id}
+
+
+def test_the_ledger_follows_log_order_when_a_foreign_release_precedes_the_workers_own_completion():
+    """The sweeper released attempt 1 while the worker finished it: in the log the release comes first, so
+    the projector fences the completion; the ledger, which counted the completion at once, must agree."""
+    ledger = Ledger(timedelta(minutes=10))
+    built = _Builder(uuid.UUID(int=31))
+    ledger.observe(built.queued(), 0)
+    ledger.record_own(built.claimed(1), 1)
+    done = built.completed(1, 2)
+    ledger.record_own(done, 3)  # acknowledged at offset 3; the sweeper's release landed at 2
+    assert ledger.jobs[built.job_id].state is JobState.COMPLETED
+    assert ledger.live_result(built.fingerprint, done.occurred_at) is not None, "duplicates coalesce at once"
+
+    ledger.observe(built.claimed(1), 1)  # read back
+    view = ledger.observe(built.released(1), 2)  # the foreign release, read before the own completion
+    assert (view.state, view.attempt) == (JobState.RELEASED, 1)
+    assert ledger.live_result(built.fingerprint, done.occurred_at) is None, "a fenced completion is not reused"
+    view = ledger.observe(done, 3)
+    assert (view.state, view.attempt) == (JobState.RELEASED, 1), "what the projector shows"

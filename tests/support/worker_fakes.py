@@ -1,0 +1,109 @@
+"""Fakes of the worker's consumer, runner and lookup, for unit tests of its loop (no services)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+from aiokafka import ConsumerRecord
+from aiokafka.structs import TopicPartition
+
+from consumers.job_runner import Outcome
+from consumers.ledger import Ledger
+from consumers.worker import SynthWorker
+from foundation.settings import WorkerSettings
+from tests.support.records import record_of
+from voxlog.composition import worker_config
+
+TP = TopicPartition("jobs", 0)
+
+
+def record(event, offset: int) -> ConsumerRecord:
+    return record_of(event, TP.topic, TP.partition, offset)
+
+
+def make_worker(consumer, runner, lookup, scan_tails=None, **settings) -> SynthWorker:
+    """A worker over fakes, configured as the composition root would; the grace period is long so
+    that no test depends on timing out."""
+    config = worker_config(
+        WorkerSettings(
+            worker_id="w",
+            kafka_bootstrap_servers="unused:9092",
+            jobs_topic="jobs",
+            **{"rebalance_grace_s": 30, **settings},
+        )
+    )
+    return SynthWorker(config, consumer, runner, lookup, dead_letter=None, scan_tails=scan_tails)  # type: ignore[arg-type]
+
+
+def settle(worker: SynthWorker) -> None:
+    """What the tail scan of an assignment of TP leaves behind: an empty ledger, from offset 0."""
+    worker.partitions.adopt({TP: 0}, {TP: Ledger(timedelta(minutes=10))})
+
+
+class WatchedLock(asyncio.Lock):
+    """A lock that says when somebody waits for it while it is held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contended = asyncio.Event()
+
+    async def acquire(self) -> bool:
+        if self.locked():
+            self.contended.set()
+        return await super().acquire()
+
+
+class FakeConsumer:
+    def __init__(self, batch: dict) -> None:
+        self._batches = [batch]
+        self.commits: list[dict] = []
+        self.assigned = {TP}
+        self.idle = asyncio.Event()
+        self.handed_out = asyncio.Event()  # the first batch was returned
+        self.polls = 0
+
+    def subscribe(self, topics, listener) -> None:
+        self.listener = listener
+
+    async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
+        self.polls += 1
+        if self._batches:
+            self.handed_out.set()
+            return self._batches.pop(0)
+        if timeout_ms > 0:  # a worker with records in hand polls without waiting: idle means it waits
+            self.idle.set()
+        await asyncio.sleep(timeout_ms / 1000)
+        return {}
+
+    def assignment(self) -> set:
+        return set(self.assigned)
+
+    async def commit(self, offsets: dict) -> None:
+        self.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+
+    def pause(self, *tps) -> None: ...
+
+    def resume(self, *tps) -> None: ...
+
+
+class NoCache:
+    async def live_result(self, fingerprint, now):
+        return None
+
+    async def request_of(self, job_id):
+        return None
+
+
+class RecordingRunner:
+    """Runs nothing: notes each job and attempt number it was handed."""
+
+    def __init__(self) -> None:
+        self.jobs: list[uuid.UUID] = []
+        self.attempts: list[tuple[uuid.UUID, int]] = []
+
+    async def run(self, attempt) -> Outcome:
+        self.jobs.append(attempt.job.job_id)
+        self.attempts.append((attempt.job.job_id, attempt.number))
+        return Outcome("completed")

@@ -1,0 +1,157 @@
+"""One attempt (consumers.job_runner): every way it can end is an event, and the worker survives it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from consumers.errors import InputRejected, TransientEngineError
+from consumers.job_runner import Attempt, JobRunner, RetryPolicy
+from consumers.ledger import Ledger
+from consumers.ports import CachedResult, EngineDescription, PlannedSegment
+from contracts import AudioRef, JobEvent, Producer, utc_now
+from foundation.errors import BrokerUnavailable
+from tests.support.job_logs import _Builder
+
+DESCRIPTION = EngineDescription("fake", "m1", 24000, ("v",), ("en-us",), "cpu")
+
+
+class FakeEngine:
+    description = DESCRIPTION
+
+    def __init__(self, fail_plan: Exception | None = None, fail_render: Exception | None = None) -> None:
+        self.fail_plan, self.fail_render = fail_plan, fail_render
+
+    def plan(self, text: str, lang: str):
+        if self.fail_plan:
+            raise self.fail_plan
+        return [PlannedSegment(i, 0, 1, word, None) for i, word in enumerate(text.split())]
+
+    def render(self, segment, voice: str, speed: float):
+        if self.fail_render:
+            raise self.fail_render
+        return np.zeros(240, dtype=np.float32)
+
+
+class FullDisk:
+    def put(self, data: bytes, suffix: str) -> AudioRef:
+        raise OSError(28, "No space left on device")
+
+
+class Blobs:
+    def put(self, data: bytes, suffix: str) -> AudioRef:
+        return AudioRef(sha256="ab" * 32, uri="file:///b.wav")
+
+
+@dataclass
+class Appended:
+    offset: int
+
+
+class Log:
+    def __init__(self, refuse_after: int | None = None) -> None:
+        self.events: list[JobEvent] = []
+        self.refuse_after = refuse_after
+
+    async def publish(self, event: JobEvent) -> Appended:
+        if self.refuse_after is not None and len(self.events) >= self.refuse_after:
+            raise BrokerUnavailable("no broker")
+        self.events.append(event)
+        return Appended(100 + len(self.events))
+
+
+async def call(fn, *args):
+    return fn(*args)
+
+
+def setup(engine=None, blobs=None, log=None, attempts: int = 3):
+    log = log or Log()
+    runner = JobRunner(
+        engine or FakeEngine(),
+        blobs or Blobs(),
+        log,
+        Producer(service="worker", instance="w"),
+        "w",
+        RetryPolicy(attempts, 0.0),
+        call,
+    )
+    job = _Builder(uuid.UUID(int=9), request_text="Two words.")
+    ledger = Ledger(timedelta(minutes=10))
+    view = ledger.observe(job.queued(), 0)
+    return runner, log, ledger, view, job
+
+
+def attempt(ledger, view, number: int = 1) -> Attempt:
+    return Attempt(view, view.request, number, ledger.record_own, lambda: None)
+
+
+def kinds(log: Log) -> list[tuple[str, int]]:
+    return [(e.type, e.attempt) for e in log.events]
+
+
+async def test_a_clean_attempt_claims_renders_and_completes():
+    runner, log, ledger, view, _ = setup()
+    outcome = await runner.run(attempt(ledger, view))
+    assert outcome.kind == "completed"
+    assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1), ("SegmentProduced", 1), ("JobCompleted", 1)]
+    assert view.state == "completed"
+
+
+async def test_regression_a_transient_engine_error_while_planning_releases_the_job():
+    """A transient engine error during planning escaped the runner and killed the worker after it had claimed."""
+    runner, log, ledger, view, _ = setup(engine=FakeEngine(fail_plan=TransientEngineError("cuda hiccup")))
+    outcome = await runner.run(attempt(ledger, view))
+    assert outcome.kind == "released"
+    assert kinds(log) == [("JobClaimed", 1), ("JobReleased", 1)]
+    assert log.events[-1].payload.reason == "transient"
+    assert "cuda hiccup" in log.events[-1].payload.message
+
+
+async def test_regression_a_blob_that_cannot_be_written_releases_the_job_and_fails_it_on_the_last_attempt():
+    """An OSError writing a blob (a full disk) escaped the runner and killed the worker."""
+    runner, log, ledger, view, _ = setup(blobs=FullDisk())
+    assert (await runner.run(attempt(ledger, view))).kind == "released"
+    assert kinds(log)[-1] == ("JobReleased", 1)
+    runner, log, ledger, view, _ = setup(blobs=FullDisk(), attempts=1)
+    assert (await runner.run(attempt(ledger, view))).kind == "failed"
+    assert log.events[-1].payload.reason_code == "storage_error"
+    assert "No space left" in log.events[-1].payload.message
+
+
+async def test_text_the_engine_cannot_speak_fails_the_job():
+    runner, log, ledger, view, _ = setup(engine=FakeEngine(fail_plan=InputRejected("nothing to speak")))
+    assert (await runner.run(attempt(ledger, view))).kind == "failed"
+    assert kinds(log) == [("JobClaimed", 1), ("JobFailed", 1)]
+    assert log.events[-1].payload.reason_code == "input_rejected"
+
+
+async def test_attempts_exhausted_fail_the_job_with_the_last_error():
+    runner, log, ledger, view, job = setup(attempts=2)
+    for offset, event in enumerate([job.claimed(1), job.released(1), job.claimed(2), job.released(2)], start=1):
+        ledger.observe(event, offset)
+    assert (await runner.run(attempt(ledger, view, 3))).kind == "failed"
+    failed = log.events[-1]
+    assert (failed.type, failed.attempt, failed.payload.reason_code) == ("JobFailed", 2, "attempts_exhausted")
+    assert failed.payload.message == "2 attempts failed; the last: engine hiccup"
+
+
+async def test_an_unreachable_broker_is_left_to_the_worker():
+    runner, _, ledger, view, _ = setup(log=Log(refuse_after=2))
+    with pytest.raises(BrokerUnavailable):
+        await runner.run(attempt(ledger, view))
+    assert view.state == "claimed", "what was published counts: the next try claims one attempt higher"
+
+
+async def test_regression_a_cache_hit_completion_has_an_id_of_its_own():
+    """A cache-hit completion reused the event id of a real completion of the same attempt, so the
+    projector dropped one of two facts."""
+    runner, log, ledger, view, job = setup()
+    source = CachedResult(uuid.UUID(int=99), 2, 200, utc_now() + timedelta(minutes=1))
+    await runner.complete_from_cache(view, source, ledger.record_own)
+    hit = log.events[-1]
+    assert hit.payload.cache_hit
+    assert hit.event_id != job.completed(0, 2).event_id

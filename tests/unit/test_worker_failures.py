@@ -1,0 +1,159 @@
+"""The worker's loop when things go wrong: retries that wait without blocking, a lost retry owner, an
+unreachable broker, a failing tail scan, long batches (consumer and engine faked, no services)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+from aiokafka.errors import KafkaConnectionError
+
+import consumers.worker
+from consumers.job_runner import Outcome
+from consumers.ledger import Ledger
+from contracts import JobReleasedPayload, utc_now
+from foundation.errors import BrokerUnavailable
+from tests.support.job_logs import _Builder
+from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, settle
+
+
+async def run_until_idle(worker, consumer, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(consumer.idle.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(loop_task, 10)
+
+
+def released_until(builder: _Builder, attempt: int, not_before):
+    event = builder.released(attempt)
+    payload = JobReleasedPayload(reason="transient", failed_attempt=attempt, not_before=not_before, message="x")
+    return event.model_copy(update={"payload": payload})
+
+
+async def test_regression_a_job_waiting_for_its_retry_holds_up_no_other_job_in_its_partition():
+    """A released job's backoff was slept on the worker, stalling every partition it owned."""
+    failing, other = _Builder(uuid.UUID(int=1)), _Builder(uuid.UUID(int=2))
+    later = utc_now() + timedelta(hours=1)
+    records = [
+        record(failing.queued(), 0),
+        record(failing.claimed(1), 1),
+        record(released_until(failing, 1, later), 2),
+        record(other.queued(), 3),
+    ]
+    consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
+    settle(worker)
+    await run_until_idle(worker, consumer)
+
+    assert other.job_id in runner.jobs, "the job behind the waiting one ran at once"
+    assert len(worker.retries) == 1, "the released job waits for its retry"
+    assert consumer.commits[-1] == {TP: 2}, "nothing is committed past the waiting record"
+
+
+async def test_a_due_retry_runs_one_attempt_higher_and_then_commits_past_its_record():
+    job = _Builder(uuid.UUID(int=3))
+    records = [record(job.queued(), 0), record(job.claimed(1), 1), record(released_until(job, 1, utc_now()), 2)]
+    consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
+    settle(worker)
+    await run_until_idle(worker, consumer)
+    assert runner.attempts == [(job.job_id, 1), (job.job_id, 2)]
+    assert consumer.commits[-1] == {TP: 3}
+
+
+async def test_regression_a_retry_whose_worker_died_is_claimed_again_by_the_next_owner():
+    """A job whose retry attempt lost its worker stayed claimed forever: the next owner's tail scan folded
+    the dead claim in, and the release it read after it no longer looked actionable."""
+    job = _Builder(uuid.UUID(int=4))
+    consumer, runner = FakeConsumer({TP: [record(released_until(job, 1, utc_now()), 2)]}), RecordingRunner()
+    worker = make_worker(consumer, runner, NoCache())
+    tail = Ledger(timedelta(minutes=10))  # what the new owner's scan from offset 2 found
+    for offset, event in enumerate([job.queued(), job.claimed(1), released_until(job, 1, utc_now()), job.claimed(2)]):
+        tail.observe(event, offset)
+    worker.partitions.adopt({TP: 2}, {TP: tail})
+    await run_until_idle(worker, consumer)
+    assert runner.attempts == [(job.job_id, 3)]
+
+
+class FlakyRunner(RecordingRunner):
+    """The broker refuses the first event of the first job."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals = 1
+
+    async def run(self, attempt) -> Outcome:
+        if self.refusals:
+            self.refusals -= 1
+            raise BrokerUnavailable("Kafka did not acknowledge")
+        return await super().run(attempt)
+
+
+async def test_regression_an_unreachable_broker_does_not_kill_the_worker_and_the_record_is_tried_again():
+    """The broker unavailable on publish raised out of the worker's loop, and the process exited."""
+    first, second = _Builder(uuid.UUID(int=5)), _Builder(uuid.UUID(int=6))
+    consumer, runner = FakeConsumer({TP: [record(first.queued(), 0), record(second.queued(), 1)]}), FlakyRunner()
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
+    settle(worker)
+    await run_until_idle(worker, consumer)
+    assert runner.jobs == [first.job_id, second.job_id], "the refused record was handled again, in order"
+    assert consumer.commits[-1] == {TP: 2}
+
+
+async def test_regression_records_of_a_long_batch_wait_for_a_poll_between_jobs(monkeypatch):
+    """A poll took up to 100 records while max.poll.interval was sized for one job: a batch of long jobs got
+    the member evicted. The worker polls again once it has spent its handling budget."""
+    monkeypatch.setattr(consumers.worker, "POLL_BUDGET_S", 0.0)
+    jobs = [_Builder(uuid.UUID(int=10 + i)) for i in range(3)]
+    consumer = FakeConsumer({TP: [record(job.queued(), i) for i, job in enumerate(jobs)]})
+    runner = PollCountingRunner(consumer)
+    worker = make_worker(consumer, runner, NoCache())
+    settle(worker)
+    await run_until_idle(worker, consumer)
+    assert runner.jobs == [job.job_id for job in jobs]
+    assert runner.polls_before == sorted(set(runner.polls_before)), "a poll between every two jobs"
+
+
+class PollCountingRunner(RecordingRunner):
+    def __init__(self, consumer: FakeConsumer) -> None:
+        super().__init__()
+        self.consumer = consumer
+        self.polls_before: list[int] = []
+
+    async def run(self, attempt) -> Outcome:
+        self.polls_before.append(self.consumer.polls)
+        return await super().run(attempt)
+
+
+class FailingScanConsumer(FakeConsumer):
+    """The broker is unreachable for the first tail scan of an assignment."""
+
+    def __init__(self, batch: dict) -> None:
+        super().__init__(batch)
+        self.failures = 2
+
+    async def beginning_offsets(self, partitions):
+        if self.failures:
+            self.failures -= 1
+            raise KafkaConnectionError("no broker")
+        return dict.fromkeys(partitions, 0)
+
+    async def committed(self, tp):
+        return None
+
+
+async def test_regression_a_tail_scan_that_fails_is_tried_again_instead_of_leaving_the_worker_waiting():
+    """A broker error during the tail scan in the assignment callback left the worker waiting forever."""
+    job = _Builder(uuid.UUID(int=20))
+    consumer, runner = FailingScanConsumer({TP: [record(job.queued(), 0)]}), RecordingRunner()
+
+    async def scanned(starts):
+        return {tp: Ledger(timedelta(minutes=10)) for tp in starts}, 0
+
+    worker = make_worker(consumer, runner, NoCache(), scan_tails=scanned)
+    await worker.on_partitions_assigned({TP})
+    await run_until_idle(worker, consumer)
+    assert consumer.failures == 0
+    assert runner.jobs == [job.job_id]
