@@ -48,9 +48,10 @@ class Context:
         return Deployment(system, self.bootstrap, self.database_url, self.home, env, drop_data=self.drop_data)
 
     def texts(self, tag: str, count: int) -> list[str]:
-        """``count`` distinct short texts (distinct fingerprints: nothing coalesces by accident)."""
-        base = self.short_texts
-        return [f"{base[i % len(base)]} Take {tag} {i}." for i in range(count)]
+        """``count`` distinct one-sentence texts (distinct fingerprints: nothing coalesces by accident;
+        one sentence: one segment, one engine call, as the bench-sleep engine splits sentences)."""
+        base = [text.rstrip(".!?") for text in self.short_texts]
+        return [f"{base[i % len(base)]}, take {tag} {i}." for i in range(count)]
 
 
 async def _voice(d: Deployment) -> str:

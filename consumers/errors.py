@@ -19,3 +19,7 @@ class LookupUnavailable(ConsumerError):
 
 class BlobWriteFailed(ConsumerError):
     """A segment's audio could not be stored (a full disk, a broken mount): retryable."""
+
+
+class EngineHung(ConsumerError):
+    """An engine call never returned: the job was given back, and this process cannot synthesize again."""

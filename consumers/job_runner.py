@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from consumers.activity import Activity
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
 from consumers.ports import AudioSink, CachedResult, EventLog, SpeechEngine
@@ -54,6 +55,15 @@ Record = Callable[[JobEvent, int], object]
 
 
 @dataclass(frozen=True)
+class Abort:
+    """Why to give a job back at the next segment boundary, and whether its retry waits a backoff."""
+
+    reason: ReleaseReason
+    message: str
+    backoff: bool = False
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One attempt at one job, as the worker hands it to the runner."""
 
@@ -61,8 +71,8 @@ class Attempt:
     request: SynthesisRequest
     number: int
     record: Record
-    abort: Callable[[], ReleaseReason | None]
-    """Asked at every segment boundary: a reason to give the job back, or ``None`` to go on."""
+    abort: Callable[[], Abort | None]
+    """Asked at every segment boundary: why to give the job back, or ``None`` to go on."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,10 @@ class JobRunner:
         worker_id: str,
         retry: RetryPolicy,
         call: Callable[..., Awaitable[Any]],
+        activity: Activity | None = None,
     ) -> None:
         self._engine = engine
+        self.activity = activity or Activity()
         self._blobs = blobs
         self._publisher = publisher
         self._producer = producer
@@ -131,8 +143,12 @@ class JobRunner:
             model_version=description.model_version,
         )
         await self._emit(record, JobClaimed, job, number, claim)
+        self.activity.begin(job.job_id, job.fingerprint, number, len(attempt.request.text))
+        completed = False
         try:
-            return await self._synthesize(attempt)
+            outcome = await self._synthesize(attempt)
+            completed = outcome.kind == "completed"
+            return outcome
         except InputRejected as exc:
             return await self._fail(record, job, number, "input_rejected", str(exc), number)
         except (TransientEngineError, BlobWriteFailed) as exc:
@@ -140,19 +156,29 @@ class JobRunner:
                 code = "engine_error" if isinstance(exc, TransientEngineError) else "storage_error"
                 return await self._fail(record, job, number, code, str(exc), number)
             return await self._release(record, job, number, "transient", str(exc), backoff=True)
+        finally:
+            self.activity.end(completed=completed)
+
+    async def abandon(self, attempt: Attempt, message: str) -> Outcome:
+        """Give the job back while its engine call never returns (the watchdog's last resort)."""
+        self.activity.end(completed=False)
+        return await self._release(attempt.record, attempt.job, attempt.number, "transient", message, backoff=True)
 
     async def _synthesize(self, attempt: Attempt) -> Outcome:
         job, request, number, record = attempt.job, attempt.request, attempt.number, attempt.record
         description = self._engine.description
         plan = await self._blocking(self._engine.plan, request.text, request.lang)
+        self.activity.planned(len(plan))
         total_ms = 0
         started = time.perf_counter()
         for segment in plan:
-            reason = attempt.abort()
-            if reason is not None:
-                message = f"released at segment {segment.index}"
-                return await self._release(record, job, number, reason, message, backoff=False)
+            abort = attempt.abort()
+            if abort is not None:
+                message = f"released at segment {segment.index}: {abort.message}"
+                return await self._release(record, job, number, abort.reason, message, backoff=abort.backoff)
+            rendering = time.perf_counter()
             samples = await self._blocking(self._engine.render, segment, request.voice, request.speed)
+            self.activity.rendered(time.perf_counter() - rendering)
             wav = encode_wav(samples, description.sample_rate)
             try:
                 ref = await asyncio.to_thread(self._blobs.put, wav, ".wav")

@@ -35,8 +35,8 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from consumers.coalescing import reusable_result
-from consumers.errors import LookupUnavailable
-from consumers.job_runner import Attempt, JobRunner
+from consumers.errors import EngineHung, LookupUnavailable
+from consumers.job_runner import Abort, Attempt, JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.partitions import Partitions, TailScanner
 from consumers.ports import DeadLetter, ResultLookup
@@ -55,7 +55,6 @@ from contracts import (
     type_name,
     utc_now,
 )
-from contracts.events import ReleaseReason
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import Backoff, wait_for_stop
 
@@ -78,6 +77,8 @@ class WorkerConfig:
     shutdown_grace_s: float
     rebalance_grace_s: float
     commit_interval_s: float
+    watchdog_factor: float
+    watchdog_min_s: float
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -98,7 +99,7 @@ class SynthWorker(ConsumerRebalanceListener):
         self.partitions = Partitions(consumer, scan_tails or self._scan_tails, config.commit_interval_s)
         self.retries = RetryQueue()
         self._backlog: deque[tuple[TopicPartition, ConsumerRecord]] = deque()
-        self._abort: ReleaseReason | None = None  # why to give back the job of the record in hand
+        self._abort: Abort | None = None  # why to give back the job of the record in hand
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
         self._outage = Backoff()
@@ -113,8 +114,8 @@ class SynthWorker(ConsumerRebalanceListener):
         self.partitions.settled.clear()
         try:
             await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
-        except TimeoutError:
-            self._abort = "rebalance"  # give the job back at its next segment boundary
+        except TimeoutError:  # give the job back at its next segment boundary
+            self._abort = Abort("rebalance", "its partition went to another worker")
             await self._handling.acquire()
         try:
             self.retries.drop(revoked)
@@ -268,7 +269,7 @@ class SynthWorker(ConsumerRebalanceListener):
             await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.record_own)
             return
         attempt = Attempt(view, request, view.attempt + 1, ledger.record_own, self._abort_reason)
-        await self._keepalive(self._runner.run(attempt))
+        await self._keepalive(self._runner.run(attempt), attempt)
 
     async def _request_of(self, tp: TopicPartition, view: JobView) -> SynthesisRequest | None:
         """The job's request when its ``JobQueued`` lies before the scanned tail: the projection's copy,
@@ -286,11 +287,15 @@ class SynthWorker(ConsumerRebalanceListener):
         except (KafkaError, OSError) as exc:
             raise BrokerUnavailable(f"cannot read the job's request from the log: {exc}") from exc
 
-    def _abort_reason(self) -> ReleaseReason | None:
+    def _abort_reason(self) -> Abort | None:
         return self._abort
 
-    async def _keepalive(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` as a task; on shutdown, give it the grace period, then abort it at a segment boundary.
+    async def _keepalive(self, work: Coroutine[Any, Any, T], attempt: Attempt | None = None) -> T:
+        """Run ``work`` as a task, watching it: on shutdown it gets the grace period, then is given back at
+        a segment boundary; an attempt that makes no progress for longer than its allowance (this node's
+        expected time for its text, times ``watchdog_factor``) is given back at the next boundary, for a
+        retry after a backoff; if no boundary comes within a second allowance the engine is hung, and the
+        job is given back at once (:class:`EngineHung`: the engine's thread cannot be stopped).
 
         Membership stays alive without polling: aiokafka heartbeats from its own task, and
         max.poll.interval allows the longest job (VOXLOG_MAX_JOB_S) plus the poll budget.
@@ -299,6 +304,7 @@ class SynthWorker(ConsumerRebalanceListener):
         """
         task: asyncio.Task[T] = asyncio.create_task(work)
         shutdown_deadline: float | None = None
+        activity = self._runner.activity
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=1.0)
@@ -306,8 +312,23 @@ class SynthWorker(ConsumerRebalanceListener):
                     return task.result()
                 if self._stop.is_set():
                     shutdown_deadline = shutdown_deadline or time.monotonic() + self.config.shutdown_grace_s
-                    if time.monotonic() >= shutdown_deadline:
-                        self._abort = "shutdown"
+                    if time.monotonic() >= shutdown_deadline and self._abort is None:
+                        self._abort = Abort("shutdown", "the worker is stopping")
+                if attempt is None or activity.current is None:
+                    continue
+                overdue = activity.overdue_by(self.config.watchdog_factor, self.config.watchdog_min_s)
+                allowance = self.config.watchdog_factor * activity.expected_s(
+                    activity.current.text_chars, self.config.watchdog_min_s
+                )
+                if overdue > 0 and self._abort is None:
+                    message = f"watchdog: no progress for {overdue + allowance:.0f}s (allowed {allowance:.0f}s)"
+                    log.warning("attempt overdue; releasing it at the next segment", job_id=str(attempt.job.job_id))
+                    self._abort = Abort("transient", message, backoff=True)
+                elif overdue > allowance:
+                    task.cancel()
+                    message = f"engine hung: no segment for {overdue + allowance:.0f}s"
+                    await self._runner.abandon(attempt, message)
+                    raise EngineHung(f"job {attempt.job.job_id} attempt {attempt.number}: {message}")
         finally:
             if not task.done():
                 task.cancel()

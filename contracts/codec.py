@@ -15,7 +15,15 @@ from typing import Final
 from pydantic import ValidationError
 
 from contracts.errors import DecodeError
-from contracts.events import CURRENT_SCHEMA_VERSIONS, JOB_EVENT_ADAPTER, NODE_EVENT_ADAPTER, JobEvent, NodeAnnounced
+from contracts.events import (
+    CURRENT_SCHEMA_VERSIONS,
+    JOB_EVENT_ADAPTER,
+    NODE_EVENT_ADAPTER,
+    JobEvent,
+    NodeAnnounced,
+    NodeEvent,
+    NodeHeartbeat,
+)
 from contracts.upcasting import UPCASTERS, Upcaster, upcast
 
 Headers = list[tuple[str, bytes]]
@@ -37,7 +45,7 @@ def is_traceparent(value: str) -> bool:
     return bool(_TRACEPARENT.match(value)) and "0" * 32 not in value and "-" + "0" * 16 + "-" not in value
 
 
-AnyEvent = JobEvent | NodeAnnounced
+AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat
 
 
 def encode_event(event: AnyEvent) -> bytes:
@@ -49,6 +57,8 @@ def record_key(event: AnyEvent) -> bytes:
     """The Kafka key: the fingerprint for job events, the worker id for node announcements."""
     if isinstance(event, NodeAnnounced):
         return event.payload.worker_id.encode()
+    if isinstance(event, NodeHeartbeat):  # its own key: compaction keeps the announcement beside it
+        return f"heartbeat/{event.payload.worker_id}".encode()
     return event.fingerprint.encode()
 
 
@@ -86,7 +96,7 @@ def decode_event(
         raise DecodeError(_describe(exc)) from exc
 
 
-def decode_node_event(data: bytes | None, upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS) -> NodeAnnounced:
+def decode_node_event(data: bytes | None, upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS) -> NodeEvent:
     """Parse a record of the nodes topic."""
     raw = _load_raw(data, upcasters)
     try:

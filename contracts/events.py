@@ -193,6 +193,40 @@ class NodeAnnounced(_Frozen):
     payload: NodeAnnouncedPayload
 
 
+class NodeHeartbeatPayload(_Frozen):
+    """A worker's pulse: alive, and what it is doing. ``progress_at`` is when the current attempt last
+    advanced (its claim, or a segment); the sweeper compares it with the job's expected time."""
+
+    worker_id: Annotated[str, Field(min_length=1, max_length=128)]
+    engine: Annotated[str, Field(min_length=1, max_length=64)]
+    model_version: Annotated[str, Field(min_length=1, max_length=128)]
+    device: Annotated[str, Field(min_length=1, max_length=32)]
+    started_at: AwareDatetime  # when this worker process started (a restart changes it)
+    sent_at: AwareDatetime
+    job_id: uuid.UUID | None = None
+    fingerprint: Sha256Hex | None = None
+    attempt: NonNegative | None = None
+    segments_done: NonNegative = 0
+    segments_total: NonNegative | None = None
+    text_chars: NonNegative | None = None
+    progress_at: AwareDatetime | None = None
+    chars_per_s: Annotated[float, Field(gt=0)] | None = None  # this node's measured speed, once it has one
+    busy_s: Annotated[float, Field(ge=0)] = 0.0  # engine time since start, for a busy fraction
+
+
+class NodeHeartbeat(_Frozen):
+    """Sent every few seconds by each worker; on the compacted nodes topic, key = ``heartbeat/<worker id>``."""
+
+    type: Literal["NodeHeartbeat"] = "NodeHeartbeat"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: NodeHeartbeatPayload
+
+
+NodeEvent = Annotated[NodeAnnounced | NodeHeartbeat, Field(discriminator="type")]
+
 JobEvent = Annotated[
     JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed,
     Field(discriminator="type"),
@@ -200,7 +234,7 @@ JobEvent = Annotated[
 JOB_EVENT_ADAPTER: Final[TypeAdapter[JobEvent]] = TypeAdapter(JobEvent)
 
 EVENT_CLASSES: Final = (JobQueued, JobClaimed, SegmentProduced, JobCompleted, JobReleased, JobFailed)
-NODE_EVENT_ADAPTER: Final[TypeAdapter[NodeAnnounced]] = TypeAdapter(NodeAnnounced)
+NODE_EVENT_ADAPTER: Final[TypeAdapter[NodeEvent]] = TypeAdapter(NodeEvent)
 
 
 def type_name(cls: type[BaseModel]) -> str:
@@ -211,7 +245,7 @@ def type_name(cls: type[BaseModel]) -> str:
 
 JOB_EVENT_TYPES: Final = frozenset(type_name(cls) for cls in EVENT_CLASSES)
 CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
-    type_name(cls): cls.model_fields["schema_version"].default for cls in (*EVENT_CLASSES, NodeAnnounced)
+    type_name(cls): cls.model_fields["schema_version"].default for cls in (*EVENT_CLASSES, NodeAnnounced, NodeHeartbeat)
 }
 
 

@@ -98,3 +98,35 @@ async def until_available(
             log.warning(f"waiting for {what}", error=f"{type(exc).__name__}: {exc}", retry_in_s=delay)
             if await wait_for_stop(stop, delay):
                 raise Stopped(f"stopped while waiting for {what}") from exc
+
+
+class OwnedTasks:
+    """Background tasks of a process: each failure is logged when it happens, and ``close`` awaits them all.
+
+    Unlike a TaskGroup, the body that runs beside them keeps its own exceptions (a TaskGroup wraps
+    them in an ExceptionGroup), and one task's failure does not cancel the others.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, work: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        task.add_done_callback(self._report)
+        self._tasks.add(task)
+
+    @staticmethod
+    def _report(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", task=task.get_name(), error=repr(task.exception()))
+
+    async def close(self, grace_s: float = 10.0) -> None:
+        """Wait up to ``grace_s`` for the tasks (they end when the process's stop is set), then cancel the rest."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()

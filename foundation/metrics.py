@@ -1,4 +1,4 @@
-"""Prometheus metrics of a synthesis process, and the /metrics endpoint that serves them.
+"""Prometheus metrics of voxlog's processes, and the /metrics endpoint that serves them.
 
 Counters only grow, so a scraper (or a benchmark) takes two readings and
 divides the differences by the time between them: synthesis seconds over wall
@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import re
 
-from prometheus_client import Counter, start_http_server
+from prometheus_client import Counter, Gauge, start_http_server
 
 SYNTHESIS_SECONDS = Counter(
     "voxlog_synthesis_seconds", "Seconds the engine spent rendering segments (its busy time).", ["engine"]
 )
 AUDIO_SECONDS = Counter("voxlog_audio_seconds", "Seconds of audio the engine rendered.", ["engine"])
 SEGMENTS = Counter("voxlog_segments_rendered", "Segments the engine rendered (one model call each).", ["engine"])
+
+SWEEPER_LEADER = Gauge("voxlog_sweeper_leader", "1 while this sweeper holds the lock that lets it act, else 0.")
+SWEEPER_RELEASES = Counter("voxlog_sweeper_releases", "Stale claims the sweeper released, by reason.", ["reason"])
+SWEEPER_BLOBS_DELETED = Counter("voxlog_sweeper_blobs_deleted", "Blobs of released attempts the sweeper deleted.")
+SWEEPER_SWEEPS = Counter("voxlog_sweeper_sweeps", "Sweeps the leading sweeper made (one look at every live claim).")
 
 
 def serve_metrics(host: str, port: int) -> None:

@@ -97,6 +97,13 @@ class CacheSettings(_Settings):
     )
 
 
+class MetricsSettings(_Settings):
+    metrics_host: str = Field("127.0.0.1", description="Address of the process's Prometheus /metrics endpoint.")
+    metrics_port: int = Field(
+        0, ge=0, description="Port of the process's Prometheus /metrics endpoint (0: not served)."
+    )
+
+
 class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     """`voxlog api`: the HTTP front door."""
 
@@ -136,10 +143,13 @@ class EngineSettings(_Settings):
     bench_synth_ms: float = Field(
         0.0, ge=0, description="Benchmarks only: milliseconds the bench-sleep engine sleeps per segment."
     )
+    bench_fault: str = Field(
+        "", description="Fault tests only: hang:TEXT or fail:TEXT makes bench-sleep hang on, or fail, such segments."
+    )
     nice: int = Field(0, ge=0, le=19, description="Raise the process's nice value by this much at start.")
 
 
-class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings):
+class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings, MetricsSettings):
     """`voxlog worker`: one synthesis node (one model on one device)."""
 
     process = "worker"
@@ -158,8 +168,13 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
         ge=0,
         description="While jobs keep coming, commit the group's offsets at most this often (0: after every job).",
     )
-    metrics_host: str = Field("127.0.0.1", description="Address of the worker's Prometheus /metrics endpoint.")
-    metrics_port: int = Field(0, ge=0, description="Port of the worker's Prometheus /metrics endpoint (0: not served).")
+    heartbeat_s: float = Field(2.0, gt=0, description="How often the worker says it is alive (NodeHeartbeat).")
+    watchdog_factor: float = Field(
+        4.0, gt=0, description="An attempt without progress for its expected time times this much is given back."
+    )
+    watchdog_min_s: float = Field(
+        30.0, gt=0, description="The expected time of a job before the node has measured its speed, and the least."
+    )
 
 
 class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):
@@ -169,6 +184,24 @@ class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):
 
     projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
     projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
+
+
+class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, MetricsSettings):
+    """`voxlog sweeper`: releases claims that stopped making progress (one acts, the others stand by)."""
+
+    process = "sweeper"
+
+    stale_after_s: float = Field(
+        15.0, gt=0, description="A claim whose worker sent no heartbeat for this long is released."
+    )
+    stale_factor: float = Field(
+        8.0, gt=0, description="A claim without progress for its expected time times this much is released."
+    )
+    stale_min_s: float = Field(60.0, gt=0, description="The least expected time of a job, for the sweeper.")
+    sweep_interval_s: float = Field(2.0, gt=0, description="How often the leading sweeper looks at live claims.")
+    sweep_blob_grace_s: float = Field(
+        900.0, ge=0, description="How long a released attempt's blobs are kept before they may be deleted."
+    )
 
 
 class NodeSettings(EngineSettings):
@@ -186,5 +219,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     ApiSettings,
     WorkerSettings,
     ProjectorSettings,
+    SweeperSettings,
     NodeSettings,
 )

@@ -24,7 +24,8 @@ from contracts import (
     JobQueued,
     JobReleased,
     JobState,
-    NodeAnnounced,
+    NodeEvent,
+    NodeHeartbeat,
     SegmentProduced,
     type_name,
 )
@@ -228,8 +229,10 @@ async def _failed(conn: asyncpg.Connection, e: JobFailed) -> None:
     )
 
 
-async def apply_node_event(conn: asyncpg.Connection, event: NodeAnnounced) -> bool:
-    """Upsert the announcing worker's row; an older announcement never replaces a newer one."""
+async def apply_node_event(conn: asyncpg.Connection, event: NodeEvent) -> bool:
+    """Upsert the worker's row; an older announcement or heartbeat never replaces a newer one."""
+    if isinstance(event, NodeHeartbeat):
+        return await _heartbeat(conn, event)
     p = event.payload
     status = await conn.execute(
         "INSERT INTO nodes (worker_id, engine, model_version, device, sample_rate, voices, languages,"
@@ -248,6 +251,39 @@ async def apply_node_event(conn: asyncpg.Connection, event: NodeAnnounced) -> bo
         list(p.languages),
         p.started_at,
         event.occurred_at,
+        event.event_id,
+    )
+    return status.endswith(" 1")
+
+
+async def _heartbeat(conn: asyncpg.Connection, event: NodeHeartbeat) -> bool:
+    p = event.payload
+    status = await conn.execute(
+        "INSERT INTO node_heartbeats (worker_id, engine, model_version, device, started_at, sent_at, job_id,"
+        " fingerprint, attempt, segments_done, segments_total, text_chars, progress_at, chars_per_s, busy_s,"
+        " last_event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+        " ON CONFLICT (worker_id) DO UPDATE SET engine = EXCLUDED.engine, model_version = EXCLUDED.model_version,"
+        " device = EXCLUDED.device, started_at = EXCLUDED.started_at, sent_at = EXCLUDED.sent_at,"
+        " job_id = EXCLUDED.job_id, fingerprint = EXCLUDED.fingerprint, attempt = EXCLUDED.attempt,"
+        " segments_done = EXCLUDED.segments_done, segments_total = EXCLUDED.segments_total,"
+        " text_chars = EXCLUDED.text_chars, progress_at = EXCLUDED.progress_at,"
+        " chars_per_s = EXCLUDED.chars_per_s, busy_s = EXCLUDED.busy_s, last_event_id = EXCLUDED.last_event_id"
+        " WHERE node_heartbeats.sent_at <= EXCLUDED.sent_at",
+        p.worker_id,
+        p.engine,
+        p.model_version,
+        p.device,
+        p.started_at,
+        p.sent_at,
+        p.job_id,
+        p.fingerprint,
+        p.attempt,
+        p.segments_done,
+        p.segments_total,
+        p.text_chars,
+        p.progress_at,
+        p.chars_per_s,
+        p.busy_s,
         event.event_id,
     )
     return status.endswith(" 1")

@@ -46,13 +46,15 @@ def load_engine(
     model_dir: Path | None = None,
     voices_dir: Path | None = None,
     bench_synth_ms: float = 0.0,
+    bench_fault: str = "",
 ) -> Engine:
     """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings.
 
     ``kokoro-onnx`` uses ``cache_dir`` (assembled weights) and ``voices_dir``
     (extra voice packs); ``kokoro`` reads ``model_dir`` (config.json, the .pth
     weights, voices/*.pt), or the local Hugging Face cache when it is None.
-    ``bench-sleep`` sleeps ``bench_synth_ms`` per segment (benchmarks only).
+    ``bench-sleep`` sleeps ``bench_synth_ms`` per segment (benchmarks only; ``bench_fault`` is for
+    fault tests: see :mod:`tts_node.bench_sleep`).
     """
     if name not in ENGINES:
         raise TtsNodeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
@@ -62,7 +64,7 @@ def load_engine(
     if name == "bench-sleep":
         from tts_node.bench_sleep import BenchSleepEngine
 
-        return BenchSleepEngine(bench_synth_ms, device=device)
+        return BenchSleepEngine(bench_synth_ms, device=device, fault=bench_fault)
     if name == "kokoro":
         from tts_node.kokoro_torch import KokoroTorchEngine
 

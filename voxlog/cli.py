@@ -10,12 +10,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from consumers.errors import ConsumerError
+from consumers.errors import ConsumerError, EngineHung
 from contracts import ContractError
 from foundation.errors import FoundationError
 from foundation.lifecycle import Stopped
 from foundation.logging import configure_logging
-from foundation.settings import AdminSettings, ApiSettings, DevSettings, NodeSettings, ProjectorSettings, WorkerSettings
+from foundation.settings import (
+    AdminSettings,
+    ApiSettings,
+    DevSettings,
+    NodeSettings,
+    ProjectorSettings,
+    SweeperSettings,
+    WorkerSettings,
+)
 from infra.errors import InfraError
 from producers.errors import ProducerError
 from projections.errors import ProjectionError
@@ -24,6 +32,7 @@ from voxlog import devstack, docs
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 
+EXIT_ENGINE_HUNG = 3
 _ERRORS = (
     VoxlogError,
     FoundationError,
@@ -52,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run one synthesis worker: one model on one device")
     worker.add_argument("--device", help="cpu or cuda:N (default: VOXLOG_DEVICE, cpu)")
     commands.add_parser("projector", help="apply the event log to the Postgres tables")
+    commands.add_parser("sweeper", help="release claims that stopped making progress (one acts, others stand by)")
     node = commands.add_parser("node", help="the standalone speech node: /tts/stream (SSE), /tts, /health")
     node.add_argument("--device", help="cpu or cuda:N (default: VOXLOG_DEVICE, cpu)")
 
@@ -112,10 +122,17 @@ def _services(args: argparse.Namespace) -> int:
             asyncio.run(composition.run_worker(WorkerSettings()))
         elif args.command == "node":
             asyncio.run(composition.run_node(NodeSettings()))
+        elif args.command == "sweeper":
+            asyncio.run(composition.run_sweeper(SweeperSettings()))
         else:
             asyncio.run(composition.run_projector(ProjectorSettings()))
     except Stopped as exc:  # asked to stop while a dependency was still down: a clean stop
         print(f"voxlog: {exc}", file=sys.stderr)
+    except EngineHung as exc:
+        # The engine's thread can be neither stopped nor joined: leave now, so that a supervisor
+        # starts a fresh process (the job was given back, the group has taken the partitions).
+        print(f"voxlog: {exc}; exiting so that a fresh process can take the device", file=sys.stderr, flush=True)
+        os._exit(EXIT_ENGINE_HUNG)
     return 0
 
 
@@ -172,7 +189,7 @@ def _bench(bench_args: Sequence[str]) -> NoReturn:
 def run(args: argparse.Namespace) -> int:
     if args.command == "dev":
         return _dev(args)
-    if args.command in {"api", "worker", "projector", "node"}:
+    if args.command in {"api", "worker", "projector", "sweeper", "node"}:
         return _services(args)
     if args.command == "models":
         return _models(args)

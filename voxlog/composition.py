@@ -23,16 +23,20 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
+from consumers.activity import Activity
+from consumers.heartbeat import HeartbeatBook, beat, heartbeat
 from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.store import PostgresResultLookup
+from consumers.sweeper import Sweeper, SweeperConfig
+from consumers.sweeper_store import AdvisoryLeadership, PostgresSweeperStore
 from consumers.worker import POLL_BUDGET_S, SynthWorker, WorkerConfig
-from contracts import NodeAnnounced, NodeAnnouncedPayload, Producer, utc_now
+from contracts import AudioRef, NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, utc_now
 from foundation.blobs import LocalBlobStore
 from foundation.db import open_pool
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher, ReconnectingPublisher, wait_for_partitions
-from foundation.lifecycle import dump_tasks_on_sigusr1, stop_on_signals, until_available
+from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1, stop_on_signals, until_available
 from foundation.metrics import serve_metrics
 from foundation.settings import (
     ApiSettings,
@@ -40,6 +44,7 @@ from foundation.settings import (
     EngineSettings,
     NodeSettings,
     ProjectorSettings,
+    SweeperSettings,
     WorkerSettings,
 )
 from producers.app import create_app
@@ -75,6 +80,8 @@ def worker_config(settings: WorkerSettings) -> WorkerConfig:
         shutdown_grace_s=settings.shutdown_grace_s,
         rebalance_grace_s=settings.rebalance_grace_s,
         commit_interval_s=settings.commit_interval_s,
+        watchdog_factor=settings.watchdog_factor,
+        watchdog_min_s=settings.watchdog_min_s,
     )
 
 
@@ -157,6 +164,7 @@ async def load_configured_engine(settings: EngineSettings) -> Engine:
         model_dir=settings.kokoro_dir,
         voices_dir=settings.voices_dir,
         bench_synth_ms=settings.bench_synth_ms,
+        bench_fault=settings.bench_fault,
     )
 
 
@@ -223,6 +231,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             stop,
             (BrokerUnavailable,),
         )
+        activity = Activity()
         runner = JobRunner(
             engine,
             LocalBlobStore(settings.blob_dir),
@@ -231,6 +240,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             config.worker_id,
             retry_policy(settings),
             fifo.call,
+            activity,
         )
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
 
@@ -251,7 +261,21 @@ async def run_worker(settings: WorkerSettings) -> None:
         consumer = await _consumer(resources, make_consumer, stop)
         worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), dead_letter)
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
-        await worker.run(stop)
+        started_at = utc_now()
+
+        async def send_heartbeat(event: NodeHeartbeat) -> object:
+            return await publisher.publish(event, topic=settings.nodes_topic)
+
+        def build_heartbeat() -> NodeHeartbeat:
+            return heartbeat(config.worker_id, engine.description, activity, producer, started_at)
+
+        tasks = OwnedTasks()
+        tasks.start(beat(send_heartbeat, build_heartbeat, settings.heartbeat_s, stop), "heartbeat")
+        try:
+            await worker.run(stop)
+        finally:
+            stop.set()  # ends the heartbeat too
+            await tasks.close()
     log.info("worker stopped", worker_id=config.worker_id)
 
 
@@ -309,3 +333,58 @@ async def run_projector(settings: ProjectorSettings) -> None:
         log.info("projector started", partitions=len(partitions), name=config.name)
         await Projector(config, pool, consumer, partitions, dead_letter).run(stop)
     log.info("projector stopped")
+
+
+def sweeper_config(settings: SweeperSettings) -> SweeperConfig:
+    return SweeperConfig(
+        stale_after_s=settings.stale_after_s,
+        stale_factor=settings.stale_factor,
+        min_expected_s=settings.stale_min_s,
+        sweep_interval_s=settings.sweep_interval_s,
+        blob_grace_s=settings.sweep_blob_grace_s,
+    )
+
+
+async def run_sweeper(settings: SweeperSettings) -> None:
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    instance = _instance()
+    async with AsyncExitStack() as resources:
+        serve_metrics(settings.metrics_host, settings.metrics_port)
+        pool = await _pool(resources, settings, stop, migrate=False)
+        publisher = await _publisher(resources, settings.kafka_bootstrap_servers, settings.jobs_topic, instance, stop)
+
+        def make_consumer() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None, enable_auto_commit=False
+            )
+
+        consumer = await _consumer(resources, make_consumer, stop)
+        nodes = await until_available(
+            "the nodes topic", lambda: wait_for_partitions(consumer, settings.nodes_topic), stop, (BrokerUnavailable,)
+        )
+        consumer.assign(nodes)
+        blobs = LocalBlobStore(settings.blob_dir)
+
+        async def remove_blob(ref: AudioRef, idle_s: float) -> bool:
+            return await asyncio.to_thread(blobs.remove_unused, ref, idle_s)
+
+        book = HeartbeatBook()
+        sweeper = Sweeper(
+            sweeper_config(settings),
+            AdvisoryLeadership(settings.database_url, settings.database_schema),
+            PostgresSweeperStore(pool),
+            book,
+            publisher,
+            Producer(service="sweeper", instance=instance),
+            remove_blob,
+        )
+        log.info("sweeper started", stale_after_s=settings.stale_after_s)
+        tasks = OwnedTasks()
+        tasks.start(book.follow(consumer, nodes, stop), "heartbeats")
+        try:
+            await sweeper.run(stop)
+        finally:
+            stop.set()
+            await tasks.close()
+    log.info("sweeper stopped")

@@ -70,7 +70,7 @@ def app_specs(settings: DevSettings, stack: DevStack) -> list[AppSpec]:
         "VOXLOG_API_PORT": str(settings.dev_api_port),
     }
     cli = [sys.executable, "-m", "voxlog.cli"]
-    specs = [AppSpec("projector", [*cli, "projector"], env)]
+    specs = [AppSpec("projector", [*cli, "projector"], env), AppSpec("sweeper", [*cli, "sweeper"], env)]
     specs += [
         AppSpec(f"worker-{i}", [*cli, "worker", "--device", "cpu"], {**env, "VOXLOG_WORKER_ID": f"dev-cpu-{i}"})
         for i in range(settings.dev_workers)

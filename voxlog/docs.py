@@ -13,7 +13,7 @@ from typing import Any, Final
 from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
 
-from contracts.events import JOB_EVENT_ADAPTER, NODE_EVENT_ADAPTER, JobEvent, NodeAnnounced
+from contracts.events import JOB_EVENT_ADAPTER, NODE_EVENT_ADAPTER, JobEvent, NodeEvent
 from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
 
 DOCS_DIR: Final = Path(__file__).resolve().parent.parent / "docs"
@@ -48,8 +48,11 @@ def asyncapi_document() -> dict[str, Any]:
     broker.publisher(
         DEFAULT_NODES_TOPIC,
         title="nodes",
-        description="Compacted; key = worker id. Each worker announces its engine, model version and voices.",
-        schema=NodeAnnounced,
+        description=(
+            "Compacted. Each worker announces its engine, model version and voices (key = worker id) and "
+            "sends a heartbeat every few seconds (key = heartbeat/<worker id>): alive, and what it is doing."
+        ),
+        schema=NodeEvent,
     )
     broker.publisher(
         DEFAULT_DLQ_TOPIC,

@@ -53,7 +53,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         status = voxlog(env, "dev", "status")
         assert status.returncode == 0, status.stdout
         states = {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()}
-        assert states == {"kafka": "up", "postgres": "up", "projector": "up", "api": "up"}
+        assert states == {"kafka": "up", "postgres": "up", "projector": "up", "sweeper": "up", "api": "up"}
 
         events = [event for i in range(30) for event in one_of_each(f"Durable sentence {i}.")]
         async with KafkaEventPublisher(bootstrap, "voxlog.jobs.v1") as publisher:

@@ -9,7 +9,16 @@ import pytest
 from projections.errors import MigrationError
 from projections.migrations import Migration, drop_schema, load_migrations, migrate, migrate_database
 
-TABLES = {"jobs", "segments", "job_events", "result_cache", "projection_offsets", "nodes", "schema_migrations"}
+TABLES = {
+    "jobs",
+    "segments",
+    "job_events",
+    "result_cache",
+    "projection_offsets",
+    "nodes",
+    "node_heartbeats",
+    "schema_migrations",
+}
 
 
 async def test_migrations_apply_twice_without_error(stack, schema, pg):

@@ -165,8 +165,9 @@ def _realistic_job(draw: st.DrawFn) -> list[JobEvent]:
     return log
 
 
-def _interleave(draw: st.DrawFn, jobs: list[list[JobEvent]]) -> list[JobEvent]:
+def _interleave(draw: st.DrawFn, drawn: list[list[JobEvent]]) -> list[JobEvent]:
     """One partition: the jobs' events merged in any order that keeps each job's own order."""
+    jobs = list({job[0].job_id: job for job in reversed(drawn)}.values())  # one story per job id
     cursors = [0] * len(jobs)
     merged: list[JobEvent] = []
     while any(cursor < len(job) for cursor, job in zip(cursors, jobs, strict=True)):

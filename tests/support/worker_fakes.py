@@ -9,6 +9,7 @@ from datetime import timedelta
 from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
 
+from consumers.activity import Activity
 from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
 from consumers.worker import SynthWorker
@@ -102,6 +103,7 @@ class RecordingRunner:
     def __init__(self) -> None:
         self.jobs: list[uuid.UUID] = []
         self.attempts: list[tuple[uuid.UUID, int]] = []
+        self.activity = Activity()
 
     async def run(self, attempt) -> Outcome:
         self.jobs.append(attempt.job.job_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from consumers.errors import InputRejected
 from foundation.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS, parse_totals
 from foundation.settings import EngineSettings, WorkerSettings
-from tts_node import EngineInputError, TtsNodeError, load_engine
+from tts_node import EngineFailure, EngineInputError, TtsNodeError, load_engine
 from tts_node.bench_sleep import AUDIO_S, SAMPLE_RATE, BenchSleepEngine
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 
@@ -25,8 +26,9 @@ def test_bench_sleep_sleeps_its_configured_time_and_returns_a_second_of_tone():
     engine = load_engine("bench-sleep", bench_synth_ms=50)
     assert engine.info.name == "bench-sleep"
     assert engine.info.model_version == "sleep-50ms"
-    [segment] = engine.segment("One sentence. And another.", "en-us")
-    assert (segment.start, segment.end) == (0, len("One sentence. And another."))
+    segment, second = engine.segment("One sentence. And another.", "en-us")
+    assert (segment.start, segment.end, segment.text) == (0, 13, "One sentence.")
+    assert (second.index, second.start, second.end, second.text) == (1, 14, 26, "And another.")
     started = time.perf_counter()
     audio = engine.synthesize(segment, "bench_tone", 1.0)
     assert time.perf_counter() - started >= 0.05
@@ -83,3 +85,32 @@ def test_parse_totals_sums_labels_and_skips_comments():
         "process_cpu_seconds_total 1.5e+00\n"
     )
     assert parse_totals(text) == {"voxlog_segments_rendered_total": 7.0, "process_cpu_seconds_total": 1.5}
+
+
+def test_fault_modes_hang_or_fail_only_the_marked_segments():
+    failing = BenchSleepEngine(fault="fail:poison")
+    fine, poisoned = failing.segment("Fine words. A poison pill.", "en-us")
+    assert len(failing.synthesize(fine, "bench_tone", 1.0)) == int(SAMPLE_RATE * AUDIO_S)
+    with pytest.raises(EngineFailure, match="poison"):
+        failing.synthesize(poisoned, "bench_tone", 1.0)
+
+    hanging = BenchSleepEngine(fault="hang:wedge")
+    [wedged] = hanging.segment("A wedge.", "en-us")
+    outcome: list[BaseException] = []
+
+    def synthesize() -> None:
+        try:
+            hanging.synthesize(wedged, "bench_tone", 1.0)
+        except EngineFailure as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=synthesize, daemon=True)
+    worker.start()
+    assert hanging.hung.wait(10), "the call reached the hang"
+    assert worker.is_alive(), "and only release_hung, which nothing in a process calls, lets it go"
+    hanging.release_hung()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert [str(e) for e in outcome] == ["released from a hang"]
+    with pytest.raises(ValueError, match="hang:TEXT or fail:TEXT"):
+        BenchSleepEngine(fault="explode:now")

@@ -1,0 +1,105 @@
+"""The worker's heartbeat: every few seconds, a ``NodeHeartbeat`` on the nodes topic.
+
+It says the worker is alive and what it is doing (job, attempt, segments
+done, when it last advanced, its measured speed), so that the sweeper can
+tell a stuck claim from a slow one without trusting the worker's word that
+it is fine: a worker whose heartbeats stop, or whose job stops advancing,
+is found out by someone else. A heartbeat Kafka does not take is skipped;
+the next one follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+import structlog
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
+
+from consumers.activity import Activity
+from consumers.ports import EngineDescription
+from contracts import DecodeError, NodeEvent, NodeHeartbeat, NodeHeartbeatPayload, Producer, decode_node_event, utc_now
+from foundation.errors import BrokerUnavailable
+from foundation.lifecycle import wait_for_stop
+
+log = structlog.get_logger("voxlog.worker")
+
+SendHeartbeat = Callable[[NodeHeartbeat], Awaitable[object]]
+
+
+def heartbeat(
+    worker_id: str, engine: EngineDescription, activity: Activity, producer: Producer, started_at: datetime
+) -> NodeHeartbeat:
+    now = utc_now()
+    current = activity.current
+    return NodeHeartbeat(
+        event_id=uuid.uuid4(),
+        occurred_at=now,
+        producer=producer,
+        payload=NodeHeartbeatPayload(
+            worker_id=worker_id,
+            engine=engine.name,
+            model_version=engine.model_version,
+            device=engine.device,
+            started_at=started_at,
+            sent_at=now,
+            job_id=current.job_id if current else None,
+            fingerprint=current.fingerprint if current else None,
+            attempt=current.attempt if current else None,
+            segments_done=current.segments_done if current else 0,
+            segments_total=current.segments_total if current else None,
+            text_chars=current.text_chars if current else None,
+            progress_at=current.progress_at if current else None,
+            chars_per_s=activity.chars_per_s,
+            busy_s=activity.busy_s,
+        ),
+    )
+
+
+async def beat(send: SendHeartbeat, build: Callable[[], NodeHeartbeat], interval_s: float, stop: asyncio.Event) -> None:
+    """Send a heartbeat every ``interval_s`` until ``stop``."""
+    while True:
+        try:
+            await send(build())
+        except BrokerUnavailable as exc:
+            log.debug("heartbeat not sent", error=str(exc))
+        if await wait_for_stop(stop, interval_s):
+            return
+
+
+class HeartbeatBook:
+    """Every worker's latest heartbeat, read from the nodes topic (for the sweeper)."""
+
+    def __init__(self) -> None:
+        self._latest: dict[str, NodeHeartbeatPayload] = {}
+
+    def latest(self, worker_id: str) -> NodeHeartbeatPayload | None:
+        return self._latest.get(worker_id)
+
+    def note(self, event: NodeEvent) -> None:
+        if isinstance(event, NodeHeartbeat):
+            known = self._latest.get(event.payload.worker_id)
+            if known is None or known.sent_at <= event.payload.sent_at:
+                self._latest[event.payload.worker_id] = event.payload
+
+    async def follow(self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition], stop: asyncio.Event) -> None:
+        """Read the nodes topic from its beginning (it is compacted) and keep reading until ``stop``."""
+        beginnings = await consumer.beginning_offsets(partitions)
+        for tp in partitions:
+            consumer.seek(tp, beginnings[tp])
+        while not stop.is_set():
+            try:
+                batch = await consumer.getmany(*partitions, timeout_ms=500)
+            except KafkaError as exc:
+                log.warning("cannot read heartbeats; trying again", error=str(exc))
+                await wait_for_stop(stop, 1.0)
+                continue
+            for records in batch.values():
+                for record in records:
+                    with contextlib.suppress(DecodeError):
+                        self.note(decode_node_event(record.value))

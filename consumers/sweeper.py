@@ -1,0 +1,222 @@
+"""The sweeper: finds claims that stopped making progress and gives their jobs back.
+
+Every ``sweep_interval_s`` the one sweeper that holds the lock (a PostgreSQL
+advisory lock; see :class:`Leadership`) looks at every live claim in the
+projection and at the latest heartbeat of the claiming worker, which it reads
+from the nodes topic itself: a lagging projector must not make a live worker
+look dead. A claim is stale when (:func:`stale_reason`):
+
+- its worker has sent no heartbeat for ``stale_after_s`` (dead, stopped,
+  cut off), or none at all since a claim older than that;
+- its worker is alive but on another job, and the claim is older than
+  ``stale_after_s`` (the worker restarted, or lost the job);
+- its worker is on it but the attempt made no progress (a claim, a segment)
+  for longer than its expected time (its text length over the node's
+  measured speed, at least ``min_expected_s``) times ``stale_factor``.
+
+For each, the sweeper publishes ``JobReleased(reason="stale")`` for that
+attempt, keyed by fingerprint like every job event, with the id a release of
+that attempt always has: two sweepers, or a sweeper and the worker's own
+watchdog, record one release. The partition's owner then claims the job one
+attempt higher, and the projector fences the stale attempt's late events.
+The released attempt's partial segments are dropped by the projection; their
+blobs are deleted after ``blob_grace_s`` unless a segment refers to them
+again or a writer touched them meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import structlog
+
+from consumers.errors import LookupUnavailable
+from consumers.ports import EventLog
+from contracts import (
+    AudioRef,
+    JobReleased,
+    JobReleasedPayload,
+    NodeHeartbeatPayload,
+    Producer,
+    derive_event_id,
+    type_name,
+    utc_now,
+)
+from foundation.errors import BrokerUnavailable
+from foundation.lifecycle import wait_for_stop
+from foundation.metrics import SWEEPER_BLOBS_DELETED, SWEEPER_LEADER, SWEEPER_RELEASES, SWEEPER_SWEEPS
+
+log = structlog.get_logger("voxlog.sweeper")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A live claim, as the projection shows it."""
+
+    job_id: uuid.UUID
+    fingerprint: str
+    attempt: int
+    worker_id: str
+    claimed_at: datetime
+    text_chars: int
+
+
+@dataclass(frozen=True)
+class SweeperConfig:
+    stale_after_s: float
+    stale_factor: float
+    min_expected_s: float
+    sweep_interval_s: float
+    blob_grace_s: float
+
+
+def stale_reason(claim: Claim, pulse: NodeHeartbeatPayload | None, now: datetime, config: SweeperConfig) -> str | None:
+    """Why ``claim`` is stale, given its worker's latest heartbeat; ``None`` while it is not."""
+    claim_age = (now - claim.claimed_at).total_seconds()
+    if pulse is None:
+        if claim_age > config.stale_after_s:
+            return f"no heartbeat from {claim.worker_id} since its claim {claim_age:.0f}s ago"
+        return None
+    silent = (now - pulse.sent_at).total_seconds()
+    if silent > config.stale_after_s:
+        return f"worker {claim.worker_id} silent for {silent:.0f}s"
+    if pulse.sent_at <= claim.claimed_at:
+        return None  # the heartbeat predates the claim: wait for one that knows it
+    if pulse.job_id == claim.job_id and pulse.attempt == claim.attempt:
+        if pulse.progress_at is None:
+            return None
+        expected = config.min_expected_s
+        if pulse.chars_per_s:
+            expected = max(expected, claim.text_chars / pulse.chars_per_s)
+        allowed = config.stale_factor * expected
+        stalled = (now - pulse.progress_at).total_seconds()
+        if stalled > allowed:
+            return f"no progress for {stalled:.0f}s (allowed {allowed:.0f}s)"
+        return None
+    if claim_age > config.stale_after_s:
+        return f"worker {claim.worker_id} is alive but no longer on this job"
+    return None
+
+
+class SweeperStore(Protocol):
+    """The projection, as the sweeper reads it (raises ``LookupUnavailable`` when it cannot)."""
+
+    async def live_claims(self) -> list[Claim]: ...
+
+    async def attempt_blobs(self, job_id: uuid.UUID, attempt: int) -> list[AudioRef]: ...
+
+    async def referenced_elsewhere(self, sha256: str, job_id: uuid.UUID, attempt: int) -> bool:
+        """Whether a segment other than those of ``job_id``'s ``attempt`` refers to the blob."""
+        ...
+
+
+class Leadership(Protocol):
+    async def hold(self) -> bool:
+        """Whether this sweeper may act now (acquiring the lock if it is free)."""
+        ...
+
+    async def release(self) -> None: ...
+
+
+class Heartbeats(Protocol):
+    def latest(self, worker_id: str) -> NodeHeartbeatPayload | None: ...
+
+
+RemoveBlob = Callable[[AudioRef, float], Awaitable[bool]]
+
+
+class Sweeper:
+    def __init__(
+        self,
+        config: SweeperConfig,
+        leadership: Leadership,
+        store: SweeperStore,
+        heartbeats: Heartbeats,
+        events: EventLog,
+        producer: Producer,
+        remove_blob: RemoveBlob,
+    ) -> None:
+        self.config = config
+        self._leadership = leadership
+        self._store = store
+        self._heartbeats = heartbeats
+        self._events = events
+        self._producer = producer
+        self._remove_blob = remove_blob
+        self._doomed: list[tuple[datetime, Claim, AudioRef]] = []  # released attempts' blobs, when to check them
+        self._released: dict[tuple[uuid.UUID, int], datetime] = {}  # until the projection shows the release
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while True:
+                leader = await self._leadership.hold()
+                SWEEPER_LEADER.set(1 if leader else 0)
+                if leader:
+                    try:
+                        await self.sweep(utc_now())
+                    except (BrokerUnavailable, LookupUnavailable) as exc:
+                        log.warning("sweep skipped; the next one follows", error=str(exc))
+                if await wait_for_stop(stop, self.config.sweep_interval_s):
+                    return
+        finally:
+            SWEEPER_LEADER.set(0)
+            await self._leadership.release()
+
+    async def sweep(self, now: datetime) -> list[tuple[Claim, str]]:
+        """One look at every live claim: release the stale ones, delete blobs whose time has come."""
+        SWEEPER_SWEEPS.inc()
+        released = []
+        self._released = {key: at for key, at in self._released.items() if (now - at).total_seconds() < 60}
+        for claim in await self._store.live_claims():
+            if (claim.job_id, claim.attempt) in self._released:
+                continue  # released already; the projection has not caught up yet
+            reason = stale_reason(claim, self._heartbeats.latest(claim.worker_id), now, self.config)
+            if reason is not None:
+                await self._release(claim, reason, now)
+                released.append((claim, reason))
+        await self._delete_due_blobs(now)
+        return released
+
+    async def _release(self, claim: Claim, reason: str, now: datetime) -> None:
+        blobs = await self._store.attempt_blobs(claim.job_id, claim.attempt)
+        event_type = type_name(JobReleased)
+        await self._events.publish(
+            JobReleased(
+                event_id=derive_event_id(claim.job_id, event_type, claim.attempt),
+                job_id=claim.job_id,
+                fingerprint=claim.fingerprint,
+                attempt=claim.attempt,
+                occurred_at=now,
+                producer=self._producer,
+                payload=JobReleasedPayload(reason="stale", failed_attempt=claim.attempt, message=reason),
+            )
+        )
+        self._released[(claim.job_id, claim.attempt)] = now
+        SWEEPER_RELEASES.labels(_reason_label(reason)).inc()
+        log.warning("released a stale claim", job_id=str(claim.job_id), attempt=claim.attempt, reason=reason)
+        due = now + timedelta(seconds=self.config.blob_grace_s)
+        self._doomed += [(due, claim, ref) for ref in blobs]
+
+    async def _delete_due_blobs(self, now: datetime) -> None:
+        keep = []
+        for due, claim, ref in self._doomed:
+            if due > now:
+                keep.append((due, claim, ref))
+                continue
+            in_use = await self._store.referenced_elsewhere(ref.sha256, claim.job_id, claim.attempt)
+            if not in_use and await self._remove_blob(ref, self.config.blob_grace_s):
+                SWEEPER_BLOBS_DELETED.inc()
+        self._doomed = keep
+
+
+def _reason_label(reason: str) -> str:
+    if reason.startswith("no progress"):
+        return "no_progress"
+    if "alive but" in reason:
+        return "worker_moved_on"
+    return "silent_worker"

@@ -1,0 +1,119 @@
+"""PostgreSQL adapters of the sweeper: the live claims it inspects, and the lock that makes one sweeper act.
+
+Leadership is a session-level advisory lock held on a connection of its own.
+Why a PostgreSQL lock rather than a single-partition consumer group: the
+sweeper's input is the projection, so a sweeper that cannot reach PostgreSQL
+cannot act anyway, and the lock goes with the connection: a leader that
+crashes, or loses the database, loses the lock at once, and a standby takes
+it at its next sweep. Kafka membership would add a second failure detector
+whose view can disagree with the database the sweeper actually reads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Final
+
+import asyncpg
+import structlog
+
+from consumers.errors import LookupUnavailable
+from consumers.sweeper import Claim
+from contracts import AudioRef
+
+log = structlog.get_logger("voxlog.sweeper")
+LOCK_NAMESPACE: Final = 0x73776570  # "swep"
+QUERY_TIMEOUT_S: Final = 5.0
+
+
+@asynccontextmanager
+async def _reading() -> AsyncIterator[None]:
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+        raise LookupUnavailable(f"the projection cannot be read: {type(exc).__name__}: {exc}") from exc
+
+
+class PostgresSweeperStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def live_claims(self) -> list[Claim]:
+        async with _reading():
+            rows = await self._pool.fetch(
+                "SELECT job_id, fingerprint, attempt, worker_id, claimed_at, length(request->>'text') AS chars"
+                " FROM jobs WHERE state = 'claimed'",
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return [
+            Claim(r["job_id"], r["fingerprint"], r["attempt"], r["worker_id"] or "?", r["claimed_at"], r["chars"] or 0)
+            for r in rows
+        ]
+
+    async def attempt_blobs(self, job_id: uuid.UUID, attempt: int) -> list[AudioRef]:
+        async with _reading():
+            rows = await self._pool.fetch(
+                "SELECT audio_sha256, audio_uri FROM segments WHERE job_id = $1 AND attempt = $2",
+                job_id,
+                attempt,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return [AudioRef(sha256=r["audio_sha256"], uri=r["audio_uri"]) for r in rows]
+
+    async def referenced_elsewhere(self, sha256: str, job_id: uuid.UUID, attempt: int) -> bool:
+        async with _reading():
+            found = await self._pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM segments WHERE audio_sha256 = $1 AND NOT (job_id = $2 AND attempt = $3))",
+                sha256,
+                job_id,
+                attempt,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return bool(found)
+
+
+class AdvisoryLeadership:
+    """Held while this process keeps its own connection and the lock on it (one per schema)."""
+
+    def __init__(self, url: str, schema: str) -> None:
+        self._url = url
+        self._schema = schema
+        self._conn: asyncpg.Connection | None = None
+        self._held = False
+
+    async def hold(self) -> bool:
+        try:
+            if self._conn is None or self._conn.is_closed():
+                self._conn, self._held = await asyncpg.connect(self._url, timeout=QUERY_TIMEOUT_S), False
+            if self._held:
+                await self._conn.fetchval("SELECT 1", timeout=QUERY_TIMEOUT_S)  # still connected: still ours
+            else:
+                self._held = bool(
+                    await self._conn.fetchval(
+                        "SELECT pg_try_advisory_lock($1, hashtext($2))",
+                        LOCK_NAMESPACE,
+                        self._schema,
+                        timeout=QUERY_TIMEOUT_S,
+                    )
+                )
+                if self._held:
+                    log.info("this sweeper leads", schema=self._schema)
+        except (
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            asyncpg.InternalClientError,
+            OSError,
+            TimeoutError,
+        ) as exc:
+            # Whatever happened to the session (terminated, cut off), the lock went with it.
+            if self._held:
+                log.warning("lost the sweeper lock with its connection", error=str(exc))
+            await self.release()
+        return self._held
+
+    async def release(self) -> None:
+        conn, self._conn, self._held = self._conn, None, False
+        if conn is not None and not conn.is_closed():
+            conn.terminate()  # closing the session releases the lock
