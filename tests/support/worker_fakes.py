@@ -49,10 +49,15 @@ class WatchedLock(asyncio.Lock):
     def __init__(self) -> None:
         super().__init__()
         self.contended = asyncio.Event()
+        self.contended_again = asyncio.Event()  # somebody waited, gave up, and waits again
+        self._contentions = 0
 
     async def acquire(self) -> bool:
         if self.locked():
+            self._contentions += 1
             self.contended.set()
+            if self._contentions > 1:
+                self.contended_again.set()
         return await super().acquire()
 
 

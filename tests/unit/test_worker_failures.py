@@ -10,12 +10,22 @@ from datetime import timedelta
 from aiokafka.errors import KafkaConnectionError
 
 import consumers.worker
+from consumers.errors import LookupUnavailable
 from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
 from contracts import JobReleasedPayload, utc_now
 from foundation.errors import BrokerUnavailable
 from tests.support.job_logs import _Builder
-from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, settle
+from tests.support.worker_fakes import (
+    TP,
+    FakeConsumer,
+    NoCache,
+    RecordingRunner,
+    WatchedLock,
+    make_worker,
+    record,
+    settle,
+)
 
 
 async def run_until_idle(worker, consumer, stop: asyncio.Event | None = None) -> None:
@@ -157,3 +167,63 @@ async def test_regression_a_tail_scan_that_fails_is_tried_again_instead_of_leavi
     await run_until_idle(worker, consumer)
     assert consumer.failures == 0
     assert runner.jobs == [job.job_id]
+
+
+class UnreadableProjection:
+    async def live_result(self, fingerprint, now):
+        raise LookupUnavailable("PostgreSQL is down")
+
+    async def request_of(self, job_id):
+        raise LookupUnavailable("PostgreSQL is down")
+
+
+async def test_regression_a_postgres_error_in_a_lookup_does_not_stop_the_job():
+    """A Postgres error during the cache lookup escaped the worker after it had read the job."""
+    job = _Builder(uuid.UUID(int=30))
+    consumer, runner = FakeConsumer({TP: [record(job.queued(), 0)]}), RecordingRunner()
+    worker = make_worker(consumer, runner, UnreadableProjection())
+    settle(worker)
+    await run_until_idle(worker, consumer)
+    assert runner.jobs == [job.job_id]
+
+
+class AbortRecordingRunner(RecordingRunner):
+    """The first job waits at a gate (while a revocation's grace runs out); every job notes its abort."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.gate = asyncio.Event(), asyncio.Event()
+        self.aborts: list[object] = []
+
+    async def run(self, attempt) -> Outcome:
+        if not self.jobs:
+            self.entered.set()
+            await self.gate.wait()
+        self.aborts.append(attempt.abort())
+        return await super().run(attempt)
+
+
+async def test_regression_an_abort_meant_for_one_job_does_not_release_the_next():
+    """A revocation's abort, set while a job was in hand, stayed set and released the next job at its first
+    segment."""
+    first, second = _Builder(uuid.UUID(int=31)), _Builder(uuid.UUID(int=32))
+    consumer = FakeConsumer({TP: [record(first.queued(), 0), record(second.queued(), 1)]})
+    runner = AbortRecordingRunner()
+    worker = make_worker(consumer, runner, NoCache(), rebalance_grace_s=0.01)
+    worker._handling = lock = WatchedLock()
+    settle(worker)
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(runner.entered.wait(), 10)
+    revoke = asyncio.create_task(worker.on_partitions_revoked(set()))
+    # The revocation's grace ran out: it set the abort and now waits for the lock without a limit.
+    await asyncio.wait_for(lock.contended_again.wait(), 10)
+    runner.gate.set()
+    await asyncio.wait_for(revoke, 10)
+    await worker.on_partitions_assigned(set())  # a revocation is followed by an assignment
+    await asyncio.wait_for(consumer.idle.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(loop_task, 10)
+    assert runner.jobs == [first.job_id, second.job_id]
+    assert runner.aborts[0] is not None, "the job in hand was asked to stop"
+    assert runner.aborts[1] is None, "the next one was not"
