@@ -21,6 +21,7 @@ import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.errors import BenchError
+from consumers.worker import synth_group
 from foundation.kafka_groups import wait_group_stable
 from foundation.metrics import parse_totals
 from foundation.settings import TopicSettings
@@ -138,9 +139,12 @@ class Deployment:
             self.workers.append((name, port))
         for name, port in self.workers:
             await self._ready(name, f"http://127.0.0.1:{port}/metrics", within_s)
-        if self.system == "voxlog":
-            await wait_group_stable(self.bootstrap, f"synth-{self.tag}", count, within_s)
         await self._wait_announced(count, within_s)
+        if self.system == "voxlog":
+            rows = await self.fetch("SELECT DISTINCT engine, model_version FROM nodes")
+            [(engine, model_version)] = [(r["engine"], r["model_version"]) for r in rows]
+            group = synth_group(f"synth-{self.tag}", engine, model_version)
+            await wait_group_stable(self.bootstrap, group, count, within_s)
 
     async def _wait_announced(self, workers: int, within_s: float) -> None:
         table = "nodes" if self.system == "voxlog" else "bl_nodes"

@@ -68,6 +68,17 @@ class _Deferred(Exception):
     """The worker is stopping before it acted on a record: leave the record uncommitted."""
 
 
+def synth_group(base: str, engine: str, model_version: str) -> str:
+    """The consumer group of the workers of one engine and model version.
+
+    Routing: every group reads the whole jobs topic, and a worker acts only on jobs fingerprinted
+    for its own engine and model version, so a job is synthesized by a worker that has that model,
+    never by another (during a rolling upgrade, old jobs stay with the old version's workers).
+    Duplicates still meet in their fingerprint's partition, within one group.
+    """
+    return f"{base}.{engine}.{model_version}"
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     worker_id: str
@@ -79,6 +90,8 @@ class WorkerConfig:
     commit_interval_s: float
     watchdog_factor: float
     watchdog_min_s: float
+    engine: str = ""  # the engine and model version this worker serves ("": any, for tests of the loop)
+    model_version: str = ""
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -259,17 +272,23 @@ class SynthWorker(ConsumerRebalanceListener):
     async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView) -> None:
         if self._stop.is_set():
             raise _Deferred
+        request = view.request or await self._request_of(tp, view)
+        if request is not None and not self._serves(request):
+            return  # another engine's or model version's job: its own group acts on it
         cached = await reusable_result(view, ledger, self._lookup, utc_now())
         if cached is not None:
             await self._runner.complete_from_cache(view, cached, ledger.record_own)
             return
-        request = view.request or await self._request_of(tp, view)
         if request is None:
             message = "the job's JobQueued is neither in its partition nor in the projection"
             await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.record_own)
             return
         attempt = Attempt(view, request, view.attempt + 1, ledger.record_own, self._abort_reason)
         await self._keepalive(self._runner.run(attempt), attempt)
+
+    def _serves(self, request: SynthesisRequest) -> bool:
+        config = self.config
+        return not config.engine or (request.engine, request.model_version) == (config.engine, config.model_version)
 
     async def _request_of(self, tp: TopicPartition, view: JobView) -> SynthesisRequest | None:
         """The job's request when its ``JobQueued`` lies before the scanned tail: the projection's copy,

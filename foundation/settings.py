@@ -155,7 +155,9 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
     process = "worker"
 
     worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
-    synth_group: str = Field("voxlog-synth", description="Consumer group of the synthesis workers.")
+    synth_group: str = Field(
+        "voxlog-synth", description="Consumer group of the synthesis workers, suffixed .<engine>.<model version>."
+    )
     max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
     retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
     shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")

@@ -13,7 +13,7 @@ from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
 from tts_node.g2p import LANGUAGES, Phonemizer
 from tts_node.model_files import ensure_model, load_vocab, load_voices
 from tts_node.segmenter import MAX_TOKENS, segment_text
-from tts_node.voices import VoiceBank
+from tts_node.voices import VoiceBank, model_version
 
 SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.25, 4.0)
@@ -33,13 +33,14 @@ class KokoroOnnxEngine:
         model_path, sha256 = ensure_model(cache_dir)
         self._vocab = load_vocab()
         self._valid_ids = frozenset(self._vocab.values())
+        extra = VoiceBank.from_dir(voices_dir) if voices_dir is not None else None
         bank = VoiceBank(load_voices())
-        self._voices = bank.merge(VoiceBank.from_dir(voices_dir)) if voices_dir is not None else bank
+        self._voices = bank.merge(extra) if extra is not None else bank
         self._session = self._open_session(model_path, threads)
         self._phonemizer = Phonemizer(self._vocab)
         self._info = EngineInfo(
             name="kokoro-onnx",
-            model_version=sha256[:16],
+            model_version=model_version(sha256, extra),
             sample_rate=SAMPLE_RATE,
             voices=self._voices.names(),
             languages=LANGUAGES,

@@ -22,7 +22,7 @@ from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, T
 from tts_node.g2p import LANGUAGES, Phonemizer
 from tts_node.model_files import _sha256_of
 from tts_node.segmenter import MAX_TOKENS, segment_text
-from tts_node.voices import VoiceBank
+from tts_node.voices import VoiceBank, model_version
 
 SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.25, 4.0)
@@ -52,11 +52,12 @@ class KokoroTorchEngine:
         self._max_tokens = min(MAX_TOKENS, int(self._model.context_length) - 2)
         # The same VoiceBank as kokoro-onnx: .pt/.npy/.bin packs, extras, and weighted mixes.
         bank = VoiceBank.from_dir(directory / "voices")
-        self._voices = bank.merge(VoiceBank.from_dir(voices_dir)) if voices_dir is not None else bank
+        extra = VoiceBank.from_dir(voices_dir) if voices_dir is not None else None
+        self._voices = bank.merge(extra) if extra is not None else bank
         self._phonemizer = Phonemizer(self._vocab)
         self._info = EngineInfo(
             name="kokoro",
-            model_version=_sha256_of(weights_path)[:16],
+            model_version=model_version(_sha256_of(weights_path), extra),
             sample_rate=SAMPLE_RATE,
             voices=self._voices.names(),
             languages=LANGUAGES,

@@ -8,6 +8,7 @@ mix, which shares one fingerprint, also gives bit-identical audio.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -70,6 +71,14 @@ class VoiceBank:
     def names(self) -> tuple[str, ...]:
         """Plain voice names, sorted; mixes of them are not listed."""
         return tuple(sorted(self._packs))
+
+    def digest(self) -> str:
+        """A hash of every voice's name and numbers: two banks that sound alike have the same one."""
+        hasher = hashlib.sha256()
+        for name in self.names():
+            hasher.update(name.encode() + b"\0")
+            hasher.update(np.ascontiguousarray(self._packs[name]).tobytes())
+        return hasher.hexdigest()
 
     def resolve(self, spec: str) -> Pack:
         """The (510, 1, 256) pack for a voice name or mix; ``EngineInputError`` if it cannot be resolved."""
@@ -158,3 +167,11 @@ def _load_torch(path: Path) -> np.ndarray:
     if not isinstance(value, torch.Tensor):
         raise ModelUnavailable(f"voice file {path} holds a {type(value).__name__}, not a tensor")
     return value.detach().to(torch.float32).numpy()
+
+
+def model_version(weights_sha256: str, extra: VoiceBank | None) -> str:
+    """The version a model announces and requests are fingerprinted with: its weights, and the extra voice
+    packs it was given (the same name could be another pack elsewhere). Workers of one version are
+    interchangeable: they form one consumer group, and any of them may serve any of its jobs."""
+    version = weights_sha256[:16]
+    return f"{version}+v{extra.digest()[:8]}" if extra is not None and len(extra) else version

@@ -26,10 +26,11 @@ from aiokafka.structs import TopicPartition
 from consumers.activity import Activity
 from consumers.heartbeat import HeartbeatBook, beat, heartbeat
 from consumers.job_runner import JobRunner, RetryPolicy
+from consumers.ports import EngineDescription
 from consumers.store import PostgresResultLookup
 from consumers.sweeper import Sweeper, SweeperConfig
 from consumers.sweeper_store import AdvisoryLeadership, PostgresSweeperStore
-from consumers.worker import POLL_BUDGET_S, SynthWorker, WorkerConfig
+from consumers.worker import POLL_BUDGET_S, SynthWorker, WorkerConfig, synth_group
 from contracts import AudioRef, NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, utc_now
 from foundation.blobs import LocalBlobStore
 from foundation.db import open_pool
@@ -71,7 +72,7 @@ def worker_id_of(settings: WorkerSettings) -> str:
     return settings.worker_id or f"{socket.gethostname()}-{settings.device}"
 
 
-def worker_config(settings: WorkerSettings) -> WorkerConfig:
+def worker_config(settings: WorkerSettings, engine: EngineDescription | None = None) -> WorkerConfig:
     return WorkerConfig(
         worker_id=worker_id_of(settings),
         bootstrap_servers=settings.kafka_bootstrap_servers,
@@ -82,6 +83,8 @@ def worker_config(settings: WorkerSettings) -> WorkerConfig:
         commit_interval_s=settings.commit_interval_s,
         watchdog_factor=settings.watchdog_factor,
         watchdog_min_s=settings.watchdog_min_s,
+        engine=engine.name if engine else "",
+        model_version=engine.model_version if engine else "",
     )
 
 
@@ -211,14 +214,14 @@ async def run_node(settings: NodeSettings) -> None:
 
 
 async def run_worker(settings: WorkerSettings) -> None:
-    config = worker_config(settings)
-    producer = Producer(service="worker", instance=config.worker_id)
     stop = asyncio.Event()
     stop_on_signals(stop)
     dump_tasks_on_sigusr1()
     async with AsyncExitStack() as resources:
         model = await load_configured_engine(settings)
         engine = TtsNodeSpeechEngine(model)
+        config = worker_config(settings, engine.description)
+        producer = Producer(service="worker", instance=config.worker_id)
         fifo = await _fifo(resources, model, settings.shutdown_grace_s)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await _pool(resources, settings, stop, migrate=False)
@@ -247,7 +250,7 @@ async def run_worker(settings: WorkerSettings) -> None:
         def make_consumer() -> AIOKafkaConsumer:
             return AIOKafkaConsumer(
                 bootstrap_servers=settings.kafka_bootstrap_servers,
-                group_id=settings.synth_group,
+                group_id=synth_group(settings.synth_group, config.engine, config.model_version),
                 client_id=config.worker_id,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",

@@ -110,7 +110,8 @@ async def test_the_sweeper_releases_a_dead_workers_claim_once_deletes_its_partia
         blob = Path(unquote(urlparse(produced[0].payload.audio.uri).path))
         await wait_until("the partial audio deleted", lambda: asyncio.to_thread(lambda: not blob.exists()))
 
-        app.start("worker-1", ["worker"], {"VOXLOG_WORKER_ID": "w1", "VOXLOG_BENCH_SYNTH_MS": "10"})
+        # The same model (version): only a worker that has the job's model may synthesize it.
+        app.start("worker-1", ["worker"], {"VOXLOG_WORKER_ID": "w1", "VOXLOG_BENCH_SYNTH_MS": "1500"})
         job = await wait_for_job(client, job_id, 120)
     assert (job["state"], job["attempt"], job["worker_id"]) == ("completed", 2, "w1")
     events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]

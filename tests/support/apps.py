@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from consumers.worker import synth_group
 from foundation.kafka_groups import wait_group_stable
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail
@@ -58,15 +59,22 @@ class AppStack:
 
     async def voices(self, within_s: float = 120.0) -> list[str]:
         """The voices once a worker's announcement is projected."""
+        return list((await self.engine(within_s))["voices"])
+
+    async def engine(self, within_s: float = 120.0) -> dict[str, Any]:
+        """The first engine a worker announced (name, model version, voices), once it is projected."""
         deadline = time.monotonic() + within_s
         async with httpx.AsyncClient(base_url=self.api) as client:
             while time.monotonic() < deadline:
                 response = await client.get("/v1/voices")  # 503 while the projection is unreachable
                 engines = response.json()["engines"] if response.status_code == 200 else []
-                if engines:
-                    return list(engines[0]["voices"])
+                if engines and engines[0]["voices"]:
+                    return dict(engines[0])
                 await asyncio.sleep(0.3)
         raise AssertionError(f"no worker announced itself; worker log:\n{self.log('worker-0')}")
+
+    def synth_group(self, engine: dict[str, Any]) -> str:
+        return synth_group(self.env["VOXLOG_SYNTH_GROUP"], engine["engine"], engine["model_version"])
 
 
 def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **extra: str) -> dict[str, str]:
@@ -118,7 +126,8 @@ async def start_pipeline(make: Any, workers: int = 1, **env: str) -> tuple[AppSt
         app.start(f"worker-{i}", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": f"w{i}"})
     app.start("api", ["api"])
     await app.wait_ready()
-    voices = await app.voices()
+    engine = await app.engine()
     if workers:  # every worker is a member with its partitions before any job is submitted
-        await wait_group_stable(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], app.env["VOXLOG_SYNTH_GROUP"], workers, 180)
-    return app, voices
+        group = app.synth_group(engine)
+        await wait_group_stable(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], group, workers, 180)
+    return app, list(engine["voices"])

@@ -13,7 +13,7 @@ from contracts.errors import InvalidRequest
 from contracts.voices import canonical_voice, parse_voice_spec
 from tts_node import EngineInputError, ModelUnavailable
 from tts_node.kokoro_onnx import KokoroOnnxEngine
-from tts_node.voices import PACK_SHAPE, VoiceBank
+from tts_node.voices import PACK_SHAPE, VoiceBank, model_version
 
 
 def pack(seed: int) -> np.ndarray:
@@ -212,3 +212,15 @@ def test_the_engine_loads_extra_voices_from_a_directory(engine, models, tmp_path
     with_extras = KokoroOnnxEngine(cache_dir=models, threads=1, voices_dir=tmp_path)
     assert "zz_custom" in with_extras.info.voices
     assert "jf_alpha" in with_extras.info.voices
+    assert with_extras.info.model_version.startswith(engine.info.model_version + "+v"), (
+        "extra packs are part of the version: workers that sound alike share one, and one consumer group"
+    )
+
+
+def test_the_model_version_names_the_extra_packs_by_their_numbers_not_their_names():
+    weights = "ab" * 32
+    assert model_version(weights, None) == weights[:16]
+    assert model_version(weights, VoiceBank({})) == weights[:16]
+    first, same, other = (VoiceBank({"zz_custom": pack(seed)}) for seed in (7, 7, 8))
+    assert model_version(weights, first) == model_version(weights, same)
+    assert model_version(weights, first) != model_version(weights, other), "same name, another voice"
