@@ -179,12 +179,15 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
     )
 
 
-class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings):
+class ProjectorNameSettings(_Settings):
+    projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
+
+
+class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings):
     """`voxlog projector`: applies the log to the Postgres tables."""
 
     process = "projector"
 
-    projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
     projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
 
 
@@ -206,6 +209,12 @@ class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, MetricsSet
     )
 
 
+class VerifySettings(KafkaSettings, DatabaseSettings, ProjectorNameSettings):
+    """`voxlog verify`: checks the invariants over the log, the projection and the blob store."""
+
+    process = "verify"
+
+
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -222,5 +231,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     WorkerSettings,
     ProjectorSettings,
     SweeperSettings,
+    VerifySettings,
     NodeSettings,
 )

@@ -7,7 +7,9 @@ formatted or started, and it returns once both services answer.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from infra.postgres_cluster import (
     install_server,
     probe_database,
 )
+from infra.processes import wait_gone
 from infra.status import ServiceStatus
 
 
@@ -86,6 +89,36 @@ class DevStack:
                 self.postgres.stop(bindir)
         if purge and self.config.home.exists():
             shutil.rmtree(self.config.home)
+
+    # -- faults: what a crash or an operator does to the services (chaos runs and fault tests) ----------
+    def kill_broker(self) -> None:
+        """SIGKILL the broker, as a crash or the OOM killer would."""
+        pid = self.kafka.pid()
+        if pid is None:
+            raise InfraError("the Kafka broker is not running")
+        os.kill(pid, signal.SIGKILL)
+        if not wait_gone(pid, 30):
+            raise InfraError(f"the Kafka broker (pid {pid}) survived SIGKILL")
+
+    async def start_broker(self) -> None:
+        self.kafka.start()
+        await self.kafka.wait_ready(self.config.ready_timeout)
+
+    def stop_postgres(self) -> None:
+        """``pg_ctl stop -m fast``: every connection is dropped, new ones are refused."""
+        self.postgres.stop(self._bindir())
+
+    async def start_postgres(self) -> None:
+        self.postgres.start(self._bindir())
+        await self.postgres.ensure_database(self.config.ready_timeout)
+
+    def _bindir(self) -> Path:
+        if self.config.external_database_url is not None:
+            raise InfraError("this stack uses an external PostgreSQL server: it cannot stop or start it")
+        bindir = find_bindir()
+        if bindir is None:
+            raise InfraError("PostgreSQL's server binaries are not installed")
+        return bindir
 
     async def status(self) -> list[ServiceStatus]:
         kafka, postgres = await asyncio.gather(self.kafka.status(), probe_database(self.database_url))

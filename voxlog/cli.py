@@ -22,6 +22,7 @@ from foundation.settings import (
     NodeSettings,
     ProjectorSettings,
     SweeperSettings,
+    VerifySettings,
     WorkerSettings,
 )
 from infra.errors import InfraError
@@ -81,6 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--voice", default=None, help="voice (default: the first one a worker announced)")
     demo.add_argument("--out", type=Path, default=Path("voxlog-demo.wav"), help="where to write the WAV")
 
+    verify = commands.add_parser(
+        "verify", help="check the invariants over the log, the projection and the blob store; exit 1 on a violation"
+    )
+    verify.add_argument("--settled", action="store_true", help="also require every job to be terminal")
+    verify.add_argument(
+        "--wait", type=float, default=60.0, help="seconds to let the projector catch up with the log (default: 60)"
+    )
+    chaos = commands.add_parser(
+        "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
+    )
+    chaos.add_argument("--quick", action="store_true", help="smaller loads; writes nothing unless --docs is given")
+    chaos.add_argument("--docs", type=Path, default=None, help="where to write reliability.md (default: docs/)")
     commands.add_parser("migrate", help="apply pending Postgres migrations (VOXLOG_DATABASE_URL)")
     commands.add_parser("topics", help="create missing Kafka topics (VOXLOG_KAFKA_BOOTSTRAP_SERVERS)")
     docs_cmd = commands.add_parser("docs", help="regenerate docs/events.schema.json and docs/asyncapi.json")
@@ -169,6 +182,25 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from projections.verify import verify
+
+    settings = VerifySettings()
+    report = asyncio.run(
+        verify(
+            settings.kafka_bootstrap_servers,
+            settings.jobs_topic,
+            settings.database_url,
+            settings.database_schema,
+            settings.projector_name,
+            settled=args.settled,
+            wait_s=args.wait,
+        )
+    )
+    print("\n".join(report.lines()))
+    return 0 if report.ok else 1
+
+
 def _docs(check: bool) -> int:
     if check:
         stale = docs.stale()
@@ -199,6 +231,12 @@ def run(args: argparse.Namespace) -> int:
         return _demo(args)
     if args.command == "docs":
         return _docs(args.check)
+    if args.command == "verify":
+        return _verify(args)
+    if args.command == "chaos":
+        from voxlog.chaos.run import main as chaos_main
+
+        return chaos_main(args.quick, args.docs)
     print(settings_table())
     return 0
 

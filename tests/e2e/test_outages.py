@@ -125,7 +125,7 @@ async def test_postgres_stopped_and_started_under_load_loses_nothing_and_the_api
         assert (await client.get(f"/v1/jobs/{uuid.uuid4()}")).status_code == 503
         assert all(alive(app).values()), alive(app)
 
-        stack.start_postgres()
+        await stack.start_postgres()
         await until_ready(client)
         jobs = await asyncio.gather(*(wait_for_job(client, r.json()["job_id"], 180) for r in during))
     assert {job["state"] for job in jobs} == {"completed"}
@@ -163,7 +163,7 @@ async def test_processes_started_while_a_dependency_is_down_wait_for_it(tmp_path
         if dependency == "kafka":
             await stack.start_broker()
         else:
-            stack.start_postgres()
+            await stack.start_postgres()
         await app.wait_ready(180)
         voice = (await app.voices(180))[0]
         async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:

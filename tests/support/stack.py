@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import uuid
 from pathlib import Path
 
 from foundation.settings import default_cache_root, default_state_root
-from infra.postgres_cluster import find_bindir
-from infra.processes import free_port, wait_gone
+from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 
 
@@ -93,23 +91,13 @@ class PrivateStack:
         self.stack.down(purge=True)
 
     def kill_broker(self) -> None:
-        """SIGKILL the broker, as a crash or the OOM killer would."""
-        pid = self.stack.kafka.pid()
-        assert pid is not None, "the broker is not running"
-        os.kill(pid, signal.SIGKILL)
-        assert wait_gone(pid, 30), "the broker survived SIGKILL"
+        self.stack.kill_broker()
 
-    async def start_broker(self, within_s: float = 120.0) -> None:
-        self.stack.kafka.start()
-        await self.stack.kafka.wait_ready(within_s)
+    async def start_broker(self) -> None:
+        await self.stack.start_broker()
 
     def stop_postgres(self) -> None:
-        """pg_ctl stop -m fast: every connection is dropped, new ones are refused."""
-        bindir = find_bindir()
-        assert bindir is not None
-        self.stack.postgres.stop(bindir)
+        self.stack.stop_postgres()
 
-    def start_postgres(self) -> None:
-        bindir = find_bindir()
-        assert bindir is not None
-        self.stack.postgres.start(bindir)
+    async def start_postgres(self) -> None:
+        await self.stack.start_postgres()

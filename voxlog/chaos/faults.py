@@ -1,0 +1,246 @@
+"""The faults of the campaign: each on a fresh deployment, under load, ending with ``verify`` and every job terminal.
+
+A fault's result counts what a user would ask about: the jobs accepted, how
+many were in flight when the fault hit, how many completed or failed, how many
+were lost (accepted, never terminal) or completed twice, and how long the
+system took to finish the jobs in flight once the fault was lifted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaProducer
+
+from contracts import JobClaimed, JobReleased
+from infra.stack import DevStack
+from projections.verify import read_log
+from voxlog.chaos.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class Sizes:
+    kill_jobs: int = 200
+    jobs: int = 60
+
+
+@dataclass
+class FaultResult:
+    fault: str
+    description: str
+    jobs: int = 0
+    in_flight: int = 0
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    completed_twice: int = 0
+    recovery_s: float = 0.0
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and self.lost == 0 and self.completed_twice == 0
+
+
+Fault = Callable[[DevStack, Path, Sizes], Awaitable[FaultResult]]
+TEXT = "Job {n} of the campaign."
+
+
+async def _settle(
+    d: Deployment, client: httpx.AsyncClient, result: FaultResult, in_flight: set[str], lifted_at: float
+) -> FaultResult:
+    """Wait for the jobs the fault caught (in flight when it hit, or accepted while it lasted, and not
+    finished when it was lifted): that is the recovery. Then for every job; then verify."""
+    await d.until_terminal(client, in_flight, 180)
+    result.recovery_s = round(time.monotonic() - lifted_at, 1)
+    accepted = set(d.accepted.values())
+    result.lost = len(await d.until_terminal(client, accepted, 180))
+    states = await d.states(client, accepted)
+    result.jobs, result.in_flight = len(accepted), len(in_flight)
+    result.completed = sum(state == "completed" for state in states.values())
+    result.failed = sum(state == "failed" for state in states.values())
+    report = await d.verify()
+    for check in report.checks:
+        if check.name.startswith("at most one"):
+            result.completed_twice = len(check.violations)
+        result.violations += [f"{check.name}: {v}" for v in check.violations]
+    return result
+
+
+async def worker_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("worker SIGKILL x3", f"two workers; three SIGKILLs during {sizes.kill_jobs} jobs")
+    async with (
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
+        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+    ):
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(sizes.kill_jobs), TEXT, rate=40))
+        in_flight: set[str] = set()
+        for round_ in range(3):
+            await asyncio.sleep(1.5)
+            in_flight |= await d.in_flight()
+            victim = f"worker-{round_ % 2}"
+            d.kill(victim)
+            d.start(victim)  # a supervisor restarts it
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
+async def worker_stop(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("worker SIGSTOP / SIGCONT", "a worker stopped past its session timeout, then continued")
+    async with (
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "150"}) as d,
+        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+    ):
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), "Job {n}. Its second sentence.", 20))
+        await asyncio.sleep(1.5)
+        in_flight = await d.in_flight()
+        d.signal("worker-0", signal.SIGSTOP)
+        await asyncio.sleep(14)  # aiokafka's session timeout (10 s) passes: the group moves its partitions
+        d.signal("worker-0", signal.SIGCONT)  # its late events of the attempts it held are fenced
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
+async def broker_kill(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("broker SIGKILL", "the Kafka broker killed during load, started again 5 s later")
+    async with (
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
+        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+    ):
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
+        await asyncio.sleep(1.0)
+        in_flight = await d.in_flight()
+        stack.kill_broker()
+        await asyncio.sleep(5)
+        await stack.start_broker()
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
+async def postgres_restart(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("PostgreSQL stop / start", "PostgreSQL stopped during load, started again 5 s later")
+    async with (
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
+        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+    ):
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
+        await asyncio.sleep(1.0)
+        in_flight = await d.in_flight()
+        await asyncio.to_thread(stack.stop_postgres)
+        await asyncio.sleep(5)
+        await stack.start_postgres()
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
+async def hung_engine(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("hung engine", "an engine call that never returns; the watchdog gives the job back")
+    async with (
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
+        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+    ):
+        await d.add_workers(1, {"VOXLOG_BENCH_FAULT": "hang:wedge"})
+        await d.submit(client, 0, "A wedge in the engine.")
+        load = asyncio.create_task(d.submit_many(client, range(1, sizes.jobs), TEXT, rate=20))
+        in_flight = await d.in_flight()
+        started = time.monotonic()
+        while d.processes.pid("worker-0") is not None:  # the watchdog gives the job back; the worker leaves
+            if time.monotonic() - started > 90:
+                result.violations.append("the worker with the hung engine never left")
+                break
+            await asyncio.sleep(0.5)
+        await d.add_workers(1)  # a fresh process on the device
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
+async def blob_writes_fail(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("blob store refuses writes", "the blob directory unusable for 5 s during load")
+    engine = {"VOXLOG_BENCH_SYNTH_MS": "20", "VOXLOG_MAX_ATTEMPTS": "8", "VOXLOG_RETRY_BASE_DELAY_S": "1"}
+    async with Deployment(stack, home, engine) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
+        await asyncio.sleep(1.0)
+        in_flight = await d.in_flight()
+        away = d.blob_dir.with_name("blobs.away")
+        d.blob_dir.rename(away)
+        d.blob_dir.write_text("not a directory: an unmounted volume, a full disk")
+        await asyncio.sleep(5)
+        d.blob_dir.unlink()
+        away.rename(d.blob_dir)
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
+async def poison_records(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("poison records", "undecodable records in the middle of the jobs topic's partitions")
+    async with (
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
+        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+    ):
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
+        await asyncio.sleep(1.0)
+        in_flight = await d.in_flight()
+        producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            for partition in range(d.topics.jobs_partitions):
+                headers = [("type", b"JobQueued"), ("schema_version", b"1")]
+                await producer.send_and_wait(d.topics.jobs_topic, b"{not json", partition=partition, headers=headers)
+        finally:
+            await producer.stop()
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
+async def retry_exhaustion(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    result = FaultResult("retries exhausted", "a job whose every attempt fails, among jobs that succeed")
+    engine = {"VOXLOG_BENCH_SYNTH_MS": "20", "VOXLOG_BENCH_FAULT": "fail:doomed", "VOXLOG_RETRY_BASE_DELAY_S": "0.5"}
+    async with Deployment(stack, home, engine) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
+        await d.add_workers(2)
+        doomed = await d.submit(client, 0, "A doomed request.")
+        await d.submit_many(client, range(1, sizes.jobs), TEXT, rate=20)
+        settled = await _settle(d, client, result, {doomed}, time.monotonic())
+        states = await d.states(client, {doomed})
+        if states.get(doomed) != "failed":
+            settled.violations.append(f"the doomed job ended {states.get(doomed)}, not failed")
+        events = [e for e in await read_log(stack.bootstrap_servers, d.topics.jobs_topic) if str(e.job_id) == doomed]
+        releases = {e.attempt: e for e in events if isinstance(e, JobReleased)}
+        for claim in (e for e in events if isinstance(e, JobClaimed) and e.attempt > 1):
+            released = releases.get(claim.attempt - 1)
+            not_before = released.payload.not_before if released else None
+            if not_before is None or claim.occurred_at < not_before:
+                settled.violations.append(f"attempt {claim.attempt} claimed before its backoff ended ({not_before})")
+        if sorted(releases) != [1, 2]:
+            settled.violations.append(f"released attempts {sorted(releases)}, expected 1 and 2 (3 attempts)")
+        return settled
+
+
+FAULTS: tuple[Fault, ...] = (
+    worker_kills,
+    worker_stop,
+    broker_kill,
+    postgres_restart,
+    hung_engine,
+    blob_writes_fail,
+    poison_records,
+    retry_exhaustion,
+)

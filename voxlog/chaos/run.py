@@ -1,0 +1,73 @@
+"""`voxlog chaos [--quick]`: bring up Kafka and PostgreSQL, inject every fault, write docs/reliability.md.
+
+The stack is the campaign's own (fresh data under the state root's
+``chaos/``, free loopback ports) and is stopped at the end, pass or fail: a
+developer's dev stack is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from foundation.settings import default_cache_root, default_state_root
+from infra.processes import free_port
+from infra.stack import DevStack, StackConfig
+from voxlog.chaos.faults import FAULTS, FaultResult, Sizes
+from voxlog.chaos.report import render
+from voxlog.devstack import SOURCE_ROOT
+
+QUICK = Sizes(kill_jobs=200, jobs=30)
+FULL = Sizes(kill_jobs=200, jobs=120)
+
+
+def chaos_stack(home: Path) -> DevStack:
+    return DevStack(
+        StackConfig(
+            home=home,
+            kafka_port=free_port(),
+            kafka_controller_port=free_port(),
+            kafka_heap="512m",
+            postgres_port=free_port(),
+            jar_cache=default_cache_root() / "kafka",
+        )
+    )
+
+
+async def campaign(sizes: Sizes, home: Path) -> list[FaultResult]:
+    """Every fault, in turn, on a stack under ``home`` (emptied first: no data from an earlier run)."""
+    await asyncio.to_thread(shutil.rmtree, home, True)
+    stack = chaos_stack(home / "stack")
+    results = []
+    try:
+        await stack.up()
+        for fault in FAULTS:
+            started = time.monotonic()
+            result = await fault(stack, home / "apps", sizes)
+            results.append(result)
+            verdict = "ok" if result.ok else f"FAILED: {'; '.join(result.violations[:3])}"
+            print(
+                f"{result.fault}: {result.jobs} jobs, {result.lost} lost, {result.completed_twice} twice, "
+                f"recovered in {result.recovery_s:.1f}s ({time.monotonic() - started:.0f}s) {verdict}",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        stack.down(purge=True)
+    return results
+
+
+def main(quick: bool, docs: Path | None) -> int:
+    started = time.monotonic()
+    results = asyncio.run(campaign(QUICK if quick else FULL, default_state_root() / "chaos"))
+    target = docs if docs is not None else (None if quick else SOURCE_ROOT / "docs")
+    if target is not None:
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "reliability.md").write_text(
+            render(results, "quick" if quick else "full", (time.monotonic() - started) / 60, SOURCE_ROOT)
+        )
+        print(f"wrote {target / 'reliability.md'}", file=sys.stderr)
+    return 0 if all(r.ok for r in results) else 1
