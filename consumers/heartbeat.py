@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import Final
 
 import structlog
 from aiokafka import AIOKafkaConsumer
@@ -73,13 +75,29 @@ async def beat(send: SendHeartbeat, build: Callable[[], NodeHeartbeat], interval
 
 
 class HeartbeatBook:
-    """Every worker's latest heartbeat, read from the nodes topic (for the sweeper)."""
+    """Every worker's latest heartbeat, read from the nodes topic (for the sweeper).
+
+    The book knows when it is *live*: it has just read the topic up to its end, as the broker
+    confirms. While it is not (the broker is down, the book is catching up), what it holds is old
+    news, and silence means nothing: :meth:`heard_since` is ``None``. When it becomes live again,
+    silence counts from that moment, since workers could not send heartbeats either.
+    """
+
+    LIVE_WITHIN_S: Final = 5.0  # a confirmation older than this and the book is not live
 
     def __init__(self) -> None:
         self._latest: dict[str, NodeHeartbeatPayload] = {}
+        self._live_since: datetime | None = None
+        self._confirmed_mono = 0.0
 
     def latest(self, worker_id: str) -> NodeHeartbeatPayload | None:
         return self._latest.get(worker_id)
+
+    def heard_since(self) -> datetime | None:
+        """Since when the book has been reading the topic live; ``None`` while it is not."""
+        if self._live_since is None or time.monotonic() - self._confirmed_mono > self.LIVE_WITHIN_S:
+            return None
+        return self._live_since
 
     def note(self, event: NodeEvent) -> None:
         if isinstance(event, NodeHeartbeat):
@@ -95,11 +113,23 @@ class HeartbeatBook:
         while not stop.is_set():
             try:
                 batch = await consumer.getmany(*partitions, timeout_ms=500)
+                for records in batch.values():
+                    for record in records:
+                        with contextlib.suppress(DecodeError):
+                            self.note(decode_node_event(record.value))
+                await self._confirm(consumer, partitions)
             except KafkaError as exc:
+                self._live_since = None
                 log.warning("cannot read heartbeats; trying again", error=str(exc))
                 await wait_for_stop(stop, 1.0)
-                continue
-            for records in batch.values():
-                for record in records:
-                    with contextlib.suppress(DecodeError):
-                        self.note(decode_node_event(record.value))
+
+    async def _confirm(self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+        """Ask the broker where the topic ends: caught up with it, the book is live."""
+        ends = await consumer.end_offsets(partitions)
+        caught_up = all([await consumer.position(tp) >= ends[tp] for tp in partitions])
+        if not caught_up:
+            self._live_since = None
+            return
+        if self._live_since is None or time.monotonic() - self._confirmed_mono > self.LIVE_WITHIN_S:
+            self._live_since = utc_now()
+        self._confirmed_mono = time.monotonic()

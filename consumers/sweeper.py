@@ -7,7 +7,9 @@ from the nodes topic itself: a lagging projector must not make a live worker
 look dead. A claim is stale when (:func:`stale_reason`):
 
 - its worker has sent no heartbeat for ``stale_after_s`` (dead, stopped,
-  cut off), or none at all since a claim older than that;
+  cut off), or none at all since a claim older than that; silence counts
+  only while the sweeper hears the nodes topic live (not during a broker
+  outage, when no worker can send one);
 - its worker is alive but on another job, and the claim is older than
   ``stale_after_s`` (the worker restarted, or lost the job);
 - its worker is on it but the attempt made no progress (a claim, a segment)
@@ -75,14 +77,21 @@ class SweeperConfig:
     blob_grace_s: float
 
 
-def stale_reason(claim: Claim, pulse: NodeHeartbeatPayload | None, now: datetime, config: SweeperConfig) -> str | None:
-    """Why ``claim`` is stale, given its worker's latest heartbeat; ``None`` while it is not."""
-    claim_age = (now - claim.claimed_at).total_seconds()
+def stale_reason(
+    claim: Claim, pulse: NodeHeartbeatPayload | None, now: datetime, config: SweeperConfig, heard_since: datetime
+) -> str | None:
+    """Why ``claim`` is stale, given its worker's latest heartbeat; ``None`` while it is not.
+
+    ``heard_since`` is when the sweeper began to hear the nodes topic live (after its start, or an
+    outage of the broker, during which workers could not send heartbeats either): silence and a lack of
+    progress count from then at the earliest.
+    """
+    claim_age = (now - max(claim.claimed_at, heard_since)).total_seconds()
     if pulse is None:
         if claim_age > config.stale_after_s:
             return f"no heartbeat from {claim.worker_id} since its claim {claim_age:.0f}s ago"
         return None
-    silent = (now - pulse.sent_at).total_seconds()
+    silent = (now - max(pulse.sent_at, heard_since)).total_seconds()
     if silent > config.stale_after_s:
         return f"worker {claim.worker_id} silent for {silent:.0f}s"
     if pulse.sent_at <= claim.claimed_at:
@@ -94,7 +103,7 @@ def stale_reason(claim: Claim, pulse: NodeHeartbeatPayload | None, now: datetime
         if pulse.chars_per_s:
             expected = max(expected, claim.text_chars / pulse.chars_per_s)
         allowed = config.stale_factor * expected
-        stalled = (now - pulse.progress_at).total_seconds()
+        stalled = (now - max(pulse.progress_at, heard_since)).total_seconds()
         if stalled > allowed:
             return f"no progress for {stalled:.0f}s (allowed {allowed:.0f}s)"
         return None
@@ -125,6 +134,10 @@ class Leadership(Protocol):
 
 class Heartbeats(Protocol):
     def latest(self, worker_id: str) -> NodeHeartbeatPayload | None: ...
+
+    def heard_since(self) -> datetime | None:
+        """Since when heartbeats have been read live; ``None`` while they are not (nothing is judged)."""
+        ...
 
 
 RemoveBlob = Callable[[AudioRef, float], Awaitable[bool]]
@@ -170,12 +183,17 @@ class Sweeper:
     async def sweep(self, now: datetime) -> list[tuple[Claim, str]]:
         """One look at every live claim: release the stale ones, delete blobs whose time has come."""
         SWEEPER_SWEEPS.inc()
-        released = []
+        released: list[tuple[Claim, str]] = []
+        heard_since = self._heartbeats.heard_since()
+        if heard_since is None:
+            log.info("not hearing heartbeats live: no claim is judged")
+            return released
         self._released = {key: at for key, at in self._released.items() if (now - at).total_seconds() < 60}
         for claim in await self._store.live_claims():
             if (claim.job_id, claim.attempt) in self._released:
                 continue  # released already; the projection has not caught up yet
-            reason = stale_reason(claim, self._heartbeats.latest(claim.worker_id), now, self.config)
+            pulse = self._heartbeats.latest(claim.worker_id)
+            reason = stale_reason(claim, pulse, now, self.config, heard_since)
             if reason is not None:
                 await self._release(claim, reason, now)
                 released.append((claim, reason))

@@ -25,8 +25,6 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Final, TypeVar
 
 import structlog
@@ -42,6 +40,8 @@ from consumers.partitions import Partitions, TailScanner
 from consumers.ports import DeadLetter, ResultLookup
 from consumers.recovery import LEDGER_TYPES, find_request, scan_tails
 from consumers.retries import DueRetry, RetryQueue
+from consumers.watchdog import Hung, Watchdog
+from consumers.worker_config import WorkerConfig
 from contracts import (
     HEADER_TYPE,
     DecodeError,
@@ -66,32 +66,6 @@ POLL_BUDGET_S: Final = 5.0  # handling time after which the worker polls again b
 
 class _Deferred(Exception):
     """The worker is stopping before it acted on a record: leave the record uncommitted."""
-
-
-def synth_group(base: str, engine: str, model_version: str) -> str:
-    """The consumer group of the workers of one engine and model version.
-
-    Routing: every group reads the whole jobs topic, and a worker acts only on jobs fingerprinted
-    for its own engine and model version, so a job is synthesized by a worker that has that model,
-    never by another (during a rolling upgrade, old jobs stay with the old version's workers).
-    Duplicates still meet in their fingerprint's partition, within one group.
-    """
-    return f"{base}.{engine}.{model_version}"
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    worker_id: str
-    bootstrap_servers: str
-    jobs_topic: str
-    cache_ttl: timedelta
-    shutdown_grace_s: float
-    rebalance_grace_s: float
-    commit_interval_s: float
-    watchdog_factor: float
-    watchdog_min_s: float
-    engine: str = ""  # the engine and model version this worker serves ("": any, for tests of the loop)
-    model_version: str = ""
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -132,6 +106,8 @@ class SynthWorker(ConsumerRebalanceListener):
             await self._handling.acquire()
         try:
             self.retries.drop(revoked)
+            # Their records go too: if the partitions come back, they are read again from the commit.
+            self._backlog = deque((tp, r) for tp, r in self._backlog if tp not in revoked)
             await self.partitions.revoke(revoked)
         finally:
             self._handling.release()
@@ -180,8 +156,10 @@ class SynthWorker(ConsumerRebalanceListener):
         return True
 
     async def _next_record(self) -> None:
-        tp, record = self._backlog[0]
-        async with self._handling:
+        async with self._handling:  # taken first: a revocation may have emptied the backlog meanwhile
+            if not self._backlog:
+                return
+            tp, record = self._backlog[0]
             ledger = self.partitions.ledger_for(tp, record.offset)
             try:
                 if ledger is not None:
@@ -199,7 +177,7 @@ class SynthWorker(ConsumerRebalanceListener):
                 return
             finally:
                 self._abort = None  # an abort is meant for the record in hand only
-        self._backlog.popleft()
+            self._backlog.popleft()
         self._outage.reset()
         if acted and self.partitions.commit_due:
             # Outside the lock: a commit waits for a pending rebalance, and the
@@ -309,12 +287,10 @@ class SynthWorker(ConsumerRebalanceListener):
     def _abort_reason(self) -> Abort | None:
         return self._abort
 
-    async def _keepalive(self, work: Coroutine[Any, Any, T], attempt: Attempt | None = None) -> T:
-        """Run ``work`` as a task, watching it: on shutdown it gets the grace period, then is given back at
-        a segment boundary; an attempt that makes no progress for longer than its allowance (this node's
-        expected time for its text, times ``watchdog_factor``) is given back at the next boundary, for a
-        retry after a backoff; if no boundary comes within a second allowance the engine is hung, and the
-        job is given back at once (:class:`EngineHung`: the engine's thread cannot be stopped).
+    async def _keepalive(self, work: Coroutine[Any, Any, T], attempt: Attempt) -> T:
+        """Run ``work`` as a task under the :class:`~consumers.watchdog.Watchdog`: on shutdown, or without
+        progress, the attempt is given back at a segment boundary; a hung engine's job is given back at
+        once (:class:`EngineHung`: the engine's thread cannot be stopped).
 
         Membership stays alive without polling: aiokafka heartbeats from its own task, and
         max.poll.interval allows the longest job (VOXLOG_MAX_JOB_S) plus the poll budget.
@@ -322,32 +298,23 @@ class SynthWorker(ConsumerRebalanceListener):
         which the rebalance's revocation callback waits for.
         """
         task: asyncio.Task[T] = asyncio.create_task(work)
-        shutdown_deadline: float | None = None
-        activity = self._runner.activity
+        config = self.config
+        watchdog = Watchdog(
+            self._runner.activity, config.watchdog_factor, config.watchdog_min_s, config.shutdown_grace_s
+        )
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=1.0)
                 if done:
                     return task.result()
-                if self._stop.is_set():
-                    shutdown_deadline = shutdown_deadline or time.monotonic() + self.config.shutdown_grace_s
-                    if time.monotonic() >= shutdown_deadline and self._abort is None:
-                        self._abort = Abort("shutdown", "the worker is stopping")
-                if attempt is None or activity.current is None:
-                    continue
-                overdue = activity.overdue_by(self.config.watchdog_factor, self.config.watchdog_min_s)
-                allowance = self.config.watchdog_factor * activity.expected_s(
-                    activity.current.text_chars, self.config.watchdog_min_s
-                )
-                if overdue > 0 and self._abort is None:
-                    message = f"watchdog: no progress for {overdue + allowance:.0f}s (allowed {allowance:.0f}s)"
-                    log.warning("attempt overdue; releasing it at the next segment", job_id=str(attempt.job.job_id))
-                    self._abort = Abort("transient", message, backoff=True)
-                elif overdue > allowance:
+                verdict = watchdog.check(stopping=self._stop.is_set(), aborting=self._abort is not None)
+                if isinstance(verdict, Hung):
                     task.cancel()
-                    message = f"engine hung: no segment for {overdue + allowance:.0f}s"
-                    await self._runner.abandon(attempt, message)
-                    raise EngineHung(f"job {attempt.job.job_id} attempt {attempt.number}: {message}")
+                    await self._runner.abandon(attempt, verdict.message)
+                    raise EngineHung(f"job {attempt.job.job_id} attempt {attempt.number}: {verdict.message}")
+                if isinstance(verdict, Abort):
+                    log.warning("giving the attempt back at the next segment", reason=verdict.message)
+                    self._abort = verdict
         finally:
             if not task.done():
                 task.cancel()

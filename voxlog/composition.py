@@ -30,7 +30,8 @@ from consumers.ports import EngineDescription
 from consumers.store import PostgresResultLookup
 from consumers.sweeper import Sweeper, SweeperConfig
 from consumers.sweeper_store import AdvisoryLeadership, PostgresSweeperStore
-from consumers.worker import POLL_BUDGET_S, SynthWorker, WorkerConfig, synth_group
+from consumers.worker import POLL_BUDGET_S, SynthWorker
+from consumers.worker_config import WorkerConfig, synth_group
 from contracts import AudioRef, NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, utc_now
 from foundation.blobs import LocalBlobStore
 from foundation.db import open_pool

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from consumers.worker import synth_group
+from consumers.worker_config import synth_group
 from foundation.kafka_groups import wait_group_stable
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail

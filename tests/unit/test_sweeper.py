@@ -55,7 +55,23 @@ def at(seconds: float) -> datetime:
     ],
 )
 def test_stale_reason(heartbeat, now, expected):
-    assert stale_reason(CLAIM, heartbeat, at(now), CONFIG) == expected
+    assert stale_reason(CLAIM, heartbeat, at(now), CONFIG, heard_since=T0 - timedelta(hours=1)) == expected
+
+
+def test_regression_after_a_broker_outage_silence_counts_from_when_heartbeats_are_heard_again():
+    """After the broker came back, the sweeper judged workers by the heartbeats it had before the outage
+    (during which nobody could send one) and released live claims; a retry then raced the deletion of
+    the released attempt's blobs, and a completed job lost its audio."""
+    before_outage = pulse(5)
+    heard_again = at(60)  # the book caught up with the topic again
+    assert stale_reason(CLAIM, before_outage, at(62), CONFIG, heard_since=heard_again) is None
+    assert stale_reason(CLAIM, None, at(62), CONFIG, heard_since=heard_again) is None
+    assert stale_reason(CLAIM, before_outage, at(76), CONFIG, heard_since=heard_again) == "worker w1 silent for 16s"
+    stalled = pulse(95, progress=0.0)
+    assert stale_reason(CLAIM, stalled, at(96), CONFIG, heard_since=heard_again) is None, "progress counts from then"
+    assert stale_reason(CLAIM, pulse(101, progress=0.0), at(101), CONFIG, heard_since=heard_again) == (
+        "no progress for 41s (allowed 40s)"
+    )
 
 
 class Store:
@@ -74,11 +90,15 @@ class Store:
 
 
 class Book:
-    def __init__(self, heartbeat) -> None:
+    def __init__(self, heartbeat, heard_since=T0 - timedelta(hours=1)) -> None:
         self.heartbeat = heartbeat
+        self.since = heard_since
 
     def latest(self, worker_id):
         return self.heartbeat
+
+    def heard_since(self):
+        return self.since
 
 
 class Log:
@@ -116,3 +136,16 @@ async def test_a_stale_claim_is_released_once_with_the_id_every_release_of_that_
     store.in_use = {"ef" * 32}  # a later attempt produced the same audio again
     await sweeper.sweep(at(81))
     assert removed == ["cd" * 32]
+
+
+async def test_a_sweeper_that_does_not_hear_heartbeats_live_judges_no_claim():
+    log = Log()
+
+    async def remove(ref, idle_s):
+        return True
+
+    sweeper = Sweeper(
+        CONFIG, Lead(), Store([CLAIM]), Book(None, None), log, Producer(service="s", instance="s"), remove
+    )
+    assert await sweeper.sweep(at(600)) == []
+    assert log.events == []

@@ -23,7 +23,7 @@ from typing import Any, Final
 import asyncpg
 import httpx
 
-from consumers.worker import synth_group
+from consumers.worker_config import synth_group
 from foundation.kafka_groups import wait_group_stable
 from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
@@ -45,7 +45,7 @@ FAST: Final = {
     "VOXLOG_HEARTBEAT_S": "1",
     "VOXLOG_STALE_AFTER_S": "6",
     "VOXLOG_SWEEP_INTERVAL_S": "0.5",
-    "VOXLOG_SWEEP_BLOB_GRACE_S": "0",
+    "VOXLOG_SWEEP_BLOB_GRACE_S": "30",
     "VOXLOG_WATCHDOG_MIN_S": "3",
     "VOXLOG_WATCHDOG_FACTOR": "2",
     "VOXLOG_SHUTDOWN_GRACE_S": "2",
