@@ -1,0 +1,71 @@
+"""Settings become the services' config objects here, and nowhere else."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+
+import structlog
+
+from consumers.job_runner import RetryPolicy
+from consumers.ports import EngineDescription
+from consumers.sweeper import SweeperConfig
+from consumers.worker_config import WorkerConfig
+from foundation.settings import (
+    ApiSettings,
+    ProjectorSettings,
+    SweeperSettings,
+    WorkerSettings,
+)
+from producers.submit import Limits
+from projections.projector import ProjectorConfig
+
+log = structlog.get_logger("voxlog")
+
+
+def limits(settings: ApiSettings) -> Limits:
+    return Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine)
+
+
+def worker_id_of(settings: WorkerSettings) -> str:
+    return settings.worker_id or f"{socket.gethostname()}-{settings.device}"
+
+
+def worker_config(settings: WorkerSettings, engine: EngineDescription | None = None) -> WorkerConfig:
+    return WorkerConfig(
+        worker_id=worker_id_of(settings),
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        jobs_topic=settings.jobs_topic,
+        cache_ttl=timedelta(seconds=settings.cache_ttl),
+        shutdown_grace_s=settings.shutdown_grace_s,
+        rebalance_grace_s=settings.rebalance_grace_s,
+        commit_interval_s=settings.commit_interval_s,
+        watchdog_factor=settings.watchdog_factor,
+        watchdog_min_s=settings.watchdog_min_s,
+        engine=engine.name if engine else "",
+        model_version=engine.model_version if engine else "",
+    )
+
+
+def retry_policy(settings: WorkerSettings) -> RetryPolicy:
+    return RetryPolicy(settings.max_attempts, settings.retry_base_delay_s)
+
+
+def projector_config(settings: ProjectorSettings) -> ProjectorConfig:
+    return ProjectorConfig(
+        name=settings.projector_name,
+        jobs_topic=settings.jobs_topic,
+        nodes_topic=settings.nodes_topic,
+        cache_ttl=timedelta(seconds=settings.cache_ttl),
+        max_batch=settings.projector_batch,
+    )
+
+
+def sweeper_config(settings: SweeperSettings) -> SweeperConfig:
+    return SweeperConfig(
+        stale_after_s=settings.stale_after_s,
+        stale_factor=settings.stale_factor,
+        min_expected_s=settings.stale_min_s,
+        sweep_interval_s=settings.sweep_interval_s,
+        blob_grace_s=settings.sweep_blob_grace_s,
+    )

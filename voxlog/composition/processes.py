@@ -1,0 +1,159 @@
+"""The API, projector, sweeper and standalone node processes."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+
+import structlog
+import uvicorn
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
+
+from consumers.heartbeat import HeartbeatBook
+from consumers.sweeper import Sweeper
+from consumers.sweeper_store import AdvisoryLeadership, PostgresSweeperStore
+from contracts import AudioRef, Producer
+from foundation.blobs import LocalBlobStore
+from foundation.dlq import DeadLetterSender
+from foundation.errors import BrokerUnavailable
+from foundation.kafka import ReconnectingPublisher, wait_for_partitions
+from foundation.lifecycle import OwnedTasks, stop_on_signals, until_available
+from foundation.metrics import serve_metrics
+from foundation.settings import (
+    ApiSettings,
+    NodeSettings,
+    ProjectorSettings,
+    SweeperSettings,
+)
+from producers.app import create_app
+from producers.deps import ApiDeps
+from producers.queries import ProjectionReader
+from projections.projector import Projector
+from tts_node.server import serve_node
+from voxlog.composition.configs import limits, projector_config, sweeper_config
+from voxlog.composition.resources import (
+    instance_name,
+    load_configured_engine,
+    open_consumer,
+    open_database,
+    open_publisher,
+)
+
+log = structlog.get_logger("voxlog")
+
+
+async def run_api(settings: ApiSettings) -> None:
+    async with AsyncExitStack() as resources:
+        # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
+        # owns the schema's migrations).
+        pool = await open_database(resources, settings, asyncio.Event(), migrate=False)
+        publisher = ReconnectingPublisher(
+            settings.kafka_bootstrap_servers,
+            settings.jobs_topic,
+            client_id="voxlog-api",
+            deadline_ms=settings.publish_timeout_ms,
+        )
+        resources.push_async_callback(publisher.stop)
+        deps = ApiDeps(
+            reader=ProjectionReader(pool),
+            publisher=publisher,
+            blobs=LocalBlobStore(settings.blob_dir),
+            limits=limits(settings),
+            producer=Producer(service="api", instance=instance_name()),
+            speech_timeout_s=settings.speech_timeout_s,
+            stream_poll_s=settings.stream_poll_s,
+            openai_default_voice=settings.openai_default_voice,
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(deps), host=settings.api_host, port=settings.api_port, log_config=None, access_log=False
+            )
+        )
+        await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown
+
+
+async def run_node(settings: NodeSettings) -> None:
+    await serve_node(await load_configured_engine(settings), settings.node_host, settings.node_port)
+
+
+async def run_projector(settings: ProjectorSettings) -> None:
+    config = projector_config(settings)
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    async with AsyncExitStack() as resources:
+        pool = await open_database(resources, settings, stop, migrate=True)
+        publisher = await open_publisher(
+            resources, settings.kafka_bootstrap_servers, settings.dlq_topic, "projector", stop
+        )
+
+        def make_consumer() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                bootstrap_servers=settings.kafka_bootstrap_servers,
+                group_id=None,
+                enable_auto_commit=False,
+                # Never jump over records silently: an offset out of range is a gap the projector reports.
+                auto_offset_reset="none",
+            )
+
+        consumer = await open_consumer(resources, make_consumer, stop)
+
+        async def topic_partitions() -> list[TopicPartition]:
+            return [
+                *(await wait_for_partitions(consumer, settings.jobs_topic)),
+                *(await wait_for_partitions(consumer, settings.nodes_topic)),
+            ]
+
+        partitions = await until_available("the jobs and nodes topics", topic_partitions, stop, (BrokerUnavailable,))
+        consumer.assign(partitions)
+        dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"projector:{config.name}")
+        log.info("projector started", partitions=len(partitions), name=config.name)
+        await Projector(config, pool, consumer, partitions, dead_letter).run(stop)
+    log.info("projector stopped")
+
+
+async def run_sweeper(settings: SweeperSettings) -> None:
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    instance = instance_name()
+    async with AsyncExitStack() as resources:
+        serve_metrics(settings.metrics_host, settings.metrics_port)
+        pool = await open_database(resources, settings, stop, migrate=False)
+        publisher = await open_publisher(
+            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, instance, stop
+        )
+
+        def make_consumer() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None, enable_auto_commit=False
+            )
+
+        consumer = await open_consumer(resources, make_consumer, stop)
+        nodes = await until_available(
+            "the nodes topic", lambda: wait_for_partitions(consumer, settings.nodes_topic), stop, (BrokerUnavailable,)
+        )
+        consumer.assign(nodes)
+        blobs = LocalBlobStore(settings.blob_dir)
+
+        async def remove_blob(ref: AudioRef, idle_s: float) -> bool:
+            return await asyncio.to_thread(blobs.remove_unused, ref, idle_s)
+
+        book = HeartbeatBook()
+        sweeper = Sweeper(
+            sweeper_config(settings),
+            AdvisoryLeadership(settings.database_url, settings.database_schema),
+            PostgresSweeperStore(pool),
+            book,
+            publisher,
+            Producer(service="sweeper", instance=instance),
+            remove_blob,
+        )
+        log.info("sweeper started", stale_after_s=settings.stale_after_s)
+        tasks = OwnedTasks()
+        tasks.start(book.follow(consumer, nodes, stop), "heartbeats")
+        try:
+            await sweeper.run(stop)
+        finally:
+            stop.set()
+            await tasks.close()
+    log.info("sweeper stopped")

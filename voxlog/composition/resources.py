@@ -1,0 +1,104 @@
+"""What the processes open: each through the caller's ``AsyncExitStack``, waiting for a dependency that is down."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+
+import asyncpg
+import structlog
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+
+from foundation.db import open_pool
+from foundation.errors import BrokerUnavailable
+from foundation.kafka import KafkaEventPublisher
+from foundation.lifecycle import until_available
+from foundation.settings import (
+    DatabaseSettings,
+    EngineSettings,
+)
+from projections.errors import DatabaseUnavailable
+from projections.migrations import migrate_database
+from tts_node import Engine, load_engine
+from tts_node.fifo import SynthesisQueue
+
+log = structlog.get_logger("voxlog")
+
+
+def instance_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def open_database(
+    resources: AsyncExitStack, settings: DatabaseSettings, stop: asyncio.Event, *, migrate: bool
+) -> asyncpg.Pool:
+    """A lazy pool (no connection until one is needed); with ``migrate``, once the schema is migrated,
+    waiting for PostgreSQL as long as it takes."""
+    if migrate:
+        url, schema = settings.database_url, settings.database_schema
+        await until_available("PostgreSQL", lambda: migrate_database(url, schema), stop, (DatabaseUnavailable,))
+    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=10)
+    resources.push_async_callback(pool.close)
+    return pool
+
+
+async def open_publisher(
+    resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str, stop: asyncio.Event
+) -> KafkaEventPublisher:
+    """A started producer, once Kafka answers (a stopped aiokafka producer cannot start again: a new one per try)."""
+
+    async def started() -> KafkaEventPublisher:
+        publisher = KafkaEventPublisher(bootstrap, topic, client_id=client_id)
+        await publisher.start()
+        return publisher
+
+    publisher = await until_available("Kafka", started, stop, (BrokerUnavailable,))
+    resources.push_async_callback(publisher.stop)
+    return publisher
+
+
+async def open_consumer(
+    resources: AsyncExitStack, make: Callable[[], AIOKafkaConsumer], stop: asyncio.Event
+) -> AIOKafkaConsumer:
+    """A started consumer, once Kafka answers (a new one per try, like the producer)."""
+
+    async def started() -> AIOKafkaConsumer:
+        consumer = make()
+        try:
+            await consumer.start()
+        except BaseException:
+            await consumer.stop()
+            raise
+        return consumer
+
+    consumer = await until_available("Kafka", started, stop, (KafkaError, OSError))
+    resources.push_async_callback(consumer.stop)
+    return consumer
+
+
+async def load_configured_engine(settings: EngineSettings) -> Engine:
+    """The one model of this process, on its device, loaded and warmed up off the event loop."""
+    if settings.nice:
+        os.nice(settings.nice)  # synthesis should yield the CPU to the broker and the API
+    return await asyncio.to_thread(
+        load_engine,
+        settings.engine,
+        device=settings.device,
+        threads=settings.threads,
+        cache_dir=settings.model_cache_dir,
+        model_dir=settings.kokoro_dir,
+        voices_dir=settings.voices_dir,
+        bench_synth_ms=settings.bench_synth_ms,
+        bench_fault=settings.bench_fault,
+    )
+
+
+async def open_fifo(resources: AsyncExitStack, model: Engine, grace_s: float) -> SynthesisQueue:
+    fifo = SynthesisQueue(model)
+    await fifo.start()
+    resources.push_async_callback(fifo.stop, grace_s=grace_s)
+    return fifo

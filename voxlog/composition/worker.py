@@ -1,0 +1,128 @@
+"""The worker process: one model on one device, a member of its engine's and model version's group."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from contextlib import AsyncExitStack
+
+import structlog
+from aiokafka import AIOKafkaConsumer
+
+from consumers.activity import Activity
+from consumers.heartbeat import beat, heartbeat
+from consumers.job_runner import JobRunner
+from consumers.store import PostgresResultLookup
+from consumers.worker import POLL_BUDGET_S, SynthWorker
+from consumers.worker_config import synth_group
+from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, utc_now
+from foundation.blobs import LocalBlobStore
+from foundation.dlq import DeadLetterSender
+from foundation.errors import BrokerUnavailable
+from foundation.kafka import KafkaEventPublisher
+from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1, stop_on_signals, until_available
+from foundation.metrics import serve_metrics
+from foundation.settings import WorkerSettings
+from voxlog.composition.configs import retry_policy, worker_config
+from voxlog.composition.resources import (
+    load_configured_engine,
+    open_consumer,
+    open_database,
+    open_fifo,
+    open_publisher,
+)
+from voxlog.engine_adapter import TtsNodeSpeechEngine
+
+log = structlog.get_logger("voxlog")
+
+
+async def run_worker(settings: WorkerSettings) -> None:
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    dump_tasks_on_sigusr1()
+    async with AsyncExitStack() as resources:
+        model = await load_configured_engine(settings)
+        engine = TtsNodeSpeechEngine(model)
+        config = worker_config(settings, engine.description)
+        producer = Producer(service="worker", instance=config.worker_id)
+        fifo = await open_fifo(resources, model, settings.shutdown_grace_s)
+        serve_metrics(settings.metrics_host, settings.metrics_port)
+        pool = await open_database(resources, settings, stop, migrate=False)
+        publisher = await open_publisher(
+            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, config.worker_id, stop
+        )
+        await until_available(
+            "Kafka (announcing this worker)",
+            lambda: _announce(publisher, settings.nodes_topic, config.worker_id, producer, engine),
+            stop,
+            (BrokerUnavailable,),
+        )
+        activity = Activity()
+        runner = JobRunner(
+            engine,
+            LocalBlobStore(settings.blob_dir),
+            publisher,
+            producer,
+            config.worker_id,
+            retry_policy(settings),
+            fifo.call,
+            activity,
+        )
+        dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
+
+        def make_consumer() -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                bootstrap_servers=settings.kafka_bootstrap_servers,
+                group_id=synth_group(settings.synth_group, config.engine, config.model_version),
+                client_id=config.worker_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                # The loop does not poll while a job synthesizes: allow the longest job plus the
+                # handling budget after which it polls again (consumers.worker.POLL_BUDGET_S), and give
+                # a revocation callback its grace period plus a segment before eviction.
+                max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
+                rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
+            )
+
+        consumer = await open_consumer(resources, make_consumer, stop)
+        worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), dead_letter)
+        log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
+        started_at = utc_now()
+
+        async def send_heartbeat(event: NodeHeartbeat) -> object:
+            return await publisher.publish(event, topic=settings.nodes_topic)
+
+        def build_heartbeat() -> NodeHeartbeat:
+            return heartbeat(config.worker_id, engine.description, activity, producer, started_at)
+
+        tasks = OwnedTasks()
+        tasks.start(beat(send_heartbeat, build_heartbeat, settings.heartbeat_s, stop), "heartbeat")
+        try:
+            await worker.run(stop)
+        finally:
+            stop.set()  # ends the heartbeat too
+            await tasks.close()
+    log.info("worker stopped", worker_id=config.worker_id)
+
+
+async def _announce(
+    publisher: KafkaEventPublisher, topic: str, worker_id: str, producer: Producer, engine: TtsNodeSpeechEngine
+) -> None:
+    d = engine.description
+    now = utc_now()
+    announcement = NodeAnnounced(
+        event_id=uuid.uuid4(),
+        occurred_at=now,
+        producer=producer,
+        payload=NodeAnnouncedPayload(
+            worker_id=worker_id,
+            engine=d.name,
+            model_version=d.model_version,
+            device=d.device,
+            sample_rate=d.sample_rate,
+            voices=d.voices,
+            languages=d.languages,
+            started_at=now,
+        ),
+    )
+    await publisher.publish(announcement, topic=topic)
