@@ -1,6 +1,7 @@
 """Hypothesis strategies for job logs: what a partition of the jobs topic can hold.
 
-``realistic_logs`` plays the actors: the API queues a job (sometimes twice,
+``realistic_logs`` plays the actors (over a few texts, so that jobs share
+fingerprints): the API queues a job (sometimes twice,
 as a client retrying with its Idempotency-Key does); workers claim it one
 attempt after another, render segments, and complete, fail, release it or
 vanish (killed, or stalled past the session timeout); a stalled worker's
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from hypothesis import strategies as st
 
@@ -121,7 +122,9 @@ def _insert_after(draw: st.DrawFn, log: list[JobEvent], start: int, late: list[J
 
 @st.composite
 def _realistic_job(draw: st.DrawFn) -> list[JobEvent]:
-    job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))))
+    # Few texts: jobs share fingerprints, so results are reused and the result cache is contended.
+    text = draw(st.sampled_from(["Alpha.", "Beta.", "Gamma."]))
+    job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))), request_text=text)
     log: list[JobEvent] = [job.queued()]
     if draw(st.booleans()) and draw(st.booleans()):
         log.append(job.queued())  # the client retried with its Idempotency-Key: the same fact again
@@ -175,7 +178,11 @@ def _interleave(draw: st.DrawFn, drawn: list[list[JobEvent]]) -> list[JobEvent]:
         chosen = draw(st.sampled_from(open_jobs))
         merged.append(jobs[chosen][cursors[chosen]])
         cursors[chosen] += 1
-    return merged
+    # One clock for the partition: events are stamped in log order (a copy keeps its original's stamp).
+    stamps: dict[uuid.UUID, datetime] = {}
+    for i, event in enumerate(merged):
+        stamps.setdefault(event.event_id, T0 + timedelta(milliseconds=i))
+    return [event.model_copy(update={"occurred_at": stamps[event.event_id]}) for event in merged]
 
 
 @st.composite

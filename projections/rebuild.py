@@ -1,0 +1,142 @@
+"""Writing a rebuilt projection into a schema, and comparing two schemas row by row.
+
+A rebuilt projection (:class:`projections.reducer.Projection`) is copied in
+whole with ``COPY`` (one per table), not one statement per event. Two schemas
+are compared table by table on every column the log determines; the columns
+that record when or by whom a row was written, not what the log says, are
+left out and named (:data:`NOT_FROM_THE_LOG`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import asyncpg
+
+from projections.migrations import quote_schema
+from projections.reducer import (
+    CacheRow,
+    EventRow,
+    HeartbeatRow,
+    JobRow,
+    NodeRow,
+    Projection,
+    SegmentRow,
+    as_record,
+    columns,
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    row_type: type
+    key: tuple[str, ...]
+    json_columns: tuple[str, ...] = ()
+
+
+TABLES: Final = (
+    Table("jobs", JobRow, ("job_id",), ("request",)),
+    Table("segments", SegmentRow, ("job_id", "segment_index")),
+    Table("job_events", EventRow, ("event_id",), ("payload",)),
+    Table("result_cache", CacheRow, ("fingerprint",)),
+    Table("nodes", NodeRow, ("worker_id",)),
+    Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
+)
+NOT_FROM_THE_LOG: Final = {
+    "job_events.recorded_at": "when the projector wrote the row",
+    "projection_offsets.consumer": "the name of the projector that wrote the offsets",
+    "projection_offsets.updated_at": "when the projector wrote the offsets",
+}
+
+
+async def write(conn: asyncpg.Connection, schema: str, projection: Projection, consumer: str) -> None:
+    """Copy ``projection`` into ``schema``'s (empty, migrated) tables, in one transaction."""
+    rows: dict[str, Iterable[object]] = {
+        "jobs": projection.jobs.values(),
+        "segments": projection.segments.values(),
+        "job_events": projection.events.values(),
+        "result_cache": projection.cache.values(),
+        "nodes": projection.nodes.values(),
+        "node_heartbeats": projection.heartbeats.values(),
+    }
+    async with conn.transaction():
+        for table in TABLES:
+            await conn.copy_records_to_table(
+                table.name,
+                schema_name=schema,
+                columns=columns(table.row_type),
+                records=[as_record(row) for row in rows[table.name]],
+            )
+        await conn.copy_records_to_table(
+            "projection_offsets",
+            schema_name=schema,
+            columns=["consumer", "topic", "partition", "next_offset"],
+            records=[(consumer, topic, partition, offset) for (topic, partition), offset in projection.offsets.items()],
+        )
+
+
+@dataclass(frozen=True)
+class Difference:
+    table: str
+    key: str
+    what: str  # "only in live", "only in rebuilt", or the columns that differ
+
+    def line(self) -> str:
+        return f"{self.table} {self.key}: {self.what}"
+
+
+async def compare(
+    conn: asyncpg.Connection, live: str, rebuilt: str, consumers: tuple[str, str], limit: int = 1000
+) -> list[Difference]:
+    """Every difference between ``live`` and ``rebuilt`` in the projected tables (up to ``limit``)."""
+    differences: list[Difference] = []
+    for table in TABLES:
+        names = columns(table.row_type)
+        left = await _rows(conn, live, table, names)
+        right = await _rows(conn, rebuilt, table, names)
+        differences += _differ(table.name, left, right)
+    offsets = "SELECT topic, partition, next_offset FROM {}.projection_offsets WHERE consumer = $1"
+    left_offsets = {(r[0], r[1]): r[2] for r in await conn.fetch(offsets.format(quote_schema(live)), consumers[0])}
+    right_offsets = {(r[0], r[1]): r[2] for r in await conn.fetch(offsets.format(quote_schema(rebuilt)), consumers[1])}
+    for key in sorted(left_offsets.keys() | right_offsets.keys()):
+        if left_offsets.get(key) != right_offsets.get(key):
+            what = f"next offset {left_offsets.get(key)} live, {right_offsets.get(key)} rebuilt"
+            differences.append(Difference("projection_offsets", f"{key[0]}[{key[1]}]", what))
+    return differences[:limit]
+
+
+async def _rows(
+    conn: asyncpg.Connection, schema: str, table: Table, names: list[str]
+) -> dict[tuple[object, ...], dict[str, object]]:
+    listed = ", ".join(names)
+    found = {}
+    for record in await conn.fetch(f"SELECT {listed} FROM {quote_schema(schema)}.{table.name}"):
+        row = dict(record)
+        for column in table.json_columns:  # jsonb: compare values, not spellings
+            row[column] = json.loads(row[column]) if isinstance(row[column], str) else row[column]
+        found[tuple(row[k] for k in table.key)] = row
+    return found
+
+
+def _differ(
+    table: str, live: dict[tuple[object, ...], dict[str, object]], rebuilt: dict[tuple[object, ...], dict[str, object]]
+) -> list[Difference]:
+    out = []
+    for key in live.keys() - rebuilt.keys():
+        out.append(Difference(table, _key(key), "only in live"))
+    for key in rebuilt.keys() - live.keys():
+        out.append(Difference(table, _key(key), "only in rebuilt"))
+    for key in live.keys() & rebuilt.keys():
+        changed = [column for column, value in live[key].items() if rebuilt[key][column] != value]
+        if changed:
+            detail = ", ".join(f"{c}: {live[key][c]!r} live, {rebuilt[key][c]!r} rebuilt" for c in changed)
+            out.append(Difference(table, _key(key), detail))
+    return sorted(out, key=lambda d: (d.table, d.key))
+
+
+def _key(key: tuple[object, ...]) -> str:
+    return "/".join(map(str, key))
