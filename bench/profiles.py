@@ -21,6 +21,7 @@ class Profile:
     scale_jobs_per_worker: int
     scale_synth_ms: float
     first_audio_runs: int
+    replay_jobs: int
 
 
 FULL = Profile(
@@ -38,6 +39,7 @@ FULL = Profile(
     scale_jobs_per_worker=40,
     scale_synth_ms=200.0,
     first_audio_runs=5,
+    replay_jobs=5000,
 )
 
 QUICK = Profile(
@@ -55,4 +57,5 @@ QUICK = Profile(
     scale_jobs_per_worker=5,
     scale_synth_ms=200.0,
     first_audio_runs=1,
+    replay_jobs=500,
 )

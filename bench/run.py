@@ -23,6 +23,7 @@ from bench.deploy import ROOT
 from bench.environment import describe
 from bench.profiles import FULL, QUICK
 from bench.reference import EngineLoop
+from bench.replay import replay_speed
 from bench.report import write_docs
 from bench.scenarios import (
     Context,
@@ -96,6 +97,7 @@ async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str,
             "coalescing": await coalescing(ctx),
             "scale_out": await scale_out(ctx),
             **(await saturation_and_first_audio(ctx, EngineLoop(engine))),
+            "replay": await replay_speed(ctx),
         }
         results["profile_sizes"] = profile.__dict__
         results["duration_s"] = time.monotonic() - say.started

@@ -215,6 +215,12 @@ class VerifySettings(KafkaSettings, DatabaseSettings, ProjectorNameSettings):
     process = "verify"
 
 
+class ReplaySettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings):
+    """`voxlog replay`: rebuilds the projection from the log (``VOXLOG_PROJECTOR_NAME`` names the live one)."""
+
+    process = "replay"
+
+
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -232,5 +238,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     ProjectorSettings,
     SweeperSettings,
     VerifySettings,
+    ReplaySettings,
     NodeSettings,
 )

@@ -9,9 +9,11 @@ left out and named (:data:`NOT_FROM_THE_LOG`).
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 import asyncpg
@@ -53,30 +55,61 @@ NOT_FROM_THE_LOG: Final = {
 }
 
 
-async def write(conn: asyncpg.Connection, schema: str, projection: Projection, consumer: str) -> None:
-    """Copy ``projection`` into ``schema``'s (empty, migrated) tables, in one transaction."""
+async def write(
+    conn: asyncpg.Connection, schema: str, projection: Projection, consumer: str, *, events_written: bool = False
+) -> None:
+    """Copy ``projection`` into ``schema``'s (empty, migrated) tables, in one transaction
+    (``events_written``: ``job_events`` is filled already, by a streaming copy).
+
+    The rows go as ``COPY``'s text format, written here with plain string formatting: encoding each
+    value through the driver cost more than folding the event, and the text is parsed by the
+    server, on another core.
+    """
     rows: dict[str, Iterable[object]] = {
         "jobs": projection.jobs.values(),
-        "segments": projection.segments.values(),
+        "segments": projection.all_segments(),
         "job_events": projection.events.values(),
         "result_cache": projection.cache.values(),
         "nodes": projection.nodes.values(),
         "node_heartbeats": projection.heartbeats.values(),
     }
+    offsets = [(consumer, topic, partition, offset) for (topic, partition), offset in projection.offsets.items()]
     async with conn.transaction():
         for table in TABLES:
-            await conn.copy_records_to_table(
-                table.name,
-                schema_name=schema,
-                columns=columns(table.row_type),
-                records=[as_record(row) for row in rows[table.name]],
+            if events_written and table.name == "job_events":
+                continue
+            text = copy_text(as_record(row) for row in rows[table.name])
+            await conn.copy_to_table(
+                table.name, source=io.BytesIO(text), schema_name=schema, columns=columns(table.row_type)
             )
-        await conn.copy_records_to_table(
+        await conn.copy_to_table(
             "projection_offsets",
+            source=io.BytesIO(copy_text(offsets)),
             schema_name=schema,
             columns=["consumer", "topic", "partition", "next_offset"],
-            records=[(consumer, topic, partition, offset) for (topic, partition), offset in projection.offsets.items()],
         )
+
+
+_ESCAPES: Final = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _field(value: object) -> str:
+    """One value in ``COPY``'s text format (PostgreSQL parses it by the column's type)."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list):  # text[]: every element quoted
+        inner = ",".join('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in value)
+        return ("{" + inner + "}").translate(_ESCAPES)
+    return str(value).translate(_ESCAPES)
+
+
+def copy_text(records: Iterable[tuple[object, ...]]) -> bytes:
+    """Rows in ``COPY``'s text format."""
+    return "".join("\t".join(map(_field, record)) + "\n" for record in records).encode()
 
 
 @dataclass(frozen=True)
@@ -90,18 +123,28 @@ class Difference:
 
 
 async def compare(
-    conn: asyncpg.Connection, live: str, rebuilt: str, consumers: tuple[str, str], limit: int = 1000
+    conn: asyncpg.Connection,
+    live: str,
+    rebuilt: str,
+    consumers: tuple[str, str],
+    limit: int = 1000,
+    rebuilt_conn: asyncpg.Connection | None = None,
 ) -> list[Difference]:
-    """Every difference between ``live`` and ``rebuilt`` in the projected tables (up to ``limit``)."""
+    """Every difference between ``live`` and ``rebuilt`` in the projected tables (up to ``limit``).
+
+    ``conn`` reads the live schema (a snapshot transaction, when the projector is still writing);
+    ``rebuilt_conn``, when given, reads the rebuilt one.
+    """
+    other = rebuilt_conn or conn
     differences: list[Difference] = []
     for table in TABLES:
         names = columns(table.row_type)
         left = await _rows(conn, live, table, names)
-        right = await _rows(conn, rebuilt, table, names)
+        right = await _rows(other, rebuilt, table, names)
         differences += _differ(table.name, left, right)
     offsets = "SELECT topic, partition, next_offset FROM {}.projection_offsets WHERE consumer = $1"
     left_offsets = {(r[0], r[1]): r[2] for r in await conn.fetch(offsets.format(quote_schema(live)), consumers[0])}
-    right_offsets = {(r[0], r[1]): r[2] for r in await conn.fetch(offsets.format(quote_schema(rebuilt)), consumers[1])}
+    right_offsets = {(r[0], r[1]): r[2] for r in await other.fetch(offsets.format(quote_schema(rebuilt)), consumers[1])}
     for key in sorted(left_offsets.keys() | right_offsets.keys()):
         if left_offsets.get(key) != right_offsets.get(key):
             what = f"next offset {left_offsets.get(key)} live, {right_offsets.get(key)} rebuilt"

@@ -10,9 +10,10 @@ generated logs, and ``voxlog replay --verify`` compares them on a real one.
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -141,8 +142,15 @@ def columns(row_type: type) -> list[str]:
     return [f.name for f in fields(row_type)]
 
 
+_GETTERS: dict[type, Callable[[object], tuple[object, ...]]] = {}
+
+
 def as_record(row: object) -> tuple[object, ...]:
-    return astuple(row)  # type: ignore[call-overload]
+    """The row's values in column order (not ``dataclasses.astuple``, which deep-copies every value)."""
+    getter = _GETTERS.get(type(row))
+    if getter is None:
+        getter = _GETTERS[type(row)] = operator.attrgetter(*columns(type(row)))
+    return getter(row)
 
 
 class Applied(StrEnum):
@@ -156,7 +164,7 @@ class Projection:
     def __init__(self, cache_ttl: timedelta) -> None:
         self._ttl = cache_ttl
         self.jobs: dict[uuid.UUID, JobRow] = {}
-        self.segments: dict[tuple[uuid.UUID, int], SegmentRow] = {}
+        self.segments: dict[uuid.UUID, dict[int, SegmentRow]] = {}  # job -> index -> row
         self.events: dict[uuid.UUID, EventRow] = {}
         self.cache: dict[str, CacheRow] = {}
         self.nodes: dict[str, NodeRow] = {}
@@ -164,7 +172,10 @@ class Projection:
         self.offsets: dict[tuple[str, int], int] = {}
 
     def segments_of(self, job_id: uuid.UUID) -> Iterator[SegmentRow]:
-        return (row for row in self.segments.values() if row.job_id == job_id)
+        return iter(self.segments.get(job_id, {}).values())
+
+    def all_segments(self) -> Iterator[SegmentRow]:
+        return (row for rows in self.segments.values() for row in rows.values())
 
     def apply(self, event: JobEvent, at: RecordPosition) -> Applied | Fenced:
         """Apply one job event read at ``at``; what the projector's statements would do."""
@@ -224,10 +235,10 @@ class Projection:
 
     def _segment(self, e: SegmentProduced) -> None:
         p = e.payload
-        key = (e.job_id, p.index)
-        known = self.segments.get(key)
+        rows = self.segments.setdefault(e.job_id, {})
+        known = rows.get(p.index)
         if known is None or known.attempt < e.attempt:
-            self.segments[key] = SegmentRow(
+            rows[p.index] = SegmentRow(
                 e.job_id, p.index, e.attempt, p.span.start, p.span.end, p.span.text, p.audio.sha256, p.audio.uri,
                 p.duration_ms, p.sample_rate, p.byte_length, e.occurred_at,
             )  # fmt: skip
@@ -252,8 +263,9 @@ class Projection:
             )  # fmt: skip
 
     def _drop_segments(self, job_id: uuid.UUID, doomed: Callable[[int], bool]) -> None:
-        for key in [key for key, row in self.segments.items() if row.job_id == job_id and doomed(row.attempt)]:
-            del self.segments[key]
+        rows = self.segments.get(job_id, {})
+        for index in [index for index, row in rows.items() if doomed(row.attempt)]:
+            del rows[index]
 
     def skip(self, at: RecordPosition) -> None:
         """A record that cannot be decoded: the live projector sends it to the DLQ and moves past it."""

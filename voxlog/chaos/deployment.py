@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -30,6 +31,7 @@ from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port, tail, wait_gone
 from infra.stack import DevStack
 from projections.migrations import drop_schema, migrate_database
+from projections.replay import verify_against_live
 from projections.verify import Report, verify
 from voxlog.devstack import isolated_env
 from voxlog.errors import VoxlogError
@@ -105,6 +107,7 @@ class Deployment:
         for name in reversed(list(self.specs)):
             self.processes.stop(name, timeout=15)
         await drop_schema(self.stack.database_url, self.tag)
+        await drop_schema(self.stack.database_url, f"{self.tag}_replay")
 
     # -- processes ----------------------------------------------------------------
     def start(self, name: str, extra: Mapping[str, str] | None = None, ready: str | None = None) -> None:
@@ -169,6 +172,20 @@ class Deployment:
         """The accepted jobs that are not terminal yet (as far as the projection shows)."""
         rows = await self.rows("SELECT job_id::text FROM jobs WHERE state IN ('completed', 'failed')")
         return set(self.accepted.values()) - {r[0] for r in rows}
+
+    async def replay_differences(self) -> list[str]:
+        """Rebuild the projection from the log up to where the live projector stands; what differs from it."""
+        _, differences = await verify_against_live(
+            self.stack.database_url,
+            self.tag,
+            f"projector-{self.tag}",
+            f"{self.tag}_replay",
+            self.stack.bootstrap_servers,
+            (self.topics.jobs_topic, self.topics.nodes_topic),
+            timedelta(seconds=float(self.env.get("VOXLOG_CACHE_TTL", 600))),
+            lambda done, total, elapsed: None,
+        )
+        return [difference.line() for difference in differences]
 
     async def verify(self) -> Report:
         return await verify(

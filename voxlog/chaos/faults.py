@@ -3,7 +3,8 @@
 A fault's result counts what a user would ask about: the jobs accepted, how
 many were in flight when the fault hit, how many completed or failed, how many
 were lost (accepted, never terminal) or completed twice, and how long the
-system took to finish the jobs in flight once the fault was lifted.
+system took to finish the jobs in flight once the fault was lifted. Then the projection is
+rebuilt from the log (``voxlog replay --verify``) and must equal the live one.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ async def _settle(
         if check.name.startswith("at most one"):
             result.completed_twice = len(check.violations)
         result.violations += [f"{check.name}: {v}" for v in check.violations]
+    result.violations += [f"replay differs: {line}" for line in await d.replay_differences()]
     return result
 
 

@@ -24,7 +24,8 @@ def render(results: Sequence[FaultResult], profile: str, minutes: float, root: P
         "stops, under load from a client that retries a 503 with the same Idempotency-Key, and ends",
         "with `voxlog verify --settled`: the projection a fold of the log, at most one effective",
         "completion per job, every completed job's audio present with its sha256, no fenced audio",
-        "served, every job terminal.",
+        "served, every job terminal; then the projection is rebuilt from the log (`voxlog replay --verify`)",
+        "and must equal the live one row by row.",
         "",
         f"- **Run:** {datetime.now(UTC).isoformat(timespec='seconds')}, commit `{commit or 'unknown'}`, "
         f"profile `{profile}`, {minutes:.1f} minutes in all.",

@@ -1,0 +1,158 @@
+"""(g) Replay: the live projector and `voxlog replay` on the same log, events per second.
+
+A log of completed jobs (queued, claimed, a segment, completed: four events
+each) is written straight to a fresh topic. The live projector then applies
+it from offset 0, timed until its stored offsets reach the log's end; then
+the replay rebuilds the same projection into a fresh schema. The baseline has
+no counterpart: a job table keeps no history to rebuild from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+
+from bench.errors import BenchError
+from bench.scenarios import Context
+from contracts import (
+    AudioRef,
+    JobClaimed,
+    JobClaimedPayload,
+    JobCompleted,
+    JobCompletedPayload,
+    JobEvent,
+    JobQueued,
+    JobQueuedPayload,
+    Producer,
+    SegmentProduced,
+    SegmentProducedPayload,
+    SynthesisRequest,
+    TextSpan,
+    derive_event_id,
+    encode_event,
+    event_headers,
+    record_key,
+    utc_now,
+)
+from foundation.settings import TopicSettings
+from infra.apps import AppProcesses, AppSpec
+from infra.processes import free_port
+from projections.migrations import drop_schema, migrate_database
+from projections.replay import Limit, replay_into
+from voxlog.devstack import isolated_env
+from voxlog.topics import ensure_topics, topic_specs
+
+PRODUCER = Producer(service="bench", instance="replay")
+
+
+def job_events(i: int) -> list[JobEvent]:
+    request = SynthesisRequest(
+        text=f"Replayed job {i}.", voice="bench_tone", speed=1.0, lang="en-us", engine="bench-sleep",
+        model_version="sleep-0ms", format="wav", sample_rate=24000,
+    )  # fmt: skip
+    job, fp, now, sha = uuid.uuid4(), request.fingerprint(), utc_now(), f"{i:064x}"
+    common = {"job_id": job, "fingerprint": fp, "occurred_at": now, "producer": PRODUCER}
+    claim = JobClaimedPayload(worker_id="w", device="cpu", engine="bench-sleep", model_version="sleep-0ms")
+    segment = SegmentProducedPayload(
+        index=0, span=TextSpan(start=0, end=len(request.text), text=request.text),
+        audio=AudioRef(sha256=sha, uri=f"file:///blobs/{sha}.wav"), duration_ms=1000, sample_rate=24000,
+        byte_length=48044,
+    )  # fmt: skip
+    return [
+        JobQueued(event_id=derive_event_id(job, "JobQueued", 0), attempt=0,
+                  payload=JobQueuedPayload(request=request, submitted_at=now), **common),
+        JobClaimed(event_id=derive_event_id(job, "JobClaimed", 1), attempt=1, payload=claim, **common),
+        SegmentProduced(event_id=derive_event_id(job, "SegmentProduced", 1, 0), attempt=1, payload=segment, **common),
+        JobCompleted(event_id=derive_event_id(job, "JobCompleted", 1), attempt=1,
+                     payload=JobCompletedPayload(segment_count=1, total_duration_ms=1000), **common),
+    ]  # fmt: skip
+
+
+async def _publish(bootstrap: str, topic: str, jobs: int) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=256 * 1024)
+    await producer.start()
+    try:
+        sent = [
+            await producer.send(topic, encode_event(e), key=record_key(e), headers=event_headers(e))
+            for i in range(jobs)
+            for e in job_events(i)
+        ]
+        await asyncio.gather(*sent)
+        return len(sent)
+    finally:
+        await producer.stop()
+
+
+async def replay_speed(ctx: Context) -> dict[str, Any]:
+    jobs = ctx.profile.replay_jobs
+    tag = f"rp_{uuid.uuid4().hex[:10]}"
+    topics = TopicSettings(jobs_topic=f"{tag}.jobs", nodes_topic=f"{tag}.nodes", dlq_topic=f"{tag}.dlq")
+    await ensure_topics(ctx.bootstrap, topic_specs(topics))
+    await migrate_database(ctx.database_url, tag)
+    ctx.say(f"(g) replay: writing {jobs} jobs ({4 * jobs} events) to the log")
+    events = await _publish(ctx.bootstrap, topics.jobs_topic, jobs)
+    home = ctx.home / tag
+    processes = AppProcesses(home)
+    env = isolated_env(ctx.bootstrap, ctx.database_url, tag, topics, home, free_port())
+    ctx.say("(g) replay: the live projector applies it")
+    processes.start(
+        AppSpec("projector", [sys.executable, "-m", "voxlog.cli", "--log-level", "WARNING", "projector"], env)
+    )
+    try:
+        # Timed from its first applied batch: the process's start (imports, connections) is not projection.
+        first, started = await _until_applied(ctx.database_url, tag, f"projector-{tag}", 1, within_s=120)
+        _, finished = await _until_applied(ctx.database_url, tag, f"projector-{tag}", events, within_s=600)
+        live_s, live_events = finished - started, events - first
+    finally:
+        processes.stop("projector", timeout=30)
+    ctx.say(f"    {live_events / live_s:,.0f} events/s")
+    ctx.say("(g) replay: voxlog replay rebuilds it")
+    conn = await asyncpg.connect(ctx.database_url)
+    try:
+        stats = await replay_into(
+            conn, f"{tag}_replay", ctx.bootstrap, (topics.jobs_topic, topics.nodes_topic), timedelta(minutes=10),
+            Limit(), lambda done, total, elapsed: None,
+        )  # fmt: skip
+    finally:
+        await conn.close()
+        if ctx.drop_data:
+            await drop_schema(ctx.database_url, tag)
+            await drop_schema(ctx.database_url, f"{tag}_replay")
+    ctx.say(f"    {stats.events_per_s:,.0f} events/s")
+    return {
+        "jobs": jobs,
+        "events": events,
+        "live_s": live_s,
+        "live_events_per_s": live_events / live_s,
+        "replay_s": stats.read_s + stats.write_s,
+        "replay_read_s": stats.read_s,
+        "replay_write_s": stats.write_s,
+        "replay_events_per_s": stats.events_per_s,
+    }
+
+
+async def _until_applied(url: str, schema: str, projector: str, events: int, within_s: float) -> tuple[int, float]:
+    """Once the projector has applied at least ``events`` records: how many, and when."""
+    conn = await asyncpg.connect(url, server_settings={"search_path": schema})
+    try:
+        deadline = time.monotonic() + within_s
+        while True:
+            applied = await conn.fetchval(
+                "SELECT coalesce(sum(next_offset), 0) FROM projection_offsets WHERE consumer = $1"
+                " AND topic LIKE '%.jobs'",
+                projector,
+            )
+            if applied >= events:
+                return int(applied), time.monotonic()
+            if time.monotonic() > deadline:
+                raise BenchError(f"the projector applied {applied} of {events} events in {within_s:.0f}s")
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
