@@ -89,6 +89,11 @@ def decode_event(
     Raises :class:`DecodeError` with a readable reason for anything that is not
     a valid event, so the caller can route the record to the DLQ.
     """
+    if data is not None:
+        try:  # a record at the current version, the common case: parsed and validated in one pass
+            return JOB_EVENT_ADAPTER.validate_json(data)
+        except ValidationError:
+            pass  # an older version to upcast, or not an event: the slow path says which
     raw = _load_raw(data, upcasters)
     try:
         return JOB_EVENT_ADAPTER.validate_python(raw)
@@ -98,6 +103,11 @@ def decode_event(
 
 def decode_node_event(data: bytes | None, upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS) -> NodeEvent:
     """Parse a record of the nodes topic."""
+    if data is not None:
+        try:
+            return NODE_EVENT_ADAPTER.validate_json(data)
+        except ValidationError:
+            pass
     raw = _load_raw(data, upcasters)
     try:
         return NODE_EVENT_ADAPTER.validate_python(raw)

@@ -14,6 +14,7 @@ are the adapters the composition root hands them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -177,14 +178,16 @@ class ReconnectingPublisher:
 async def wait_for_partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float = 30.0) -> list[TopicPartition]:
     """The partitions of ``topic`` once metadata knows them (a just-created topic takes a moment)."""
     deadline = time.monotonic() + within_s
-    while True:
+    for round_ in itertools.count():
         found = consumer.partitions_for_topic(topic)
         if found:
             return [TopicPartition(topic, p) for p in sorted(found)]
         if time.monotonic() >= deadline:
-            raise BrokerUnavailable(f"topic {topic} does not exist or has no partitions; run `voxlog topics`")
+            break
+        if round_:  # the first update asks for a topic the client has not looked up yet: no wait before it
+            await asyncio.sleep(0.2)
         try:
             await consumer._client.force_metadata_update()
         except KafkaError as exc:
             raise BrokerUnavailable(f"cannot read Kafka metadata: {exc}") from exc
-        await asyncio.sleep(0.2)
+    raise BrokerUnavailable(f"topic {topic} does not exist or has no partitions; run `voxlog topics`")

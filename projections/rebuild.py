@@ -9,12 +9,18 @@ left out and named (:data:`NOT_FROM_THE_LOG`).
 
 from __future__ import annotations
 
+import functools
 import io
+import itertools
 import json
-from collections.abc import Iterable
+import operator
+import re
+import types
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final, get_args, get_type_hints
 
 import asyncpg
 
@@ -27,7 +33,6 @@ from projections.reducer import (
     NodeRow,
     Projection,
     SegmentRow,
-    as_record,
     columns,
 )
 
@@ -48,6 +53,16 @@ TABLES: Final = (
     Table("nodes", NodeRow, ("worker_id",)),
     Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
 )
+
+
+@dataclass(frozen=True)
+class OffsetRow:
+    consumer: str
+    topic: str
+    partition: int
+    next_offset: int
+
+
 NOT_FROM_THE_LOG: Final = {
     "job_events.recorded_at": "when the projector wrote the row",
     "projection_offsets.consumer": "the name of the projector that wrote the offsets",
@@ -62,8 +77,8 @@ async def write(
     (``events_written``: ``job_events`` is filled already, by a streaming copy).
 
     The rows go as ``COPY``'s text format, written here with plain string formatting: encoding each
-    value through the driver cost more than folding the event, and the text is parsed by the
-    server, on another core.
+    value through the driver cost more than folding the event. They go in chunks, so that the server
+    parses one (on another core) while the next is written.
     """
     rows: dict[str, Iterable[object]] = {
         "jobs": projection.jobs.values(),
@@ -73,43 +88,81 @@ async def write(
         "nodes": projection.nodes.values(),
         "node_heartbeats": projection.heartbeats.values(),
     }
-    offsets = [(consumer, topic, partition, offset) for (topic, partition), offset in projection.offsets.items()]
+    offsets = [OffsetRow(consumer, topic, partition, at) for (topic, partition), at in projection.offsets.items()]
     async with conn.transaction():
         for table in TABLES:
             if events_written and table.name == "job_events":
                 continue
-            text = copy_text(as_record(row) for row in rows[table.name])
             await conn.copy_to_table(
-                table.name, source=io.BytesIO(text), schema_name=schema, columns=columns(table.row_type)
+                table.name,
+                source=copy_chunks(rows[table.name], table.row_type),
+                schema_name=schema,
+                columns=columns(table.row_type),
             )
         await conn.copy_to_table(
             "projection_offsets",
-            source=io.BytesIO(copy_text(offsets)),
+            source=io.BytesIO(copy_text(offsets, OffsetRow)),
             schema_name=schema,
-            columns=["consumer", "topic", "partition", "next_offset"],
+            columns=columns(OffsetRow),
         )
 
 
 _ESCAPES: Final = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_SPECIAL: Final = re.compile(r"[\\\t\n\r]")
 
 
-def _field(value: object) -> str:
-    """One value in ``COPY``'s text format (PostgreSQL parses it by the column's type)."""
-    if value is None:
-        return "\\N"
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, list):  # text[]: every element quoted
-        inner = ",".join('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in value)
-        return ("{" + inner + "}").translate(_ESCAPES)
-    return str(value).translate(_ESCAPES)
+def _text(value: str) -> str:
+    return value.translate(_ESCAPES) if _SPECIAL.search(value) else value
 
 
-def copy_text(records: Iterable[tuple[object, ...]]) -> bytes:
-    """Rows in ``COPY``'s text format."""
-    return "".join("\t".join(map(_field, record)) + "\n" for record in records).encode()
+def _array(values: list[str]) -> str:  # text[]: every element quoted
+    inner = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return _text("{" + inner + "}")
+
+
+_CONVERTERS: Final[dict[object, Callable[[Any], str]]] = {
+    bool: lambda v: "t" if v else "f",
+    int: str,
+    float: repr,
+    str: _text,
+    uuid.UUID: str,
+    datetime: datetime.isoformat,
+    list[str]: _array,
+}
+
+
+def _converter(hint: object) -> Callable[[Any], str]:
+    """The function that writes one column's values in ``COPY``'s text format, chosen once by its type."""
+    members = get_args(hint) if isinstance(hint, types.UnionType) else ()
+    if type(None) not in members:
+        return _CONVERTERS[hint]
+    (inner,) = (m for m in members if m is not type(None))
+    convert = _CONVERTERS[inner]
+    return lambda v: "\\N" if v is None else convert(v)
+
+
+@functools.cache
+def _line_writer(row_type: type) -> Callable[[object], str]:
+    hints = get_type_hints(row_type)
+    convert = tuple(_converter(hints[name]) for name in columns(row_type))
+    values = operator.attrgetter(*columns(row_type))
+    return lambda row: "\t".join([c(v) for c, v in zip(convert, values(row), strict=True)])
+
+
+def copy_text(rows: Iterable[object], row_type: type) -> bytes:
+    """Rows of a row dataclass in ``COPY``'s text format.
+
+    Each column's writer is chosen once from its declared type, not value by value: writing the rows
+    is most of a replay's work once the events are folded.
+    """
+    return "".join(line + "\n" for line in map(_line_writer(row_type), rows)).encode()
+
+
+async def copy_chunks(rows: Iterable[object], row_type: type, per_chunk: int = 2000) -> AsyncIterator[bytes]:
+    """``rows`` as ``COPY`` text, ``per_chunk`` rows at a time."""
+    remaining = iter(rows)
+    while chunk := list(itertools.islice(remaining, per_chunk)):
+        yield copy_text(chunk, row_type)
 
 
 @dataclass(frozen=True)

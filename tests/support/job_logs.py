@@ -122,8 +122,9 @@ def _insert_after(draw: st.DrawFn, log: list[JobEvent], start: int, late: list[J
 
 @st.composite
 def _realistic_job(draw: st.DrawFn) -> list[JobEvent]:
-    # Few texts: jobs share fingerprints, so results are reused and the result cache is contended.
-    text = draw(st.sampled_from(["Alpha.", "Beta.", "Gamma."]))
+    # Few texts: jobs share fingerprints, so results are reused and the result cache is contended. One holds
+    # what COPY's text format must escape (a backslash, a tab, a line break) and what JSON must (quotes).
+    text = draw(st.sampled_from(["Alpha.", "Beta.", 'Say "\\N",\ta back\\slash\nand ünïcödé — 日本.']))
     job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))), request_text=text)
     log: list[JobEvent] = [job.queued()]
     if draw(st.booleans()) and draw(st.booleans()):
