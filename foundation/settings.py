@@ -123,6 +123,9 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     openai_default_voice: str = Field(
         "", description="Voice that serves OpenAI voice names (alloy, nova, ...); empty: the first announced voice."
     )
+    audit_timeout_s: float = Field(
+        30.0, gt=0, description="How long GET /v1/jobs/{id}/events and ?as_of= may spend reading the log."
+    )
 
 
 class EngineSettings(_Settings):
@@ -221,6 +224,12 @@ class ReplaySettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNa
     process = "replay"
 
 
+class AuditSettings(KafkaSettings, DatabaseSettings, CacheSettings):
+    """`voxlog audit`: a job's history read from the log (the projection only says where to look)."""
+
+    process = "audit"
+
+
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -239,5 +248,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     SweeperSettings,
     VerifySettings,
     ReplaySettings,
+    AuditSettings,
     NodeSettings,
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Annotated, Any
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final
 
 from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
@@ -21,9 +22,11 @@ from producers.queries import ProjectionUnavailable
 from producers.speech import openai_speech
 from producers.submit import JobRequest, Rejected, enqueue, scoped_key, unavailable_message
 
+_RETRY: Final = {"Retry-After": "5"}
+
 
 def _links(job_id: uuid.UUID) -> dict[str, str]:
-    return {"self": f"/v1/jobs/{job_id}", "audio": f"/v1/jobs/{job_id}/audio"}
+    return {"self": f"/v1/jobs/{job_id}", "audio": f"/v1/jobs/{job_id}/audio", "events": f"/v1/jobs/{job_id}/events"}
 
 
 def job_body(job: dict[str, Any]) -> dict[str, Any]:
@@ -114,12 +117,42 @@ async def submit_job(
     return Response(body, status_code=202, headers={"Location": f"/v1/jobs/{accepted.job_id}"})
 
 
-@get("/v1/jobs/{job_id:uuid}", summary="A job's state, attempt, timings and segments so far")
-async def get_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> dict[str, Any]:
-    job = await deps_of(request).reader.job(job_id)
-    if job is None:
-        raise NotFoundException(f"no job {job_id} (a job just submitted appears within a moment)")
-    return job_body(job)
+@get("/v1/jobs/{job_id:uuid}", summary="A job's state, attempt, timings and segments so far, or as of a time")
+async def get_job(
+    request: Request[Any, Any, Any],
+    job_id: uuid.UUID,
+    as_of: Annotated[
+        datetime | None,
+        Parameter(query="as_of", description="ISO 8601 (UTC if no zone): the job as the log had it then"),
+    ] = None,
+) -> dict[str, Any]:
+    deps = deps_of(request)
+    if as_of is None:
+        job = await deps.reader.job(job_id)
+        if job is None:
+            raise NotFoundException(f"no job {job_id} (a job just submitted appears within a moment)")
+        return job_body(job)
+    moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
+    try:
+        past = await deps.audit.job_as_of(job_id, moment)
+    except BrokerUnavailable as exc:
+        raise HTTPException(detail=f"the log cannot be read: {exc}", status_code=503, headers=_RETRY) from exc
+    if past is None:
+        raise NotFoundException(f"no job {job_id} in the log as of {moment.isoformat()}")
+    return {**job_body(past), "as_of": moment}
+
+
+@get("/v1/jobs/{job_id:uuid}/events", summary="The job's history read from the log: every event, applied or fenced")
+async def get_job_events(request: Request[Any, Any, Any], job_id: uuid.UUID) -> dict[str, Any]:
+    """Each event with its partition, offset and time, its producer, its attempt and whether the projection
+    applied it or fenced it (and why); the job's attempts, and the time it spent in each state."""
+    try:
+        history = await deps_of(request).audit.events(job_id)
+    except BrokerUnavailable as exc:
+        raise HTTPException(detail=f"the log cannot be read: {exc}", status_code=503, headers=_RETRY) from exc
+    if history is None:
+        raise NotFoundException(f"no event of job {job_id} in the log")
+    return history
 
 
 @get("/v1/jobs/{job_id:uuid}/audio", summary="The whole job in its requested format and rate")
@@ -215,6 +248,7 @@ def create_app(deps: ApiDeps, *, on_shutdown: list[Any] | None = None) -> Litest
         route_handlers=[
             submit_job,
             get_job,
+            get_job_events,
             get_audio,
             get_segment_audio,
             list_voices,

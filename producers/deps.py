@@ -9,7 +9,7 @@ from litestar import Request
 
 from contracts import Producer
 from foundation.blobs import BlobStore
-from producers.ports import JobLog
+from producers.ports import JobAudit, JobLog
 from producers.queries import ProjectionReader
 from producers.submit import Limits
 
@@ -21,6 +21,7 @@ class ApiDeps:
     blobs: BlobStore
     limits: Limits
     producer: Producer
+    audit: JobAudit
     speech_timeout_s: float = 120.0
     stream_poll_s: float = 0.1
     openai_default_voice: str = ""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+import uuid
+from datetime import datetime
+from typing import Any, Protocol
 
 from contracts import JobQueued
 
@@ -19,3 +21,18 @@ class JobLog(Protocol):
     async def publish(self, event: JobQueued) -> object: ...
 
     async def check(self) -> None: ...
+
+
+class JobAudit(Protocol):
+    """Jobs as the log tells them (not the projection).
+
+    Both raise ``foundation.errors.BrokerUnavailable`` when the log cannot be read in time.
+    """
+
+    async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """Every event of the job with its place in the log and what the projection did with it (None: none)."""
+        ...
+
+    async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
+        """The job's ``jobs`` row and segments as they stood at ``moment`` (None: not submitted yet)."""
+        ...

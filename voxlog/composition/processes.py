@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
+from datetime import timedelta
 
 import structlog
 import uvicorn
@@ -29,6 +30,7 @@ from foundation.settings import (
 from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.queries import ProjectionReader
+from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
 from voxlog.composition.configs import limits, projector_config, sweeper_config
@@ -61,6 +63,11 @@ async def run_api(settings: ApiSettings) -> None:
             blobs=LocalBlobStore(settings.blob_dir),
             limits=limits(settings),
             producer=Producer(service="api", instance=instance_name()),
+            audit=LogAuditor(
+                JobLogReader(settings.kafka_bootstrap_servers, settings.jobs_topic, within_s=settings.audit_timeout_s),
+                pool,
+                timedelta(seconds=settings.cache_ttl),
+            ),
             speech_timeout_s=settings.speech_timeout_s,
             stream_poll_s=settings.stream_poll_s,
             openai_default_voice=settings.openai_default_voice,

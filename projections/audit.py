@@ -1,0 +1,235 @@
+"""A job's history as the log tells it: every event, whether it was applied or fenced and why, and its attempts.
+
+The fold is the state machine every reader shares (``contracts.job_state.transition``)
+and the same deduplication by event id as the projector, so an audit says what the
+projection did with each event without asking the projection. Time in each state
+comes from the events' own clocks (``occurred_at``); where each event lies in the log
+(partition, offset, the record's timestamp) comes from the log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from contracts import (
+    JobClaimed,
+    JobCompleted,
+    JobEvent,
+    JobFailed,
+    JobQueued,
+    JobReleased,
+    JobState,
+    JobStatus,
+    SegmentProduced,
+    SynthesisRequest,
+)
+from contracts.job_state import Fenced, event_attempt, transition
+from foundation.kafka import RecordPosition
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    """A job event where the log holds it."""
+
+    position: RecordPosition
+    appended_at: datetime  # the record's timestamp
+    event: JobEvent
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"
+    FENCED = "fenced"
+    DUPLICATE = "duplicate"  # a copy of an event id applied before (a producer's retry): changes nothing
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    logged: LoggedEvent
+    outcome: Outcome
+    reason: str  # why it was fenced, or which copy it repeats; empty when applied
+    state: JobState | None  # the job's state after it
+
+
+@dataclass
+class AttemptRecord:
+    attempt: int
+    worker_id: str
+    device: str
+    engine: str
+    model_version: str
+    claimed_at: datetime
+    ended_at: datetime | None = None
+    ended_by: str = ""  # "completed", "failed: CODE", "released: REASON", "taken over by attempt N"
+    segments: int = 0
+    fenced: int = 0  # events of this attempt that were fenced (a stalled worker's late work)
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.ended_at is None else (self.ended_at - self.claimed_at).total_seconds()
+
+
+@dataclass(frozen=True)
+class StateSpan:
+    state: JobState
+    since: datetime
+    until: datetime | None  # None: still in it
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.until is None else (self.until - self.since).total_seconds()
+
+
+@dataclass
+class JobHistory:
+    job_id: uuid.UUID
+    fingerprint: str = ""
+    request: SynthesisRequest | None = None
+    status: JobStatus | None = None
+    entries: list[AuditEntry] = field(default_factory=list)
+    attempts: dict[int, AttemptRecord] = field(default_factory=dict)
+    spans: list[StateSpan] = field(default_factory=list)
+    reused_from: uuid.UUID | None = None  # the job whose synthesis a cache hit or coalesced duplicate served
+
+    @property
+    def found(self) -> bool:
+        return bool(self.entries)
+
+
+def history_of(job_id: uuid.UUID, logged: Iterable[LoggedEvent]) -> JobHistory:
+    """Fold the log's events of ``job_id`` (others are skipped), in log order."""
+    history = JobHistory(job_id)
+    first_copy: dict[uuid.UUID, RecordPosition] = {}
+    for item in logged:
+        event = item.event
+        if event.job_id != job_id:
+            continue
+        history.fingerprint = event.fingerprint
+        seen = first_copy.get(event.event_id)
+        if seen is not None:
+            repeats = f"repeats {seen.partition}:{seen.offset}"
+            history.entries.append(AuditEntry(item, Outcome.DUPLICATE, repeats, _state(history)))
+            continue
+        first_copy[event.event_id] = item.position
+        outcome = transition(history.status, event)
+        if isinstance(outcome, Fenced):
+            attempt = history.attempts.get(event_attempt(event))
+            if attempt is not None:
+                attempt.fenced += 1
+            reason = f"{outcome.reason}: {outcome.detail}"
+            history.entries.append(AuditEntry(item, Outcome.FENCED, reason, _state(history)))
+            continue
+        _applied(history, event, outcome)
+        history.entries.append(AuditEntry(item, Outcome.APPLIED, "", outcome.state))
+    return history
+
+
+def _state(history: JobHistory) -> JobState | None:
+    return history.status.state if history.status else None
+
+
+def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
+    before, history.status = history.status, outcome
+    if before is None or before.state != outcome.state or isinstance(event, JobClaimed):
+        if history.spans:
+            last = history.spans[-1]
+            history.spans[-1] = StateSpan(last.state, last.since, event.occurred_at)
+        history.spans.append(StateSpan(outcome.state, event.occurred_at, None))
+    current = history.attempts.get(outcome.attempt)
+    match event:
+        case JobQueued():
+            history.request = event.payload.request
+        case JobClaimed():
+            if before is not None and before.state is JobState.CLAIMED:
+                _end(history.attempts.get(before.attempt), event, f"taken over by attempt {event.attempt}")
+            claim = event.payload
+            history.attempts[event.attempt] = AttemptRecord(
+                event.attempt, claim.worker_id, claim.device, claim.engine, claim.model_version, event.occurred_at
+            )
+        case SegmentProduced():
+            if current is not None:
+                current.segments += 1
+        case JobCompleted():
+            history.reused_from = event.payload.source_job_id if event.payload.cache_hit else None
+            _end(current, event, "completed from a cached result" if event.payload.cache_hit else "completed")
+        case JobReleased():
+            _end(current, event, f"released: {event.payload.reason}")
+        case JobFailed():
+            _end(current, event, f"failed: {event.payload.reason_code}")
+    if outcome.state in (JobState.COMPLETED, JobState.FAILED):
+        last = history.spans[-1]
+        history.spans[-1] = StateSpan(last.state, last.since, last.since)
+
+
+def _end(attempt: AttemptRecord | None, event: JobEvent, how: str) -> None:
+    if attempt is not None and attempt.ended_at is None:
+        attempt.ended_at, attempt.ended_by = event.occurred_at, how
+
+
+def as_json(history: JobHistory) -> dict[str, Any]:
+    """The history as JSON-ready values: what ``voxlog audit --json`` prints and the API returns."""
+    claims = {a.attempt: a for a in history.attempts.values()}
+    return {
+        "job_id": str(history.job_id),
+        "fingerprint": history.fingerprint,
+        "state": history.status.state.value if history.status else None,
+        "attempt": history.status.attempt if history.status else None,
+        "request": history.request.model_dump(mode="json") if history.request else None,
+        "reused_from": str(history.reused_from) if history.reused_from else None,
+        "events": [_entry_json(entry, claims) for entry in history.entries],
+        "attempts": [
+            {
+                "attempt": a.attempt,
+                "worker_id": a.worker_id,
+                "device": a.device,
+                "engine": a.engine,
+                "model_version": a.model_version,
+                "claimed_at": a.claimed_at.isoformat(),
+                "ended_at": a.ended_at.isoformat() if a.ended_at else None,
+                "ended_by": a.ended_by or None,
+                "seconds": a.seconds,
+                "segments": a.segments,
+                "fenced_events": a.fenced,
+            }
+            for a in sorted(history.attempts.values(), key=lambda a: a.attempt)
+        ],
+        "time_in_state": [
+            {
+                "state": s.state.value,
+                "since": s.since.isoformat(),
+                "until": s.until.isoformat() if s.until else None,
+                "seconds": s.seconds,
+            }
+            for s in history.spans
+        ],
+    }
+
+
+def _entry_json(entry: AuditEntry, claims: dict[int, AttemptRecord]) -> dict[str, Any]:
+    event, at = entry.logged.event, entry.logged.position
+    claim = claims.get(event_attempt(event))
+    return {
+        "partition": at.partition,
+        "offset": at.offset,
+        "appended_at": entry.logged.appended_at.isoformat(),
+        "occurred_at": event.occurred_at.isoformat(),
+        "type": event.type,
+        "schema_version": event.schema_version,
+        "event_id": str(event.event_id),
+        "attempt": event_attempt(event),
+        "producer": {
+            "service": event.producer.service,
+            "instance": event.producer.instance,
+            "engine": claim.engine if claim else None,
+            "model_version": claim.model_version if claim else None,
+            "device": claim.device if claim else None,
+        },
+        "outcome": entry.outcome.value,
+        "reason": entry.reason or None,
+        "state_after": entry.state.value if entry.state else None,
+        "payload": event.payload.model_dump(mode="json"),
+    }

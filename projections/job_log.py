@@ -1,0 +1,197 @@
+"""Reading one job, or one fingerprint, back from the log: for audits and for a job's state as of a time.
+
+Every event of a fingerprint lies in one partition (the records are keyed by
+it), so a fingerprint's history is one partition read from where its first job
+began, filtered by key before anything is decoded. The projection only says
+where to look (``job_events`` holds each job's fingerprint, partition and first
+offset); without it (PostgreSQL down, or a job the projector has not reached)
+every partition is read for records that name the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import murmur2
+from aiokafka.structs import ConsumerRecord, TopicPartition
+
+from contracts import DecodeError, decode_event
+from foundation.errors import BrokerUnavailable
+from foundation.kafka import RecordPosition, wait_for_partitions
+from projections.audit import JobHistory, LoggedEvent, as_json, history_of
+from projections.reducer import Projection, columns
+
+Keep = Callable[["ConsumerRecord[bytes, bytes]"], bool]
+
+
+@dataclass(frozen=True)
+class Whereabouts:
+    """Where a job's events begin in the log, as the projection recorded it."""
+
+    fingerprint: str
+    partition: int
+    first_offset: int
+
+
+class JobLogReader:
+    """Reads the jobs topic for one fingerprint or one job, each read with its own short-lived consumer.
+
+    Raises :class:`BrokerUnavailable` when the log cannot be read within ``within_s``.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, *, within_s: float = 30.0, at_once: int = 4) -> None:
+        self.topic = topic
+        self._bootstrap = bootstrap_servers
+        self._within_s = within_s
+        self._reads = asyncio.Semaphore(at_once)  # each read is a consumer and a partition scan
+
+    async def of_fingerprint(self, fingerprint: str, start: Whereabouts | None = None) -> list[LoggedEvent]:
+        """The fingerprint's events in log order (from ``start``'s offset when given)."""
+        key = fingerprint.encode()
+        if start is not None:
+            return await self._scan(lambda r: r.key == key, {start.partition: start.first_offset})
+        return await self._scan(lambda r: r.key == key, None, by_key=key)
+
+    async def of_job(self, job_id: uuid.UUID) -> list[LoggedEvent]:
+        """Every partition read for records that name ``job_id`` (when nothing says where it is)."""
+        needle = str(job_id).encode()
+        return await self._scan(lambda r: r.value is not None and needle in r.value, None)
+
+    async def _scan(self, keep: Keep, starts: dict[int, int] | None, by_key: bytes | None = None) -> list[LoggedEvent]:
+        async with self._reads:
+            return await self._scan_now(keep, starts, by_key)
+
+    async def _scan_now(self, keep: Keep, starts: dict[int, int] | None, by_key: bytes | None) -> list[LoggedEvent]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False, group_id=None)
+        try:
+            await consumer.start()
+        except KafkaError as exc:
+            raise BrokerUnavailable(f"cannot reach Kafka: {exc}") from exc
+        try:
+            return await asyncio.wait_for(self._read(consumer, keep, starts, by_key), self._within_s)
+        except TimeoutError as exc:
+            raise BrokerUnavailable(f"reading {self.topic} took over {self._within_s:.0f}s") from exc
+        except KafkaError as exc:
+            raise BrokerUnavailable(f"cannot read {self.topic}: {exc}") from exc
+        finally:
+            await consumer.stop()
+
+    async def _read(
+        self, consumer: AIOKafkaConsumer, keep: Keep, starts: dict[int, int] | None, by_key: bytes | None
+    ) -> list[LoggedEvent]:
+        partitions = await wait_for_partitions(consumer, self.topic, within_s=self._within_s)
+        if by_key is not None:  # the default partitioner's choice, as the producers made it
+            partitions = [partitions[(murmur2(by_key) & 0x7FFFFFFF) % len(partitions)]]
+        elif starts is not None:
+            partitions = [TopicPartition(self.topic, p) for p in starts]
+        consumer.assign(partitions)
+        beginnings, ends = await asyncio.gather(
+            consumer.beginning_offsets(partitions), consumer.end_offsets(partitions)
+        )
+        for tp in partitions:
+            consumer.seek(tp, max(beginnings[tp], (starts or {}).get(tp.partition, 0)))
+        found: list[LoggedEvent] = []
+        pending = {tp for tp in partitions if await consumer.position(tp) < ends[tp]}
+        while pending:
+            batch = await consumer.getmany(*pending, timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.offset < ends[tp] and keep(record):
+                        try:
+                            event = decode_event(record.value)
+                        except DecodeError:
+                            continue  # in the DLQ, and attributable to no job
+                        at = RecordPosition(tp.topic, tp.partition, record.offset)
+                        found.append(LoggedEvent(at, datetime.fromtimestamp(record.timestamp / 1000, UTC), event))
+            pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
+        found.sort(key=lambda e: (e.position.partition, e.position.offset))
+        return found
+
+
+class LogAuditor:
+    """Histories and past states read from the log; the projection (``pool``) only says where to look."""
+
+    def __init__(self, reader: JobLogReader, pool: asyncpg.Pool | None, cache_ttl: timedelta) -> None:
+        self._reader = reader
+        self._pool = pool
+        self._ttl = cache_ttl
+
+    async def job(self, job_id: uuid.UUID) -> JobHistory:
+        return history_of(job_id, await self._events_of(job_id))
+
+    async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The job's history as JSON (``producers.ports.JobAudit``)."""
+        history = await self.job(job_id)
+        return as_json(history) if history.found else None
+
+    async def fingerprint(self, fingerprint: str) -> list[JobHistory]:
+        """Every job of ``fingerprint``, in the order they were queued."""
+        events = await self._reader.of_fingerprint(fingerprint, await self._fingerprint_start(fingerprint))
+        job_ids = list(dict.fromkeys(e.event.job_id for e in events))
+        return [history_of(job_id, events) for job_id in job_ids]
+
+    async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
+        """The job as the projection showed it at ``moment`` (in the shape of a ``jobs`` row and its segments).
+
+        Its fingerprint's records appended up to ``moment`` are folded (``voxlog replay --until`` takes the
+        same cut): a cache hit's audio belongs to another job of the same fingerprint.
+        """
+        events = await self._events_of(job_id)
+        if events and events[0].event.fingerprint:
+            start = Whereabouts(events[0].event.fingerprint, events[0].position.partition, 0)
+            events = await self._reader.of_fingerprint(start.fingerprint, start)
+        projection = Projection(self._ttl)
+        for item in events:
+            if item.appended_at <= moment:
+                projection.apply(item.event, item.position)
+        row = projection.jobs.get(job_id)
+        if row is None:
+            return None
+        job = {name: getattr(row, name) for name in columns(type(row))}
+        job["request"] = json.loads(row.request)
+        segments = projection.segments_of(row.source_job_id or job_id)
+        job["segments"] = sorted(
+            ({name: getattr(s, name) for name in columns(type(s)) if name != "job_id"} for s in segments),
+            key=lambda s: s["segment_index"],
+        )
+        return job
+
+    async def _events_of(self, job_id: uuid.UUID) -> list[LoggedEvent]:
+        where = await self._whereabouts(job_id)
+        if where is None:
+            return [e for e in await self._reader.of_job(job_id) if e.event.job_id == job_id]
+        return [e for e in await self._reader.of_fingerprint(where.fingerprint, where) if e.event.job_id == job_id]
+
+    async def _whereabouts(self, job_id: uuid.UUID) -> Whereabouts | None:
+        row = await self._fetch(
+            "SELECT fingerprint, kafka_partition, min(kafka_offset) AS first FROM job_events"
+            " WHERE job_id = $1 AND topic = $2 GROUP BY fingerprint, kafka_partition",
+            job_id,
+        )
+        return None if row is None else Whereabouts(row["fingerprint"], row["kafka_partition"], row["first"])
+
+    async def _fingerprint_start(self, fingerprint: str) -> Whereabouts | None:
+        row = await self._fetch(
+            "SELECT kafka_partition, min(kafka_offset) AS first FROM job_events"
+            " WHERE fingerprint = $1 AND topic = $2 GROUP BY kafka_partition",
+            fingerprint,
+        )
+        return None if row is None else Whereabouts(fingerprint, row["kafka_partition"], row["first"])
+
+    async def _fetch(self, query: str, value: object) -> asyncpg.Record | None:
+        if self._pool is None:
+            return None
+        try:
+            row: asyncpg.Record | None = await self._pool.fetchrow(query, value, self._reader.topic, timeout=5)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+            return None  # the log alone answers: every partition is read
+        return row

@@ -1,0 +1,80 @@
+"""The audit fold (projections.audit): outcomes, attempts and time in state, and agreement with the shared fold."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from hypothesis import given, settings
+
+from contracts import JobEvent, JobState, fold
+from foundation.kafka import RecordPosition
+from projections.audit import LoggedEvent, Outcome, as_json, history_of
+from tests.support.job_logs import _Builder, realistic_logs
+
+
+def logged(events: list[JobEvent]) -> list[LoggedEvent]:
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    return [LoggedEvent(RecordPosition("jobs", 0, i), now, e) for i, e in enumerate(events)]
+
+
+def test_a_retried_job_shows_each_attempt_how_it_ended_and_the_stalled_attempts_late_work_as_fenced():
+    job = _Builder(uuid.UUID(int=5))
+    first_claim = job.claimed(1)
+    events = [
+        job.queued(),
+        first_claim,
+        job.segment(1, 0),
+        job.released(1),
+        job.claimed(2),
+        job.segment(1, 1),  # the first attempt's worker, late
+        first_claim,  # a copy delivered again
+        job.segment(2, 0),
+        job.segment(2, 1),
+        job.completed(2, 2),
+    ]
+    history = history_of(job.job_id, logged(events))
+
+    assert [(e.outcome, e.reason) for e in history.entries if e.outcome != Outcome.APPLIED] == [
+        (Outcome.FENCED, "stale_attempt: attempt 1 is not the job's 2"),
+        (Outcome.DUPLICATE, "repeats 0:1"),
+    ]
+    first, second = history.attempts[1], history.attempts[2]
+    assert (first.ended_by, first.segments, first.fenced) == ("released: transient", 1, 1)
+    assert (second.ended_by, second.segments, second.fenced) == ("completed", 2, 0)
+    Q, C, R, D = JobState.QUEUED, JobState.CLAIMED, JobState.RELEASED, JobState.COMPLETED
+    assert [s.state for s in history.spans] == [Q, C, R, C, D]
+    assert history.spans[0].seconds == (first_claim.occurred_at - events[0].occurred_at).total_seconds()
+    assert history.spans[-1].seconds == 0.0, "a terminal state lasts no time"
+    assert history.reused_from is None
+    body = as_json(history)
+    assert [e["attempt"] for e in body["events"]] == [0, 1, 1, 1, 2, 1, 1, 2, 2, 2]
+    assert body["events"][1]["producer"]["engine"] == "kokoro-onnx"
+    assert body["events"][0]["producer"]["engine"] is None, "JobQueued comes from the API, before any claim"
+
+
+def test_a_cache_served_job_names_the_job_whose_audio_it_reused():
+    job = _Builder(uuid.UUID(int=6))
+    history = history_of(job.job_id, logged([job.queued(), job.completed(0, 1, cache_hit=True)]))
+    assert history.reused_from == uuid.UUID(int=1)
+    assert history.attempts == {}
+    assert as_json(history)["reused_from"] == str(uuid.UUID(int=1))
+
+
+def test_other_jobs_events_are_left_out_and_an_unknown_job_has_no_history():
+    mine, other = _Builder(uuid.UUID(int=8)), _Builder(uuid.UUID(int=9))
+    history = history_of(mine.job_id, logged([other.queued(), mine.queued(), other.claimed(1)]))
+    assert [e.logged.event.job_id for e in history.entries] == [mine.job_id]
+    assert not history_of(uuid.UUID(int=10), logged([mine.queued()])).found
+
+
+@settings(max_examples=150, deadline=None)
+@given(realistic_logs())
+def test_the_audit_ends_every_job_where_the_shared_fold_does(log: list[JobEvent]):
+    expected = fold(log)
+    for job_id, status in expected.items():
+        history = history_of(job_id, logged(log))
+        assert history.status == status
+        applied = [e for e in history.entries if e.outcome == Outcome.APPLIED]
+        assert applied[-1].state == status.state
+        assert len(history.entries) == sum(1 for e in log if e.job_id == job_id)

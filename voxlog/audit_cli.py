@@ -1,0 +1,118 @@
+"""`voxlog audit`: a job's history, or a fingerprint's jobs, read from the log (the work is projections.audit)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from datetime import datetime, timedelta
+
+from contracts import SegmentProduced
+from contracts.job_state import event_attempt
+from foundation.db import open_pool
+from foundation.settings import AuditSettings
+from projections.audit import AuditEntry, JobHistory, as_json
+from projections.job_log import JobLogReader, LogAuditor
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    audit = commands.add_parser("audit", help="a job's full history from the log: every event, attempt and fence")
+    which = audit.add_mutually_exclusive_group(required=True)
+    which.add_argument("job_id", nargs="?", type=uuid.UUID, help="the job to audit")
+    which.add_argument("--fingerprint", help="list every job that shares this fingerprint")
+    audit.add_argument("--json", action="store_true", help="print JSON (the API's /v1/jobs/{id}/events body)")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = AuditSettings()
+    histories = asyncio.run(_audit(settings, args.job_id, args.fingerprint))
+    if args.json:
+        bodies = [as_json(h) for h in histories]
+        print(json.dumps(bodies[0] if args.job_id else bodies, indent=2))
+    elif args.job_id:
+        print("\n".join(job_report(histories[0])))
+    else:
+        print("\n".join(fingerprint_report(args.fingerprint, histories)))
+    return 0 if all(h.found for h in histories) and histories else 1
+
+
+async def _audit(settings: AuditSettings, job_id: uuid.UUID | None, fingerprint: str | None) -> list[JobHistory]:
+    reader = JobLogReader(settings.kafka_bootstrap_servers, settings.jobs_topic)
+    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    try:
+        auditor = LogAuditor(reader, pool, timedelta(seconds=settings.cache_ttl))
+        if job_id is not None:
+            return [await auditor.job(job_id)]
+        assert fingerprint is not None
+        return await auditor.fingerprint(fingerprint)
+    finally:
+        await pool.close()
+
+
+def _time(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if moment else "-"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
+
+
+def job_report(history: JobHistory) -> list[str]:
+    """The audit of one job, for a terminal."""
+    if not history.found:
+        return [f"job {history.job_id}: no event in the log"]
+    status = history.status
+    lines = [
+        f"job {history.job_id}  {status.state if status else 'unknown'}, attempt {status.attempt if status else '-'}",
+        f"fingerprint {history.fingerprint}",
+    ]
+    if history.request is not None:
+        r = history.request
+        lines.append(
+            f"request {len(r.text)} chars, voice {r.voice}, speed {r.speed}, {r.lang}, {r.engine} {r.model_version},"
+            f" {r.format} {r.sample_rate} Hz"
+        )
+    if history.reused_from is not None:
+        lines.append(f"audio reused from job {history.reused_from} (cache hit or coalesced duplicate)")
+    lines += ["", f"{'at':<10} {'appended (UTC)':<23} {'att':>3}  {'event':<18} {'by':<34} outcome"]
+    lines += [_entry_line(entry, history) for entry in history.entries]
+    if history.attempts:
+        lines += ["", "attempts"]
+        for a in sorted(history.attempts.values(), key=lambda a: a.attempt):
+            ended = f"{a.ended_by} after {_seconds(a.seconds)}" if a.ended_at else "still running"
+            fenced = f", {a.fenced} fenced event(s)" if a.fenced else ""
+            lines.append(
+                f"  {a.attempt}  {a.worker_id} ({a.engine} {a.model_version}, {a.device}) claimed"
+                f" {_time(a.claimed_at)}: {ended}, {a.segments} segment(s){fenced}"
+            )
+    spans = ", ".join(f"{s.state} {_seconds(s.seconds) if s.until != s.since else ''}".strip() for s in history.spans)
+    lines += ["", f"time in state  {spans}"]
+    return lines
+
+
+def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
+    event, at = entry.logged.event, entry.logged.position
+    attempt = history.attempts.get(event_attempt(event))
+    name = event.type + (f" #{event.payload.index}" if isinstance(event, SegmentProduced) else "")
+    by = f"{event.producer.service}/{event.producer.instance}"
+    if attempt is not None and event.producer.service == "worker":
+        by += f" ({attempt.engine}, {attempt.device})"
+    outcome = f"applied -> {entry.state}" if entry.outcome == "applied" else f"{entry.outcome}: {entry.reason}"
+    where = f"{at.partition}:{at.offset}"
+    appended = _time(entry.logged.appended_at)
+    return f"{where:<10} {appended:<23} {event_attempt(event):>3}  {name:<18} {by:<34} {outcome}"
+
+
+def fingerprint_report(fingerprint: str, histories: list[JobHistory]) -> list[str]:
+    """Every job of one fingerprint, for a terminal."""
+    if not histories:
+        return [f"fingerprint {fingerprint}: no job in the log"]
+    lines = [f"fingerprint {fingerprint}: {len(histories)} job(s)", ""]
+    lines.append(f"{'job':<36}  {'queued (UTC)':<23} {'state':<9} {'attempts':>8}  audio")
+    for h in histories:
+        queued = h.entries[0].logged.event.occurred_at
+        state = h.status.state if h.status else "unknown"
+        source = f"reused from {h.reused_from}" if h.reused_from else ("synthesized" if h.attempts else "-")
+        lines.append(f"{h.job_id!s:<36}  {_time(queued):<23} {state:<9} {len(h.attempts):>8}  {source}")
+    return lines
