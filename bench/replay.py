@@ -45,7 +45,8 @@ from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port
 from projections.migrations import drop_schema, migrate_database
-from projections.replay import Limit, replay_into
+from projections.replay import replay_into
+from projections.replay_read import Limit
 from voxlog.devstack import isolated_env
 from voxlog.topics import ensure_topics, topic_specs
 

@@ -230,6 +230,12 @@ class AuditSettings(KafkaSettings, DatabaseSettings, CacheSettings):
     process = "audit"
 
 
+class ArchiveSettings(KafkaSettings):
+    """`voxlog archive`: copies the jobs topic's older records to compressed files."""
+
+    process = "archive"
+
+
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -249,5 +255,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     VerifySettings,
     ReplaySettings,
     AuditSettings,
+    ArchiveSettings,
     NodeSettings,
 )

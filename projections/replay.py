@@ -15,127 +15,18 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer
 
-from contracts import DecodeError, decode_event, decode_node_event
-from foundation.errors import BrokerUnavailable
-from foundation.kafka import RecordPosition, wait_for_partitions
-from projections.errors import ProjectionError
+from foundation.kafka import wait_for_partitions
 from projections.migrations import migrate, quote_schema
 from projections.rebuild import Difference, compare, copy_text, write
-from projections.reducer import Applied, EventRow, Projection, columns
-
-Progress = Callable[[int, int, float], None]
-"""(records read, records to read, seconds so far)."""
-EventSink = Callable[[list[EventRow]], Awaitable[None]]
-"""Takes the ``job_events`` rows of each batch as they are folded (they never change after)."""
-
-
-class ReplayError(ProjectionError):
-    """The replay cannot be made as asked (a schema that is not fresh, a log that cannot be read)."""
-
-
-@dataclass(frozen=True)
-class Limit:
-    """Where a replay stops: the log's end, a time, or offsets (exclusive) per partition of a topic."""
-
-    until: datetime | None = None
-    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ReplayStats:
-    records: int
-    events: int
-    jobs: int
-    read_s: float
-    write_s: float
-
-    @property
-    def events_per_s(self) -> float:
-        return self.records / max(self.read_s + self.write_s, 1e-9)
-
-
-async def fold_log(
-    bootstrap: str,
-    jobs_topic: str,
-    nodes_topic: str,
-    cache_ttl: timedelta,
-    limit: Limit,
-    progress: Progress,
-    sink: EventSink | None = None,
-) -> tuple[Projection, int]:
-    """The projection the log makes, up to ``limit``, and how many records it read."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        group_id=None,
-        # Whole partitions per fetch: the fetcher cannot ask for more while a batch is being folded.
-        max_partition_fetch_bytes=32 * 1024 * 1024,
-        fetch_max_bytes=256 * 1024 * 1024,
-    )
-    await consumer.start()
-    try:
-        try:
-            jobs, nodes = await asyncio.gather(
-                wait_for_partitions(consumer, jobs_topic, within_s=10),
-                wait_for_partitions(consumer, nodes_topic, within_s=10),
-            )
-        except BrokerUnavailable as exc:
-            raise ReplayError(str(exc)) from exc
-        partitions = [*jobs, *nodes]
-        consumer.assign(partitions)
-        beginnings, ends = await asyncio.gather(
-            consumer.beginning_offsets(partitions), consumer.end_offsets(partitions)
-        )
-        stops = {tp: min(ends[tp], limit.offsets.get((tp.topic, tp.partition), ends[tp])) for tp in partitions}
-        pending = {tp for tp in partitions if beginnings[tp] < stops[tp]}
-        for tp in pending:
-            consumer.seek(tp, beginnings[tp])
-        total = sum(stops[tp] - beginnings[tp] for tp in pending)
-        projection = Projection(cache_ttl)
-        cutoff_ms = limit.until.timestamp() * 1000 if limit.until is not None else None
-        read, started = 0, time.monotonic()
-        while pending:
-            batch = await consumer.getmany(*pending, timeout_ms=1000, max_records=5000)
-            new_events: list[EventRow] = []
-            for tp, records in batch.items():
-                for record in records:
-                    if record.offset >= stops[tp] or (cutoff_ms is not None and record.timestamp > cutoff_ms):
-                        pending.discard(tp)  # the rest of this partition came later
-                        break
-                    at = RecordPosition(tp.topic, tp.partition, record.offset)
-                    event = _fold(projection, record.value, at, jobs_topic)
-                    if event is not None:
-                        new_events.append(event)
-                    read += 1
-            if sink is not None and new_events:
-                await sink(new_events)
-            pending = {tp for tp in pending if await consumer.position(tp) < stops[tp]}
-            progress(read, total, time.monotonic() - started)
-        return projection, read
-    finally:
-        await consumer.stop()
-
-
-def _fold(projection: Projection, value: bytes | None, at: RecordPosition, jobs_topic: str) -> EventRow | None:
-    """Fold one record; the ``job_events`` row it added, if any."""
-    try:
-        if at.topic != jobs_topic:
-            projection.apply_node(decode_node_event(value), at)
-            return None
-        event = decode_event(value)
-    except DecodeError:
-        projection.skip(at)  # in the DLQ; the live projector moved past it too
-        return None
-    if projection.apply(event, at) is Applied.DUPLICATE:
-        return None
-    return projection.events[event.event_id]
+from projections.reducer import EventRow, columns
+from projections.replay_read import Limit, Progress, ReplayError, ReplayStats, fold_log
 
 
 @contextlib.contextmanager
@@ -164,6 +55,7 @@ async def replay_into(
     limit: Limit,
     progress: Progress,
     consumer: str = "replay",
+    archive: Path | None = None,
 ) -> ReplayStats:
     """Rebuild the projection into ``schema``, which must not hold a projection yet."""
     exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{quote_schema(schema)}.jobs")
@@ -172,7 +64,7 @@ async def replay_into(
     await migrate(conn, schema)
     started = time.monotonic()
     with collector_paused():
-        return await _rebuild(conn, schema, bootstrap, topics, cache_ttl, limit, progress, consumer, started)
+        return await _rebuild(conn, schema, bootstrap, topics, cache_ttl, limit, progress, consumer, started, archive)
 
 
 async def _rebuild(
@@ -185,6 +77,7 @@ async def _rebuild(
     progress: Progress,
     consumer: str,
     started: float,
+    archive: Path | None,
 ) -> ReplayStats:
     async with conn.transaction():
         # job_events rows never change once made: they stream to the server while the log is still being
@@ -202,7 +95,9 @@ async def _rebuild(
             conn.copy_to_table("job_events", source=stream(), schema_name=schema, columns=columns(EventRow))
         )
         try:
-            projection, records = await fold_log(bootstrap, topics[0], topics[1], cache_ttl, limit, progress, sink)
+            projection, records = await fold_log(
+                bootstrap, topics[0], topics[1], cache_ttl, limit, progress, sink, archive
+            )
         finally:
             await chunks.put(None)
             await copying
@@ -221,6 +116,7 @@ async def verify_against_live(
     topics: tuple[str, str],
     cache_ttl: timedelta,
     progress: Progress,
+    archive: Path | None = None,
 ) -> tuple[ReplayStats, list[Difference]]:
     """Rebuild up to where the live projector stands, and compare with a snapshot of its tables."""
     snapshot = await asyncpg.connect(url, timeout=10)
@@ -237,7 +133,9 @@ async def verify_against_live(
                 offsets.update(
                     {(topic, p): 0 for p in await _partitions(bootstrap, topic) if (topic, p) not in offsets}
                 )
-            stats = await replay_into(writer, into, bootstrap, topics, cache_ttl, Limit(offsets=offsets), progress)
+            stats = await replay_into(
+                writer, into, bootstrap, topics, cache_ttl, Limit(offsets=offsets), progress, archive=archive
+            )
             differences = await compare(snapshot, live, into, (live_projector, "replay"), rebuilt_conn=writer)
         return stats, differences
     finally:

@@ -7,19 +7,24 @@ import asyncio
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 
 from foundation.settings import ReplaySettings
 from projections.rebuild import NOT_FROM_THE_LOG
-from projections.replay import Limit, ReplayError, ReplayStats, replay_into, verify_against_live
+from projections.replay import replay_into, verify_against_live
+from projections.replay_read import Limit, ReplayError, ReplayStats
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay = commands.add_parser("replay", help="rebuild the projection from the log into a fresh schema")
     replay.add_argument("--into", required=True, help="a fresh schema to rebuild into")
+    replay.add_argument(
+        "--archive", type=Path, help="read the jobs topic's archived records from this directory first (voxlog archive)"
+    )
     until = replay.add_mutually_exclusive_group()
-    until.add_argument("--until", type=_moment, help="what the system believed at this time (ISO 8601, UTC if no zone)")
+    until.add_argument("--until", type=moment, help="what the system believed at this time (ISO 8601, UTC if no zone)")
     until.add_argument("--offsets", type=_offsets, help="stop before these offsets of the jobs topic: P:O,P:O,...")
     until.add_argument(
         "--verify",
@@ -28,9 +33,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
 
-def _moment(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+def moment(text: str) -> datetime:
+    """An ISO 8601 time from the command line; UTC when it names no zone."""
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time such as 2026-11-30T12:00:00, not {text!r}"
+        ) from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _offsets(text: str) -> dict[int, int]:
@@ -79,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
                 topics,
                 ttl,
                 progress,
+                args.archive,
             )
         )
         print(_summary(stats, args.into))
@@ -90,20 +102,27 @@ def run(args: argparse.Namespace) -> int:
         return 1 if differences else 0
     offsets = {(settings.jobs_topic, p): o for p, o in (args.offsets or {}).items()}
     limit = Limit(until=args.until, offsets=offsets)
-    stats = asyncio.run(_replay(settings, args.into, topics, ttl, limit, progress))
+    stats = asyncio.run(_replay(settings, args.into, topics, ttl, limit, progress, args.archive))
     print(_summary(stats, args.into))
     return 0
 
 
 async def _replay(
-    settings: ReplaySettings, into: str, topics: tuple[str, str], ttl: timedelta, limit: Limit, progress: ProgressLine
+    settings: ReplaySettings,
+    into: str,
+    topics: tuple[str, str],
+    ttl: timedelta,
+    limit: Limit,
+    progress: ProgressLine,
+    archive: Path | None,
 ) -> ReplayStats:
     try:
         conn = await asyncpg.connect(settings.database_url, timeout=10)
     except (OSError, asyncpg.PostgresError) as exc:
         raise ReplayError(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
-        return await replay_into(conn, into, settings.kafka_bootstrap_servers, topics, ttl, limit, progress)
+        bootstrap = settings.kafka_bootstrap_servers
+        return await replay_into(conn, into, bootstrap, topics, ttl, limit, progress, archive=archive)
     finally:
         await conn.close()
 
