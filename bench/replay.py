@@ -60,7 +60,9 @@ def job_events(i: int) -> list[JobEvent]:
     )  # fmt: skip
     job, fp, now, sha = uuid.uuid4(), request.fingerprint(), utc_now(), f"{i:064x}"
     common = {"job_id": job, "fingerprint": fp, "occurred_at": now, "producer": PRODUCER}
-    claim = JobClaimedPayload(worker_id="w", device="cpu", engine="bench-sleep", model_version="sleep-0ms")
+    claim = JobClaimedPayload(
+        worker_id="w", device="cpu", engine="bench-sleep", model_version="sleep-0ms", host="bench"
+    )
     segment = SegmentProducedPayload(
         index=0, span=TextSpan(start=0, end=len(request.text), text=request.text),
         audio=AudioRef(sha256=sha, uri=f"file:///blobs/{sha}.wav"), duration_ms=1000, sample_rate=24000,

@@ -108,8 +108,10 @@ class JobRunner:
         retry: RetryPolicy,
         call: Callable[..., Awaitable[Any]],
         activity: Activity | None = None,
+        host: str | None = None,
     ) -> None:
         self._engine = engine
+        self._host = host
         self.activity = activity or Activity()
         self._blobs = blobs
         self._publisher = publisher
@@ -141,6 +143,7 @@ class JobRunner:
             device=description.device,
             engine=description.name,
             model_version=description.model_version,
+            host=self._host,
         )
         await self._emit(record, JobClaimed, job, number, claim)
         self.activity.begin(job.job_id, job.fingerprint, number, len(attempt.request.text))

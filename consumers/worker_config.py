@@ -28,5 +28,6 @@ class WorkerConfig:
     commit_interval_s: float
     watchdog_factor: float
     watchdog_min_s: float
+    host: str | None = None  # the machine, named in every claim
     engine: str = ""  # the engine and model version this worker serves ("": any, for tests of the loop)
     model_version: str = ""

@@ -73,10 +73,14 @@ class JobQueuedPayload(_Frozen):
 
 
 class JobClaimedPayload(_Frozen):
+    """Version 2 added ``host``, the machine the worker runs on (audits name it beside the worker id, which
+    an operator may set to anything); ``None`` in a claim recorded before version 2."""
+
     worker_id: Annotated[str, Field(min_length=1)]
     device: Annotated[str, Field(min_length=1)]
     engine: Annotated[str, Field(min_length=1)]
     model_version: Annotated[str, Field(min_length=1)]
+    host: Annotated[str | None, Field(min_length=1, max_length=255)]
 
 
 class TextSpan(_Frozen):
@@ -143,7 +147,7 @@ class JobQueued(_Envelope):
 
 class JobClaimed(_Envelope):
     type: Literal["JobClaimed"] = "JobClaimed"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     payload: JobClaimedPayload
 
 

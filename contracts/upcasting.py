@@ -16,9 +16,17 @@ from contracts.errors import UnsupportedSchemaVersion
 RawEvent = dict[str, Any]
 Upcaster = Callable[[RawEvent], RawEvent]
 
+
+def _claim_v1_to_v2(raw: RawEvent) -> RawEvent:
+    """``JobClaimed`` 2 names the worker's host; a version-1 claim did not record it."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):  # anything else is left for validation to reject
+        raw = {**raw, "payload": {**payload, "host": None}}
+    return raw
+
+
 # (event type, version it reads) -> function producing version + 1.
-# Empty while every event is at schema_version 1.
-UPCASTERS: Mapping[tuple[str, int], Upcaster] = {}
+UPCASTERS: Mapping[tuple[str, int], Upcaster] = {("JobClaimed", 1): _claim_v1_to_v2}
 
 
 def upcast(

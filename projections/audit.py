@@ -59,6 +59,7 @@ class AuditEntry:
 class AttemptRecord:
     attempt: int
     worker_id: str
+    host: str | None  # None: a claim recorded before JobClaimed version 2
     device: str
     engine: str
     model_version: str
@@ -148,7 +149,13 @@ def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
                 _end(history.attempts.get(before.attempt), event, f"taken over by attempt {event.attempt}")
             claim = event.payload
             history.attempts[event.attempt] = AttemptRecord(
-                event.attempt, claim.worker_id, claim.device, claim.engine, claim.model_version, event.occurred_at
+                event.attempt,
+                claim.worker_id,
+                claim.host,
+                claim.device,
+                claim.engine,
+                claim.model_version,
+                event.occurred_at,
             )
         case SegmentProduced():
             if current is not None:
@@ -185,6 +192,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
             {
                 "attempt": a.attempt,
                 "worker_id": a.worker_id,
+                "host": a.host,
                 "device": a.device,
                 "engine": a.engine,
                 "model_version": a.model_version,
@@ -224,6 +232,7 @@ def _entry_json(entry: AuditEntry, claims: dict[int, AttemptRecord]) -> dict[str
         "producer": {
             "service": event.producer.service,
             "instance": event.producer.instance,
+            "host": claim.host if claim and event.producer.service == "worker" else None,
             "engine": claim.engine if claim else None,
             "model_version": claim.model_version if claim else None,
             "device": claim.device if claim else None,

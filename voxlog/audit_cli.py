@@ -83,7 +83,8 @@ def job_report(history: JobHistory) -> list[str]:
             ended = f"{a.ended_by} after {_seconds(a.seconds)}" if a.ended_at else "still running"
             fenced = f", {a.fenced} fenced event(s)" if a.fenced else ""
             lines.append(
-                f"  {a.attempt}  {a.worker_id} ({a.engine} {a.model_version}, {a.device}) claimed"
+                f"  {a.attempt}  {a.worker_id} on {a.host or 'a host not recorded'} ({a.engine} {a.model_version},"
+                f" {a.device}) claimed"
                 f" {_time(a.claimed_at)}: {ended}, {a.segments} segment(s){fenced}"
             )
     spans = ", ".join(f"{s.state} {_seconds(s.seconds) if s.until != s.since else ''}".strip() for s in history.spans)
@@ -97,7 +98,7 @@ def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
     name = event.type + (f" #{event.payload.index}" if isinstance(event, SegmentProduced) else "")
     by = f"{event.producer.service}/{event.producer.instance}"
     if attempt is not None and event.producer.service == "worker":
-        by += f" ({attempt.engine}, {attempt.device})"
+        by += f" ({attempt.host or 'host not recorded'}, {attempt.engine}, {attempt.device})"
     outcome = f"applied -> {entry.state}" if entry.outcome == "applied" else f"{entry.outcome}: {entry.reason}"
     where = f"{at.partition}:{at.offset}"
     appended = _time(entry.logged.appended_at)

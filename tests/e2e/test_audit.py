@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -108,6 +109,7 @@ async def test_the_audit_of_a_job_killed_mid_synthesis_shows_both_attempts_and_t
     assert history["attempts"][0]["ended_by"] == "taken over by attempt 2"
     assert history["attempts"][0]["fenced_events"] == 2
     assert history["attempts"][1]["ended_by"] == "completed"
+    assert {a["host"] for a in history["attempts"]} == {socket.gethostname()}, "JobClaimed v2 names the host"
     fenced = [(e["type"], e["attempt"], e["reason"]) for e in history["events"] if e["outcome"] == "fenced"]
     assert fenced == [
         ("SegmentProduced", 1, "terminal: job already completed"),

@@ -64,7 +64,9 @@ def one_of_each(text: str = "Hello world.", job_id: uuid.UUID | None = None) -> 
             event_id=derive_event_id(job, "JobClaimed", 1),
             attempt=1,
             occurred_at=T0 + timedelta(seconds=1),
-            payload=JobClaimedPayload(worker_id="w1", device="cpu", engine="kokoro-onnx", model_version="6e742170d309"),
+            payload=JobClaimedPayload(
+                worker_id="w1", device="cpu", engine="kokoro-onnx", model_version="6e742170d309", host="node-1"
+            ),
             **common,
         ),
         JobReleased(

@@ -79,7 +79,9 @@ class _Builder:
         return JobQueued(payload=payload, **common)
 
     def claimed(self, attempt: int) -> JobClaimed:
-        payload = JobClaimedPayload(worker_id=f"w{attempt}", device="cpu", engine="kokoro-onnx", model_version="m1")
+        payload = JobClaimedPayload(
+            worker_id=f"w{attempt}", device="cpu", engine="kokoro-onnx", model_version="m1", host=f"node-{attempt}"
+        )
         return JobClaimed(payload=payload, **self._common("JobClaimed", attempt))
 
     def segment(self, attempt: int, index: int) -> SegmentProduced:

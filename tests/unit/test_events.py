@@ -140,3 +140,18 @@ def test_node_announcements_round_trip_and_are_keyed_by_worker():
     assert header_value(event_headers(node), HEADER_TYPE) == "NodeAnnounced"
     with pytest.raises(DecodeError):
         decode_node_event(encode_event(one_of_each()[0]))
+
+
+def test_a_version_1_claim_is_read_as_version_2_with_its_host_unrecorded():
+    claim = one_of_each()[1]
+    assert (claim.type, claim.schema_version, claim.payload.host) == ("JobClaimed", 2, "node-1")
+    v1 = json.loads(encode_event(claim))
+    v1["schema_version"] = 1
+    del v1["payload"]["host"]
+    read = decode_event(json.dumps(v1).encode())
+    assert read == claim.model_copy(update={"payload": claim.payload.model_copy(update={"host": None})})
+    assert read.schema_version == 2
+    missing = json.loads(encode_event(claim))
+    del missing["payload"]["host"]
+    with pytest.raises(DecodeError, match=r"payload\.host"):
+        decode_event(json.dumps(missing).encode())

@@ -34,6 +34,7 @@ def worker_id_of(settings: WorkerSettings) -> str:
 def worker_config(settings: WorkerSettings, engine: EngineDescription | None = None) -> WorkerConfig:
     return WorkerConfig(
         worker_id=worker_id_of(settings),
+        host=socket.gethostname(),
         bootstrap_servers=settings.kafka_bootstrap_servers,
         jobs_topic=settings.jobs_topic,
         cache_ttl=timedelta(seconds=settings.cache_ttl),

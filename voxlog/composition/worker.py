@@ -67,6 +67,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             retry_policy(settings),
             fifo.call,
             activity,
+            host=config.host,
         )
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
 
