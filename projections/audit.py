@@ -77,6 +77,7 @@ class AttemptRecord:
 @dataclass(frozen=True)
 class StateSpan:
     state: JobState
+    attempt: int
     since: datetime
     until: datetime | None  # None: still in it
 
@@ -138,8 +139,8 @@ def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
     if before is None or before.state != outcome.state or isinstance(event, JobClaimed):
         if history.spans:
             last = history.spans[-1]
-            history.spans[-1] = StateSpan(last.state, last.since, event.occurred_at)
-        history.spans.append(StateSpan(outcome.state, event.occurred_at, None))
+            history.spans[-1] = StateSpan(last.state, last.attempt, last.since, event.occurred_at)
+        history.spans.append(StateSpan(outcome.state, outcome.attempt, event.occurred_at, None))
     current = history.attempts.get(outcome.attempt)
     match event:
         case JobQueued():
@@ -169,7 +170,7 @@ def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
             _end(current, event, f"failed: {event.payload.reason_code}")
     if outcome.state in (JobState.COMPLETED, JobState.FAILED):
         last = history.spans[-1]
-        history.spans[-1] = StateSpan(last.state, last.since, last.since)
+        history.spans[-1] = StateSpan(last.state, last.attempt, last.since, last.since)
 
 
 def _end(attempt: AttemptRecord | None, event: JobEvent, how: str) -> None:
@@ -208,6 +209,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
         "time_in_state": [
             {
                 "state": s.state.value,
+                "attempt": s.attempt,
                 "since": s.since.isoformat(),
                 "until": s.until.isoformat() if s.until else None,
                 "seconds": s.seconds,

@@ -12,7 +12,7 @@ from contracts import SegmentProduced
 from contracts.job_state import event_attempt
 from foundation.db import open_pool
 from foundation.settings import AuditSettings
-from projections.audit import AuditEntry, JobHistory, as_json
+from projections.audit import AuditEntry, JobHistory, StateSpan, as_json
 from projections.job_log import JobLogReader, LogAuditor
 
 
@@ -87,9 +87,16 @@ def job_report(history: JobHistory) -> list[str]:
                 f" {a.device}) claimed"
                 f" {_time(a.claimed_at)}: {ended}, {a.segments} segment(s){fenced}"
             )
-    spans = ", ".join(f"{s.state} {_seconds(s.seconds) if s.until != s.since else ''}".strip() for s in history.spans)
+    spans = ", ".join(_span(s) for s in history.spans)
     lines += ["", f"time in state  {spans}"]
     return lines
+
+
+def _span(span: StateSpan) -> str:
+    name = f"{span.state} #{span.attempt}" if span.attempt else str(span.state)
+    if span.until is None:
+        return f"{name} (still)"
+    return name if span.until == span.since else f"{name} {_seconds(span.seconds)}"
 
 
 def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
