@@ -39,7 +39,7 @@ FULL = Profile(
     scale_jobs_per_worker=40,
     scale_synth_ms=200.0,
     first_audio_runs=5,
-    replay_jobs=5000,
+    replay_jobs=10000,
 )
 
 QUICK = Profile(

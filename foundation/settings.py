@@ -45,7 +45,12 @@ class TopicSettings(_Settings):
     dlq_topic: str = Field(DEFAULT_DLQ_TOPIC, description="Dead-letter topic for undecodable or unappliable records.")
     jobs_partitions: int = Field(24, ge=1, description="Partitions of the jobs topic when it is created.")
     topic_replication_factor: int = Field(1, ge=1, description="Replication factor of topics voxlog creates.")
-    jobs_retention_ms: int = Field(-1, ge=-1, description="retention.ms of the jobs and DLQ topics (-1: forever).")
+    jobs_retention_ms: int = Field(
+        -1,
+        ge=-1,
+        description="retention.ms of the jobs and DLQ topics (-1: forever), set by every `voxlog topics`; bound it only"
+        " once `voxlog archive` runs more often than it.",
+    )
 
 
 class KafkaSettings(TopicSettings):

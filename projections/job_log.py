@@ -75,6 +75,7 @@ class JobLogReader:
         try:
             await consumer.start()
         except KafkaError as exc:
+            await consumer.stop()
             raise BrokerUnavailable(f"cannot reach Kafka: {exc}") from exc
         try:
             return await asyncio.wait_for(self._read(consumer, keep, starts, by_key), self._within_s)

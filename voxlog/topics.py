@@ -1,4 +1,4 @@
-"""Topic bootstrap through the Kafka admin API: create what is missing, check the rest."""
+"""Topic bootstrap through the Kafka admin API: create what is missing, check the rest, align retention."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
 
 from foundation.errors import BrokerUnavailable
@@ -15,6 +16,7 @@ from foundation.settings import TopicSettings
 from voxlog.errors import TopicMismatch
 
 TOPIC_ALREADY_EXISTS: Final = 36
+_DYNAMIC_TOPIC: Final = 1  # DescribeConfigs' config_source for a topic's own setting
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,10 @@ async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec], ready_wi
                 if code not in (0, TOPIC_ALREADY_EXISTS):
                     raise BrokerUnavailable(f"creating topic {name} failed (error {code}): {message}")
                 outcome[name] = "created" if code == 0 else "exists"
-        await _check_partitions(admin, [s for s in specs if outcome[s.name] == "exists"])
+        existing_specs = [s for s in specs if outcome[s.name] == "exists"]
+        await _check_partitions(admin, existing_specs)
+        for name, change in (await _align_retention(admin, existing_specs)).items():
+            outcome[name] += f", {change}"
         await _wait_visible(admin, [s for s in specs if outcome[s.name] == "created"], ready_within_s)
         return outcome
     except KafkaError as exc:
@@ -86,6 +91,39 @@ async def _wait_visible(admin: AIOKafkaAdminClient, specs: list[TopicSpec], with
         if time.monotonic() >= deadline:
             raise BrokerUnavailable(f"topics {sorted(pending)} were created but not led within {within_s:.0f}s")
         await asyncio.sleep(0.1)
+
+
+async def _align_retention(admin: AIOKafkaAdminClient, specs: list[TopicSpec]) -> dict[str, str]:
+    """Give existing topics the ``retention.ms`` the settings ask for (``VOXLOG_JOBS_RETENTION_MS``).
+
+    Kafka's AlterConfigs replaces a topic's whole set of dynamic configs, so the set is read first
+    and written back with ``retention.ms`` changed: other settings an operator made are kept.
+    """
+    wanted = {s.name: s.config["retention.ms"] for s in specs if "retention.ms" in s.config}
+    if not wanted:
+        return {}
+    responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name) for name in wanted])
+    changes: dict[str, str] = {}
+    alterations = []
+    for response in responses:
+        for resource in response.to_object()["resources"]:
+            name, entries = resource["resource_name"], resource["config_entries"]
+            current = next((e["config_value"] for e in entries if e["config_names"] == "retention.ms"), None)
+            if current == wanted[name]:
+                continue
+            dynamic = {e["config_names"]: e["config_value"] for e in entries if e["config_source"] == _DYNAMIC_TOPIC}
+            if any(value is None for value in dynamic.values()):  # a sensitive value cannot be read back
+                raise TopicMismatch(f"topic {name} has sensitive settings; set retention.ms with kafka-configs instead")
+            alterations.append(
+                ConfigResource(ConfigResourceType.TOPIC, name, {**dynamic, "retention.ms": wanted[name]})
+            )
+            changes[name] = f"retention.ms {wanted[name]} (was {current})"
+    if alterations:
+        for response in await admin.alter_configs(alterations):
+            for code, message, _, name in response.resources:
+                if code != 0:
+                    raise BrokerUnavailable(f"setting retention.ms of topic {name} failed (error {code}): {message}")
+    return changes
 
 
 async def _check_partitions(admin: AIOKafkaAdminClient, specs: list[TopicSpec]) -> None:

@@ -16,7 +16,7 @@ import httpx
 
 from contracts import JobClaimed, JobCompleted, SegmentProduced, decode_event, derive_event_id
 from foundation.kafka import KafkaEventPublisher
-from infra.processes import wait_gone
+from infra.processes import free_port, wait_gone
 from tests.support.apps import start_pipeline, wait_for_job
 from tests.support.kafka import read_to_end
 
@@ -142,6 +142,10 @@ async def test_the_audit_of_a_job_killed_mid_synthesis_shows_both_attempts_and_t
     assert "duplicate: repeats" in report.stdout
     as_json = await asyncio.to_thread(audit, app.env, job_id, "--json")
     assert json.loads(as_json.stdout) == history, "the CLI and the API tell the same history"
+    unreachable = {**app.env, "VOXLOG_DATABASE_URL": f"postgresql://voxlog@127.0.0.1:{free_port()}/voxlog"}
+    without_db = await asyncio.to_thread(audit, unreachable, job_id, "--json")
+    assert without_db.returncode == 0, without_db.stderr
+    assert json.loads(without_db.stdout) == history, "PostgreSQL down: every partition is read instead"
     listing = await asyncio.to_thread(audit, app.env, "--fingerprint", history["fingerprint"])
     assert listing.returncode == 0, listing.stderr
     assert job_id in listing.stdout

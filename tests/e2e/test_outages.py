@@ -17,6 +17,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from contracts import utc_now
 from foundation.settings import TopicSettings
 from infra.processes import pid_alive
 from projections.migrations import migrate_database
@@ -89,6 +90,10 @@ async def test_regression_a_killed_broker_gets_503_within_the_publish_timeout_an
         assert "Idempotency-Key" in refused.json()["detail"], "the answer says how to retry safely"
         status = await client.get(f"/v1/jobs/{before['job_id']}")
         assert status.status_code == 200, "status reads are served from Postgres while Kafka is down"
+        history = await client.get(f"/v1/jobs/{before['job_id']}/events")
+        assert history.status_code == 503, history.text
+        assert history.json()["detail"].startswith("the log cannot be read")
+        assert int(history.headers["retry-after"]) > 0
         ready = await client.get("/readyz")
         assert ready.status_code == 503
         assert ready.json()["checks"]["postgres"] == "ok"
@@ -97,6 +102,9 @@ async def test_regression_a_killed_broker_gets_503_within_the_publish_timeout_an
 
         await stack.start_broker()
         await until_ready(client)
+        history = await client.get(f"/v1/jobs/{before['job_id']}/events")
+        assert history.status_code == 200, history.text
+        assert history.json()["state"] == "completed"
         after = await asyncio.gather(*(submit(client, voice, f"After the outage, number {i}.") for i in range(10)))
         assert {r.status_code for r in after} == {202}
         jobs = await asyncio.gather(*(wait_for_job(client, r.json()["job_id"], 180) for r in after))
@@ -123,6 +131,12 @@ async def test_postgres_stopped_and_started_under_load_loses_nothing_and_the_api
         during = [await submit(client, voice, f"While Postgres is down, number {i}.") for i in range(5)]
         assert [r.status_code for r in during] == [202] * 5, [r.text for r in during]
         assert (await client.get(f"/v1/jobs/{uuid.uuid4()}")).status_code == 503
+        # The log answers what the tables cannot: a job's history, and its state as of a time.
+        history = await client.get(f"/v1/jobs/{first.json()['job_id']}/events")
+        assert history.status_code == 200, history.text
+        assert [e["type"] for e in history.json()["events"]][-1] == "JobCompleted"
+        now = await client.get(f"/v1/jobs/{first.json()['job_id']}", params={"as_of": utc_now().isoformat()})
+        assert (now.status_code, now.json()["state"]) == (200, "completed")
         assert all(alive(app).values()), alive(app)
 
         await stack.start_postgres()

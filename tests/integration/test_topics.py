@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 
 import pytest
@@ -21,6 +23,14 @@ async def _describe(bootstrap: str, topic: str) -> tuple[int, dict[str, str]]:
         await admin.close()
     configs = {entry[0]: entry[1] for entry in response.resources[0][4]}
     return len(described["partitions"]), configs
+
+
+async def config_shows(bootstrap: str, topic: str, key: str, value: str) -> None:
+    """Wait until the broker describes ``key`` as ``value`` (a config change reaches it a moment later)."""
+    deadline = time.monotonic() + 30
+    while (await _describe(bootstrap, topic))[1].get(key) != value:
+        assert time.monotonic() < deadline, f"{topic} never showed {key}={value}"
+        await asyncio.sleep(0.1)
 
 
 async def test_bootstrap_creates_the_topics_once(topics):
@@ -48,3 +58,27 @@ async def test_partition_count_is_configurable_and_checked(stack):
         await admin.delete_topics(list(names.values()))
     finally:
         await admin.close()
+
+
+async def test_retention_is_set_on_existing_topics_keeping_their_other_settings(topics):
+    jobs, dlq = topics.jobs, topics.settings.dlq_topic
+    admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    await admin.start()
+    try:  # an operator's own setting on the jobs topic, which AlterConfigs would drop if not written back
+        await admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, jobs, {"retention.ms": "-1", "max.message.bytes": "2000000"})]
+        )
+    finally:
+        await admin.close()
+    await config_shows(topics.bootstrap, jobs, "max.message.bytes", "2000000")
+    three_days = topics.settings.model_copy(update={"jobs_retention_ms": 259_200_000})
+    outcome = await ensure_topics(topics.bootstrap, topic_specs(three_days))
+    assert outcome[jobs] == "exists, retention.ms 259200000 (was -1)"
+    assert outcome[dlq] == "exists, retention.ms 259200000 (was -1)"
+    assert outcome[topics.settings.nodes_topic] == "exists", "the compacted topic keeps no retention of time"
+    await config_shows(topics.bootstrap, jobs, "retention.ms", "259200000")
+    await config_shows(topics.bootstrap, dlq, "retention.ms", "259200000")
+    _, configs = await _describe(topics.bootstrap, jobs)
+    assert configs["max.message.bytes"] == "2000000", "the operator's setting is kept"
+    again = await ensure_topics(topics.bootstrap, topic_specs(three_days))
+    assert set(again.values()) == {"exists"}, "nothing to change the second time"
