@@ -23,6 +23,30 @@ SWEEPER_RELEASES = Counter("voxlog_sweeper_releases", "Stale claims the sweeper 
 SWEEPER_BLOBS_DELETED = Counter("voxlog_sweeper_blobs_deleted", "Blobs of released attempts the sweeper deleted.")
 SWEEPER_SWEEPS = Counter("voxlog_sweeper_sweeps", "Sweeps the leading sweeper made (one look at every live claim).")
 
+_GROUP = ["group"]
+CONSUMER_LAG_RECORDS = Gauge(
+    "voxlog_consumer_lag_records", "Records of the jobs topic a consumer has not consumed.", ["group", "partition"]
+)
+CONSUMER_LAG_SECONDS = Gauge(
+    "voxlog_consumer_lag_seconds",
+    "Age of the oldest record of the jobs topic a consumer has not consumed (0 without lag).",
+    ["group", "partition"],
+)
+CONSUMER_GROUP_LAG_RECORDS = Gauge("voxlog_consumer_group_lag_records", "A consumer's lag over its partitions.", _GROUP)
+CONSUMER_GROUP_LAG_SECONDS = Gauge(
+    "voxlog_consumer_group_lag_seconds", "Age of the oldest record a consumer has not consumed.", _GROUP
+)
+CONSUMER_GROUP_DRAIN_SECONDS = Gauge(
+    "voxlog_consumer_group_drain_seconds",
+    "Time a consumer needs to consume its lag at its recent rate (NaN: never).",
+    _GROUP,
+)
+CONSUMER_GROUP_STATUS = Gauge(
+    "voxlog_consumer_group_status",
+    "1 for the consumer's status (OK, WARN, STALL, STOP), 0 for the others.",
+    ["group", "status"],
+)
+
 
 def serve_metrics(host: str, port: int) -> None:
     """Serve /metrics from a daemon thread; ``port`` 0 means metrics are not served."""

@@ -109,7 +109,27 @@ class MetricsSettings(_Settings):
     )
 
 
-class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings):
+class SynthGroupSettings(_Settings):
+    synth_group: str = Field(
+        "voxlog-synth", description="Consumer group of the synthesis workers, suffixed .<engine>.<model version>."
+    )
+
+
+class ProjectorNameSettings(_Settings):
+    projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
+
+
+class LagRuleSettings(ProjectorNameSettings, SynthGroupSettings):
+    lag_stall_after_s: float = Field(
+        120.0,
+        gt=0,
+        description="A lagging partition whose position has not moved for this long makes its group STALL"
+        " (longer than a long job: a synthesis group commits after each).",
+    )
+    lag_interval_s: float = Field(5.0, gt=0, description="How often the API samples consumer lag for /v1/lag.")
+
+
+class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, LagRuleSettings):
     """`voxlog api`: the HTTP front door."""
 
     process = "api"
@@ -157,15 +177,14 @@ class EngineSettings(_Settings):
     nice: int = Field(0, ge=0, le=19, description="Raise the process's nice value by this much at start.")
 
 
-class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings, MetricsSettings):
+class WorkerSettings(
+    KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings, MetricsSettings, SynthGroupSettings
+):
     """`voxlog worker`: one synthesis node (one model on one device)."""
 
     process = "worker"
 
     worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
-    synth_group: str = Field(
-        "voxlog-synth", description="Consumer group of the synthesis workers, suffixed .<engine>.<model version>."
-    )
     max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
     retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
     shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")
@@ -185,10 +204,6 @@ class WorkerSettings(KafkaSettings, DatabaseSettings, CacheSettings, EngineSetti
     watchdog_min_s: float = Field(
         30.0, gt=0, description="The expected time of a job before the node has measured its speed, and the least."
     )
-
-
-class ProjectorNameSettings(_Settings):
-    projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
 
 
 class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings):
@@ -241,6 +256,12 @@ class ArchiveSettings(KafkaSettings):
     process = "archive"
 
 
+class LagSettings(KafkaSettings, DatabaseSettings, LagRuleSettings):
+    """`voxlog lag`: how far the synthesis groups and the projector are behind the jobs topic."""
+
+    process = "lag"
+
+
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -261,5 +282,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     ReplaySettings,
     AuditSettings,
     ArchiveSettings,
+    LagSettings,
     NodeSettings,
 )

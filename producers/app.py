@@ -11,6 +11,7 @@ from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.openapi import OpenAPIConfig
 from litestar.params import Parameter
+from prometheus_client import generate_latest
 
 from contracts import AudioRef
 from foundation.audio_formats import SUPPORTED_RATES, media_type, supported_formats
@@ -214,6 +215,17 @@ async def list_voices(request: Request[Any, Any, Any]) -> dict[str, Any]:
     }
 
 
+@get("/v1/lag", summary="Consumer lag of the synthesis groups and the projector, as last sampled")
+async def get_lag(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """Per group and partition: records and seconds behind, rate, time to drain, and a Burrow-style status."""
+    return deps_of(request).lag.latest()
+
+
+@get("/metrics", summary="Prometheus metrics of this API process", media_type="text/plain; version=0.0.4")
+async def metrics() -> Response[bytes]:
+    return Response(generate_latest(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
 @get("/healthz", summary="The process is alive", media_type=MediaType.JSON)
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
@@ -243,7 +255,7 @@ def _projection_unavailable(_: Request[Any, Any, Any], exc: ProjectionUnavailabl
     return Response({"status_code": 503, "detail": detail}, status_code=503, headers={"Retry-After": "5"})
 
 
-def create_app(deps: ApiDeps, *, on_shutdown: list[Any] | None = None) -> Litestar:
+def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdown: list[Any] | None = None) -> Litestar:
     app = Litestar(
         route_handlers=[
             submit_job,
@@ -252,12 +264,15 @@ def create_app(deps: ApiDeps, *, on_shutdown: list[Any] | None = None) -> Litest
             get_audio,
             get_segment_audio,
             list_voices,
+            get_lag,
+            metrics,
             healthz,
             readyz,
             openai_speech,
         ],
         openapi_config=OpenAPIConfig(title="voxlog", version="1"),
         exception_handlers={ProjectionUnavailable: _projection_unavailable},
+        on_startup=on_startup or [],
         on_shutdown=on_shutdown or [],
     )
     app.state.deps = deps

@@ -9,7 +9,7 @@ from litestar import Request
 
 from contracts import Producer
 from foundation.blobs import BlobStore
-from producers.ports import JobAudit, JobLog
+from producers.ports import JobAudit, JobLog, LagView
 from producers.queries import ProjectionReader
 from producers.submit import Limits
 
@@ -22,6 +22,7 @@ class ApiDeps:
     limits: Limits
     producer: Producer
     audit: JobAudit
+    lag: LagView
     speech_timeout_s: float = 120.0
     stream_poll_s: float = 0.1
     openai_default_voice: str = ""

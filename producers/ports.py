@@ -23,6 +23,12 @@ class JobLog(Protocol):
     async def check(self) -> None: ...
 
 
+class LagView(Protocol):
+    """Consumer lag as last sampled: the document ``voxlog lag --json`` prints."""
+
+    def latest(self) -> dict[str, Any]: ...
+
+
 class JobAudit(Protocol):
     """Jobs as the log tells them (not the projection).
 

@@ -29,7 +29,7 @@ from infra.errors import InfraError
 from producers.errors import ProducerError
 from projections.errors import ProjectionError
 from tts_node import TtsNodeError
-from voxlog import archive_cli, audit_cli, devstack, docs, replay_cli
+from voxlog import archive_cli, audit_cli, devstack, docs, lag_cli, replay_cli
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 
@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cli.add_parser(commands)
     audit_cli.add_parser(commands)
     archive_cli.add_parser(commands)
+    lag_cli.add_parser(commands)
     chaos = commands.add_parser(
         "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
     )
@@ -242,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
         return audit_cli.run(args)
     if args.command == "archive":
         return archive_cli.run(args)
+    if args.command == "lag":
+        return lag_cli.run(args)
     if args.command == "chaos":
         from voxlog.chaos.run import main as chaos_main
 

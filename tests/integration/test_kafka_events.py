@@ -29,7 +29,7 @@ async def test_every_event_type_round_trips_through_kafka_with_headers(topics):
         assert decode_event(record.value) == event
         assert record.key == event.fingerprint.encode()
         assert header_value(record.headers, HEADER_TYPE) == event.type
-        assert header_value(record.headers, HEADER_SCHEMA_VERSION) == "1"
+        assert header_value(record.headers, HEADER_SCHEMA_VERSION) == str(event.schema_version)
         assert header_value(record.headers, HEADER_TRACEPARENT) == trace
 
 

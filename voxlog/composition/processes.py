@@ -41,6 +41,7 @@ from voxlog.composition.resources import (
     open_database,
     open_publisher,
 )
+from voxlog.lag_monitor import Consumers, LagMonitor
 
 log = structlog.get_logger("voxlog")
 
@@ -57,6 +58,10 @@ async def run_api(settings: ApiSettings) -> None:
             deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(publisher.stop)
+        consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name)
+        lag = LagMonitor(
+            settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
+        )
         deps = ApiDeps(
             reader=ProjectionReader(pool),
             publisher=publisher,
@@ -68,14 +73,24 @@ async def run_api(settings: ApiSettings) -> None:
                 pool,
                 timedelta(seconds=settings.cache_ttl),
             ),
+            lag=lag,
             speech_timeout_s=settings.speech_timeout_s,
             stream_poll_s=settings.stream_poll_s,
             openai_default_voice=settings.openai_default_voice,
         )
+        # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
+        stop_lag, tasks = asyncio.Event(), OwnedTasks()
+
+        def start_lag() -> None:
+            tasks.start(lag.run(stop_lag), "consumer lag")
+
+        async def stop_lag_monitor() -> None:
+            stop_lag.set()
+            await tasks.close(grace_s=5)
+
+        app = create_app(deps, on_startup=[start_lag], on_shutdown=[stop_lag_monitor])
         server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(deps), host=settings.api_host, port=settings.api_port, log_config=None, access_log=False
-            )
+            uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
         )
         await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown
 

@@ -1,0 +1,67 @@
+"""Lag and group status from samples (foundation.lag): the Burrow-style rules, rate and time to drain."""
+
+from __future__ import annotations
+
+import pytest
+
+from foundation.lag import PartitionPosition, Sample, Status, as_json, evaluate
+from voxlog.lag_cli import table
+
+
+def sample(
+    at_s: float, positions: list[tuple[int | None, int]], members: int | None = 1, oldest_s: float = 0
+) -> Sample:
+    rows = tuple(
+        PartitionPosition(n, position, 0, end, int(oldest_s * 1000) if (position or 0) < end else None)
+        for n, (position, end) in enumerate(positions)
+    )
+    return Sample(at_s, "g", "jobs", members, rows)
+
+
+@pytest.mark.parametrize(
+    ("window", "status", "reason"),
+    [
+        ([sample(0, [(10, 10)]), sample(10, [(20, 20)])], Status.OK, "no lag"),
+        ([sample(0, [(0, 10)]), sample(10, [(5, 12)])], Status.OK, "lag holds or shrinks"),
+        ([sample(0, [(0, 10)], members=0)], Status.STOP, "the group has no members"),
+        ([sample(0, [(5, 5)]), sample(90, [(5, 9)])], Status.STALL, "partition(s) 0 have lag and did not move"),
+        ([sample(0, [(5, 5)]), sample(30, [(5, 9)])], Status.WARN, "lag grew across the window on partition(s) 0"),
+        (
+            [sample(0, [(0, 10), (0, 0)]), sample(20, [(5, 20), (0, 0)]), sample(40, [(10, 30), (0, 0)])],
+            Status.WARN,
+            "lag grew across the window on partition(s) 0",
+        ),
+        ([sample(0, [(0, 10)]), sample(20, [(5, 30)]), sample(40, [(25, 30)])], Status.OK, "lag holds or shrinks"),
+        ([sample(0, [(5, 9)])], Status.OK, "one sample"),
+    ],
+)
+def test_the_status_follows_burrows_rules(window, status, reason):
+    lag = evaluate(window, stall_after_s=60)
+    assert lag.status is status
+    assert lag.reason.startswith(reason)
+
+
+def test_records_seconds_rate_and_time_to_drain():
+    window = [sample(100, [(0, 100), (None, 4)], oldest_s=40), sample(110, [(50, 100), (None, 4)], oldest_s=90)]
+    lag = evaluate(window)
+    first, second = lag.partitions
+    assert (first.records, first.seconds, first.per_s, first.drain_s) == (50, 20.0, 5.0, 10.0)
+    assert (second.position, second.records, second.per_s, second.drain_s) == (0, 4, 0.0, None), "never, at rate 0"
+    assert (lag.records, lag.seconds, lag.per_s) == (54, 20.0, 5.0)
+    assert lag.drain_s == pytest.approx(10.8)
+    body = as_json(lag)
+    assert (body["status"], body["records"], body["partitions"][0]["drain_s"]) == ("OK", 54, 10.0)
+
+
+def test_a_position_below_the_logs_start_counts_from_the_start():
+    deleted = Sample(0, "g", "jobs", 1, (PartitionPosition(0, 3, 10, 15, None),))
+    assert evaluate([deleted]).partitions[0].records == 5
+
+
+def test_the_table_lists_each_group_and_only_the_partitions_behind():
+    window = [sample(0, [(0, 10), (3, 3)], oldest_s=0), sample(10, [(4, 10), (3, 3)], oldest_s=5)]
+    lines = table([evaluate(window)]).splitlines()
+    group_row = next(line for line in lines if line.startswith("g "))
+    assert group_row.split()[:4] == ["g", "OK", "1", "6"]
+    behind = [line.split() for line in lines if line.startswith("g ") and line is not group_row]
+    assert behind == [["g", "0", "4", "10", "6", "5.0", "15.0"]], "partition 1 is caught up: not listed"
