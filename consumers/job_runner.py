@@ -46,6 +46,7 @@ from contracts import (
 )
 from contracts.events import ReleaseReason
 from foundation.audio import encode_wav
+from foundation.metrics import JOB_PHASE_SECONDS
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
@@ -146,6 +147,8 @@ class JobRunner:
             host=self._host,
         )
         await self._emit(record, JobClaimed, job, number, claim)
+        if number == 1 and job.submitted_at is not None:
+            JOB_PHASE_SECONDS.labels("queued").observe(max((utc_now() - job.submitted_at).total_seconds(), 0.0))
         self.activity.begin(job.job_id, job.fingerprint, number, len(attempt.request.text))
         completed = False
         try:
@@ -168,6 +171,7 @@ class JobRunner:
         return await self._release(attempt.record, attempt.job, attempt.number, "transient", message, backoff=True)
 
     async def _synthesize(self, attempt: Attempt) -> Outcome:
+        claimed = time.perf_counter()
         job, request, number, record = attempt.job, attempt.request, attempt.number, attempt.record
         description = self._engine.description
         plan = await self._blocking(self._engine.plan, request.text, request.lang)
@@ -204,6 +208,8 @@ class JobRunner:
                 ),
                 segment.index,
             )
+            if segment is plan[0]:
+                JOB_PHASE_SECONDS.labels("first_segment").observe(time.perf_counter() - claimed)
         payload = JobCompletedPayload(segment_count=len(plan), total_duration_ms=total_ms)
         await self._emit(record, JobCompleted, job, number, payload)
         log.info(

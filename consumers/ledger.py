@@ -38,6 +38,7 @@ class JobView:
     confirmed: JobStatus  # what the records read so far say, in log order
     status: JobStatus = field(init=False)  # the confirmed status with the worker's unread own events on top
     request: SynthesisRequest | None = None
+    submitted_at: datetime | None = None  # when the API accepted it (JobQueued)
     release: JobReleased | None = None  # the release in force, when the job is released
     completion: JobCompleted | None = None  # the completion in force, when the job is completed
     own: list[tuple[int, JobEvent]] = field(default_factory=list)  # (offset, event) published, not read back
@@ -89,7 +90,7 @@ class Ledger:
                 view.confirmed = outcome
                 self._confirm_effects(view, event)
         if isinstance(event, JobQueued) and view.request is None:
-            view.request = event.payload.request
+            view.request, view.submitted_at = event.payload.request, event.payload.submitted_at
         self._refresh(view)
         return view
 

@@ -11,6 +11,7 @@ from contracts.topics import (
     DLQ_HEADER_SOURCE_TOPIC,
 )
 from foundation.kafka import KafkaEventPublisher, RecordPosition
+from foundation.metrics import DEAD_LETTERS
 
 DLQ_HEADER_CONSUMER = "dlq.consumer"
 
@@ -32,4 +33,6 @@ class DeadLetterSender:
             (DLQ_HEADER_SOURCE_OFFSET, str(record.offset).encode()),
             (DLQ_HEADER_CONSUMER, self._consumer.encode()),
         ]
-        return await self._publisher.send_raw(self._topic, record.key, record.value, headers)
+        position = await self._publisher.send_raw(self._topic, record.key, record.value, headers)
+        DEAD_LETTERS.labels(self._consumer.split(":")[0]).inc()
+        return position

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from prometheus_client import Counter, Gauge, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 SYNTHESIS_SECONDS = Counter(
     "voxlog_synthesis_seconds", "Seconds the engine spent rendering segments (its busy time).", ["engine"]
@@ -22,6 +22,44 @@ SWEEPER_LEADER = Gauge("voxlog_sweeper_leader", "1 while this sweeper holds the 
 SWEEPER_RELEASES = Counter("voxlog_sweeper_releases", "Stale claims the sweeper released, by reason.", ["reason"])
 SWEEPER_BLOBS_DELETED = Counter("voxlog_sweeper_blobs_deleted", "Blobs of released attempts the sweeper deleted.")
 SWEEPER_SWEEPS = Counter("voxlog_sweeper_sweeps", "Sweeps the leading sweeper made (one look at every live claim).")
+
+# What the log says happened to jobs, counted by the projector once each batch is committed.
+JOB_EVENTS = Counter(
+    "voxlog_job_events",
+    "Job events the projector read, by type and outcome (applied, fenced, duplicate).",
+    ["type", "outcome"],
+)
+JOBS_COMPLETED = Counter("voxlog_jobs_completed", "Jobs completed, by where their audio came from.", ["source"])
+JOBS_FAILED = Counter("voxlog_jobs_failed", "Jobs failed, by reason code.", ["reason"])
+JOB_RELEASES = Counter(
+    "voxlog_job_releases", "Attempts released for another, by reason (transient: a retry).", ["reason"]
+)
+_PHASE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+JOB_PHASE_SECONDS = Histogram(
+    "voxlog_job_phase_seconds",
+    "Time a job spent in a phase: queued (submitted to claimed) and first_segment (claimed to first audio), seen by"
+    " the worker; visible (completed to projected), seen by the projector.",
+    ["phase"],
+    buckets=_PHASE_BUCKETS,
+)
+DEAD_LETTERS = Counter(
+    "voxlog_dead_letters", "Records sent to the dead-letter topic, by the service that refused them.", ["service"]
+)
+PROJECTOR_BATCH_RECORDS = Histogram(
+    "voxlog_projector_batch_records",
+    "Records the projector applied in one transaction.",
+    buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000),
+)
+PROJECTOR_BATCH_SECONDS = Histogram(
+    "voxlog_projector_batch_seconds", "Time the projector took to apply one batch.", buckets=_PHASE_BUCKETS
+)
+ENGINE_QUEUE_DEPTH = Gauge("voxlog_engine_queue_depth", "Synthesis calls waiting for the engine (the FIFO).")
+REAL_TIME_FACTOR = Histogram(
+    "voxlog_real_time_factor",
+    "Engine seconds per second of audio, per segment (below 1: faster than real time).",
+    ["engine"],
+    buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5),
+)
 
 _GROUP = ["group"]
 CONSUMER_LAG_RECORDS = Gauge(

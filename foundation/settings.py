@@ -206,7 +206,7 @@ class WorkerSettings(
     )
 
 
-class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings):
+class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings, MetricsSettings):
     """`voxlog projector`: applies the log to the Postgres tables."""
 
     process = "projector"

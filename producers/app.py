@@ -11,6 +11,7 @@ from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.openapi import OpenAPIConfig
 from litestar.params import Parameter
+from litestar.plugins.prometheus import PrometheusConfig
 from prometheus_client import generate_latest
 
 from contracts import AudioRef
@@ -271,6 +272,12 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
             openai_speech,
         ],
         openapi_config=OpenAPIConfig(title="voxlog", version="1"),
+        # Requests by route (its template, not the path), method and status, and their duration.
+        middleware=[
+            PrometheusConfig(
+                app_name="voxlog-api", prefix="voxlog_http", group_path=True, exclude=["/metrics"]
+            ).middleware
+        ],
         exception_handlers={ProjectionUnavailable: _projection_unavailable},
         on_startup=on_startup or [],
         on_shutdown=on_shutdown or [],

@@ -12,6 +12,7 @@ attempt's state, segments or result.
 from __future__ import annotations
 
 from datetime import timedelta
+from enum import StrEnum
 from typing import Final
 
 import asyncpg
@@ -53,8 +54,16 @@ _RELEASED: Final = RULES[type_name(JobReleased)]
 _FAILED: Final = RULES[type_name(JobFailed)]
 
 
-async def apply_job_event(conn: asyncpg.Connection, event: JobEvent, at: RecordPosition, cache_ttl: timedelta) -> bool:
-    """Apply one job event; returns ``False`` when it had been applied before."""
+class Outcome(StrEnum):
+    APPLIED = "applied"
+    FENCED = "fenced"  # recorded in job_events, changing nothing else (contracts.job_state)
+    DUPLICATE = "duplicate"  # this event id was applied before
+
+
+async def apply_job_event(
+    conn: asyncpg.Connection, event: JobEvent, at: RecordPosition, cache_ttl: timedelta
+) -> Outcome:
+    """Apply one job event, and say what it did."""
     recorded = await conn.fetchval(
         "INSERT INTO job_events (event_id, job_id, fingerprint, type, schema_version, attempt, occurred_at,"
         " producer, topic, kafka_partition, kafka_offset, payload)"
@@ -74,25 +83,25 @@ async def apply_job_event(conn: asyncpg.Connection, event: JobEvent, at: RecordP
         event.payload.model_dump_json(),
     )
     if not recorded:
-        return False
+        return Outcome.DUPLICATE
     match event:
         case JobQueued():
-            await _queued(conn, event)
+            applied = await _queued(conn, event)
         case JobClaimed():
-            await _claimed(conn, event)
+            applied = await _claimed(conn, event)
         case SegmentProduced():
-            await _segment(conn, event)
+            applied = await _segment(conn, event)
         case JobCompleted():
-            await _completed(conn, event, cache_ttl)
+            applied = await _completed(conn, event, cache_ttl)
         case JobReleased():
-            await _released(conn, event)
+            applied = await _released(conn, event)
         case JobFailed():
-            await _failed(conn, event)
-    return True
+            applied = await _failed(conn, event)
+    return Outcome.APPLIED if applied else Outcome.FENCED
 
 
-async def _queued(conn: asyncpg.Connection, e: JobQueued) -> None:
-    await conn.execute(
+async def _queued(conn: asyncpg.Connection, e: JobQueued) -> bool:
+    status: str = await conn.execute(
         "INSERT INTO jobs (job_id, fingerprint, state, attempt, request, idempotency_key, submitted_at,"
         f" updated_at, last_event_id) VALUES ($1, $2, '{JobState.QUEUED.value}', $3, $4::jsonb, $5, $6, $7, $8)"
         " ON CONFLICT (job_id) DO NOTHING",
@@ -105,9 +114,10 @@ async def _queued(conn: asyncpg.Connection, e: JobQueued) -> None:
         e.occurred_at,
         e.event_id,
     )
+    return status.endswith(" 1")
 
 
-async def _claimed(conn: asyncpg.Connection, e: JobClaimed) -> None:
+async def _claimed(conn: asyncpg.Connection, e: JobClaimed) -> bool:
     status = await conn.execute(
         f"UPDATE jobs SET state = {_to(_CLAIMED)}, attempt = $2, worker_id = $3, claimed_at = $4, updated_at = $4,"
         " last_event_id = $5, release_reason = NULL, not_before = NULL"
@@ -118,13 +128,15 @@ async def _claimed(conn: asyncpg.Connection, e: JobClaimed) -> None:
         e.occurred_at,
         e.event_id,
     )
-    if status == "UPDATE 1":
-        await conn.execute("DELETE FROM segments WHERE job_id = $1 AND attempt < $2", e.job_id, e.attempt)
+    if status != "UPDATE 1":
+        return False
+    await conn.execute("DELETE FROM segments WHERE job_id = $1 AND attempt < $2", e.job_id, e.attempt)
+    return True
 
 
-async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> None:
+async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> bool:
     p = e.payload
-    await conn.execute(
+    status: str = await conn.execute(
         "INSERT INTO segments (job_id, segment_index, attempt, span_start, span_end, span_text, audio_sha256,"
         " audio_uri, duration_ms, sample_rate, byte_length, produced_at)"
         " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12"
@@ -148,6 +160,7 @@ async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> None:
         p.byte_length,
         e.occurred_at,
     )
+    return status.endswith(" 1")
 
 
 _COMPLETE: Final = (
@@ -159,7 +172,7 @@ _COMPLETE_SYNTHESIZED: Final = _COMPLETE.format(to=_to(_COMPLETED), guard=guard(
 _COMPLETE_CACHE_HIT: Final = _COMPLETE.format(to=_to(_CACHE_HIT), guard=guard(_CACHE_HIT, "$2"))
 
 
-async def _completed(conn: asyncpg.Connection, e: JobCompleted, cache_ttl: timedelta) -> None:
+async def _completed(conn: asyncpg.Connection, e: JobCompleted, cache_ttl: timedelta) -> bool:
     p = e.payload
     status = await conn.execute(
         _COMPLETE_CACHE_HIT if p.cache_hit else _COMPLETE_SYNTHESIZED,
@@ -173,14 +186,14 @@ async def _completed(conn: asyncpg.Connection, e: JobCompleted, cache_ttl: timed
         e.event_id,
     )
     if status != "UPDATE 1":
-        return
+        return False
     if p.cache_hit:
         await conn.execute(
             "UPDATE result_cache SET last_hit_at = greatest(last_hit_at, $2) WHERE fingerprint = $1",
             e.fingerprint,
             e.occurred_at,
         )
-        return
+        return True
     await conn.execute(
         "INSERT INTO result_cache (fingerprint, job_id, segment_count, total_duration_ms, total_bytes,"
         " created_at, expires_at, last_hit_at)"
@@ -197,9 +210,10 @@ async def _completed(conn: asyncpg.Connection, e: JobCompleted, cache_ttl: timed
         e.occurred_at,
         e.occurred_at + cache_ttl,
     )
+    return True
 
 
-async def _released(conn: asyncpg.Connection, e: JobReleased) -> None:
+async def _released(conn: asyncpg.Connection, e: JobReleased) -> bool:
     p = e.payload
     status = await conn.execute(
         f"UPDATE jobs SET state = {_to(_RELEASED)}, release_reason = $3, not_before = $4, updated_at = $5,"
@@ -211,13 +225,15 @@ async def _released(conn: asyncpg.Connection, e: JobReleased) -> None:
         e.occurred_at,
         e.event_id,
     )
-    if status == "UPDATE 1":
-        # Partial segments of the released attempt are discarded.
-        await conn.execute("DELETE FROM segments WHERE job_id = $1 AND attempt <= $2", e.job_id, p.failed_attempt)
+    if status != "UPDATE 1":
+        return False
+    # Partial segments of the released attempt are discarded.
+    await conn.execute("DELETE FROM segments WHERE job_id = $1 AND attempt <= $2", e.job_id, p.failed_attempt)
+    return True
 
 
-async def _failed(conn: asyncpg.Connection, e: JobFailed) -> None:
-    await conn.execute(
+async def _failed(conn: asyncpg.Connection, e: JobFailed) -> bool:
+    status: str = await conn.execute(
         f"UPDATE jobs SET state = {_to(_FAILED)}, error_code = $3, error_message = $4, failed_at = $5,"
         f" updated_at = $5, last_event_id = $6 WHERE job_id = $1 AND {guard(_FAILED, '$2')}",
         e.job_id,
@@ -227,6 +243,7 @@ async def _failed(conn: asyncpg.Connection, e: JobFailed) -> None:
         e.occurred_at,
         e.event_id,
     )
+    return status == "UPDATE 1"
 
 
 async def apply_node_event(conn: asyncpg.Connection, event: NodeEvent) -> bool:

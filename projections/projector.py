@@ -12,6 +12,7 @@ violates a constraint, is copied to the DLQ with the reason and skipped.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,12 +24,14 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
-from contracts import DecodeError, decode_event, decode_node_event
+from contracts import DecodeError, JobEvent, decode_event, decode_node_event
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition
 from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
-from projections.apply import apply_job_event, apply_node_event
+from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
+from projections.apply import Outcome, apply_job_event, apply_node_event
 from projections.errors import ProjectionGap
+from projections.observed import observe
 
 log = structlog.get_logger("voxlog.projector")
 
@@ -126,10 +129,13 @@ class Projector:
             self._consumer.seek(tp, position)
 
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        started = time.monotonic()
+        seen: list[tuple[JobEvent, Outcome]] = []
         async with self._pool.acquire() as conn, conn.transaction():
             for tp, records in batch.items():
                 for record in records:
-                    await self._apply_record(conn, record)
+                    if (outcome := await self._apply_record(conn, record)) is not None:
+                        seen.append(outcome)
                 await conn.execute(
                     "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
                     " VALUES ($1, $2, $3, $4, now()) ON CONFLICT (consumer, topic, partition)"
@@ -139,20 +145,28 @@ class Projector:
                     tp.partition,
                     records[-1].offset + 1,
                 )
+        # Counted once the batch is committed: a batch applied again after a failure counts once.
+        PROJECTOR_BATCH_SECONDS.observe(time.monotonic() - started)
+        PROJECTOR_BATCH_RECORDS.observe(sum(len(records) for records in batch.values()))
+        observe(seen)
 
-    async def _apply_record(self, conn: asyncpg.Connection, record: ConsumerRecord) -> None:
+    async def _apply_record(self, conn: asyncpg.Connection, record: ConsumerRecord) -> tuple[JobEvent, Outcome] | None:
+        """Apply one record; the job event and what became of it (None: a node event, or a rejected record)."""
         at = RecordPosition(record.topic, record.partition, record.offset)
+        seen = None
         try:
             async with conn.transaction():  # a savepoint: one bad event must not sink the batch
                 if record.topic == self.config.nodes_topic:
                     await apply_node_event(conn, decode_node_event(record.value))
                 else:
-                    await apply_job_event(conn, decode_event(record.value), at, self.config.cache_ttl)
+                    event = decode_event(record.value)
+                    seen = (event, await apply_job_event(conn, event, at, self.config.cache_ttl))
             self.applied += 1
         except DecodeError as exc:
             await self._reject(record, str(exc))
         except (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError) as exc:
             await self._reject(record, f"cannot apply: {exc}")
+        return seen
 
     async def _reject(self, record: ConsumerRecord, reason: str) -> None:
         log.warning(

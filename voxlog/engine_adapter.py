@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.ports import EngineDescription, PlannedSegment
-from foundation.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS
+from foundation.metrics import AUDIO_SECONDS, REAL_TIME_FACTOR, SEGMENTS, SYNTHESIS_SECONDS
 from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment
 
 
@@ -52,7 +52,11 @@ class TtsNodeSpeechEngine:
         except (EngineFailure, ModelUnavailable) as exc:
             raise TransientEngineError(str(exc)) from exc
         finally:
-            SYNTHESIS_SECONDS.labels(self._description.name).inc(time.perf_counter() - started)
-        AUDIO_SECONDS.labels(self._description.name).inc(len(audio) / self._description.sample_rate)
+            spent = time.perf_counter() - started
+            SYNTHESIS_SECONDS.labels(self._description.name).inc(spent)
+        audio_s = len(audio) / self._description.sample_rate
+        AUDIO_SECONDS.labels(self._description.name).inc(audio_s)
+        if audio_s > 0:
+            REAL_TIME_FACTOR.labels(self._description.name).observe(spent / audio_s)
         SEGMENTS.labels(self._description.name).inc()
         return audio

@@ -12,7 +12,7 @@ from contracts import Producer
 from foundation.kafka import RecordPosition
 from producers.queries import EngineVoices
 from producers.submit import JobRequest, Limits, Rejected, queued_event, scoped_key, validate
-from projections.apply import apply_job_event
+from projections.apply import Outcome, apply_job_event
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart",), ("en-us",), 1)]
 LIMITS = Limits(max_text_chars=5000, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")
@@ -33,4 +33,4 @@ async def test_regression_text_the_api_accepts_is_never_refused_by_the_projector
         return
     event = queued_event(request, uuid.uuid4(), key, Producer(service="api", instance="test"))
     async with pg.transaction():
-        assert await apply_job_event(pg, event, AT, cache_ttl=timedelta(minutes=1))
+        assert await apply_job_event(pg, event, AT, cache_ttl=timedelta(minutes=1)) == Outcome.APPLIED

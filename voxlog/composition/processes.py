@@ -104,6 +104,7 @@ async def run_projector(settings: ProjectorSettings) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
     async with AsyncExitStack() as resources:
+        serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, stop, migrate=True)
         publisher = await open_publisher(
             resources, settings.kafka_bootstrap_servers, settings.dlq_topic, "projector", stop

@@ -21,7 +21,7 @@ from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
 from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1, stop_on_signals, until_available
-from foundation.metrics import serve_metrics
+from foundation.metrics import ENGINE_QUEUE_DEPTH, serve_metrics
 from foundation.settings import WorkerSettings
 from voxlog.composition.configs import retry_policy, worker_config
 from voxlog.composition.resources import (
@@ -46,6 +46,7 @@ async def run_worker(settings: WorkerSettings) -> None:
         config = worker_config(settings, engine.description)
         producer = Producer(service="worker", instance=config.worker_id)
         fifo = await open_fifo(resources, model, settings.shutdown_grace_s)
+        ENGINE_QUEUE_DEPTH.set_function(lambda: fifo.depth)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, stop, migrate=False)
         publisher = await open_publisher(

@@ -1,0 +1,23 @@
+"""What the projector counts of the log, once a batch is committed: job outcomes, releases, fences, visibility."""
+
+from __future__ import annotations
+
+from contracts import JobCompleted, JobEvent, JobFailed, JobReleased, utc_now
+from foundation.metrics import JOB_EVENTS, JOB_PHASE_SECONDS, JOB_RELEASES, JOBS_COMPLETED, JOBS_FAILED
+from projections.apply import Outcome
+
+
+def observe(seen: list[tuple[JobEvent, Outcome]]) -> None:
+    now = utc_now()
+    for event, outcome in seen:
+        JOB_EVENTS.labels(event.type, outcome.value).inc()
+        if outcome is not Outcome.APPLIED:
+            continue
+        match event:
+            case JobCompleted():
+                JOBS_COMPLETED.labels("cache" if event.payload.cache_hit else "synthesis").inc()
+                JOB_PHASE_SECONDS.labels("visible").observe(max((now - event.occurred_at).total_seconds(), 0.0))
+            case JobFailed():
+                JOBS_FAILED.labels(event.payload.reason_code).inc()
+            case JobReleased():
+                JOB_RELEASES.labels(event.payload.reason).inc()
