@@ -37,12 +37,16 @@ class LagReader:
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=64 * 1024,
         )
+        # Never assigned a partition: a consumer's metadata covers only the topics it reads once it reads
+        # any, so the sizes of other topics (the dead-letter topic) are asked through this one.
+        self._sizes = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False)
         self._fetch_within_s = fetch_within_s
 
     async def __aenter__(self) -> Self:
         try:
             await self._admin.start()
             await self._consumer.start()
+            await self._sizes.start()
         except KafkaError as exc:
             await self.close()
             raise BrokerUnavailable(f"cannot reach Kafka for lag: {exc}") from exc
@@ -54,6 +58,7 @@ class LagReader:
         await self.close()
 
     async def close(self) -> None:
+        await self._sizes.stop()
         await self._consumer.stop()
         await self._admin.close()
 
@@ -95,6 +100,17 @@ class LagReader:
             for tp in partitions
         )
         return Sample(time.time(), name, self.topic, members, rows)
+
+    async def records_in(self, topic: str) -> int:
+        """Records a topic holds now (its partitions' end less start offsets): the dead-letter topic's size."""
+        try:
+            partitions = await wait_for_partitions(self._sizes, topic, within_s=2)
+            starts, ends = await asyncio.gather(
+                self._sizes.beginning_offsets(partitions), self._sizes.end_offsets(partitions)
+            )
+        except KafkaError as exc:
+            raise BrokerUnavailable(f"cannot read the offsets of {topic}: {exc}") from exc
+        return sum(ends[tp] - starts[tp] for tp in partitions)
 
     async def _timestamps(self, at: dict[TopicPartition, int]) -> dict[int, int]:
         """The timestamp of the record at each offset (a record deleted since: the next one there is)."""

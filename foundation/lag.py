@@ -23,6 +23,7 @@ The projector is not a Kafka group: it has no members to count, so it is never
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,6 +102,8 @@ class GroupLag:
     def drain_s(self) -> float | None:
         if self.records == 0:
             return 0.0
+        if self.status is Status.STOP:
+            return None
         rate = self.per_s
         return self.records / rate if rate else None
 
@@ -115,6 +118,8 @@ def evaluate(window: Sequence[Sample], stall_after_s: float = 60.0) -> GroupLag:
     }
     partitions = tuple(_partition(p, history[p.partition], span, last.at_s) for p in last.partitions)
     status, reason = _status(last, history, len(window), span >= stall_after_s)
+    if status is Status.STOP:  # nobody consumes: whatever the rate was, the lag never drains
+        partitions = tuple(dataclasses.replace(p, drain_s=None) if p.records else p for p in partitions)
     return GroupLag(last.group, last.topic, last.members, status, reason, partitions, span)
 
 

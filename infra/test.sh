@@ -9,9 +9,11 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 say "ruff";   ruff check . && ruff format --check .
 say "mypy";   mypy
 say "docs";   voxlog docs --check
-# Test-only system packages: Debian's Prometheus (promtool, and a server the monitoring test runs).
+# Test-only system packages: Debian's Prometheus (promtool, and a server the monitoring test runs) and
+# Chromium (the dashboard's browser test).
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then echo "the tests need ${need[*]}: install them as root" >&2; exit 1; fi
   say "apt-get install ${need[*]}"

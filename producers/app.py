@@ -12,7 +12,6 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.openapi import OpenAPIConfig
 from litestar.params import Parameter
 from litestar.plugins.prometheus import PrometheusConfig
-from prometheus_client import generate_latest
 
 from contracts import AudioRef
 from foundation.audio_formats import SUPPORTED_RATES, media_type, supported_formats
@@ -20,6 +19,7 @@ from foundation.blobs import BlobNotFound
 from foundation.errors import BrokerUnavailable
 from producers.audio_out import render
 from producers.deps import ApiDeps, deps_of
+from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.queries import ProjectionUnavailable
 from producers.speech import openai_speech
 from producers.submit import JobRequest, Rejected, enqueue, scoped_key, unavailable_message
@@ -216,17 +216,6 @@ async def list_voices(request: Request[Any, Any, Any]) -> dict[str, Any]:
     }
 
 
-@get("/v1/lag", summary="Consumer lag of the synthesis groups and the projector, as last sampled")
-async def get_lag(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    """Per group and partition: records and seconds behind, rate, time to drain, and a Burrow-style status."""
-    return deps_of(request).lag.latest()
-
-
-@get("/metrics", summary="Prometheus metrics of this API process", media_type="text/plain; version=0.0.4")
-async def metrics() -> Response[bytes]:
-    return Response(generate_latest(), media_type="text/plain; version=0.0.4; charset=utf-8")
-
-
 @get("/healthz", summary="The process is alive", media_type=MediaType.JSON)
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
@@ -266,6 +255,8 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
             get_segment_audio,
             list_voices,
             get_lag,
+            dashboard,
+            get_dashboard,
             metrics,
             healthz,
             readyz,

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import asyncpg
 
+from producers.activity import activity
 from producers.errors import ProducerError
 
 ENGINES_FRESH_S: Final = 1.0
@@ -118,6 +119,11 @@ class ProjectionReader:
                 timeout=QUERY_TIMEOUT_S,
             )
         return [dict(r) for r in rows]
+
+    async def activity(self) -> dict[str, Any]:
+        """Throughput, phase latencies, the cache ratio and the nodes, for the dashboard."""
+        async with _reading("the recent activity"):
+            return await activity(self._pool, QUERY_TIMEOUT_S)
 
     async def cached_job_id(self, fingerprint: str) -> uuid.UUID | None:
         """The completed job whose result is still live for ``fingerprint``."""

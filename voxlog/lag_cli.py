@@ -15,7 +15,7 @@ from foundation.kafka_lag import LagReader
 from foundation.lag import GroupLag, Status
 from foundation.lifecycle import stop_on_signals
 from foundation.settings import LagSettings
-from voxlog.lag_monitor import Consumers, Windows, document, sample_all
+from voxlog.lag_monitor import Consumers, Windows, dead_letters, document, sample_all
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,19 +34,20 @@ async def _watch(settings: LagSettings, interval: float, *, once: bool, as_json_
     stop = asyncio.Event()
     stop_on_signals(stop)
     windows = Windows(settings.lag_stall_after_s)
-    consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name)
+    consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
     pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
     try:
         async with LagReader(settings.kafka_bootstrap_servers, settings.jobs_topic) as reader:
             rounds = 0
             while not stop.is_set():
                 lags = windows.add(await sample_all(reader, pool, consumers))
+                dead = await dead_letters(reader, settings.dlq_topic)
                 rounds += 1
                 if once and rounds == 2:
-                    print(json.dumps(document(lags), indent=2) if as_json_lines else table(lags))
+                    print(json.dumps(document(lags, dead), indent=2) if as_json_lines else table(lags, dead=dead))
                     return 0 if all(g.status is Status.OK for g in lags) else 1
                 if not once:
-                    _show(lags, as_json_lines, interval)
+                    _show(lags, dead, as_json_lines, interval)
                 with contextlib.suppress(TimeoutError):  # the interval passed without a signal
                     await asyncio.wait_for(stop.wait(), interval)
             return 0
@@ -54,19 +55,19 @@ async def _watch(settings: LagSettings, interval: float, *, once: bool, as_json_
         await pool.close()
 
 
-def _show(lags: list[GroupLag], as_json_lines: bool, interval: float) -> None:
+def _show(lags: list[GroupLag], dead: int | None, as_json_lines: bool, interval: float) -> None:
     if as_json_lines:
-        print(json.dumps(document(lags)), flush=True)
+        print(json.dumps(document(lags, dead)), flush=True)
         return
     clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
-    print(clear + table(lags, f"every {interval:g}s, Ctrl-C to stop"), flush=True)
+    print(clear + table(lags, f"every {interval:g}s, Ctrl-C to stop", dead), flush=True)
 
 
 def _num(value: float | None, unit: Callable[[float], str] = lambda v: f"{v:,.1f}") -> str:
     return "-" if value is None else unit(value)
 
 
-def table(lags: list[GroupLag], note: str = "") -> str:
+def table(lags: list[GroupLag], note: str = "", dead: int | None = None) -> str:
     """Groups, then the partitions that are behind, like ``kafka-consumer-groups --describe``."""
     now = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     lines = [f"voxlog lag  {now}  {note}".rstrip(), ""]
@@ -94,4 +95,6 @@ def table(lags: list[GroupLag], note: str = "") -> str:
         lines += ["", "every partition caught up"]
     else:
         lines += ["no synthesis group and no projector position found on this topic yet"]
+    if dead is not None:
+        lines += ["", f"dead-letter topic: {dead:,} record(s)"]
     return "\n".join(lines)

@@ -43,6 +43,7 @@ class Consumers:
     topic: str
     synth_group: str
     projector_name: str
+    dlq_topic: str
 
 
 async def sample_all(reader: LagReader, pool: asyncpg.Pool, consumers: Consumers) -> list[Sample]:
@@ -53,6 +54,15 @@ async def sample_all(reader: LagReader, pool: asyncpg.Pool, consumers: Consumers
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
         return samples
     return [*samples, await reader.sample(PROJECTOR_PREFIX + consumers.projector_name, positions, None)]
+
+
+async def dead_letters(reader: LagReader, topic: str) -> int | None:
+    """The dead-letter topic's size; None when it cannot be read (lag is shown without it)."""
+    try:
+        return await reader.records_in(topic)
+    except BrokerUnavailable as exc:
+        log.warning("the dead-letter topic cannot be read", error=str(exc))
+        return None
 
 
 class Windows:
@@ -75,9 +85,14 @@ class Windows:
         return [evaluate(list(w), self._stall_after_s) for _, w in sorted(self._samples.items())]
 
 
-def document(lags: list[GroupLag], error: str | None = None) -> dict[str, Any]:
+def document(lags: list[GroupLag], dead_letters: int | None, error: str | None = None) -> dict[str, Any]:
     """What ``/v1/lag`` answers and ``voxlog lag --json`` prints."""
-    return {"at": datetime.now(UTC).isoformat(), "groups": [as_json(g) for g in lags], "error": error}
+    return {
+        "at": datetime.now(UTC).isoformat(),
+        "groups": [as_json(g) for g in lags],
+        "dead_letters": dead_letters,
+        "error": error,
+    }
 
 
 def export(lags: list[GroupLag]) -> None:
@@ -104,7 +119,7 @@ class LagMonitor:
         self._consumers = consumers
         self._interval_s = interval_s
         self._windows = Windows(stall_after_s)
-        self._latest = document([], "no sample yet")
+        self._latest = document([], None, "no sample yet")
 
     def latest(self) -> dict[str, Any]:
         return self._latest
@@ -115,8 +130,9 @@ class LagMonitor:
                 async with LagReader(self._bootstrap, self._consumers.topic) as reader:
                     while not stop.is_set():
                         lags = self._windows.add(await sample_all(reader, self._pool, self._consumers))
+                        dead = await dead_letters(reader, self._consumers.dlq_topic)
                         export(lags)
-                        self._latest = document(lags)
+                        self._latest = document(lags, dead)
                         await _pause(stop, self._interval_s)
             except BrokerUnavailable as exc:
                 log.warning("consumer lag cannot be sampled", error=str(exc))

@@ -65,3 +65,8 @@ def test_the_table_lists_each_group_and_only_the_partitions_behind():
     assert group_row.split()[:4] == ["g", "OK", "1", "6"]
     behind = [line.split() for line in lines if line.startswith("g ") and line is not group_row]
     assert behind == [["g", "0", "4", "10", "6", "5.0", "15.0"]], "partition 1 is caught up: not listed"
+
+
+def test_a_stopped_group_never_drains_whatever_its_rate_was():
+    lag = evaluate([sample(0, [(0, 10)]), sample(10, [(5, 10)], members=0)])
+    assert (lag.status, lag.per_s, lag.drain_s, lag.partitions[0].drain_s) == (Status.STOP, 0.5, None, None)

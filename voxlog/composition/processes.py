@@ -58,7 +58,7 @@ async def run_api(settings: ApiSettings) -> None:
             deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(publisher.stop)
-        consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name)
+        consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
         lag = LagMonitor(
             settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
         )
