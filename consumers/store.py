@@ -16,6 +16,7 @@ import asyncpg
 from consumers.errors import LookupUnavailable
 from consumers.ports import CachedResult
 from contracts import SynthesisRequest
+from foundation.db import DATABASE_OUTAGES
 
 QUERY_TIMEOUT_S = 5.0
 
@@ -24,7 +25,7 @@ QUERY_TIMEOUT_S = 5.0
 async def _reading() -> AsyncIterator[None]:
     try:
         yield
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+    except DATABASE_OUTAGES as exc:
         raise LookupUnavailable(f"the projection cannot be read: {type(exc).__name__}: {exc}") from exc
 
 

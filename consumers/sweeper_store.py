@@ -22,6 +22,7 @@ import structlog
 from consumers.errors import LookupUnavailable
 from consumers.sweeper import Claim
 from contracts import AudioRef
+from foundation.db import DATABASE_OUTAGES
 
 log = structlog.get_logger("voxlog.sweeper")
 LOCK_NAMESPACE: Final = 0x73776570  # "swep"
@@ -32,7 +33,7 @@ QUERY_TIMEOUT_S: Final = 5.0
 async def _reading() -> AsyncIterator[None]:
     try:
         yield
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+    except DATABASE_OUTAGES as exc:
         raise LookupUnavailable(f"the projection cannot be read: {type(exc).__name__}: {exc}") from exc
 
 
@@ -100,13 +101,7 @@ class AdvisoryLeadership:
                 )
                 if self._held:
                     log.info("this sweeper leads", schema=self._schema)
-        except (
-            asyncpg.PostgresError,
-            asyncpg.InterfaceError,
-            asyncpg.InternalClientError,
-            OSError,
-            TimeoutError,
-        ) as exc:
+        except DATABASE_OUTAGES as exc:
             # Whatever happened to the session (terminated, cut off), the lock went with it.
             if self._held:
                 log.warning("lost the sweeper lock with its connection", error=str(exc))

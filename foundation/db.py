@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import asyncpg
 
 
@@ -10,6 +12,18 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     transaction, drop listener callbacks). Pooled connections here keep no session state (no
     LISTEN, no session-level advisory locks or SETs; the search path is a startup setting), so
     the default reset query would be one more round trip on every release for nothing."""
+
+
+DATABASE_OUTAGES: Final = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    # A connection whose protocol was left mid-operation by a server that went away ("cannot switch to
+    # state 15; another operation is in progress"): the PostgreSQL restart of the fault campaign met it.
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+"""What the driver raises while PostgreSQL is down, restarting or unreachable."""
 
 
 async def open_pool(url: str, schema: str, min_size: int, max_size: int) -> asyncpg.Pool:

@@ -53,6 +53,12 @@ PROJECTOR_BATCH_RECORDS = Histogram(
 PROJECTOR_BATCH_SECONDS = Histogram(
     "voxlog_projector_batch_seconds", "Time the projector took to apply one batch.", buckets=_PHASE_BUCKETS
 )
+SUBMISSIONS = Counter(
+    "voxlog_submissions",
+    "Submissions the API accepted, by how: queued (a new job on the log), cached (answered from a live result"
+    " without a job) or known (an Idempotency-Key retry naming its first job).",
+    ["answer"],
+)
 ENGINE_QUEUE_DEPTH = Gauge("voxlog_engine_queue_depth", "Synthesis calls waiting for the engine (the FIFO).")
 REAL_TIME_FACTOR = Histogram(
     "voxlog_real_time_factor",

@@ -17,6 +17,7 @@ from contracts import AudioRef
 from foundation.audio_formats import SUPPORTED_RATES, media_type, supported_formats
 from foundation.blobs import BlobNotFound
 from foundation.errors import BrokerUnavailable
+from foundation.metrics import SUBMISSIONS
 from producers.audio_out import render
 from producers.deps import ApiDeps, deps_of
 from producers.observability import dashboard, get_dashboard, get_lag, metrics
@@ -107,9 +108,12 @@ async def submit_job(
     except BrokerUnavailable as exc:
         raise HTTPException(detail=unavailable_message(exc), status_code=503, headers={"Retry-After": "5"}) from exc
     if accepted.finished is not None:
+        SUBMISSIONS.labels("cached").inc()
         return Response(job_body(accepted.finished), status_code=200)
     if accepted.known is not None:
+        SUBMISSIONS.labels("known").inc()
         return Response(job_body(accepted.known), status_code=200 if accepted.known["state"] == "completed" else 202)
+    SUBMISSIONS.labels("queued").inc()
     body = {
         "job_id": accepted.job_id,
         "fingerprint": accepted.fingerprint,

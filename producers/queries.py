@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import asyncpg
 
+from foundation.db import DATABASE_OUTAGES
 from producers.activity import activity
 from producers.errors import ProducerError
 
@@ -44,7 +45,7 @@ class EngineVoices:
 async def _reading(what: str) -> AsyncIterator[None]:
     try:
         yield
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+    except DATABASE_OUTAGES as exc:
         raise ProjectionUnavailable(f"cannot read {what} from PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
 

@@ -25,6 +25,7 @@ from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from contracts import DecodeError, decode_event
+from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition, wait_for_partitions
 from projections.audit import JobHistory, LoggedEvent, as_json, history_of
@@ -193,6 +194,6 @@ class LogAuditor:
             return None
         try:
             row: asyncpg.Record | None = await self._pool.fetchrow(query, value, self._reader.topic, timeout=5)
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+        except DATABASE_OUTAGES:
             return None  # the log alone answers: every partition is read
         return row

@@ -12,8 +12,9 @@ violates a constraint, is copied to the DLQ with the reason and skipped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
@@ -25,6 +26,7 @@ from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
 from contracts import DecodeError, JobEvent, decode_event, decode_node_event
+from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition
 from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
@@ -35,14 +37,7 @@ from projections.observed import observe
 
 log = structlog.get_logger("voxlog.projector")
 
-_OUTAGES: Final = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    OSError,
-    TimeoutError,
-    KafkaError,
-    BrokerUnavailable,
-)
+_OUTAGES: Final = (*DATABASE_OUTAGES, KafkaError, BrokerUnavailable)
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
 """Port: keeps a record the projector cannot decode or apply, with the reason, and goes on."""
 
@@ -54,6 +49,17 @@ class ProjectorConfig:
     nodes_topic: str
     cache_ttl: timedelta
     max_batch: int
+
+
+@contextlib.asynccontextmanager
+async def _replaced_if_broken(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """A connection whose protocol broke (PostgreSQL went away mid-operation) is closed, not pooled again:
+    handed out once more, it failed the next batch's BEGIN and stopped the projector."""
+    try:
+        yield
+    except asyncpg.InternalClientError:
+        conn.terminate()
+        raise
 
 
 class Projector:
@@ -131,7 +137,7 @@ class Projector:
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         started = time.monotonic()
         seen: list[tuple[JobEvent, Outcome]] = []
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn, _replaced_if_broken(conn), conn.transaction():
             for tp, records in batch.items():
                 for record in records:
                     if (outcome := await self._apply_record(conn, record)) is not None:

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka_lag import LagReader
 from foundation.lag import GroupLag, Sample, Status, as_json, evaluate
@@ -51,7 +52,7 @@ async def sample_all(reader: LagReader, pool: asyncpg.Pool, consumers: Consumers
     samples = [await reader.group_sample(group) for group in await reader.groups(consumers.synth_group + ".")]
     try:
         positions = await projector_positions(pool, consumers.projector_name, consumers.topic)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+    except DATABASE_OUTAGES:
         return samples
     return [*samples, await reader.sample(PROJECTOR_PREFIX + consumers.projector_name, positions, None)]
 

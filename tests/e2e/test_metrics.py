@@ -46,6 +46,8 @@ async def test_the_api_projector_and_worker_export_what_they_see(apps):
     assert 'method="GET",path="/v1/jobs/{job_id}",status_code="200"' in api_text, "by route, not by path"
     assert f'status_code="{bad.status_code}"' in api_text
     assert "voxlog_http_request_duration_seconds_bucket" in api_text
+    assert 'voxlog_submissions_total{answer="queued"} 2.0' in api_text
+    assert 'voxlog_submissions_total{answer="cached"} 1.0' in api_text, "answered from the cache, with no job"
 
     projector_text, projector = await scrape(f"http://127.0.0.1:{ports['projector']}/metrics")
     assert 'voxlog_jobs_completed_total{source="synthesis"} 2.0' in projector_text

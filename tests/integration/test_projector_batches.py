@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
+import asyncpg
+import pytest
 from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
 
 from contracts import JobEvent
+from foundation.db import DATABASE_OUTAGES
 from projections.projector import Projector, ProjectorConfig
 from tests.support.events import one_of_each
 from tests.support.records import RecordedDeadLetters, raw_record, record_of
@@ -61,3 +66,46 @@ async def test_a_clean_batch_lands_whole_and_twice_changes_nothing(pool, pg):
     assert await pg.fetch("SELECT * FROM jobs ORDER BY job_id") == first
     assert await pg.fetchval("SELECT kafka_offset FROM job_events WHERE event_id = $1", events[1].event_id) == 1
     assert await pg.fetchval("SELECT next_offset FROM projection_offsets WHERE partition = 3") == len(records)
+
+
+class _BrokenConnection:
+    """What a PostgreSQL restart left in the pool once: a connection whose protocol is stuck mid-operation."""
+
+    terminated = False
+
+    def transaction(self) -> None:
+        raise asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+
+    def terminate(self) -> None:
+        self.terminated = True
+
+
+class _PoolWithOneBrokenConnection:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self.broken = _BrokenConnection()
+        self._handed = False
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[object]:
+        if not self._handed:
+            self._handed = True
+            yield self.broken
+            return
+        async with self._pool.acquire() as conn:
+            yield conn
+
+
+async def test_regression_a_connection_broken_by_a_postgres_restart_stopped_the_projector(pool, pg):
+    """The fault campaign's PostgreSQL restart left a pooled connection whose BEGIN raised asyncpg's
+    InternalClientError, which the projector did not count as an outage: it exited and nothing more was
+    projected. Now the connection is closed, the error is an outage, and the batch lands on a fresh one."""
+    events = one_of_each("Applied after the restart.")
+    flaky = _PoolWithOneBrokenConnection(pool)
+    projector = Projector(CONFIG, flaky, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
+    batch = {TopicPartition(JOBS, 0): [of(e, 0, i) for i, e in enumerate(events[:2])]}
+    with pytest.raises(DATABASE_OUTAGES):  # what run() waits out and then applies again from the stored offsets
+        await projector.apply_batch(batch)
+    assert flaky.broken.terminated, "not handed out again"
+    await projector.apply_batch(batch)
+    assert await pg.fetchval("SELECT state FROM jobs WHERE job_id = $1", events[0].job_id) == "claimed"
