@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -33,6 +34,27 @@ def lag(env: dict[str, str]) -> tuple[int, list[dict]]:
     return done.returncode, json.loads(done.stdout)["groups"]
 
 
+def watch_two_samples(env: dict[str, str]) -> list[dict]:
+    """`voxlog lag --json` without --once: a line per sample until Ctrl-C, which ends it cleanly."""
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "voxlog.cli", "lag", "--json", "--interval", "0.3"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        lines = [json.loads(watcher.stdout.readline()) for _ in range(2)]
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=30) == 0, watcher.stderr.read() if watcher.stderr else ""
+        return lines
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+
+
 async def until_lag_served(client: httpx.AsyncClient, group: str) -> dict:
     deadline = time.monotonic() + 60
     while True:
@@ -57,6 +79,8 @@ async def test_lag_shows_the_synthesis_group_and_the_projector_caught_up_then_st
         synth = by_name[group]
         assert (synth["status"], synth["members"], synth["records"]) == ("OK", 1, 0)
         assert by_name[projector]["records"] == 0
+        live = await asyncio.to_thread(watch_two_samples, app.env)
+        assert [{g["group"] for g in sample["groups"]} for sample in live] == [set(by_name)] * 2
         served = await until_lag_served(client, synth["group"])
         assert served["status"] == "OK", "the API's monitor agrees"
         exported = (await client.get("/metrics")).text
