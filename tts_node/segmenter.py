@@ -17,6 +17,11 @@ Rules, applied in order (each level only to pieces still longer than
 3. Words: cut at whitespace and regrouped the same way.
 4. A single word still too long keeps its whole span but only its first
    ``max_tokens`` ids: the tail is not spoken.
+5. A quick start: the first segment ends at the first clause end (rule 2's
+   cuts) that has at least ``FIRST_CLAUSE_MIN_WORDS`` words before it, when the
+   first sentence has one. The first audio then waits for one clause's
+   synthesis, not a whole sentence's, as streaming TTS servers do; the clause's
+   own fall in pitch is the price, paid once per request.
 
 Spans exclude surrounding whitespace, so ``text[start:end]`` never starts or
 ends with it. Pieces with no ids (punctuation, emoji, ...) are dropped and the
@@ -34,6 +39,7 @@ Phonemize = Callable[[str], list[int]]
 Span = tuple[int, int]
 
 MAX_TOKENS = 510
+FIRST_CLAUSE_MIN_WORDS = 4
 
 _LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines() splits at
 _SENTENCE_END = re.compile(
@@ -47,13 +53,17 @@ _WORD = re.compile(r"\S+")
 _TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "sr", "jr", "mt", "vs"})
 
 
-def segment_text(text: str, phonemize: Phonemize, max_tokens: int = MAX_TOKENS) -> list[Segment]:
-    """Segments of ``text`` in order, each with 1..``max_tokens`` ids."""
+def segment_text(
+    text: str, phonemize: Phonemize, max_tokens: int = MAX_TOKENS, *, quick_start: bool = True
+) -> list[Segment]:
+    """Segments of ``text`` in order, each with 1..``max_tokens`` ids (rule 5 only with ``quick_start``)."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be at least 1")
     pieces: list[tuple[Span, list[int]]] = []
     for span in sentence_spans(text):
         pieces.extend(_fit(text, span, phonemize(_at(text, span)), phonemize, max_tokens, level=0))
+    if quick_start and pieces:
+        pieces[:1] = _first_clause(text, pieces[0], phonemize)
     return [
         Segment(index=i, start=s, end=e, text=text[s:e], token_ids=tuple(ids))
         for i, ((s, e), ids) in enumerate(p for p in pieces if p[1])
@@ -124,6 +134,18 @@ def _fit(
         group, group_ids = part, phonemize(_at(text, part))
     out.extend(_fit(text, group, group_ids, phonemize, max_tokens, level + 1))
     return out
+
+
+def _first_clause(text: str, piece: tuple[Span, list[int]], phonemize: Phonemize) -> list[tuple[Span, list[int]]]:
+    """The first piece as its first long-enough clause and the rest (rule 5), or as it was."""
+    clauses = _clause_spans(text, piece[0])
+    for clause in clauses[:-1]:
+        if len(_WORD.findall(_at(text, (piece[0][0], clause[1])))) >= FIRST_CLAUSE_MIN_WORDS:
+            head, rest = _strip(text, piece[0][0], clause[1]), _strip(text, clause[1], piece[0][1])
+            if head is None or rest is None:
+                break
+            return [(head, phonemize(_at(text, head))), (rest, phonemize(_at(text, rest)))]
+    return [piece]
 
 
 def _between(text: str, start: int, end: int, cuts: Iterable[int]) -> list[Span]:

@@ -15,8 +15,8 @@ def letters(text: str) -> list[int]:
     return [ord(c) % 177 + 1 for c in text if c.isalpha()]
 
 
-def texts(text: str, max_tokens: int = MAX_TOKENS) -> list[str]:
-    return [s.text for s in segment_text(text, letters, max_tokens)]
+def texts(text: str, max_tokens: int = MAX_TOKENS, *, quick_start: bool = False) -> list[str]:
+    return [s.text for s in segment_text(text, letters, max_tokens, quick_start=quick_start)]
 
 
 def test_spans_index_the_original_text():
@@ -63,13 +63,37 @@ def test_a_long_sentence_is_split_at_clauses_and_regrouped_greedily():
     clauses = [f"clause number {word} goes here," for word in ("one", "two", "three", "four", "five", "six")]
     text = " ".join(clauses)[:-1] + "."
     max_tokens = 50  # each clause has 22..24 letters: two fit, three do not
-    segments = segment_text(text, letters, max_tokens)
+    segments = segment_text(text, letters, max_tokens, quick_start=False)
     assert len(segments) == 3
     for s in segments:
         assert len(s.token_ids) <= max_tokens
         assert s.text[-1] in ",."
     for a, b in itertools.pairwise(segments):
         assert len(a.token_ids) + len(b.token_ids) > max_tokens  # greedy: neighbours could not merge
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "When the storm passed over the valley, the farmers counted their losses. Fields flooded, all of them.",
+            [
+                "When the storm passed over the valley,",
+                "the farmers counted their losses.",
+                "Fields flooded, all of them.",
+            ],
+        ),
+        ("Yes, it is. Fine.", ["Yes, it is.", "Fine."]),  # too short a clause to be worth its own call
+        ("Well, well, well, here we are again, old friend.", ["Well, well, well, here we are again,", "old friend."]),
+        (
+            "No clause ends in this sentence at all. Then one, here.",
+            ["No clause ends in this sentence at all.", "Then one, here."],
+        ),
+    ],
+)
+def test_the_first_segment_is_the_first_clause_of_four_words_or_more(text, expected):
+    assert texts(text, quick_start=True) == expected
+    assert " ".join(expected) == text
 
 
 def test_a_long_clause_is_split_at_words():
