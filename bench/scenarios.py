@@ -20,6 +20,7 @@ from bench.deploy import Deployment, System
 from bench.measure import Client, JobTiming, Submission, summarize
 from bench.profiles import Profile
 from bench.reference import EngineLoop
+from tts_node.segmenter import sentence_spans
 
 SYSTEMS: Final[tuple[System, ...]] = ("voxlog", "baseline")
 BENCH_ENGINE: Final = "bench-sleep"
@@ -245,10 +246,11 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
     quiet = await wait_quiet()
     out: dict[str, Any] = {"saturation": {"engine_alone": reference.saturation(paragraphs)}, "first_audio": {}}
     out["saturation"]["engine_alone"]["machine_busy_before"] = quiet
-    # The backlog's paragraph with the most segments: streaming matters most there (ties: the first
-    # in the corpus, whatever order the backlog took).
+    # The backlog's paragraph with the most sentences: streaming matters most there (ties: the first
+    # in the corpus, whatever order the backlog took). Counted in sentences, not segments, so that a
+    # change of the segmenter's rules does not change which paragraph is measured.
     in_backlog = [text for text in ctx.paragraphs if text in paragraphs]
-    streamed = max(in_backlog, key=lambda text: len(reference.engine.segment(text, reference.lang)))
+    streamed = max(in_backlog, key=lambda text: len(sentence_spans(text)))
     ctx.say("(f) engine alone: first segment of a paragraph")
     out["first_audio"]["engine_alone"] = reference.first_audio(streamed, p.first_audio_runs)
     out["first_audio"]["paragraph"] = streamed
