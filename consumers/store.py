@@ -7,8 +7,7 @@ Driver errors become :class:`LookupUnavailable`: the worker then does without
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 import asyncpg
@@ -16,17 +15,13 @@ import asyncpg
 from consumers.errors import LookupUnavailable
 from consumers.ports import CachedResult
 from contracts import SynthesisRequest
-from foundation.db import DATABASE_OUTAGES
+from foundation.db import reading
 
 QUERY_TIMEOUT_S = 5.0
 
 
-@asynccontextmanager
-async def _reading() -> AsyncIterator[None]:
-    try:
-        yield
-    except DATABASE_OUTAGES as exc:
-        raise LookupUnavailable(f"the projection cannot be read: {type(exc).__name__}: {exc}") from exc
+def _reading() -> AbstractAsyncContextManager[None]:
+    return reading("the projection", LookupUnavailable)
 
 
 class PostgresResultLookup:

@@ -12,8 +12,7 @@ whose view can disagree with the database the sweeper actually reads.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 import asyncpg
@@ -22,19 +21,15 @@ import structlog
 from consumers.errors import LookupUnavailable
 from consumers.sweeper import Claim
 from contracts import AudioRef
-from foundation.db import DATABASE_OUTAGES
+from foundation.db import DATABASE_OUTAGES, reading
 
 log = structlog.get_logger("voxlog.sweeper")
 LOCK_NAMESPACE: Final = 0x73776570  # "swep"
 QUERY_TIMEOUT_S: Final = 5.0
 
 
-@asynccontextmanager
-async def _reading() -> AsyncIterator[None]:
-    try:
-        yield
-    except DATABASE_OUTAGES as exc:
-        raise LookupUnavailable(f"the projection cannot be read: {type(exc).__name__}: {exc}") from exc
+def _reading() -> AbstractAsyncContextManager[None]:
+    return reading("the projection", LookupUnavailable)
 
 
 class PostgresSweeperStore:

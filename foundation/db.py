@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Final
 
 import asyncpg
@@ -24,6 +26,15 @@ DATABASE_OUTAGES: Final = (
     TimeoutError,
 )
 """What the driver raises while PostgreSQL is down, restarting or unreachable."""
+
+
+@asynccontextmanager
+async def reading(what: str, error: Callable[[str], Exception]) -> AsyncIterator[None]:
+    """An outage while reading ``what`` raised as the caller's own ``error`` (drivers' errors stop here)."""
+    try:
+        yield
+    except DATABASE_OUTAGES as exc:
+        raise error(f"cannot read {what} from PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
 
 async def open_pool(url: str, schema: str, min_size: int, max_size: int) -> asyncpg.Pool:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Final
 
 import asyncpg
 
-from foundation.db import DATABASE_OUTAGES
+from foundation.db import reading
 from producers.activity import activity
 from producers.errors import ProducerError
 
@@ -41,12 +40,8 @@ class EngineVoices:
     workers: int
 
 
-@asynccontextmanager
-async def _reading(what: str) -> AsyncIterator[None]:
-    try:
-        yield
-    except DATABASE_OUTAGES as exc:
-        raise ProjectionUnavailable(f"cannot read {what} from PostgreSQL: {type(exc).__name__}: {exc}") from exc
+def _reading(what: str) -> AbstractAsyncContextManager[None]:
+    return reading(what, ProjectionUnavailable)
 
 
 class ProjectionReader:
