@@ -175,6 +175,18 @@ class ReconnectingPublisher:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
 
+def bulk_reader(bootstrap_servers: str) -> AIOKafkaConsumer:
+    """A consumer of no group that reads a whole log (replay, archive): large fetches, as much per
+    partition as a fetch may bring, because the fetcher cannot ask for more while a batch is being used."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        group_id=None,
+        max_partition_fetch_bytes=32 * 1024 * 1024,
+        fetch_max_bytes=256 * 1024 * 1024,
+    )
+
+
 async def wait_for_partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float = 30.0) -> list[TopicPartition]:
     """The partitions of ``topic`` once metadata knows them (a just-created topic takes a moment)."""
     deadline = time.monotonic() + within_s

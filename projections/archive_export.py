@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import wait_for_partitions
+from foundation.kafka import bulk_reader, wait_for_partitions
 from projections.archive import MANIFEST, ArchivedRecord, ArchiveError, ArchiveFile, Manifest, write_file
 
 Buffers = dict[TopicPartition, list[ArchivedRecord]]
@@ -39,13 +39,7 @@ async def archive_before(
 ) -> ArchiveRun:
     """Copy every partition's records appended before ``before`` that the archive lacks."""
     manifest = await asyncio.to_thread(_open, directory, topic)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        group_id=None,
-        max_partition_fetch_bytes=32 * 1024 * 1024,
-        fetch_max_bytes=256 * 1024 * 1024,
-    )
+    consumer = bulk_reader(bootstrap)
     try:
         await consumer.start()
         written = await _copy(consumer, manifest, directory, before, per_file)

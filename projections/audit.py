@@ -180,7 +180,6 @@ def _end(attempt: AttemptRecord | None, event: JobEvent, how: str) -> None:
 
 def as_json(history: JobHistory) -> dict[str, Any]:
     """The history as JSON-ready values: what ``voxlog audit --json`` prints and the API returns."""
-    claims = {a.attempt: a for a in history.attempts.values()}
     return {
         "job_id": str(history.job_id),
         "fingerprint": history.fingerprint,
@@ -188,7 +187,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
         "attempt": history.status.attempt if history.status else None,
         "request": history.request.model_dump(mode="json") if history.request else None,
         "reused_from": str(history.reused_from) if history.reused_from else None,
-        "events": [_entry_json(entry, claims) for entry in history.entries],
+        "events": [_entry_json(entry, history.attempts) for entry in history.entries],
         "attempts": [
             {
                 "attempt": a.attempt,

@@ -14,7 +14,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -147,10 +147,14 @@ class LogAuditor:
         Its fingerprint's records appended up to ``moment`` are folded (``voxlog replay --until`` takes the
         same cut): a cache hit's audio belongs to another job of the same fingerprint.
         """
-        events = await self._events_of(job_id)
-        if events and events[0].event.fingerprint:
-            start = Whereabouts(events[0].event.fingerprint, events[0].position.partition, 0)
-            events = await self._reader.of_fingerprint(start.fingerprint, start)
+        where = await self._whereabouts(job_id)
+        if where is None:  # the projection does not know the job: its fingerprint is found in the log
+            mine = [e for e in await self._reader.of_job(job_id) if e.event.job_id == job_id]
+            if not mine:
+                return None
+            where = Whereabouts(mine[0].event.fingerprint, mine[0].position.partition, 0)
+        # From the partition's start: the job whose audio a cache hit reused came before it.
+        events = await self._reader.of_fingerprint(where.fingerprint, replace(where, first_offset=0))
         projection = Projection(self._ttl)
         for item in events:
             if item.appended_at <= moment:

@@ -64,47 +64,32 @@ async def replay_into(
     await migrate(conn, schema)
     started = time.monotonic()
     with collector_paused():
-        return await _rebuild(conn, schema, bootstrap, topics, cache_ttl, limit, progress, consumer, started, archive)
+        async with conn.transaction():
+            # job_events rows never change once made: they stream to the server while the log is still being
+            # folded (PostgreSQL parses them on another core), and the other tables follow at the end.
+            chunks: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)
 
+            async def stream() -> AsyncIterator[bytes]:
+                while (chunk := await chunks.get()) is not None:
+                    yield chunk
 
-async def _rebuild(
-    conn: asyncpg.Connection,
-    schema: str,
-    bootstrap: str,
-    topics: tuple[str, str],
-    cache_ttl: timedelta,
-    limit: Limit,
-    progress: Progress,
-    consumer: str,
-    started: float,
-    archive: Path | None,
-) -> ReplayStats:
-    async with conn.transaction():
-        # job_events rows never change once made: they stream to the server while the log is still being
-        # folded (PostgreSQL parses them on another core), and the other tables follow at the end.
-        chunks: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)
+            async def sink(rows: list[EventRow]) -> None:
+                await chunks.put(copy_text(rows, EventRow))
 
-        async def stream() -> AsyncIterator[bytes]:
-            while (chunk := await chunks.get()) is not None:
-                yield chunk
-
-        async def sink(rows: list[EventRow]) -> None:
-            await chunks.put(copy_text(rows, EventRow))
-
-        copying = asyncio.create_task(
-            conn.copy_to_table("job_events", source=stream(), schema_name=schema, columns=columns(EventRow))
-        )
-        try:
-            projection, records = await fold_log(
-                bootstrap, topics[0], topics[1], cache_ttl, limit, progress, sink, archive
+            copying = asyncio.create_task(
+                conn.copy_to_table("job_events", source=stream(), schema_name=schema, columns=columns(EventRow))
             )
-        finally:
-            await chunks.put(None)
-            await copying
-        read_s = time.monotonic() - started
-        await write(conn, schema, projection, consumer, events_written=True)
-    write_s = time.monotonic() - started - read_s
-    return ReplayStats(records, len(projection.events), len(projection.jobs), read_s, write_s)
+            try:
+                projection, records = await fold_log(
+                    bootstrap, topics[0], topics[1], cache_ttl, limit, progress, sink, archive
+                )
+            finally:
+                await chunks.put(None)
+                await copying
+            read_s = time.monotonic() - started
+            await write(conn, schema, projection, consumer, events_written=True)
+        write_s = time.monotonic() - started - read_s
+        return ReplayStats(records, len(projection.events), len(projection.jobs), read_s, write_s)
 
 
 async def verify_against_live(

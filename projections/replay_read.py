@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from contracts import DecodeError, decode_event, decode_node_event
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import RecordPosition, wait_for_partitions
+from foundation.kafka import RecordPosition, bulk_reader, wait_for_partitions
 from projections.archive import ArchiveError, Manifest, read_file
 from projections.errors import ProjectionError
 from projections.reducer import Applied, EventRow, Projection
@@ -73,14 +72,7 @@ async def fold_log(
     With ``archive``, each jobs partition is read from the archive first and then from the topic where the
     archive ends (:mod:`projections.archive`).
     """
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        group_id=None,
-        # Whole partitions per fetch: the fetcher cannot ask for more while a batch is being folded.
-        max_partition_fetch_bytes=32 * 1024 * 1024,
-        fetch_max_bytes=256 * 1024 * 1024,
-    )
+    consumer = bulk_reader(bootstrap)
     await consumer.start()
     try:
         try:
