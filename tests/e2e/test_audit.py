@@ -7,32 +7,22 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
+import uuid
 from datetime import datetime, timedelta
 
 import httpx
 
-from contracts import JobClaimed, JobCompleted, SegmentProduced, decode_event, derive_event_id
+from contracts import decode_event
 from foundation.kafka import KafkaEventPublisher
 from infra.processes import free_port, wait_gone
 from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.cli import voxlog
+from tests.support.events import late_work_of_a_dead_attempt
 from tests.support.kafka import read_to_end
 
 BENCH = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_BENCH_SYNTH_MS": "700"}
 TEXT = "One sentence here. Another one there. A third to close. And a fourth for luck."
-
-
-def audit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "voxlog.cli", "audit", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 async def wait_until(what: str, check, within_s: float = 120.0) -> None:
@@ -64,25 +54,9 @@ async def test_the_audit_of_a_job_killed_mid_synthesis_shows_both_attempts_and_t
         # its next segment, its completion, and a copy of its claim delivered twice.
         records = await read_to_end(topics.bootstrap, topics.jobs)
         events = [decode_event(r.value) for r in records]
-        claim = next(e for e in events if isinstance(e, JobClaimed) and e.attempt == 1)
-        segment = next(e for e in events if isinstance(e, SegmentProduced) and e.attempt == 1)
-        late_segment = segment.model_copy(
-            update={
-                "event_id": derive_event_id(segment.job_id, "SegmentProduced", 1, 99),
-                "payload": segment.payload.model_copy(update={"index": 99}),
-            }
-        )
-        late_completion = JobCompleted(
-            event_id=derive_event_id(segment.job_id, "JobCompleted", 1),
-            job_id=segment.job_id,
-            fingerprint=segment.fingerprint,
-            attempt=1,
-            occurred_at=segment.occurred_at + timedelta(seconds=1),
-            producer=segment.producer,
-            payload={"segment_count": 100, "total_duration_ms": 1},
-        )
+        late = late_work_of_a_dead_attempt(events, uuid.UUID(job_id), index=99)
         async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
-            for event in (late_segment, late_completion, claim):
+            for event in late:
                 await publisher.publish(event)
 
         async def all_projected() -> bool:
@@ -135,18 +109,18 @@ async def test_the_audit_of_a_job_killed_mid_synthesis_shows_both_attempts_and_t
     assert "as of" in before.json()["detail"]
     assert unknown.status_code == 404
 
-    report = await asyncio.to_thread(audit, app.env, job_id)
+    report = await asyncio.to_thread(voxlog, app.env, "audit", job_id)
     assert report.returncode == 0, report.stdout + report.stderr
     assert "fenced: terminal: job already completed" in report.stdout
     assert "taken over by attempt 2" in report.stdout
     assert "duplicate: repeats" in report.stdout
-    as_json = await asyncio.to_thread(audit, app.env, job_id, "--json")
+    as_json = await asyncio.to_thread(voxlog, app.env, "audit", job_id, "--json")
     assert json.loads(as_json.stdout) == history, "the CLI and the API tell the same history"
     unreachable = {**app.env, "VOXLOG_DATABASE_URL": f"postgresql://voxlog@127.0.0.1:{free_port()}/voxlog"}
-    without_db = await asyncio.to_thread(audit, unreachable, job_id, "--json")
+    without_db = await asyncio.to_thread(voxlog, unreachable, "audit", job_id, "--json")
     assert without_db.returncode == 0, without_db.stderr
     assert json.loads(without_db.stdout) == history, "PostgreSQL down: every partition is read instead"
-    listing = await asyncio.to_thread(audit, app.env, "--fingerprint", history["fingerprint"])
+    listing = await asyncio.to_thread(voxlog, app.env, "audit", "--fingerprint", history["fingerprint"])
     assert listing.returncode == 0, listing.stderr
     assert job_id in listing.stdout
     assert "1 job(s)" in listing.stdout

@@ -4,11 +4,9 @@ shows is the lag `voxlog lag --json` reports."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.apps import AppStack, start_pipeline, wait_for_job
+from tests.support.cli import lag_once
 
 BENCH = {
     "VOXLOG_ENGINE": "bench-sleep",
@@ -66,18 +65,6 @@ async def figures(url: str) -> Figures:
     return parsed
 
 
-def lag_json(env: dict[str, str]) -> dict[str, dict]:
-    done = subprocess.run(
-        [sys.executable, "-m", "voxlog.cli", "lag", "--once", "--json", "--interval", "0.5"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return {g["group"]: g for g in json.loads(done.stdout)["groups"]}
-
-
 async def until(what: str, check, within_s: float = 90.0) -> None:
     deadline = time.monotonic() + within_s
     while not await check():
@@ -116,7 +103,7 @@ async def test_the_dashboard_shows_live_figures_and_the_same_lag_as_voxlog_lag(a
             print((await client.get("/v1/lag")).text)
             print(app.log("api")[-3000:])
             raise
-    reported = await asyncio.to_thread(lag_json, app.env)
+    _, reported = await asyncio.to_thread(lag_once, app.env)
     shown = await figures(page)
     # VOXLOG_DASHBOARD_SCREENSHOT (an absolute path) keeps the picture, as docs/dashboard.png was made.
     screenshot = Path(os.environ.get("VOXLOG_DASHBOARD_SCREENSHOT", tmp_path / "dashboard.png"))

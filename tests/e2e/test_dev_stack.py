@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -13,23 +11,12 @@ from contracts import decode_event
 from foundation.kafka import KafkaEventPublisher
 from infra.processes import wait_gone
 from projections.migrations import drop_schema
+from tests.support.cli import voxlog
 from tests.support.events import one_of_each
 from tests.support.kafka import read_topic
 from tests.support.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def voxlog(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI of this checkout (not of whichever checkout the venv was installed from)."""
-    return subprocess.run(
-        [sys.executable, "-m", "voxlog.cli", *args],
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):

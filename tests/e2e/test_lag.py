@@ -12,6 +12,7 @@ import time
 import httpx
 
 from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.cli import ROOT, lag_once
 
 BENCH = {
     "VOXLOG_ENGINE": "bench-sleep",
@@ -21,24 +22,11 @@ BENCH = {
 }
 
 
-def lag(env: dict[str, str]) -> tuple[int, list[dict]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "voxlog.cli", "lag", "--once", "--json", "--interval", "0.5"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr
-    return done.returncode, json.loads(done.stdout)["groups"]
-
-
 def watch_two_samples(env: dict[str, str]) -> list[dict]:
     """`voxlog lag --json` without --once: a line per sample until Ctrl-C, which ends it cleanly."""
     watcher = subprocess.Popen(
         [sys.executable, "-m", "voxlog.cli", "lag", "--json", "--interval", "0.3"],
-        env=env,
+        env={**env, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -73,9 +61,8 @@ async def test_lag_shows_the_synthesis_group_and_the_projector_caught_up_then_st
         for i in range(3):
             job = (await client.post("/v1/jobs", json={"text": f"Lag check {i}.", "voice": voices[0]})).json()
             await wait_for_job(client, job["job_id"])
-        code, groups = await asyncio.to_thread(lag, app.env)
-        assert code == 0, groups
-        by_name = {g["group"]: g for g in groups}
+        code, by_name = await asyncio.to_thread(lag_once, app.env)
+        assert code == 0, by_name
         synth = by_name[group]
         assert (synth["status"], synth["members"], synth["records"]) == ("OK", 1, 0)
         assert by_name[projector]["records"] == 0
@@ -99,8 +86,7 @@ async def test_lag_shows_the_synthesis_group_and_the_projector_caught_up_then_st
         while not await projected():
             assert time.monotonic() < deadline, "the owed jobs were never projected"
             await asyncio.sleep(0.1)
-        code, groups = await asyncio.to_thread(lag, app.env)
-    by_name = {g["group"]: g for g in groups}
+        code, by_name = await asyncio.to_thread(lag_once, app.env)
     synth = by_name[group]
     assert code == 1, "a group that is not OK"
     assert (synth["status"], synth["members"]) == ("STOP", 0)

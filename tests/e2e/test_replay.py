@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import uuid
 
 import asyncpg
@@ -13,19 +11,9 @@ import httpx
 from contracts import utc_now
 from projections.migrations import drop_schema
 from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.cli import voxlog
 
 BENCH = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_BENCH_SYNTH_MS": "5"}
-
-
-def replay(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "voxlog.cli", "replay", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 async def submit(client: httpx.AsyncClient, texts: list[str]) -> list[dict]:
@@ -43,12 +31,12 @@ async def test_replay_rebuilds_the_live_projection_as_of_now_and_as_of_a_time(ap
             late = await submit(client, [f"Late job {i % 3}." for i in range(9)])  # duplicates: some coalesce
         assert {job["state"] for job in early + late} == {"completed"}
 
-        checked = await asyncio.to_thread(replay, app.env, "--into", rebuilt[0], "--verify")
+        checked = await asyncio.to_thread(voxlog, app.env, "replay", "--into", rebuilt[0], "--verify")
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert "no difference" in checked.stdout
         assert "job_events.recorded_at (when the projector wrote the row)" in checked.stdout, "ignored columns named"
 
-        as_of = await asyncio.to_thread(replay, app.env, "--into", rebuilt[1], "--until", moment.isoformat())
+        as_of = await asyncio.to_thread(voxlog, app.env, "replay", "--into", rebuilt[1], "--until", moment.isoformat())
         assert as_of.returncode == 0, as_of.stdout + as_of.stderr
         conn = await asyncpg.connect(stack.database_url)
         try:
@@ -60,12 +48,12 @@ async def test_replay_rebuilds_the_live_projection_as_of_now_and_as_of_a_time(ap
             )
         finally:
             await conn.close()
-        drifted = await asyncio.to_thread(replay, app.env, "--into", rebuilt[2], "--verify")
+        drifted = await asyncio.to_thread(voxlog, app.env, "replay", "--into", rebuilt[2], "--verify")
         assert drifted.returncode == 1
         assert f"jobs {late[0]['job_id']}: state: 'failed' live, 'completed' rebuilt" in drifted.stdout
         assert "1 difference(s)" in drifted.stdout
 
-        refused = await asyncio.to_thread(replay, app.env, "--into", rebuilt[1])
+        refused = await asyncio.to_thread(voxlog, app.env, "replay", "--into", rebuilt[1])
         assert refused.returncode == 2
         assert f"schema {rebuilt[1]} already holds a projection" in refused.stderr
     finally:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -12,17 +10,7 @@ import asyncpg
 import httpx
 
 from tests.support.apps import start_pipeline, wait_for_job
-
-
-def verify(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "voxlog.cli", "verify", "--settled", "--wait", "60"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+from tests.support.cli import voxlog
 
 
 async def test_verify_is_clean_after_real_work_and_names_each_broken_invariant(apps, stack, schema):
@@ -34,7 +22,7 @@ async def test_verify_is_clean_after_real_work_and_names_each_broken_invariant(a
         jobs = [await wait_for_job(client, r.json()["job_id"]) for r in responses]
     assert {job["state"] for job in jobs} == {"completed"}
 
-    clean = await asyncio.to_thread(verify, app.env)
+    clean = await asyncio.to_thread(voxlog, app.env, "verify", "--settled", "--wait", "60")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "3 jobs (3 completed)" in clean.stdout
     assert "FAIL" not in clean.stdout
@@ -47,7 +35,7 @@ async def test_verify_is_clean_after_real_work_and_names_each_broken_invariant(a
         await conn.close()
     await asyncio.to_thread(Path(unquote(urlparse(uri).path)).unlink)
 
-    broken = await asyncio.to_thread(verify, app.env)
+    broken = await asyncio.to_thread(voxlog, app.env, "verify", "--settled", "--wait", "60")
     assert broken.returncode == 1
     fold, audio = (line for line in broken.stdout.splitlines() if line.startswith("FAIL"))
     assert fold == (

@@ -17,18 +17,20 @@ import json
 import os
 import shutil
 import signal
+import uuid
 from datetime import timedelta
 
 import asyncpg
 import httpx
 
-from contracts import JobClaimed, JobCompleted, SegmentProduced, decode_event, derive_event_id, utc_now
+from contracts import decode_event, utc_now
 from foundation.kafka import KafkaEventPublisher
 from infra.processes import wait_gone
 from projections.archive_export import archive_before
 from projections.migrations import drop_schema, migrate_database
 from projections.rebuild import write
 from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.events import late_work_of_a_dead_attempt
 from tests.support.fixture_log import EXPECTED, FIXTURE, dump_tables, fold_archive
 from tests.support.kafka import read_to_end
 
@@ -70,26 +72,9 @@ async def test_write_the_v1_fixture_log(apps, topics, stack):
         await wait_for_job(client, killed["job_id"], 180)
 
     events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
-    mine = [e for e in events if str(e.job_id) == str(killed["job_id"])]
-    claim = next(e for e in mine if isinstance(e, JobClaimed) and e.attempt == 1)
-    segment = next(e for e in mine if isinstance(e, SegmentProduced) and e.attempt == 1)
-    late = segment.model_copy(
-        update={
-            "event_id": derive_event_id(segment.job_id, "SegmentProduced", 1, 4),
-            "payload": segment.payload.model_copy(update={"index": 4}),
-        }
-    )
-    completion = JobCompleted(
-        event_id=derive_event_id(segment.job_id, "JobCompleted", 1),
-        job_id=segment.job_id,
-        fingerprint=segment.fingerprint,
-        attempt=1,
-        occurred_at=segment.occurred_at + timedelta(seconds=2),
-        producer=segment.producer,
-        payload={"segment_count": 5, "total_duration_ms": 1},
-    )
+    late = late_work_of_a_dead_attempt(events, uuid.UUID(killed["job_id"]), index=4)
     async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
-        for event in (late, completion, claim):
+        for event in late:
             await publisher.publish(event)
 
     shutil.rmtree(FIXTURE, ignore_errors=True)

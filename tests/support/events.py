@@ -123,3 +123,26 @@ def node_announced(worker_id: str = "w-test", engine: str = "kokoro-onnx", devic
             started_at=T0,
         ),
     )
+
+
+def late_work_of_a_dead_attempt(events: list[JobEvent], job_id: uuid.UUID, index: int) -> list[JobEvent]:
+    """What attempt 1 of ``job_id`` sends when it comes back after being taken over (a worker cut off by a
+    network partition): its segment ``index``, its completion, and its claim once more (a producer's retry)."""
+    claim = next(e for e in events if isinstance(e, JobClaimed) and e.job_id == job_id and e.attempt == 1)
+    segment = next(e for e in events if isinstance(e, SegmentProduced) and e.job_id == job_id and e.attempt == 1)
+    late_segment = segment.model_copy(
+        update={
+            "event_id": derive_event_id(job_id, "SegmentProduced", 1, index),
+            "payload": segment.payload.model_copy(update={"index": index}),
+        }
+    )
+    completion = JobCompleted(
+        event_id=derive_event_id(job_id, "JobCompleted", 1),
+        job_id=job_id,
+        fingerprint=segment.fingerprint,
+        attempt=1,
+        occurred_at=segment.occurred_at + timedelta(seconds=1),
+        producer=segment.producer,
+        payload=JobCompletedPayload(segment_count=index + 1, total_duration_ms=1),
+    )
+    return [late_segment, completion, claim]
