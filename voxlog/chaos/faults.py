@@ -75,6 +75,31 @@ async def _settle(
     return result
 
 
+Inject = Callable[[Deployment], Awaitable[None]]
+"""A fault, done to a deployment under load; it returns once the fault is lifted."""
+
+
+async def _under_load(
+    stack: DevStack,
+    home: Path,
+    result: FaultResult,
+    env: dict[str, str],
+    jobs: int,
+    inject: Inject,
+    text: str = TEXT,
+) -> FaultResult:
+    """Two workers and a steady load; the fault one second in; then the jobs it caught, and verify."""
+    async with Deployment(stack, home, env) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(jobs), text, rate=20))
+        await asyncio.sleep(1.0)
+        in_flight = await d.in_flight()
+        await inject(d)
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
 async def worker_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("worker SIGKILL x3", f"two workers; three SIGKILLs during {sizes.kill_jobs} jobs")
     async with (
@@ -97,56 +122,37 @@ async def worker_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult
 
 async def worker_stop(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("worker SIGSTOP / SIGCONT", "a worker stopped past its session timeout, then continued")
-    async with (
-        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "150"}) as d,
-        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
-    ):
-        await d.add_workers(2)
-        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), "Job {n}. Its second sentence.", 20))
-        await asyncio.sleep(1.5)
-        in_flight = await d.in_flight()
+
+    async def stop_and_continue(d: Deployment) -> None:
+        await asyncio.sleep(0.5)
         d.signal("worker-0", signal.SIGSTOP)
         await asyncio.sleep(14)  # aiokafka's session timeout (10 s) passes: the group moves its partitions
         d.signal("worker-0", signal.SIGCONT)  # its late events of the attempts it held are fenced
-        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
-        await load
-        return await _settle(d, client, result, in_flight, lifted)
+
+    env = {"VOXLOG_BENCH_SYNTH_MS": "150"}
+    return await _under_load(stack, home, result, env, sizes.jobs, stop_and_continue, "Job {n}. Its second sentence.")
 
 
 async def broker_kill(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("broker SIGKILL", "the Kafka broker killed during load, started again 5 s later")
-    async with (
-        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
-        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
-    ):
-        await d.add_workers(2)
-        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
-        await asyncio.sleep(1.0)
-        in_flight = await d.in_flight()
+
+    async def kill_and_restart(_: Deployment) -> None:
         stack.kill_broker()
         await asyncio.sleep(5)
         await stack.start_broker()
-        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
-        await load
-        return await _settle(d, client, result, in_flight, lifted)
+
+    return await _under_load(stack, home, result, {"VOXLOG_BENCH_SYNTH_MS": "20"}, sizes.jobs, kill_and_restart)
 
 
 async def postgres_restart(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("PostgreSQL stop / start", "PostgreSQL stopped during load, started again 5 s later")
-    async with (
-        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
-        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
-    ):
-        await d.add_workers(2)
-        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
-        await asyncio.sleep(1.0)
-        in_flight = await d.in_flight()
+
+    async def stop_and_start(_: Deployment) -> None:
         await asyncio.to_thread(stack.stop_postgres)
         await asyncio.sleep(5)
         await stack.start_postgres()
-        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
-        await load
-        return await _settle(d, client, result, in_flight, lifted)
+
+    return await _under_load(stack, home, result, {"VOXLOG_BENCH_SYNTH_MS": "20"}, sizes.jobs, stop_and_start)
 
 
 async def hung_engine(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
@@ -173,33 +179,23 @@ async def hung_engine(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
 
 async def blob_writes_fail(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("blob store refuses writes", "the blob directory unusable for 5 s during load")
-    engine = {"VOXLOG_BENCH_SYNTH_MS": "20", "VOXLOG_MAX_ATTEMPTS": "8", "VOXLOG_RETRY_BASE_DELAY_S": "1"}
-    async with Deployment(stack, home, engine) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
-        await d.add_workers(2)
-        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
-        await asyncio.sleep(1.0)
-        in_flight = await d.in_flight()
+
+    async def unusable_for_a_while(d: Deployment) -> None:
         away = d.blob_dir.with_name("blobs.away")
         d.blob_dir.rename(away)
         d.blob_dir.write_text("not a directory: an unmounted volume, a full disk")
         await asyncio.sleep(5)
         d.blob_dir.unlink()
         away.rename(d.blob_dir)
-        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
-        await load
-        return await _settle(d, client, result, in_flight, lifted)
+
+    engine = {"VOXLOG_BENCH_SYNTH_MS": "20", "VOXLOG_MAX_ATTEMPTS": "8", "VOXLOG_RETRY_BASE_DELAY_S": "1"}
+    return await _under_load(stack, home, result, engine, sizes.jobs, unusable_for_a_while)
 
 
 async def poison_records(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("poison records", "undecodable records in the middle of the jobs topic's partitions")
-    async with (
-        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
-        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
-    ):
-        await d.add_workers(2)
-        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), TEXT, rate=20))
-        await asyncio.sleep(1.0)
-        in_flight = await d.in_flight()
+
+    async def poison(d: Deployment) -> None:
         producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
         await producer.start()
         try:
@@ -208,9 +204,8 @@ async def poison_records(stack: DevStack, home: Path, sizes: Sizes) -> FaultResu
                 await producer.send_and_wait(d.topics.jobs_topic, b"{not json", partition=partition, headers=headers)
         finally:
             await producer.stop()
-        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
-        await load
-        return await _settle(d, client, result, in_flight, lifted)
+
+    return await _under_load(stack, home, result, {"VOXLOG_BENCH_SYNTH_MS": "20"}, sizes.jobs, poison)
 
 
 async def retry_exhaustion(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
