@@ -384,10 +384,12 @@ METHOD = """\
   pooled connections whose statements asyncpg prepares once. It validates
   requests with voxlog's code and drives the same engine objects, FIFO, WAV
   encoding and blob store.
-- **The benchmark engine** `bench-sleep` sleeps a fixed time per segment (0,
-  100 or 200 ms) and returns one second of tone; it exists for these
-  benchmarks only and is never a default. Scenarios (c) and (f) use the real
-  kokoro-onnx int8 model.
+- **The benchmark engine** `bench-sleep` splits text as the real engines do
+  (one character standing in for one phoneme id), sleeps a fixed time per
+  segment (0, 100 or 200 ms; no scenario here adds a time per character) and
+  returns a tone about as long as the segment would take to say; it exists
+  for these benchmarks only and is never a default. Scenarios (c) and (f) use
+  the real kokoro-onnx int8 model.
 - **Clocks.** Submission time is the client's clock before the HTTP request;
   "visible" is the commit time of the row the API reads
   (`track_commit_timestamp`), never earlier than the answer to the

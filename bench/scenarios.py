@@ -49,10 +49,11 @@ class Context:
         return Deployment(system, self.bootstrap, self.database_url, self.home, env, drop_data=self.drop_data)
 
     def texts(self, tag: str, count: int) -> list[str]:
-        """``count`` distinct one-sentence texts (distinct fingerprints: nothing coalesces by accident;
-        one sentence: one segment, one engine call, as the bench-sleep engine splits sentences)."""
+        """``count`` distinct one-segment texts (distinct fingerprints: nothing coalesces by accident;
+        one segment, one engine call). The tag goes in brackets, not after a comma: bench-sleep
+        segments as the real engines do, and a comma after four words would be the quick-start cut."""
         base = [text.rstrip(".!?") for text in self.short_texts]
-        return [f"{base[i % len(base)]}, take {tag} {i}." for i in range(count)]
+        return [f"{base[i % len(base)]} (take {tag} {i})." for i in range(count)]
 
 
 async def _voice(d: Deployment) -> str:

@@ -171,6 +171,12 @@ class EngineSettings(_Settings):
     bench_synth_ms: float = Field(
         0.0, ge=0, description="Benchmarks only: milliseconds the bench-sleep engine sleeps per segment."
     )
+    bench_ms_per_char: float = Field(
+        0.0,
+        ge=0,
+        description="Benchmarks only: milliseconds bench-sleep sleeps per character of a segment, on top of"
+        " VOXLOG_BENCH_SYNTH_MS (a segment's synthesis time grows with its text, as a model's does).",
+    )
     bench_fault: str = Field(
         "", description="Fault tests only: hang:TEXT or fail:TEXT makes bench-sleep hang on, or fail, such segments."
     )

@@ -46,6 +46,7 @@ def load_engine(
     model_dir: Path | None = None,
     voices_dir: Path | None = None,
     bench_synth_ms: float = 0.0,
+    bench_ms_per_char: float = 0.0,
     bench_fault: str = "",
 ) -> Engine:
     """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings.
@@ -53,8 +54,8 @@ def load_engine(
     ``kokoro-onnx`` uses ``cache_dir`` (assembled weights) and ``voices_dir``
     (extra voice packs); ``kokoro`` reads ``model_dir`` (config.json, the .pth
     weights, voices/*.pt), or the local Hugging Face cache when it is None.
-    ``bench-sleep`` sleeps ``bench_synth_ms`` per segment (benchmarks only; ``bench_fault`` is for
-    fault tests: see :mod:`tts_node.bench_sleep`).
+    ``bench-sleep`` sleeps ``bench_synth_ms`` per segment plus ``bench_ms_per_char`` per character
+    of it (benchmarks only; ``bench_fault`` is for fault tests: see :mod:`tts_node.bench_sleep`).
     """
     if name not in ENGINES:
         raise TtsNodeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
@@ -64,7 +65,7 @@ def load_engine(
     if name == "bench-sleep":
         from tts_node.bench_sleep import BenchSleepEngine
 
-        return BenchSleepEngine(bench_synth_ms, device=device, fault=bench_fault)
+        return BenchSleepEngine(bench_synth_ms, device=device, fault=bench_fault, ms_per_char=bench_ms_per_char)
     if name == "kokoro":
         from tts_node.kokoro_torch import KokoroTorchEngine
 

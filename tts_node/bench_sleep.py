@@ -3,9 +3,21 @@
 It stands in for a model of known speed (zero: pure orchestration cost; 200
 ms: a GPU node) so benchmarks measure what surrounds synthesis. It is never a
 default: it runs only when ``VOXLOG_ENGINE=bench-sleep`` is set on purpose.
-Its audio is a quiet tone whose pitch depends on the text, so that segments
-differ and the blob store writes each one, as it would for speech. Text is
-split into sentences, one segment each, as the real engines split it.
+
+Text is split as the real engines split it, by ``tts_node.segmenter`` (the
+same sentences, the same quick-start first clause, the same packing into
+segments of at most ``MAX_TOKENS`` ids), except that one character stands in
+for one phoneme id: a piece with no letter or digit has no ids and is dropped,
+as a real engine drops punctuation or emoji. Segment sizes therefore match the
+real engine's only up to that approximation (English runs roughly one phoneme
+id per character), but a long document becomes many segments as it would there.
+
+``synthesize`` sleeps ``synth_ms`` per segment (a fixed cost per model call)
+plus ``ms_per_char`` per character of the segment (the cost that grows with
+the text), and returns a quiet tone about as long as the segment would take to
+say (``CHARS_PER_AUDIO_S`` characters a second at speed 1, at least
+``MIN_AUDIO_S``). The tone's pitch depends on the text, so that segments
+differ and the blob store writes each one, as it would for speech.
 
 For fault tests only, ``fault`` makes a segment misbehave: ``hang:TEXT``
 never returns from a segment containing TEXT (a hung engine), ``fail:TEXT``
@@ -16,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import threading
 import time
 
@@ -24,22 +35,39 @@ import numpy as np
 
 from tts_node.engine import Audio, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError
+from tts_node.segmenter import MAX_TOKENS, segment_text
 
 NAME = "bench-sleep"
 SAMPLE_RATE = 24_000
-AUDIO_S = 1.0
+CHARS_PER_AUDIO_S = 15.0  # about how fast English is read aloud, in characters a second
+MIN_AUDIO_S = 0.25
 LANGUAGES = ("en-us", "en-gb")
 VOICES = ("bench_tone",)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _FAULTS = ("hang", "fail")
 
 
-class BenchSleepEngine:
-    """One segment per sentence; ``synthesize`` sleeps ``synth_ms`` and returns one second of tone."""
+def char_ids(piece: str) -> list[int]:
+    """The stand-in phonemizer: one id per character, none for a piece with no letter or digit."""
+    if not any(c.isalnum() for c in piece):
+        return []
+    return [ord(c) for c in piece]
 
-    def __init__(self, synth_ms: float = 0.0, device: str = "cpu", fault: str = "") -> None:
+
+def audio_seconds(text: str, speed: float = 1.0) -> float:
+    """How long the tone for ``text`` lasts: about as long as reading it aloud at ``speed``."""
+    return max(MIN_AUDIO_S, len(text) / CHARS_PER_AUDIO_S / speed)
+
+
+class BenchSleepEngine:
+    """Segments like the real engines; ``synthesize`` sleeps ``synth_ms + ms_per_char * len(text)``."""
+
+    def __init__(
+        self, synth_ms: float = 0.0, device: str = "cpu", fault: str = "", *, ms_per_char: float = 0.0
+    ) -> None:
         if not (math.isfinite(synth_ms) and synth_ms >= 0):
             raise ValueError("synth_ms must be a finite number >= 0")
+        if not (math.isfinite(ms_per_char) and ms_per_char >= 0):
+            raise ValueError("ms_per_char must be a finite number >= 0")
         kind, _, marker = fault.partition(":")
         if fault and (kind not in _FAULTS or not marker):
             raise ValueError(f"fault must be hang:TEXT or fail:TEXT, not {fault!r}")
@@ -47,15 +75,18 @@ class BenchSleepEngine:
         self.hung = threading.Event()  # set once a call hangs (so a test knows without waiting)
         self._unhang = threading.Event()  # nothing sets it but release_hung: a hung call stays hung
         self._synth_s = synth_ms / 1000
+        self._s_per_char = ms_per_char / 1000
+        # Without a per-character cost the version is what it always was, so that existing
+        # fingerprints, consumer groups and benchmark results keep meaning the same engine.
+        version = f"sleep-{synth_ms:g}ms" + (f"-{ms_per_char:g}mspc" if ms_per_char else "")
         self._info = EngineInfo(
             name=NAME,
-            model_version=f"sleep-{synth_ms:g}ms",
+            model_version=version,
             sample_rate=SAMPLE_RATE,
             voices=VOICES,
             languages=LANGUAGES,
             device=device,
         )
-        self._t = np.arange(int(SAMPLE_RATE * AUDIO_S), dtype=np.float32) / SAMPLE_RATE
 
     def release_hung(self) -> None:
         """Let hung calls return (tests clean up with it; nothing in a process calls it)."""
@@ -66,29 +97,33 @@ class BenchSleepEngine:
         return self._info
 
     def segment(self, text: str, lang: str) -> list[Segment]:
+        """Segments of ``text`` as ``tts_node.segmenter`` cuts them, one id per character."""
         if lang not in LANGUAGES:
             raise EngineInputError(f"lang {lang!r} is not supported; use one of: {', '.join(LANGUAGES)}")
-        if not text.strip():
-            raise EngineInputError("the text has nothing to speak")
-        segments: list[Segment] = []
-        start = 0
-        for sentence in _SENTENCE_END.split(text):
-            start = text.index(sentence, start)
-            segments.append(Segment(len(segments), start, start + len(sentence), sentence, ()))
-            start += len(sentence)
+        segments = segment_text(text, char_ids, MAX_TOKENS)
+        if not segments:
+            raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
         return segments
+
+    def seconds_for(self, segment: Segment) -> float:
+        """How long ``synthesize`` sleeps for ``segment``."""
+        return self._synth_s + self._s_per_char * len(segment.text)
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         if voice not in VOICES:
             raise EngineInputError(f"voice {voice!r} is unknown; known voices: {', '.join(VOICES)}")
+        if not (math.isfinite(speed) and speed > 0):
+            raise EngineInputError(f"speed must be a finite number > 0, not {speed!r}")
         if self._fault is not None and self._fault[1] in segment.text:
             if self._fault[0] == "hang":
                 self.hung.set()
                 self._unhang.wait()  # what a wedged driver call looks like
                 raise EngineFailure("released from a hang")
             raise EngineFailure(f"bench-sleep fault on {segment.text!r}")
-        if self._synth_s:
-            time.sleep(self._synth_s)
+        seconds = self.seconds_for(segment)
+        if seconds > 0:
+            time.sleep(seconds)
         digest = hashlib.blake2b(segment.text.encode(), digest_size=4).digest()
         pitch = 200.0 + int.from_bytes(digest, "big") % 400 + speed
-        return (0.1 * np.sin(2 * np.pi * pitch * self._t)).astype(np.float32)
+        t = np.arange(round(SAMPLE_RATE * audio_seconds(segment.text, speed)), dtype=np.float32) / SAMPLE_RATE
+        return (0.1 * np.sin(2 * np.pi * pitch * t)).astype(np.float32)
