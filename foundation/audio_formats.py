@@ -13,11 +13,36 @@ a file that says 48000 Hz.
 
 Ogg (Vorbis and Opus) bytes differ from call to call even for the same
 samples: libsndfile gives every Ogg stream a random serial number.
+
+Streaming (``STREAMABLE``): a job's audio can be sent segment by segment as
+``stream_header(fmt, rate)`` followed by one ``encode_chunk`` per segment,
+for ``pcm`` (the raw samples), ``wav`` (a header whose sizes say "unknown",
+then raw samples) and ``mp3`` (each segment's MPEG frames).
+
+A separately encoded MP3 starts with a Xing/Info frame (LAME's tag: this
+file's frame count, encoder delay and padding; these encodes carry no ID3
+tag). Concatenated, a decoder that trusts the first tag (libsndfile, through
+mpg123) stops after the first segment; ffmpeg happens to read on. So
+``encode_chunk`` sends only the audio frames (``mp3_audio_frames`` drops the
+Xing/Info frame, and ID3 tags should there be any), and encodes at a constant
+bitrate: without the tag, a decoder that
+needs the length (libsndfile, players showing a duration) estimates it from
+the first frame's bitrate, which is wrong for VBR (libsndfile then reads 0.35
+s of a 1.5 s stream). The price is that decoders no longer trim LAME's delay
+and padding: each segment gains about 50 to 100 ms of silence (1105 samples
+at its start, under a frame at its end). Whole files (``encode``) stay VBR
+with their tag.
+
+``flac``, ``ogg`` and ``opus`` do not stream this way: each encode is a whole
+stream with its own headers (FLAC: STREAMINFO, frame numbers from 0; Ogg: a
+new logical stream, a "chain" that libsndfile, among other decoders, does not
+read past), so they are served whole.
 """
 
 from __future__ import annotations
 
 import io
+import struct
 from types import MappingProxyType
 from typing import Final
 
@@ -60,6 +85,13 @@ def _available() -> MappingProxyType[str, tuple[str, str, str]]:
 
 
 _FORMATS: Final = _available()
+
+# libsndfile's compression level for streamed mp3, which is constant bitrate: 64 kbit/s at 16 to
+# 24 kHz, 128 kbit/s at 44.1 and 48 kHz (libsndfile 1.2 rounds 0.62 to 0.65 to these).
+_MP3_STREAM_LEVEL: Final = 0.63
+
+# Formats whose per-segment encodes, after stream_header, concatenate into one playable stream.
+STREAMABLE: Final = frozenset({"pcm", "wav", "mp3"} & set(_FORMATS))
 
 
 class UnsupportedAudio(FoundationError):
@@ -107,12 +139,116 @@ def resample(samples: Samples, src_rate: int, dst_rate: int) -> Samples:
 def encode(samples: Samples, src_rate: int, fmt: str, rate: int) -> bytes:
     """Mono ``samples`` at ``src_rate`` as a ``fmt`` file (or raw stream) at ``rate``."""
     fmt, rate = check(fmt, rate)
+    return _encode(samples, src_rate, fmt, rate)
+
+
+def _encode(samples: Samples, src_rate: int, fmt: str, rate: int, *, constant_bitrate: bool = False) -> bytes:
     container, subtype, _ = _FORMATS[fmt]
     # Clip after resampling: the filter overshoots near full scale, and PCM would wrap.
     audio = np.clip(resample(samples, src_rate, rate), -1.0, 1.0)
     buffer = io.BytesIO()
-    sf.write(buffer, audio, rate, format=container, subtype=subtype, endian=_endian(fmt))
+    # soundfile applies a bitrate mode only together with a compression level.
+    mode, level = ("CONSTANT", _MP3_STREAM_LEVEL) if constant_bitrate else (None, None)
+    sf.write(
+        buffer,
+        audio,
+        rate,
+        format=container,
+        subtype=subtype,
+        endian=_endian(fmt),
+        compression_level=level,
+        bitrate_mode=mode,
+    )
     return buffer.getvalue()
+
+
+def streamable(fmt: str) -> bool:
+    """Whether ``fmt`` can be sent segment by segment (``stream_header``, then ``encode_chunk`` each)."""
+    return _check_format(fmt) in STREAMABLE
+
+
+def stream_header(fmt: str, rate: int) -> bytes:
+    """What a stream of ``fmt`` at ``rate`` starts with, before its first chunk: for ``wav`` a 16-bit
+    mono header whose sizes say "unknown" (0xFFFFFFFF), as streaming players expect; else nothing."""
+    fmt, rate = check(fmt, rate)
+    if fmt != "wav":
+        return b""
+    unknown = 0xFFFFFFFF
+    return (
+        b"RIFF"
+        + struct.pack("<I", unknown)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+        + b"data"
+        + struct.pack("<I", unknown)
+    )
+
+
+def encode_chunk(samples: Samples, src_rate: int, fmt: str, rate: int) -> bytes:
+    """Mono ``samples`` as one piece of a ``fmt`` stream at ``rate``: pieces concatenated after
+    ``stream_header(fmt, rate)`` play as one file. ``UnsupportedAudio`` for a format that cannot stream."""
+    fmt, rate = check(fmt, rate)
+    if fmt not in STREAMABLE:
+        streamable_ones = ", ".join(f for f in _FORMATS if f in STREAMABLE)
+        raise UnsupportedAudio(f"{fmt} cannot be streamed segment by segment; streamable: {streamable_ones}")
+    if fmt == "mp3":
+        return mp3_audio_frames(_encode(samples, src_rate, "mp3", rate, constant_bitrate=True))
+    return _encode(samples, src_rate, "pcm", rate)  # wav's samples follow its header as raw pcm
+
+
+# MPEG audio Layer III: kbit/s by bitrate index, and Hz by sample rate index, per MPEG version.
+_MP3_KBPS: Final = {
+    1: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
+    2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),
+}
+_MP3_HZ: Final = {3: (44100, 48000, 32000), 2: (22050, 24000, 16000), 0: (11025, 12000, 8000)}  # 0: MPEG 2.5
+
+
+def _mp3_frame(data: bytes, at: int) -> tuple[int, int] | None:
+    """``(length, offset of a Xing/Info tag)`` of the Layer III frame at ``at``, or None if none starts there."""
+    if at + 4 > len(data) or data[at] != 0xFF or data[at + 1] & 0xE0 != 0xE0:
+        return None
+    version, layer = (data[at + 1] >> 3) & 3, (data[at + 1] >> 1) & 3
+    bitrate_index, rate_index = data[at + 2] >> 4, (data[at + 2] >> 2) & 3
+    if version == 1 or layer != 1 or bitrate_index in (0, 15) or rate_index == 3:
+        return None  # reserved version, not Layer III, free or bad bitrate, reserved rate
+    kbps = _MP3_KBPS[1 if version == 3 else 2][bitrate_index]
+    hz = _MP3_HZ[version][rate_index]
+    padding = (data[at + 2] >> 1) & 1
+    length = (144 if version == 3 else 72) * kbps * 1000 // hz + padding
+    mono = data[at + 3] >> 6 == 3
+    side_info = (17 if mono else 32) if version == 3 else (9 if mono else 17)
+    crc = 0 if data[at + 1] & 1 else 2
+    return length, at + 4 + crc + side_info
+
+
+def _id3v2_length(data: bytes, at: int) -> int:
+    if data[at : at + 3] != b"ID3" or at + 10 > len(data):
+        return 0
+    size = 0
+    for byte in data[at + 6 : at + 10]:  # "syncsafe": 7 bits a byte
+        size = (size << 7) | (byte & 0x7F)
+    footer = 10 if data[at + 5] & 0x10 else 0
+    return 10 + size + footer
+
+
+def mp3_audio_frames(data: bytes) -> bytes:
+    """The audio frames of MP3 file ``data``, without its ID3 tags and its Xing/Info (or VBRI) frame:
+    bytes that can follow or precede other such bytes in one stream. Bytes after the last frame that
+    are not a tag are kept as they are (decoders skip what is not a frame)."""
+    at = _id3v2_length(data, 0)
+    frames: list[bytes] = []
+    first = True
+    while (frame := _mp3_frame(data, at)) is not None and at + frame[0] <= len(data):
+        length, tag_at = frame
+        is_info = data[tag_at : tag_at + 4] in (b"Xing", b"Info") or data[at + 36 : at + 40] == b"VBRI"
+        if not (first and is_info):
+            frames.append(data[at : at + length])
+        first = False
+        at += length
+    rest = data[at:]
+    id3v1 = len(rest) == 128 and rest[:3] == b"TAG"
+    return b"".join(frames) + (b"" if id3v1 or _id3v2_length(rest, 0) == len(rest) else rest)
 
 
 def _check_format(fmt: str) -> str:

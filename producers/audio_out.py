@@ -12,7 +12,7 @@ import numpy as np
 
 from contracts import AudioRef
 from foundation.audio import decode_audio
-from foundation.audio_formats import encode
+from foundation.audio_formats import encode, encode_chunk
 from foundation.blobs import BlobStore
 
 
@@ -72,6 +72,16 @@ async def segments_as_they_appear(
 
 async def pcm_stream(blobs: BlobStore, segments: AsyncIterator[dict[str, Any]], rate: int) -> AsyncIterator[bytes]:
     """Raw 16-bit pcm at ``rate``, one chunk per segment as ``segments`` yields them."""
+    async for chunk in audio_stream(blobs, segments, "pcm", rate):
+        yield chunk
+
+
+async def audio_stream(
+    blobs: BlobStore, segments: AsyncIterator[dict[str, Any]], fmt: str, rate: int
+) -> AsyncIterator[bytes]:
+    """One piece of a ``fmt`` stream at ``rate`` per segment, as ``segments`` yields them; after
+    ``stream_header(fmt, rate)`` they play as one file (``fmt`` must be streamable, see
+    foundation.audio_formats)."""
     async for segment in segments:
         samples, source_rate = await segment_samples(blobs, segment)
-        yield await asyncio.to_thread(encode, samples, source_rate, "pcm", rate)
+        yield await asyncio.to_thread(encode_chunk, samples, source_rate, fmt, rate)

@@ -1,12 +1,25 @@
 """POST /v1/audio/speech, compatible with OpenAI's speech API.
 
 The request becomes an ordinary job (same validation, fingerprint, cache and
-log); the handler waits for it, up to VOXLOG_SPEECH_TIMEOUT_S, and answers
-with the audio. ``stream_format="sse"`` streams OpenAI's
-``speech.audio.delta`` events, and ``stream_format="audio"`` with ``pcm`` or
-``wav`` streams the body, as segments are projected. Errors use OpenAI's
-shape: ``{"error": {"message", "type", "param", "code"}}``. ``instructions``
-is accepted and ignored (Kokoro has no steering prompt).
+log). Like OpenAI's endpoint and Kokoro-FastAPI, the answer streams by
+default: the body (chunked, with the format's Content-Type) grows segment by
+segment as the projection shows them, for every format that can be sent that
+way (``foundation.audio_formats.STREAMABLE``: ``pcm``; ``wav`` with a header
+whose sizes say "unknown"; ``mp3`` as constant-bitrate frames without
+per-segment LAME tags). ``flac``, ``ogg`` and ``opus`` cannot be joined from
+per-segment encodes, so they are answered whole once the job completes, as is
+any format when the request says ``"stream": false`` (Kokoro-FastAPI's
+field). ``stream_format="audio"`` (OpenAI's default) is the same raw body;
+``stream_format="sse"`` streams OpenAI's ``speech.audio.delta`` events, each
+a whole file of one segment. Either way the handler waits for the job up to
+VOXLOG_SPEECH_TIMEOUT_S.
+
+What goes wrong before the first audio is an HTTP error (the job failed, did
+not finish in time, its status or first segment cannot be read); a job that
+fails after some audio cuts the body off instead of ending it as if whole.
+Errors use OpenAI's shape: ``{"error": {"message", "type", "param",
+"code"}}``. ``instructions`` is accepted and ignored (Kokoro has no steering
+prompt).
 """
 
 from __future__ import annotations
@@ -14,21 +27,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import struct
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any, Final, Literal
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Final, Literal, TypeVar
 
 from litestar import Request, Response, post
 from litestar.exceptions import SerializationException
 from litestar.response import ServerSentEvent, Stream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from foundation.audio_formats import encode, media_type
+from foundation.audio_formats import encode, media_type, stream_header, streamable
 from foundation.blobs import BlobNotFound
 from foundation.errors import BrokerUnavailable
-from producers.audio_out import StreamEnd, pcm_stream, render, segment_samples, segments_as_they_appear
+from producers.audio_out import StreamEnd, audio_stream, render, segment_samples, segments_as_they_appear
 from producers.deps import ApiDeps, deps_of
 from producers.errors import ProducerError
 from producers.queries import ProjectionUnavailable
@@ -38,6 +50,8 @@ OPENAI_VOICES: Final = frozenset(
     {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"}
 )
 OPENAI_MODELS: Final = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts"})
+
+T = TypeVar("T")
 
 
 class SpeechRequest(BaseModel):
@@ -50,6 +64,8 @@ class SpeechRequest(BaseModel):
     response_format: str = "mp3"
     speed: float = 1.0
     stream_format: Literal["sse", "audio"] | None = None
+    # Kokoro-FastAPI's switch: false answers with the whole file once the job completes.
+    stream: bool = True
 
 
 def openai_error(status: int, message: str, *, param: str | None = None, code: str | None = None) -> Response[Any]:
@@ -85,6 +101,10 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
     if engine is None and speech.model not in OPENAI_MODELS:
         known = ", ".join(sorted(OPENAI_MODELS | {e.engine for e in engines}))
         return openai_error(400, f"model {speech.model!r} is unknown; use one of: {known}", param="model")
+    if speech.stream_format == "sse" and not speech.stream:
+        return openai_error(
+            400, 'stream_format "sse" streams; it cannot be combined with "stream": false', param="stream"
+        )
     voices = next((e.voices for e in engines if e.engine == (engine or deps.limits.default_engine)), ())
     body = JobRequest(
         text=speech.input,
@@ -107,14 +127,8 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
     fmt, rate = body.format.strip().lower(), body.sample_rate
     if speech.stream_format == "sse":
         return ServerSentEvent(_sse(deps, accepted.job_id, fmt, rate))
-    if speech.stream_format == "audio" and fmt in {"pcm", "wav"}:
-        end = StreamEnd()
-        segments = _segments_as_projected(deps, accepted.job_id, end)
-        first = await anext(segments, None)
-        if first is None:  # the job ended without audio, or not in time: the status can still say so
-            return _stream_failed(accepted.job_id, end)
-        body_chunks = _raw_stream(deps, fmt, rate, _chain(first, segments), end)
-        return Stream(body_chunks, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(accepted.job_id)})
+    if speech.stream and streamable(fmt):
+        return await _streamed(deps, accepted.job_id, fmt, rate)
     try:
         job = await _wait_finished(deps, accepted.job_id)
     except ProjectionUnavailable as exc:
@@ -145,10 +159,31 @@ def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID, end: StreamEnd) -> 
     return segments_as_they_appear(lambda: deps.reader.job(job_id), deps.stream_poll_s, deps.speech_timeout_s, end)
 
 
-async def _chain(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    yield first
-    async for segment in rest:
-        yield segment
+async def _streamed(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> Response[Any] | Stream:
+    """The body as segments are projected. It starts only once the first segment is encoded, so that
+    what fails before any audio still gets its status code."""
+    end = StreamEnd()
+    segments = _segments_as_projected(deps, job_id, end)
+    try:
+        first = await anext(segments, None)
+    except ProjectionUnavailable as exc:
+        return openai_error(503, f"job {job_id} was accepted, but its status cannot be read: {exc}")
+    if first is None:  # the job ended without audio, or not in time: the status can still say so
+        return _stream_failed(job_id, end)
+    chunks = _raw_stream(deps, fmt, rate, _chain([first], segments), end)
+    try:
+        # The header, if the format has one, then the first segment's audio.
+        opening = [await anext(chunks) for _ in range(2 if stream_header(fmt, rate) else 1)]
+    except (BlobNotFound, ValueError) as exc:
+        return openai_error(500, f"audio of job {job_id} is gone: {exc}")
+    return Stream(_chain(opening, chunks), media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(job_id)})
+
+
+async def _chain(first: Iterable[T], rest: AsyncIterator[T]) -> AsyncIterator[T]:
+    for item in first:
+        yield item
+    async for item in rest:
+        yield item
 
 
 def _stream_failed(job_id: uuid.UUID, end: StreamEnd) -> Response[Any]:
@@ -165,9 +200,9 @@ class StreamBroken(ProducerError):
 async def _raw_stream(
     deps: ApiDeps, fmt: str, rate: int, segments: AsyncIterator[dict[str, Any]], end: StreamEnd
 ) -> AsyncIterator[bytes]:
-    if fmt == "wav":
-        yield _streaming_wav_header(rate)
-    async for chunk in pcm_stream(deps.blobs, segments, rate):
+    if header := stream_header(fmt, rate):
+        yield header
+    async for chunk in audio_stream(deps.blobs, segments, fmt, rate):
         yield chunk
     if not end.completed:
         # Headers and audio are out: what is left is to not end the body as if it were whole. The
@@ -189,16 +224,3 @@ async def _sse(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIt
         code = "timeout" if end.state == "timeout" else "job_failed"
         error = {"message": f"job {job_id}: {end.error or end.state}", "type": "server_error", "code": code}
         yield json.dumps({"type": "error", "job_id": str(job_id), "error": error})
-
-
-def _streaming_wav_header(rate: int) -> bytes:
-    """A 16-bit mono WAV header whose sizes say "unknown" (0xFFFFFFFF), as streaming players expect."""
-    unknown = 0xFFFFFFFF
-    return (
-        b"RIFF"
-        + struct.pack("<I", unknown)
-        + b"WAVEfmt "
-        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
-        + b"data"
-        + struct.pack("<I", unknown)
-    )

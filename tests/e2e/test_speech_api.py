@@ -113,3 +113,73 @@ async def test_regression_a_stream_of_a_failed_job_ends_with_an_error_not_done(a
     events = [json.loads(line[len("data: ") :]) for line in sse.text.splitlines() if line.startswith("data: ")]
     assert [e["type"] for e in events] == ["error"]
     assert events[-1]["error"]["code"] == "job_failed"
+
+
+async def test_the_openai_client_gets_mp3_streamed_by_default_and_whole_with_stream_false(apps):
+    """The official client sends no stream_format: the mp3 comes chunked, segment by segment, and decodes
+    to every segment (not only the first, as joined per-segment files did); "stream": false is one file."""
+    app, voices = await start_pipeline(apps)
+    client = openai.AsyncOpenAI(base_url=f"{app.api}/v1", api_key="sk-not-needed", max_retries=0, timeout=180)
+    text = "The first sentence is here. A second one follows it. And a third one ends it."
+    async with client.audio.speech.with_streaming_response.create(
+        model="tts-1", voice=voices[0], input=text
+    ) as streamed:
+        assert streamed.headers["content-type"].startswith("audio/mpeg")
+        assert "content-length" not in streamed.headers
+        job_id = streamed.headers["x-voxlog-job-id"]
+        mp3 = b"".join([chunk async for chunk in streamed.iter_bytes()])
+    async with httpx.AsyncClient(base_url=app.api, timeout=180) as http:
+        job = await wait_for_job(http, job_id)
+        assert job["state"] == "completed"
+        segments = job["segments"]
+        assert len(segments) >= 2
+        spoken_s = sum(s["duration_ms"] for s in segments) / 1000
+        decoded, rate = sf.read(io.BytesIO(mp3), dtype="float32")
+        assert rate == 24000
+        # Each streamed segment keeps the encoder's delay (1105 samples) and padding (under a 576-sample frame).
+        assert spoken_s - 0.05 <= len(decoded) / rate <= spoken_s + len(segments) * (1105 + 576) / rate
+
+        whole = await http.post(
+            "/v1/audio/speech", json={"model": "tts-1", "voice": voices[0], "input": text, "stream": False}
+        )
+        assert whole.status_code == 200, whole.text
+        assert int(whole.headers["content-length"]) == len(whole.content)
+        samples, whole_rate = sf.read(io.BytesIO(whole.content), dtype="float32")
+        assert len(samples) / whole_rate == pytest.approx(spoken_s, abs=0.05)
+
+
+async def test_wav_and_pcm_stream_by_default_and_flac_comes_whole(apps):
+    app, voices = await start_pipeline(apps)
+    body = {"model": "tts-1", "voice": voices[0], "input": "One sentence here. Another sentence there."}
+    async with httpx.AsyncClient(base_url=app.api, timeout=180) as client:
+        wav = await client.post("/v1/audio/speech", json={**body, "response_format": "wav"})
+        assert wav.status_code == 200, wav.text
+        assert "content-length" not in wav.headers
+        assert wav.content[4:8] == b"\xff\xff\xff\xff", "a streamed WAV's sizes say unknown"
+        samples, rate = sf.read(io.BytesIO(wav.content), dtype="float32")
+        assert rate == 24000
+        job = await wait_for_job(client, wav.headers["x-voxlog-job-id"])
+        assert len(samples) / rate == pytest.approx(job["total_duration_ms"] / 1000, abs=0.05)
+
+        pcm = await client.post("/v1/audio/speech", json={**body, "response_format": "pcm"})
+        assert pcm.status_code == 200, pcm.text
+        assert "content-length" not in pcm.headers
+        pcm_job = await wait_for_job(client, pcm.headers["x-voxlog-job-id"])
+        assert len(pcm.content) / 2 / 24000 == pytest.approx(pcm_job["total_duration_ms"] / 1000, abs=0.05)
+
+        flac = await client.post("/v1/audio/speech", json={**body, "response_format": "flac"})
+        assert flac.status_code == 200, flac.text
+        assert int(flac.headers["content-length"]) == len(flac.content), "flac cannot stream: one whole file"
+        flac_samples, flac_rate = sf.read(io.BytesIO(flac.content), dtype="float32")
+        flac_job = await wait_for_job(client, flac.headers["x-voxlog-job-id"])
+        assert len(flac_samples) / flac_rate == pytest.approx(flac_job["total_duration_ms"] / 1000, abs=0.05)
+
+
+async def test_a_default_request_that_fails_before_any_audio_gets_an_http_error(apps):
+    app, voices = await start_pipeline(apps)
+    async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
+        response = await client.post(
+            "/v1/audio/speech", json={"model": "tts-1", "voice": voices[0], "input": "\U0001f389\U0001f680"}
+        )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "input_rejected"
