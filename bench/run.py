@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from bench.cpu import descendants
 from bench.deploy import ROOT
@@ -70,7 +70,12 @@ def _service_pids(stack: DevStack) -> dict[str, list[int]]:
     return {"kafka": [kafka] if kafka else [], "postgres": descendants(postmaster) if postmaster else []}
 
 
-async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str, Any]:
+SCENARIO_GROUPS: Final = ("throughput", "coalescing", "scale_out", "real_model", "replay")
+
+
+async def run(
+    quick: bool, corpus: Path, home: Path, say: Progress, only: frozenset[str] = frozenset(SCENARIO_GROUPS)
+) -> dict[str, Any]:
     profile = QUICK if quick else FULL
     stack = _stack(home)
     say(f"starting Kafka and PostgreSQL under {home}")
@@ -92,13 +97,18 @@ async def run(quick: bool, corpus: Path, home: Path, say: Progress) -> dict[str,
         )
         results: dict[str, Any] = {"profile": profile.name, "environment": await describe(ROOT, stack.database_url)}
         results["warm_up"] = await warm_up(ctx)
-        results["scenarios"] = {
-            **(await light_and_throughput(ctx)),
-            "coalescing": await coalescing(ctx),
-            "scale_out": await scale_out(ctx),
-            **(await saturation_and_first_audio(ctx, EngineLoop(engine))),
-            "replay": await replay_speed(ctx),
-        }
+        scenarios: dict[str, Any] = {}
+        if "throughput" in only:
+            scenarios.update(await light_and_throughput(ctx))
+        if "coalescing" in only:
+            scenarios["coalescing"] = await coalescing(ctx)
+        if "scale_out" in only:
+            scenarios["scale_out"] = await scale_out(ctx)
+        if "real_model" in only:
+            scenarios.update(await saturation_and_first_audio(ctx, EngineLoop(engine)))
+        if "replay" in only:
+            scenarios["replay"] = await replay_speed(ctx)
+        results["scenarios"] = scenarios
         results["profile_sizes"] = profile.__dict__
         results["duration_s"] = time.monotonic() - say.started
         return results
@@ -114,8 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--docs", type=Path, default=None, help="where to write benchmarks.md and plots (default: docs/ for full runs)"
     )
     parser.add_argument("--render", type=Path, default=None, help="only render the docs from this results JSON")
+    parser.add_argument(
+        "--only",
+        default=",".join(SCENARIO_GROUPS),
+        help=f"comma-separated scenario groups to run, of {', '.join(SCENARIO_GROUPS)} (default: all); a partial "
+        "run writes its results JSON but never the docs",
+    )
     args = parser.parse_args(argv)
-    docs = args.docs or (None if args.quick else ROOT / "docs")
+    only = frozenset(args.only.split(","))
+    if unknown := only - set(SCENARIO_GROUPS):
+        parser.error(f"unknown scenario group(s): {', '.join(sorted(unknown))}")
+    partial = only != set(SCENARIO_GROUPS)
+    docs = args.docs or (None if args.quick or partial else ROOT / "docs")
     if args.render is not None:
         results = json.loads(args.render.read_text())
     else:
@@ -123,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = Path(os.environ.get("VOXLOG_BENCH_HOME", default_state_root() / "bench"))
         if home.exists():
             shutil.rmtree(home)  # every run starts from empty data: no warm caches from the last one
-        results = asyncio.run(run(args.quick, corpus, home, Progress()))
+        results = asyncio.run(run(args.quick, corpus, home, Progress(), only))
         out = (
             ROOT
             / "bench"

@@ -25,19 +25,24 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
-from contracts import DecodeError, JobEvent, decode_event, decode_node_event
+from contracts import DecodeError, JobEvent, NodeAnnounced, NodeEvent, NodeHeartbeat, decode_event, decode_node_event
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition
 from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
 from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
 from projections.apply import Outcome, apply_job_event, apply_node_event
+from projections.batch_apply import apply_job_events
 from projections.errors import ProjectionGap
 from projections.observed import observe
 
 log = structlog.get_logger("voxlog.projector")
 
 _OUTAGES: Final = (*DATABASE_OUTAGES, KafkaError, BrokerUnavailable)
+_REFUSALS: Final = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
+_NODE_EVENTS: Final = (NodeAnnounced, NodeHeartbeat)
+_Decoded = tuple[ConsumerRecord, JobEvent | NodeEvent]
+_Apply = Callable[[asyncpg.Connection, list[_Decoded]], Awaitable[list[tuple[JobEvent, Outcome]]]]
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
 """Port: keeps a record the projector cannot decode or apply, with the reason, and goes on."""
 
@@ -135,43 +140,72 @@ class Projector:
             self._consumer.seek(tp, position)
 
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        """Apply ``batch`` in one transaction with the offsets past it: set-based, or record by record
+        (each in a savepoint) when the tables refuse something in it, so that only that record is dead-lettered.
+        """
         started = time.monotonic()
-        seen: list[tuple[JobEvent, Outcome]] = []
-        async with self._pool.acquire() as conn, _replaced_if_broken(conn), conn.transaction():
-            for tp, records in batch.items():
-                for record in records:
-                    if (outcome := await self._apply_record(conn, record)) is not None:
-                        seen.append(outcome)
-                await conn.execute(
-                    "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
-                    " VALUES ($1, $2, $3, $4, now()) ON CONFLICT (consumer, topic, partition)"
-                    " DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
-                    self.config.name,
-                    tp.topic,
-                    tp.partition,
-                    records[-1].offset + 1,
-                )
+        decoded: list[_Decoded] = []
+        for records in batch.values():
+            for record in records:
+                try:
+                    if record.topic == self.config.nodes_topic:
+                        decoded.append((record, decode_node_event(record.value)))
+                    else:
+                        decoded.append((record, decode_event(record.value)))
+                except DecodeError as exc:
+                    await self._reject(record, str(exc))
+        try:
+            seen = await self._in_transaction(batch, self._set_based, decoded)
+        except _REFUSALS as exc:
+            log.info("the tables refused a record; applying its batch record by record", error=str(exc))
+            seen = await self._in_transaction(batch, self._one_by_one, decoded)
         # Counted once the batch is committed: a batch applied again after a failure counts once.
         PROJECTOR_BATCH_SECONDS.observe(time.monotonic() - started)
         PROJECTOR_BATCH_RECORDS.observe(sum(len(records) for records in batch.values()))
         observe(seen)
 
-    async def _apply_record(self, conn: asyncpg.Connection, record: ConsumerRecord) -> tuple[JobEvent, Outcome] | None:
-        """Apply one record; the job event and what became of it (None: a node event, or a rejected record)."""
-        at = RecordPosition(record.topic, record.partition, record.offset)
-        seen = None
-        try:
-            async with conn.transaction():  # a savepoint: one bad event must not sink the batch
-                if record.topic == self.config.nodes_topic:
-                    await apply_node_event(conn, decode_node_event(record.value))
-                else:
-                    event = decode_event(record.value)
-                    seen = (event, await apply_job_event(conn, event, at, self.config.cache_ttl))
-            self.applied += 1
-        except DecodeError as exc:
-            await self._reject(record, str(exc))
-        except (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError) as exc:
-            await self._reject(record, f"cannot apply: {exc}")
+    async def _in_transaction(
+        self, batch: dict[TopicPartition, list[ConsumerRecord]], apply: _Apply, decoded: list[_Decoded]
+    ) -> list[tuple[JobEvent, Outcome]]:
+        async with self._pool.acquire() as conn, _replaced_if_broken(conn), conn.transaction():
+            seen = await apply(conn, decoded)
+            tps = list(batch)
+            await conn.execute(
+                "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
+                " SELECT $1, * , now() FROM unnest($2::text[], $3::int[], $4::bigint[])"
+                " ON CONFLICT (consumer, topic, partition)"
+                " DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
+                self.config.name,
+                [tp.topic for tp in tps],
+                [tp.partition for tp in tps],
+                [batch[tp][-1].offset + 1 for tp in tps],
+            )
+        return seen
+
+    async def _set_based(self, conn: asyncpg.Connection, decoded: list[_Decoded]) -> list[tuple[JobEvent, Outcome]]:
+        jobs: list[tuple[JobEvent, RecordPosition]] = []
+        for record, event in decoded:
+            if isinstance(event, _NODE_EVENTS):
+                await apply_node_event(conn, event)
+            else:
+                jobs.append((event, RecordPosition(record.topic, record.partition, record.offset)))
+        seen = await apply_job_events(conn, jobs, self.config.cache_ttl)
+        self.applied += len(decoded)
+        return seen
+
+    async def _one_by_one(self, conn: asyncpg.Connection, decoded: list[_Decoded]) -> list[tuple[JobEvent, Outcome]]:
+        seen: list[tuple[JobEvent, Outcome]] = []
+        for record, event in decoded:
+            at = RecordPosition(record.topic, record.partition, record.offset)
+            try:
+                async with conn.transaction():  # a savepoint: one bad event must not sink the batch
+                    if isinstance(event, _NODE_EVENTS):
+                        await apply_node_event(conn, event)
+                    else:
+                        seen.append((event, await apply_job_event(conn, event, at, self.config.cache_ttl)))
+                self.applied += 1
+            except _REFUSALS as exc:
+                await self._reject(record, f"cannot apply: {exc}")
         return seen
 
     async def _reject(self, record: ConsumerRecord, reason: str) -> None:

@@ -153,6 +153,24 @@ def as_record(row: object) -> tuple[object, ...]:
     return getter(row)
 
 
+def event_row(event: JobEvent, at: RecordPosition) -> EventRow:
+    """The ``job_events`` row of ``event``, read at ``at``."""
+    return EventRow(
+        event.event_id,
+        event.job_id,
+        event.fingerprint,
+        event.type,
+        event.schema_version,
+        event.attempt,
+        event.occurred_at,
+        f"{event.producer.service}/{event.producer.instance}",
+        at.topic,
+        at.partition,
+        at.offset,
+        event.payload.model_dump_json(),
+    )
+
+
 class Applied(StrEnum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"  # this event id was applied before: nothing happens
@@ -182,20 +200,11 @@ class Projection:
         self.offsets[(at.topic, at.partition)] = at.offset + 1
         if event.event_id in self.events:
             return Applied.DUPLICATE
-        self.events[event.event_id] = EventRow(
-            event.event_id,
-            event.job_id,
-            event.fingerprint,
-            event.type,
-            event.schema_version,
-            event.attempt,
-            event.occurred_at,
-            f"{event.producer.service}/{event.producer.instance}",
-            at.topic,
-            at.partition,
-            at.offset,
-            event.payload.model_dump_json(),
-        )
+        self.events[event.event_id] = event_row(event, at)
+        return self.fold(event)
+
+    def fold(self, event: JobEvent) -> Applied | Fenced:
+        """Change the tables as ``event``, an event not seen before, does (its ``job_events`` row aside)."""
         row = self.jobs.get(event.job_id)
         outcome = transition(JobStatus(JobState(row.state), row.attempt) if row else None, event)
         if isinstance(outcome, Fenced):

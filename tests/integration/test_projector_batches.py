@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -10,11 +11,14 @@ import asyncpg
 import pytest
 from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from contracts import JobEvent
+from contracts import JobEvent, decode_event
 from foundation.db import DATABASE_OUTAGES
 from projections.projector import Projector, ProjectorConfig
 from tests.support.events import one_of_each
+from tests.support.job_logs import realistic_logs
 from tests.support.records import RecordedDeadLetters, raw_record, record_of
 
 JOBS = "jobs"
@@ -109,3 +113,41 @@ async def test_regression_a_connection_broken_by_a_postgres_restart_stopped_the_
     assert flaky.broken.terminated, "not handed out again"
     await projector.apply_batch(batch)
     assert await pg.fetchval("SELECT state FROM jobs WHERE job_id = $1", events[0].job_id) == "claimed"
+
+
+async def _tables(pg: asyncpg.Connection) -> dict[str, list[dict[str, object]]]:
+    """Every projected row; ``recorded_at`` left out (the time of the insert, not something the log says)."""
+    return {
+        table: [{k: v for k, v in r.items() if k != "recorded_at"} for r in await pg.fetch(f"SELECT * FROM {table}")]
+        for table in ("jobs", "segments", "job_events", "result_cache")
+    }
+
+
+def _sorted(tables: dict[str, list[dict[str, object]]]) -> dict[str, list[str]]:
+    return {table: sorted(map(repr, rows)) for table, rows in tables.items()}
+
+
+@given(events=realistic_logs(), cuts=st.lists(st.integers(0, 200), max_size=4))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+async def test_set_based_batches_write_what_the_per_event_statements_write(pool, pg, monkeypatch, events, cuts):
+    """The set-based path, in batches of random sizes, ends with the same rows as the per-event statements
+    (the fallback for a batch with a refused record), and a clean batch never runs those statements."""
+    records = [of(e, 0, i) for i, e in enumerate(events)]
+    await pg.execute("TRUNCATE jobs, segments, job_events, result_cache, projection_offsets")
+    per_event = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
+    decoded = [(record, decode_event(record.value)) for record in records]
+    await per_event._in_transaction({TopicPartition(JOBS, 0): records}, per_event._one_by_one, decoded)
+    reference = _sorted(await _tables(pg))
+
+    await pg.execute("TRUNCATE jobs, segments, job_events, result_cache, projection_offsets")
+    with monkeypatch.context() as patched:
+        patched.setattr("projections.projector.apply_job_event", _refuse)
+        projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
+        bounds = sorted({0, len(records), *(c % (len(records) + 1) for c in cuts)})
+        for start, end in itertools.pairwise(bounds):
+            await projector.apply_batch({TopicPartition(JOBS, 0): records[start:end]})
+    assert _sorted(await _tables(pg)) == reference
+
+
+def _refuse(*_: object) -> None:
+    raise AssertionError("the per-event statements ran for a clean batch")
