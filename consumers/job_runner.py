@@ -24,7 +24,7 @@ import structlog
 from consumers.activity import Activity
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
-from consumers.ports import AudioSink, CachedResult, EventLog, SpeechEngine
+from consumers.ports import Acknowledgement, AudioSink, CachedResult, EventLog, SpeechEngine
 from contracts import (
     JobClaimed,
     JobClaimedPayload,
@@ -120,6 +120,8 @@ class JobRunner:
         self._worker_id = worker_id
         self._retry = retry
         self._call = call
+        # The attempt's events handed to the log and not yet acknowledged, in order (see _emit).
+        self._pending: list[tuple[JobEvent, Acknowledgement]] = []
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         result: T = await self._call(fn, *args)
@@ -146,7 +148,7 @@ class JobRunner:
             model_version=description.model_version,
             host=self._host,
         )
-        await self._emit(record, JobClaimed, job, number, claim)
+        await self._emit(record, JobClaimed, job, number, claim, settle=False)
         if number == 1 and job.submitted_at is not None:
             JOB_PHASE_SECONDS.labels("queued").observe(max((utc_now() - job.submitted_at).total_seconds(), 0.0))
         self.activity.begin(job.job_id, job.fingerprint, number, len(attempt.request.text))
@@ -162,6 +164,11 @@ class JobRunner:
                 code = "engine_error" if isinstance(exc, TransientEngineError) else "storage_error"
                 return await self._fail(record, job, number, code, str(exc), number)
             return await self._release(record, job, number, "transient", str(exc), backoff=True)
+        except asyncio.CancelledError:
+            raise  # the watchdog gives the job back (abandon), and records what the attempt sent
+        except BaseException:
+            self._discard_pending()  # the worker tries the record again, as a new attempt
+            raise
         finally:
             self.activity.end(completed=completed)
 
@@ -179,6 +186,7 @@ class JobRunner:
         total_ms = 0
         started = time.perf_counter()
         for segment in plan:
+            self._raise_if_refused()
             abort = attempt.abort()
             if abort is not None:
                 message = f"released at segment {segment.index}: {abort.message}"
@@ -207,6 +215,7 @@ class JobRunner:
                     byte_length=len(wav),
                 ),
                 segment.index,
+                settle=False,
             )
             if segment is plan[0]:
                 JOB_PHASE_SECONDS.labels("first_segment").observe(time.perf_counter() - claimed)
@@ -240,8 +249,19 @@ class JobRunner:
         return await self._fail(record, job, job.attempt, code, message, job.attempt)
 
     async def _emit(
-        self, record: Record, cls: _EmittedEvent, job: JobView, attempt: int, payload: Any, *parts: int | str
+        self,
+        record: Record,
+        cls: _EmittedEvent,
+        job: JobView,
+        attempt: int,
+        payload: Any,
+        *parts: int | str,
+        settle: bool = True,
     ) -> None:
+        """Hand an event to the log. A claim or a segment is not waited for (``settle=False``): the
+        attempt goes on while Kafka acknowledges it, and consecutive events travel in one request. An
+        attempt's last event settles them all, in order, so that the worker's offset moves past a job
+        only once everything its attempt recorded is acknowledged (acks=all)."""
         event = cls(
             event_id=derive_event_id(job.job_id, type_name(cls), attempt, *parts),
             job_id=job.job_id,
@@ -251,8 +271,36 @@ class JobRunner:
             producer=self._producer,
             payload=payload,
         )
-        appended = await self._publisher.publish(event)
-        record(event, appended.offset)
+        self._pending.append((event, await self._publisher.send(event)))
+        if settle:
+            await self._settle(record)
+
+    async def _settle(self, record: Record) -> None:
+        """Wait for every pending acknowledgement; record each acknowledged event, in order, then raise
+        the first refusal (``BrokerUnavailable``) if there was one."""
+        pending, self._pending = self._pending, []
+        outcomes = await asyncio.gather(*(ack for _, ack in pending), return_exceptions=True)
+        refused: BaseException | None = None
+        for (event, _), outcome in zip(pending, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                refused = refused or outcome
+            else:
+                record(event, outcome.offset)
+        if refused is not None:
+            raise refused
+
+    def _raise_if_refused(self) -> None:
+        """Between segments: stop at once when the log refused one of the attempt's events (the rest are
+        left to fail or land; the worker tries the record again as a new attempt either way)."""
+        for _, ack in self._pending:
+            if ack.done() and (refused := ack.exception()) is not None:
+                self._discard_pending()
+                raise refused
+
+    def _discard_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        # Gathered (and never awaited), so that a refusal nobody waits for is not logged as lost.
+        asyncio.gather(*(ack for _, ack in pending), return_exceptions=True)
 
     async def _release(
         self, record: Record, job: JobView, attempt: int, reason: ReleaseReason, message: str, *, backoff: bool

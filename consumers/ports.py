@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -83,9 +83,23 @@ class Appended(Protocol):
 
 class EventLog(Protocol):
     """The jobs topic, as the worker writes it: ``publish`` returns once the event is acknowledged
-    (acks=all) and raises ``foundation.errors.BrokerUnavailable`` when it cannot be."""
+    (acks=all) and raises ``foundation.errors.BrokerUnavailable`` when it cannot be. ``send`` hands the
+    event over and returns at once with a future of its acknowledgement (which fails with
+    ``BrokerUnavailable``); events sent one after another keep their order."""
 
     async def publish(self, event: JobEvent) -> Appended: ...
+
+    async def send(self, event: JobEvent) -> Acknowledgement: ...
+
+
+class Acknowledgement(Protocol):
+    """An event handed to the log: awaited, where it landed (an ``asyncio.Future`` is one)."""
+
+    def done(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+    def __await__(self) -> Generator[Any, None, Appended]: ...
 
 
 DeadLetter: TypeAlias = Callable[[ConsumerRecord, str], Awaitable[object]]

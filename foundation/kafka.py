@@ -18,7 +18,7 @@ import itertools
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -93,6 +93,21 @@ class KafkaEventPublisher:
             topic or self.topic, record_key(event), encode_event(event), event_headers(event, traceparent)
         )
 
+    async def send(self, event: AnyEvent) -> asyncio.Future[RecordPosition]:
+        """Hand ``event`` to the producer without waiting for its acknowledgement: the future resolves to
+        its position once acks=all holds, or fails with :class:`BrokerUnavailable`. Events sent one after
+        another keep their order in the partition (the producer is idempotent), and those that queue up
+        while a request is in flight travel together in the next one."""
+        try:
+            sent = await self._producer.send(
+                self.topic, value=encode_event(event), key=record_key(event), headers=event_headers(event)
+            )
+        except KafkaError as exc:
+            raise BrokerUnavailable(f"Kafka did not take a record for {self.topic}: {exc}") from exc
+        acknowledged: asyncio.Future[RecordPosition] = asyncio.get_running_loop().create_future()
+        sent.add_done_callback(lambda done: _convert(done, acknowledged, self.topic))
+        return acknowledged
+
     async def send_raw(
         self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]
     ) -> RecordPosition:
@@ -102,6 +117,21 @@ class KafkaEventPublisher:
         except KafkaError as exc:
             raise BrokerUnavailable(f"Kafka did not acknowledge a record for {topic}: {exc}") from exc
         return RecordPosition(metadata.topic, metadata.partition, metadata.offset)
+
+
+def _convert(sent: asyncio.Future[Any], acknowledged: asyncio.Future[RecordPosition], topic: str) -> None:
+    """Resolve ``acknowledged`` as aiokafka resolved ``sent``, with aiokafka's errors made ours."""
+    if acknowledged.done():
+        return
+    if sent.cancelled():
+        acknowledged.set_exception(BrokerUnavailable(f"the record for {topic} was abandoned before Kafka took it"))
+    elif (exc := sent.exception()) is not None:
+        failure = BrokerUnavailable(f"Kafka did not acknowledge a record for {topic}: {exc}")
+        failure.__cause__ = exc
+        acknowledged.set_exception(failure)
+    else:
+        metadata = sent.result()
+        acknowledged.set_result(RecordPosition(metadata.topic, metadata.partition, metadata.offset))
 
 
 class ReconnectingPublisher:

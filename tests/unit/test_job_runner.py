@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -62,6 +63,14 @@ class Log:
             raise BrokerUnavailable("no broker")
         self.events.append(event)
         return Appended(100 + len(self.events))
+
+    async def send(self, event: JobEvent) -> asyncio.Future[Appended]:
+        acknowledged: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+        try:
+            acknowledged.set_result(await self.publish(event))
+        except BrokerUnavailable as exc:
+            acknowledged.set_exception(exc)
+        return acknowledged
 
 
 async def call(fn, *args):
@@ -155,3 +164,62 @@ async def test_regression_a_cache_hit_completion_has_an_id_of_its_own():
     hit = log.events[-1]
     assert hit.payload.cache_hit
     assert hit.event_id != job.completed(0, 2).event_id
+
+
+class GatedLog(Log):
+    """A log whose acknowledgements wait until the test gives them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acks: list[asyncio.Future[Appended]] = []
+        self.all_sent, self.claimed = asyncio.Event(), asyncio.Event()
+
+    async def send(self, event: JobEvent) -> asyncio.Future[Appended]:
+        self.events.append(event)
+        self.acks.append(asyncio.get_running_loop().create_future())
+        if event.type == "JobCompleted":
+            self.all_sent.set()
+        if event.type == "JobClaimed":
+            self.claimed.set()
+        return self.acks[-1]
+
+
+async def test_an_attempt_sends_its_events_without_waiting_for_each_acknowledgement():
+    """The claim and the segments go out while earlier ones are unacknowledged; the completion waits for all
+    of them, and the ledger records them in order once acknowledged."""
+    log = GatedLog()
+    runner, _, ledger, view, _ = setup(log=log)
+    run = asyncio.create_task(runner.run(attempt(ledger, view)))
+    await asyncio.wait_for(log.all_sent.wait(), 5)
+    assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1), ("SegmentProduced", 1), ("JobCompleted", 1)]
+    assert view.state == "queued", "nothing is recorded before it is acknowledged"
+    assert not run.done()
+    for offset, ack in enumerate(log.acks, start=1):
+        ack.set_result(Appended(offset))
+    assert (await asyncio.wait_for(run, 5)).kind == "completed"
+    assert view.state == "completed"
+
+
+async def test_a_refused_claim_stops_the_attempt_at_the_next_segment():
+    """Kafka refusing the claim (its acknowledgement fails while the first segment renders) ends the
+    attempt before the next segment, instead of synthesizing the whole job for nothing."""
+    log, rendering = GatedLog(), asyncio.Event()
+    rendered: list[int] = []
+
+    async def gated(fn, *args):
+        if fn == engine.render:
+            await rendering.wait()
+            rendered.append(args[0].index)
+        return fn(*args)
+
+    engine = FakeEngine()
+    runner = JobRunner(engine, Blobs(), log, Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), gated)
+    _, _, ledger, view, _ = setup()
+    run = asyncio.create_task(runner.run(attempt(ledger, view)))
+    await asyncio.wait_for(log.claimed.wait(), 5)  # handed over before the first render, held at the gate
+    log.acks[0].set_exception(BrokerUnavailable("not acknowledged"))
+    rendering.set()
+    with pytest.raises(BrokerUnavailable):
+        await asyncio.wait_for(run, 5)
+    assert rendered == [0], "the second segment is never rendered"
+    assert view.state == "queued"
