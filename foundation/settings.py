@@ -143,7 +143,10 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, LagRuleSetting
     publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
     speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
     stream_poll_s: float = Field(
-        0.1, gt=0, description="How often a streaming speech response looks for newly projected segments."
+        0.1,
+        gt=0,
+        description="How often a speech response reads its job again while the projector's notifications "
+        "are not received (PostgreSQL LISTEN down); while they are, it reads on each notification.",
     )
     openai_default_voice: str = Field(
         "", description="Voice that serves OpenAI voice names (alloy, nova, ...); empty: the first announced voice."

@@ -47,13 +47,14 @@ class StreamEnd:
 
 async def segments_as_they_appear(
     read_job: Callable[[], Awaitable[dict[str, Any] | None]],
-    poll_s: float,
+    changed: Callable[[], Awaitable[None]],
     timeout_s: float,
     end: StreamEnd | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Each segment of the job ``read_job`` returns, once and in order, as rows appear; ends when
     the job is completed or failed and every segment was given, or after ``timeout_s``. ``end``
-    learns which it was."""
+    learns which it was. Between reads it awaits ``changed`` (a notification of the job's change,
+    or a poll interval)."""
     end = end if end is not None else StreamEnd()
     sent = 0
     deadline = time.monotonic() + timeout_s
@@ -66,7 +67,7 @@ async def segments_as_they_appear(
         if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
             end.state, end.error, end.error_code = job["state"], job.get("error_message"), job.get("error_code")
             return
-        await asyncio.sleep(poll_s)
+        await changed()
     end.state, end.error = "timeout", f"the job did not finish within {timeout_s:.0f}s"
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from litestar import Request
 
 from contracts import Producer
 from foundation.blobs import BlobStore
-from producers.ports import JobAudit, JobLog, LagView
+from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
 from producers.submit import Limits
 
@@ -23,8 +23,8 @@ class ApiDeps:
     producer: Producer
     audit: JobAudit
     lag: LagView
+    changes: JobChangeFeed = field(default_factory=Polling)
     speech_timeout_s: float = 120.0
-    stream_poll_s: float = 0.1
     openai_default_voice: str = ""
 
 

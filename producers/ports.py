@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -42,3 +46,34 @@ class JobAudit(Protocol):
     async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
         """The job's ``jobs`` row and segments as they stood at ``moment`` (None: not submitted yet)."""
         ...
+
+
+class Waiter(Protocol):
+    async def wait(self) -> None:
+        """Return once the job may have changed: notified, or after a poll interval."""
+        ...
+
+
+class JobChangeFeed(Protocol):
+    """Tells a reader when a job's projection changed, so that it reads again at once instead of polling."""
+
+    def watch(self, job_id: uuid.UUID) -> AbstractContextManager[Waiter]: ...
+
+
+class _Interval:
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+
+    async def wait(self) -> None:
+        await asyncio.sleep(self._seconds)
+
+
+class Polling:
+    """A feed that knows nothing: every wait is one poll interval (for deployments without notifications)."""
+
+    def __init__(self, poll_s: float = 0.1) -> None:
+        self._interval = _Interval(poll_s)
+
+    @contextlib.contextmanager
+    def watch(self, job_id: uuid.UUID) -> Iterator[Waiter]:
+        yield self._interval

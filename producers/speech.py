@@ -146,17 +146,22 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
 
 async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> dict[str, Any] | None:
     deadline = time.monotonic() + deps.speech_timeout_s
-    while time.monotonic() < deadline:
-        job = await deps.reader.job(job_id)
-        if job is not None and job["state"] in {"completed", "failed"}:
-            return job
-        await asyncio.sleep(deps.stream_poll_s)
+    with deps.changes.watch(job_id) as changes:
+        while time.monotonic() < deadline:
+            job = await deps.reader.job(job_id)
+            if job is not None and job["state"] in {"completed", "failed"}:
+                return job
+            await changes.wait()
     return None
 
 
-def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID, end: StreamEnd) -> AsyncIterator[dict[str, Any]]:
+async def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID, end: StreamEnd) -> AsyncIterator[dict[str, Any]]:
     """Each segment once, in order, as the projection shows it, until the job ends or times out."""
-    return segments_as_they_appear(lambda: deps.reader.job(job_id), deps.stream_poll_s, deps.speech_timeout_s, end)
+    with deps.changes.watch(job_id) as changes:
+        async for segment in segments_as_they_appear(
+            lambda: deps.reader.job(job_id), changes.wait, deps.speech_timeout_s, end
+        ):
+            yield segment
 
 
 async def _streamed(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> Response[Any] | Stream:

@@ -28,6 +28,7 @@ from aiokafka.structs import TopicPartition
 from contracts import DecodeError, JobEvent, NodeAnnounced, NodeEvent, NodeHeartbeat, decode_event, decode_node_event
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
+from foundation.job_changes import NOTIFY_SQL, notify_payloads
 from foundation.kafka import RecordPosition
 from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
 from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
@@ -54,6 +55,8 @@ class ProjectorConfig:
     nodes_topic: str
     cache_ttl: timedelta
     max_batch: int
+    changes_channel: str | None = None
+    """Where to NOTIFY the jobs each committed batch changed (foundation.job_changes); None: nowhere."""
 
 
 @contextlib.asynccontextmanager
@@ -169,6 +172,9 @@ class Projector:
     ) -> list[tuple[JobEvent, Outcome]]:
         async with self._pool.acquire() as conn, _replaced_if_broken(conn), conn.transaction():
             seen = await apply(conn, decoded)
+            changed = [event.job_id for event, outcome in seen if outcome is Outcome.APPLIED]
+            if changed and self.config.changes_channel is not None:  # delivered at the commit, not before
+                await conn.execute(NOTIFY_SQL, self.config.changes_channel, notify_payloads(changed))
             tps = list(batch)
             await conn.execute(
                 "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,9 @@ async def speech(request: Request[Any, Any, Any], data: JobRequest) -> Response[
         job_id, _ = await _submit(deps, data)
     except Rejected as exc:
         return Response({"detail": str(exc)}, status_code=exc.status)
-    segments = segments_as_they_appear(lambda: deps.queue.status(job_id), deps.stream_poll_s, deps.stream_timeout_s)
+    segments = segments_as_they_appear(
+        lambda: deps.queue.status(job_id), lambda: asyncio.sleep(deps.stream_poll_s), deps.stream_timeout_s
+    )
     return Stream(pcm_stream(deps.blobs, segments, data.sample_rate), media_type=media_type("pcm", data.sample_rate))
 
 

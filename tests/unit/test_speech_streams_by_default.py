@@ -23,6 +23,7 @@ from foundation.audio import encode_wav
 from foundation.audio_formats import supported_formats
 from foundation.blobs import BlobNotFound
 from producers.deps import ApiDeps
+from producers.ports import Polling
 from producers.queries import EngineVoices, ProjectionUnavailable
 from producers.speech import _streamed, openai_speech
 from producers.submit import Limits
@@ -108,7 +109,7 @@ def deps(reader: Reader, blobs: Blobs | None = None) -> ApiDeps:
         audit=None,  # type: ignore[arg-type]
         lag=None,  # type: ignore[arg-type]
         speech_timeout_s=5.0,
-        stream_poll_s=0.0,
+        changes=Polling(0.0),
         openai_default_voice="af_heart",
     )
 

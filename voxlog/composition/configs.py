@@ -11,6 +11,7 @@ from consumers.job_runner import RetryPolicy
 from consumers.ports import EngineDescription
 from consumers.sweeper import SweeperConfig
 from consumers.worker_config import WorkerConfig
+from foundation.job_changes import changes_channel
 from foundation.settings import (
     ApiSettings,
     ProjectorSettings,
@@ -59,6 +60,7 @@ def projector_config(settings: ProjectorSettings) -> ProjectorConfig:
         nodes_topic=settings.nodes_topic,
         cache_ttl=timedelta(seconds=settings.cache_ttl),
         max_batch=settings.projector_batch,
+        changes_channel=changes_channel(settings.database_schema),
     )
 
 

@@ -18,6 +18,7 @@ from contracts import AudioRef, Producer
 from foundation.blobs import LocalBlobStore
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
+from foundation.job_changes import JobChanges
 from foundation.kafka import ReconnectingPublisher, wait_for_partitions
 from foundation.lifecycle import OwnedTasks, stop_on_signals, until_available
 from foundation.metrics import serve_metrics
@@ -62,6 +63,7 @@ async def run_api(settings: ApiSettings) -> None:
         lag = LagMonitor(
             settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
         )
+        changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
         deps = ApiDeps(
             reader=ProjectionReader(pool),
             publisher=publisher,
@@ -75,7 +77,7 @@ async def run_api(settings: ApiSettings) -> None:
             ),
             lag=lag,
             speech_timeout_s=settings.speech_timeout_s,
-            stream_poll_s=settings.stream_poll_s,
+            changes=changes,
             openai_default_voice=settings.openai_default_voice,
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
@@ -83,6 +85,7 @@ async def run_api(settings: ApiSettings) -> None:
 
         def start_lag() -> None:
             tasks.start(lag.run(stop_lag), "consumer lag")
+            tasks.start(changes.run(stop_lag), "job changes")
 
         async def stop_lag_monitor() -> None:
             stop_lag.set()
