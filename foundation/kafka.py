@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -134,6 +135,9 @@ def _convert(sent: asyncio.Future[Any], acknowledged: asyncio.Future[RecordPosit
         acknowledged.set_result(RecordPosition(metadata.topic, metadata.partition, metadata.offset))
 
 
+_BULK_RECORDS_PER_S: Final = 2000.0  # the slowest rate a bulk publish is allowed beyond the deadline
+
+
 class ReconnectingPublisher:
     """A publisher that connects on demand, bounds every publish by a deadline, and starts over after a failure.
 
@@ -181,6 +185,25 @@ class ReconnectingPublisher:
             if sent:
                 raise PublishUnconfirmed(
                     f"Kafka did not acknowledge within {self._deadline_s:g}s ({exc or 'timed out'})"
+                ) from exc
+            raise BrokerUnavailable(f"cannot reach Kafka: {exc or 'timed out'}") from exc
+
+    async def publish_all(self, events: Sequence[AnyEvent]) -> list[RecordPosition]:
+        """Hand every event over, then wait for all their acknowledgements, within one deadline for the lot."""
+        sent = False
+        acks: list[asyncio.Future[RecordPosition]] = []
+        try:
+            async with asyncio.timeout(self._deadline_s + len(events) / _BULK_RECORDS_PER_S):
+                publisher = await self._connected()
+                sent = True
+                acks = [await publisher.send(event) for event in events]
+                return list(await asyncio.gather(*acks))
+        except (TimeoutError, BrokerUnavailable) as exc:
+            asyncio.gather(*acks, return_exceptions=True)  # retrieved: the caller hears of the first failure
+            self._drop()
+            if sent:
+                raise PublishUnconfirmed(
+                    f"Kafka did not acknowledge all {len(events)} records in time ({exc or 'timed out'})"
                 ) from exc
             raise BrokerUnavailable(f"cannot reach Kafka: {exc or 'timed out'}") from exc
 

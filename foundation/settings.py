@@ -137,6 +137,7 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, LagRuleSetting
     api_host: str = Field("127.0.0.1", description="Address the API listens on.")
     api_port: int = Field(8000, description="Port the API listens on.")
     max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
+    max_batch: int = Field(10_000, ge=1, le=100_000, description="Most requests POST /v1/batches takes in one call.")
     min_speed: float = Field(0.5, gt=0, description="Slowest accepted speed factor.")
     max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")

@@ -19,6 +19,7 @@ from foundation.blobs import BlobNotFound
 from foundation.errors import BrokerUnavailable
 from foundation.metrics import SUBMISSIONS
 from producers.audio_out import render
+from producers.batches import submit_batch
 from producers.deps import ApiDeps, deps_of
 from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.queries import ProjectionUnavailable
@@ -253,6 +254,7 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
     app = Litestar(
         route_handlers=[
             submit_job,
+            submit_batch,
             get_job,
             get_job_events,
             get_audio,

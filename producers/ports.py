@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,6 +23,11 @@ class JobLog(Protocol):
     """
 
     async def publish(self, event: JobQueued) -> object: ...
+
+    async def publish_all(self, events: Sequence[JobQueued]) -> object:
+        """Publish ``events`` together and return once every one is acknowledged; ``BrokerUnavailable``
+        when any is not (the others may be recorded)."""
+        ...
 
     async def check(self) -> None: ...
 

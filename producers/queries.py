@@ -121,6 +121,17 @@ class ProjectionReader:
         async with _reading("the recent activity"):
             return await activity(self._pool, QUERY_TIMEOUT_S)
 
+    async def cached_job_ids(self, fingerprints: list[str]) -> dict[str, uuid.UUID]:
+        """Of ``fingerprints``, those with a live result, and the completed job that holds it."""
+        async with _reading("the result cache"):
+            rows = await self._pool.fetch(
+                "SELECT fingerprint, job_id FROM result_cache"
+                " WHERE fingerprint = ANY($1::text[]) AND expires_at > now()",
+                list(set(fingerprints)),
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return {row["fingerprint"]: row["job_id"] for row in rows}
+
     async def cached_job_id(self, fingerprint: str) -> uuid.UUID | None:
         """The completed job whose result is still live for ``fingerprint``."""
         async with _reading("the result cache"):

@@ -52,6 +52,7 @@ class Limits:
     min_speed: float
     max_speed: float
     default_engine: str
+    max_batch: int = 10_000
 
 
 class Rejected(ProducerError):

@@ -25,7 +25,9 @@ log = structlog.get_logger("voxlog")
 
 
 def limits(settings: ApiSettings) -> Limits:
-    return Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine)
+    return Limits(
+        settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine, settings.max_batch
+    )
 
 
 def worker_id_of(settings: WorkerSettings) -> str:
