@@ -122,6 +122,11 @@ class KafkaBroker:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "delete.topic.enable": "true",
+            # Sized for the node it runs on (the defaults, 3 and 8, suit a many-core server): on 2 cores the
+            # hand-offs between more threads cost CPU (bench, 1,500 jobs: 3.1-3.4 ms of broker CPU per job
+            # against 3.5-4.1 with the defaults).
+            "num.network.threads": "1",
+            "num.io.threads": "2",
         }
         self.config.home.mkdir(parents=True, exist_ok=True)
         body = "".join(f"{key}={value}\n" for key, value in lines.items())
