@@ -192,11 +192,15 @@ class Client:
         if bad:
             raise BenchError(f"{self.d.system}: {len(bad)} jobs are not completed in the API: {sorted(set(bad))}")
 
-    async def first_audio(self, text: str) -> tuple[float, float]:
-        """Seconds to the first audio byte, and to the end, of a streamed pcm response."""
+    async def first_audio(self, text: str, *, default_request: bool = False) -> tuple[float, float]:
+        """Seconds to the first audio byte, and to the end, of a streamed pcm response; with
+        ``default_request``, of what the official ``openai`` client sends (mp3, no ``stream_format``)."""
         started = time.perf_counter()
         first: float | None = None
-        if self.voxlog:
+        if self.voxlog and default_request:
+            body = {"model": self.engine, "input": text, "voice": self.voice}
+            request = self.http.stream("POST", "/v1/audio/speech", json=body)
+        elif self.voxlog:
             body = {"model": self.engine, "input": text, "voice": self.voice, "response_format": "pcm"}
             request = self.http.stream("POST", "/v1/audio/speech", json={**body, "stream_format": "audio"})
         else:

@@ -22,6 +22,14 @@ class Profile:
     scale_synth_ms: float
     first_audio_runs: int
     replay_jobs: int
+    hol_workers: int = 4
+    hol_documents: int = 2
+    hol_document_chars: int = 4800
+    hol_ms_per_char: float = 2.0
+    hol_short: int = 30
+    hol_short_gap_s: float = 0.2
+    batch_requests: int = 10_000
+    batch_workers: int = 4
 
 
 FULL = Profile(
@@ -58,4 +66,8 @@ QUICK = Profile(
     scale_synth_ms=200.0,
     first_audio_runs=1,
     replay_jobs=500,
+    hol_document_chars=2000,
+    hol_short=8,
+    batch_requests=1000,
+    batch_workers=2,
 )

@@ -21,6 +21,7 @@ from typing import Any, Final
 from bench.cpu import descendants
 from bench.deploy import ROOT
 from bench.environment import describe
+from bench.mixed_load import batch_submission, head_of_line
 from bench.profiles import FULL, QUICK
 from bench.reference import EngineLoop
 from bench.replay import replay_speed
@@ -70,7 +71,15 @@ def _service_pids(stack: DevStack) -> dict[str, list[int]]:
     return {"kafka": [kafka] if kafka else [], "postgres": descendants(postmaster) if postmaster else []}
 
 
-SCENARIO_GROUPS: Final = ("throughput", "coalescing", "scale_out", "real_model", "replay")
+SCENARIO_GROUPS: Final = (
+    "throughput",
+    "coalescing",
+    "scale_out",
+    "real_model",
+    "replay",
+    "head_of_line",
+    "batches",
+)
 
 
 async def run(
@@ -108,6 +117,10 @@ async def run(
             scenarios.update(await saturation_and_first_audio(ctx, EngineLoop(engine)))
         if "replay" in only:
             scenarios["replay"] = await replay_speed(ctx)
+        if "head_of_line" in only:
+            scenarios["head_of_line"] = await head_of_line(ctx)
+        if "batches" in only:
+            scenarios["batches"] = await batch_submission(ctx)
         results["scenarios"] = scenarios
         results["profile_sizes"] = profile.__dict__
         results["duration_s"] = time.monotonic() - say.started

@@ -1,4 +1,4 @@
-"""The six scenarios. Each runs voxlog and the baseline one after the other, in the same run.
+"""Scenarios (a) to (f). Each runs voxlog and the baseline one after the other, in the same run.
 
 Every figure comes from a measurement taken here: client clocks for
 submission, Postgres commit times for visibility, the workers' Prometheus
@@ -44,8 +44,13 @@ class Context:
     def cpu(self, d: Deployment) -> dict[str, float]:
         return snapshot({**self.services(), **d.pids(), "client": [os.getpid()]})
 
-    def deploy(self, system: System, engine: str, synth_ms: float = 0.0) -> Deployment:
-        env = {"VOXLOG_ENGINE": engine, "VOXLOG_BENCH_SYNTH_MS": str(synth_ms), "VOXLOG_DEFAULT_ENGINE": engine}
+    def deploy(self, system: System, engine: str, synth_ms: float = 0.0, ms_per_char: float = 0.0) -> Deployment:
+        env = {
+            "VOXLOG_ENGINE": engine,
+            "VOXLOG_BENCH_SYNTH_MS": str(synth_ms),
+            "VOXLOG_BENCH_MS_PER_CHAR": str(ms_per_char),
+            "VOXLOG_DEFAULT_ENGINE": engine,
+        }
         return Deployment(system, self.bootstrap, self.database_url, self.home, env, drop_data=self.drop_data)
 
     def texts(self, tag: str, count: int) -> list[str]:
@@ -290,6 +295,10 @@ async def saturation_and_first_audio(ctx: Context, reference: EngineLoop) -> dic
                     "whole_stream": summarize(totals),
                     "synthesis": summarize(engine),  # the engine's own time for the whole paragraph
                 }
+                if system == "voxlog":  # what the official openai client sends: no stream_format, mp3
+                    runs = [await c.first_audio(f"{streamed} Default {run}.", default_request=True) for run in range(2)]
+                    out["first_audio"][system]["default_first_byte"] = summarize([first for first, _ in runs])
+                    out["first_audio"][system]["default_whole"] = summarize([whole for _, whole in runs])
     # Again at the end: the two tight loops bracket the run, so their gap is this machine's noise.
     ctx.say(f"(c) engine alone again: {len(paragraphs)} paragraph(s)")
     quiet = await wait_quiet()
