@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import structlog
 
 from consumers.activity import Activity
@@ -26,6 +28,7 @@ from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineErro
 from consumers.ledger import JobView
 from consumers.ports import Acknowledgement, AudioSink, CachedResult, EventLog, SpeechEngine
 from contracts import (
+    AudioRef,
     JobClaimed,
     JobClaimedPayload,
     JobCompleted,
@@ -194,9 +197,8 @@ class JobRunner:
             rendering = time.perf_counter()
             samples = await self._blocking(self._engine.render, segment, request.voice, request.speed)
             self.activity.rendered(time.perf_counter() - rendering)
-            wav = encode_wav(samples, description.sample_rate)
-            try:
-                ref = await asyncio.to_thread(self._blobs.put, wav, ".wav")
+            try:  # encoded and written in one hop off the loop
+                ref, byte_length = await asyncio.to_thread(self._store, samples, description.sample_rate)
             except OSError as exc:
                 raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
             duration_ms = round(1000 * len(samples) / description.sample_rate)
@@ -212,7 +214,7 @@ class JobRunner:
                     audio=ref,
                     duration_ms=duration_ms,
                     sample_rate=description.sample_rate,
-                    byte_length=len(wav),
+                    byte_length=byte_length,
                 ),
                 segment.index,
                 settle=False,
@@ -231,6 +233,10 @@ class JobRunner:
             synthesis_ms=round(1000 * (time.perf_counter() - started)),
         )
         return Outcome("completed", len(plan), total_ms)
+
+    def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:
+        wav = encode_wav(samples, sample_rate)
+        return self._blobs.put(wav, ".wav"), len(wav)
 
     async def complete_from_cache(self, job: JobView, cached: CachedResult, record: Record) -> Outcome:
         """Coalesce: complete ``job`` with a live result another job produced, without synthesis."""
