@@ -58,24 +58,44 @@ async def wait_applied(url: str, schema: str, name: str, target: int, within_s: 
         await asyncio.sleep(0.2)
 
 
+async def wait_blocked(conn: asyncpg.Connection, schema: str, within_s: float = 60.0) -> None:
+    """Until another session of this schema waits for a lock (the projector, stopped inside its batch)."""
+    deadline = time.monotonic() + within_s
+    while not await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        " AND datname = current_database() AND query ILIKE '%jobs%'"
+    ):
+        assert time.monotonic() < deadline, "the projector never reached the locked table"
+        await asyncio.sleep(0.05)
+
+
 async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(stack, topics, schema, apps):
     events = [event for i in range(250) for event in one_of_each(f"Replayed sentence {i}.", uuid.uuid4())]
     node = node_announced()
-    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
-        await asyncio.gather(*(publisher.publish(e) for e in events))
-        await publisher.publish(node, topic=topics.settings.nodes_topic)
-    total = len(events) + 1
-
+    half = len(events) // 2
     app = apps(VOXLOG_PROJECTOR_BATCH="40")
     name = f"projector-{schema}"
-    app.start("projector", ["projector"])
-    await wait_applied(stack.database_url, schema, name, 1)
-    pid = app.processes.pid("projector")
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    assert wait_gone(pid, 30)
+    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+        await asyncio.gather(*(publisher.publish(e) for e in events[:half]))
+        await publisher.publish(node, topic=topics.settings.nodes_topic)
+        app.start("projector", ["projector"])
+        await wait_applied(stack.database_url, schema, name, half + 1)
+        # The gate: a lock that stops the next batch inside its transaction, so that the kill lands there.
+        gate = await asyncpg.connect(stack.database_url, server_settings={"search_path": schema})
+        try:
+            async with gate.transaction():
+                await gate.execute("LOCK TABLE jobs IN SHARE MODE")
+                await asyncio.gather(*(publisher.publish(e) for e in events[half:]))
+                await wait_blocked(gate, schema)
+                pid = app.processes.pid("projector")
+                assert pid is not None
+                os.kill(pid, signal.SIGKILL)
+                assert wait_gone(pid, 30)
+        finally:
+            await gate.close()
+    total = len(events) + 1
     partial = await applied(stack.database_url, schema, name)
-    assert 0 < partial < total, "killed mid-stream"
+    assert partial == half + 1, "killed mid-stream, inside a batch's transaction"
 
     app.start("projector", ["projector"])
     await wait_applied(stack.database_url, schema, name, total)

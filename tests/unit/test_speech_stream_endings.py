@@ -26,6 +26,10 @@ def reads(*jobs):
     return read_job
 
 
+async def no_wait() -> None:
+    """Between reads: read again at once (the scripted job changes on every read)."""
+
+
 async def collect(stream) -> list[bytes]:
     return [chunk async for chunk in stream]
 
@@ -37,7 +41,7 @@ async def test_regression_a_job_that_fails_after_its_first_audio_breaks_the_stre
             {"state": "claimed", "segments": [SEGMENT]},
             {"state": "failed", "segments": [], "error_message": "engine died", "error_code": "engine_error"},
         ),
-        0.0,
+        no_wait,
         30.0,
         end,
     )
@@ -56,7 +60,7 @@ async def test_regression_a_job_that_fails_after_its_first_audio_breaks_the_stre
 
 async def test_a_completed_job_ends_the_stream_normally():
     end = StreamEnd()
-    segments = segments_as_they_appear(reads({"state": "completed", "segments": [SEGMENT]}), 0.0, 30.0, end)
+    segments = segments_as_they_appear(reads({"state": "completed", "segments": [SEGMENT]}), no_wait, 30.0, end)
     deps = type("Deps", (), {"blobs": OneBlob()})()
     chunks = await collect(_raw_stream(deps, "pcm", 24000, segments, end))  # type: ignore[arg-type]
     assert len(chunks) == 1
@@ -65,6 +69,6 @@ async def test_a_completed_job_ends_the_stream_normally():
 
 async def test_a_job_that_does_not_finish_in_time_ends_as_a_timeout():
     end = StreamEnd()
-    segments = segments_as_they_appear(reads({"state": "claimed", "segments": []}), 0.01, 0.0, end)
+    segments = segments_as_they_appear(reads({"state": "claimed", "segments": []}), no_wait, 0.0, end)
     assert await collect(segments) == []
     assert end.state == "timeout"
