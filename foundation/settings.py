@@ -272,6 +272,12 @@ class LagSettings(KafkaSettings, DatabaseSettings, LagRuleSettings):
     process = "lag"
 
 
+class CacheStatsSettings(DatabaseSettings, CacheSettings):
+    """`voxlog cache stats`: what the result cache holds, from the projection and the blob store."""
+
+    process = "cache"
+
+
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -293,5 +299,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     AuditSettings,
     ArchiveSettings,
     LagSettings,
+    CacheStatsSettings,
     NodeSettings,
 )

@@ -29,7 +29,7 @@ from infra.errors import InfraError
 from producers.errors import ProducerError
 from projections.errors import ProjectionError
 from tts_node import TtsNodeError
-from voxlog import archive_cli, audit_cli, devstack, docs, lag_cli, replay_cli
+from voxlog import archive_cli, audit_cli, cache_cli, devstack, docs, lag_cli, replay_cli
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 
@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit_cli.add_parser(commands)
     archive_cli.add_parser(commands)
     lag_cli.add_parser(commands)
+    cache_cli.add_parser(commands)
     chaos = commands.add_parser(
         "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
     )
@@ -245,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         return archive_cli.run(args)
     if args.command == "lag":
         return lag_cli.run(args)
+    if args.command == "cache":
+        return cache_cli.run(args)
     if args.command == "chaos":
         from voxlog.chaos.run import main as chaos_main
 

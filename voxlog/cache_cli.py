@@ -1,0 +1,109 @@
+"""`voxlog cache stats`: what the result cache holds and how often it spares a synthesis.
+
+The figures come from the projection (``result_cache`` and ``jobs``) and from
+the blob store's directory. Submissions the API answers from the cache without
+creating a job are not in the projection; the API counts them
+(``voxlog_submissions_total{answer="cached"}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from foundation.db import DATABASE_OUTAGES, open_pool
+from foundation.settings import CacheStatsSettings
+
+_ENTRIES: Final = (
+    "SELECT count(*) AS entries, count(*) FILTER (WHERE expires_at > now()) AS live,"
+    " coalesce(sum(total_bytes), 0) AS bytes, coalesce(sum(total_bytes) FILTER (WHERE expires_at > now()), 0)"
+    " AS live_bytes, min(created_at) AS oldest, max(last_hit_at) AS last_hit FROM result_cache"
+)
+_REUSE: Final = (
+    "SELECT count(*) AS completed, count(*) FILTER (WHERE cache_hit) AS reused FROM jobs"
+    " WHERE state = 'completed' AND ($1::float8 IS NULL OR completed_at > now() - make_interval(secs => $1))"
+)
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cache = commands.add_parser("cache", help="the result cache")
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True)
+    stats = cache_commands.add_parser("stats", help="entries, bytes, reuse ratio and the oldest entry")
+    stats.add_argument("--json", action="store_true", help="one JSON document instead of lines")
+    stats.add_argument(
+        "--window", type=float, default=None, help="reuse ratio over the last SECONDS of completions (default: all)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = CacheStatsSettings()
+    try:
+        stats = asyncio.run(cache_stats(settings, args.window))
+    except DATABASE_OUTAGES as exc:
+        print(f"voxlog cache: PostgreSQL cannot be read ({type(exc).__name__}: {exc})")
+        return 2
+    print(json.dumps(stats, indent=2, default=str) if args.json else "\n".join(lines(stats)))
+    return 0
+
+
+async def cache_stats(settings: CacheStatsSettings, window_s: float | None) -> dict[str, Any]:
+    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    try:
+        entries = dict(await pool.fetchrow(_ENTRIES, timeout=30))
+        reuse = dict(await pool.fetchrow(_REUSE, window_s, timeout=30))
+    finally:
+        await pool.close()
+    blob_files, blob_bytes = await asyncio.to_thread(_blob_usage, settings.blob_dir)
+    completed, reused = int(reuse["completed"]), int(reuse["reused"])
+    return {
+        "entries": int(entries["entries"]),
+        "live_entries": int(entries["live"]),
+        "entry_bytes": int(entries["bytes"]),
+        "live_entry_bytes": int(entries["live_bytes"]),
+        "oldest_entry": entries["oldest"],
+        "last_hit": entries["last_hit"],
+        "completed_jobs": completed,
+        "reused_jobs": reused,
+        "reuse_ratio": reused / completed if completed else None,
+        "window_s": window_s,
+        "ttl_s": settings.cache_ttl,
+        "blob_dir": str(settings.blob_dir),
+        "blob_files": blob_files,
+        "blob_bytes": blob_bytes,
+    }
+
+
+def _blob_usage(root: Path) -> tuple[int, int]:
+    """Files and bytes under the blob store's directory (temporary files of writes in progress included)."""
+    files = size = 0
+    for directory, _, names in os.walk(root):
+        for name in names:
+            try:
+                size += os.stat(os.path.join(directory, name)).st_size
+            except FileNotFoundError:  # removed meanwhile (the sweeper deletes released attempts' blobs)
+                continue
+            files += 1
+    return files, size
+
+
+def _when(value: datetime | None) -> str:
+    return value.isoformat(timespec="seconds") if value is not None else "none"
+
+
+def lines(stats: dict[str, Any]) -> list[str]:
+    ratio = stats["reuse_ratio"]
+    scope = f"over the last {stats['window_s']:g} s" if stats["window_s"] is not None else "over every completion"
+    return [
+        f"entries        {stats['live_entries']} live of {stats['entries']} (TTL {stats['ttl_s']:g} s)",
+        f"entry bytes    {stats['live_entry_bytes']:,} live of {stats['entry_bytes']:,}",
+        f"blob store     {stats['blob_files']} files, {stats['blob_bytes']:,} bytes in {stats['blob_dir']}",
+        f"oldest entry   {_when(stats['oldest_entry'])}",
+        f"last hit       {_when(stats['last_hit'])}",
+        f"reuse          {'n/a' if ratio is None else f'{ratio:.1%}'} of {stats['completed_jobs']} completed jobs "
+        f"came from the cache or a duplicate, {scope}",
+    ]
