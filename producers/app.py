@@ -10,7 +10,7 @@ from typing import Annotated, Any, Final
 from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.openapi import OpenAPIConfig
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, JSONBody, Parameter
 from litestar.plugins.prometheus import PrometheusConfig
 
 from contracts import AudioRef
@@ -84,8 +84,8 @@ def job_body(job: dict[str, Any]) -> dict[str, Any]:
 @post("/v1/jobs", status_code=202, summary="Submit text for synthesis")
 async def submit_job(
     request: Request[Any, Any, Any],
-    data: JobRequest,
-    idempotency_key: Annotated[str | None, Parameter(header="Idempotency-Key")] = None,
+    data: JSONBody[JobRequest],
+    idempotency_key: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
 ) -> Response[dict[str, Any]]:
     """202 with the new job; 200 with the finished job when the same request is cached or was already submitted.
 

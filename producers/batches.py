@@ -23,7 +23,7 @@ from typing import Annotated, Any, Final
 
 from litestar import Request, Response, post
 from litestar.exceptions import HTTPException
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, JSONBody
 from pydantic import BaseModel, ConfigDict, Field
 
 from foundation.errors import BrokerUnavailable
@@ -56,8 +56,8 @@ def item_key(batch_key: str, index: int) -> str:
 )
 async def submit_batch(
     request: Request[Any, Any, Any],
-    data: BatchRequest,
-    idempotency_key: Annotated[str | None, Parameter(header="Idempotency-Key")] = None,
+    data: JSONBody[BatchRequest],
+    idempotency_key: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
 ) -> Response[dict[str, Any]]:
     """202 with one entry per request, in order: its job, and whether it was queued or answered from the cache."""
     deps = deps_of(request)

@@ -1,0 +1,120 @@
+"""POST /v1/batches in process (the real handler, a scripted projection and log): refusals and retries."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+from litestar import Litestar
+
+from contracts.events import Producer
+from foundation.errors import PublishUnconfirmed
+from producers.batches import submit_batch
+from producers.deps import ApiDeps
+from producers.queries import EngineVoices, ProjectionUnavailable
+from producers.submit import Limits
+
+ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart",), ("en-us",), 1)]
+
+
+class Reader:
+    def __init__(self, cached: dict[str, uuid.UUID] | Exception | None = None) -> None:
+        self.cached = cached or {}
+
+    async def engines(self) -> list[EngineVoices]:
+        return ENGINES
+
+    async def cached_job_ids(self, fingerprints: list[str]) -> dict[str, uuid.UUID]:
+        if isinstance(self.cached, Exception):
+            raise self.cached
+        return {fp: job for fp, job in self.cached.items() if fp in fingerprints}
+
+
+class Log:
+    """Takes the first ``takes`` events of each call, then fails the way an unconfirmed publish does."""
+
+    def __init__(self, takes: int | None = None) -> None:
+        self.takes = takes
+        self.published: list[Any] = []
+
+    async def publish_all(self, events: list[Any]) -> None:
+        if self.takes is not None and len(events) > self.takes:
+            self.published.extend(events[: self.takes])
+            raise PublishUnconfirmed("Kafka did not acknowledge all records in time")
+        self.published.extend(events)
+
+
+async def post(reader: Reader, log: Log, requests: list[dict[str, Any]], **headers: str) -> httpx.Response:
+    app = Litestar(route_handlers=[submit_batch])
+    app.state.deps = ApiDeps(
+        reader=reader,  # type: ignore[arg-type]
+        publisher=log,  # type: ignore[arg-type]
+        blobs=None,  # type: ignore[arg-type]
+        limits=Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10),
+        producer=Producer(service="api", instance="test"),
+        audit=None,  # type: ignore[arg-type]
+        lag=None,  # type: ignore[arg-type]
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
+        return await client.post("/v1/batches", json={"requests": requests}, headers=headers)
+
+
+def requests(*texts: str) -> list[dict[str, Any]]:
+    return [{"text": text, "voice": "af_heart"} for text in texts]
+
+
+async def test_a_batch_the_log_took_in_part_is_a_503_whose_key_names_the_same_jobs_on_the_retry():
+    batch = requests("One.", "Two.", "Three.")
+    partial = Log(takes=1)
+    refused = await post(Reader(), partial, batch)
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "5"
+    detail = refused.json()["detail"]
+    assert "part of it may be recorded" in detail
+    key = detail.split("Idempotency-Key: ")[1].split()[0]
+    first_try = [event.job_id for event in partial.published]
+
+    retry = Log()
+    answer = await post(Reader(), retry, batch, **{"Idempotency-Key": key})
+    assert answer.status_code == 202, answer.text
+    assert [event.job_id for event in retry.published][:1] == first_try, "the retry names the job already recorded"
+    assert [job["job_id"] for job in answer.json()["jobs"]] == [str(e.job_id) for e in retry.published]
+
+
+async def test_the_same_key_names_the_same_jobs_and_another_key_other_ones():
+    batch = requests("One.", "Two.")
+    ids = []
+    for key in ("k1", "k1", "k2"):
+        log = Log()
+        assert (await post(Reader(), log, batch, **{"Idempotency-Key": key})).status_code == 202
+        ids.append([event.job_id for event in log.published])
+    assert ids[0] == ids[1]
+    assert set(ids[0]).isdisjoint(ids[2])
+
+
+async def test_live_results_are_answered_from_the_cache_and_only_the_rest_is_published():
+    log = Log()
+    probe = Log()
+    await post(Reader(), probe, requests("Cached."))
+    fingerprint, done = probe.published[0].fingerprint, uuid.uuid4()
+    answer = await post(Reader({fingerprint: done}), log, requests("Cached.", "Not cached."))
+    assert answer.status_code == 202, answer.text
+    body = answer.json()
+    assert (body["queued"], body["cached"]) == (1, 1)
+    assert body["jobs"][0] == {"index": 0, "job_id": str(done), "fingerprint": fingerprint, "state": "completed"}
+    assert [event.payload.request.text for event in log.published] == ["Not cached."]
+
+
+async def test_without_the_projection_every_request_is_queued():
+    log = Log()
+    answer = await post(Reader(ProjectionUnavailable("down")), log, requests("One.", "Two."))
+    assert answer.status_code == 202
+    assert len(log.published) == 2
+
+
+async def test_a_batch_over_the_limit_or_empty_is_a_413_and_nothing_is_published():
+    log = Log()
+    assert (await post(Reader(), log, requests(*(f"Text {i}." for i in range(11))))).status_code == 413
+    assert (await post(Reader(), log, [])).status_code == 413
+    assert log.published == []
