@@ -80,6 +80,12 @@ class AdvisoryLeadership:
         self._held = False
 
     async def hold(self) -> bool:
+        if self._held and self._conn is not None and self._conn.is_closed():
+            # The session ended under it (terminated, cut off) and the driver already knows: the lock went
+            # with it. Say so for this look, rather than connect again and maybe take the lock straight back.
+            log.warning("lost the sweeper lock with its connection", error="the connection was closed")
+            await self.release()
+            return False
         try:
             if self._conn is None or self._conn.is_closed():
                 self._conn, self._held = await asyncpg.connect(self._url, timeout=QUERY_TIMEOUT_S), False

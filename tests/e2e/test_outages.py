@@ -22,7 +22,7 @@ from foundation.settings import TopicSettings
 from infra.processes import pid_alive
 from projections.migrations import migrate_database
 from tests.integration.conftest import Topics
-from tests.support.apps import AppStack, new_app_stack, wait_for_job
+from tests.support.apps import AppStack, new_app_stack, wait_for_job, wait_http
 from tests.support.stack import PrivateStack
 from voxlog.topics import ensure_topics, topic_specs
 
@@ -171,6 +171,7 @@ async def test_processes_started_while_a_dependency_is_down_wait_for_it(tmp_path
             assert time.monotonic() < deadline, {name: app.log(name) for name in waiting}
             assert all(alive(app).values()), alive(app)
             await asyncio.sleep(0.5)
+        await wait_http(f"{app.api}/healthz")  # the API answers from the start, once it listens
         async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
             ready = (await client.get("/readyz")).json()
         assert ready["checks"][dependency].startswith("error"), ready
