@@ -17,7 +17,7 @@ from typing import Any
 from bench.cpu import per_job_ms
 from bench.errors import BenchError
 from bench.measure import Client, Submission, summarize
-from bench.scenarios import BENCH_ENGINE, DONE_WITHIN_S, SYSTEMS, Context, _backlog, _voice, _wall
+from bench.scenarios import BENCH_ENGINE, DONE_WITHIN_S, SYSTEMS, Context, _backlog, _voice, _wall, backlog_figures
 
 
 def long_documents(ctx: Context, count: int, chars: int, tag: str) -> list[str]:
@@ -92,16 +92,12 @@ async def batch_submission(ctx: Context) -> dict[str, Any]:
                 await c.wait_done([s.job_id for s in submissions], DONE_WITHIN_S)
                 cpu.update(per_job_ms(before, ctx.cpu(d), len(submissions)))
                 timings = await c.timings(submissions)
-                wall = _wall(timings)
-                out[system] = {
+                figures = out[system] = {
                     "submission_s": answer_s,
                     "submitted_per_s": len(texts) / answer_s,
-                    "wall_s": wall,
-                    "jobs_per_s": len(texts) / wall,
-                    "latency": summarize([t.visible - t.submitted for t in timings]),
-                    "cpu_ms_per_job": cpu,
+                    **backlog_figures(timings, cpu),
                 }
-                ctx.say(f"    {len(texts) / wall:.0f} jobs/s end to end (submitted in {answer_s:.2f} s)")
+                ctx.say(f"    {figures['jobs_per_s']:.0f} jobs/s end to end (submitted in {answer_s:.2f} s)")
     return out
 
 

@@ -82,6 +82,18 @@ def _timeline(timings: Sequence[JobTiming]) -> dict[str, dict[str, float]]:
     return out
 
 
+def backlog_figures(timings: Sequence[JobTiming], cpu: dict[str, float]) -> dict[str, Any]:
+    """A backlog's rate from the first submission to the last job visible, its latency and CPU per job."""
+    wall = _wall(timings)
+    return {
+        "jobs": len(timings),
+        "wall_s": wall,
+        "jobs_per_s": len(timings) / wall,
+        "latency": summarize([t.visible - t.submitted for t in timings]),
+        "cpu_ms_per_job": cpu,
+    }
+
+
 async def _backlog(
     c: Client, texts: Sequence[str], cpu: dict[str, float] | None = None, meter: Callable[[], dict[str, float]] = dict
 ) -> tuple[list[Submission], list[JobTiming]]:
@@ -157,15 +169,8 @@ async def light_and_throughput(ctx: Context) -> dict[str, Any]:
                     cpu: dict[str, float] = {}
                     texts = ctx.texts(f"{d.tag}w{workers}", p.throughput_jobs)
                     _, timings = await _backlog(c, texts, cpu, lambda: ctx.cpu(d))
-                    wall = _wall(timings)
-                    out["throughput"].setdefault(system, {})[str(workers)] = {
-                        "jobs": len(timings),
-                        "wall_s": wall,
-                        "jobs_per_s": len(timings) / wall,
-                        "latency": summarize([t.visible - t.submitted for t in timings]),
-                        "cpu_ms_per_job": cpu,
-                    }
-                    ctx.say(f"    {len(timings) / wall:.1f} jobs/s")
+                    figures = out["throughput"].setdefault(system, {})[str(workers)] = backlog_figures(timings, cpu)
+                    ctx.say(f"    {figures['jobs_per_s']:.1f} jobs/s")
     return out
 
 

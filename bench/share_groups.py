@@ -44,7 +44,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -113,26 +113,34 @@ def _client(spec: WorkerSpec) -> dict[str, Any]:
     return {"bootstrap.servers": spec.bootstrap, "group.id": spec.group, "log_level": 3}
 
 
+def _polls(
+    poll: Callable[[], Iterable[Message]], wid: int, events: EventQueue, stop: EventType, cpu0: float
+) -> Iterator[tuple[list[Message], float]]:
+    """Each non-empty poll's good records and when it returned, reported; until ``stop`` or the parent is gone."""
+    parent, ready = os.getppid(), False
+    while not stop.is_set() and os.getppid() == parent:  # an orphan stops too
+        batch = poll()
+        now = time.monotonic()
+        if not ready:
+            events.put(("ready", wid, now))
+            ready = True
+        records = [m for m in batch if m.error() is None]
+        if records:
+            events.put(("poll", wid, len(records), now, time.process_time() - cpu0))
+            yield records, now
+
+
 def share_worker(spec: WorkerSpec, wid: int, events: EventQueue, stop: EventType) -> None:
     """A member of share group ``spec.group``: takes records, works on each, acknowledges it."""
     consumer = ShareConsumer(
         {**_client(spec), "share.acknowledgement.mode": "explicit", "max.poll.records": spec.max_poll_records}
     )
-    parent, cpu0 = os.getppid(), time.process_time()
+    cpu0 = time.process_time()
     events.put(("subscribed", wid, time.monotonic(), 0.0))
     consumer.subscribe([spec.topic])
-    ready, released = False, False
+    released = False
     try:
-        while not stop.is_set() and os.getppid() == parent:  # an orphan stops too
-            batch = consumer.poll(0.25)
-            now = time.monotonic()
-            if not ready:
-                events.put(("ready", wid, now))
-                ready = True
-            records = [m for m in batch if m.error() is None]
-            if not records:
-                continue
-            events.put(("poll", wid, len(records), now, time.process_time() - cpu0))
+        for records, now in _polls(lambda: consumer.poll(0.25), wid, events, stop, cpu0):
             if spec.hold_s:
                 events.put(("held", wid, [_rid(m) for m in records], [m.delivery_count() for m in records], now))
                 # The parent SIGKILLs or SIGSTOPs this process meanwhile. It must not wait on ``stop``: a
@@ -177,21 +185,11 @@ def classic_worker(spec: WorkerSpec, wid: int, events: EventQueue, stop: EventTy
     def revoked(_: Consumer, partitions: list[Any]) -> None:
         events.put(("assigned", wid, []))
 
-    parent, cpu0 = os.getppid(), time.process_time()
+    cpu0 = time.process_time()
     events.put(("subscribed", wid, time.monotonic(), 0.0))
     consumer.subscribe([spec.topic], on_assign=assigned, on_revoke=revoked)
-    ready = False
     try:
-        while not stop.is_set() and os.getppid() == parent:  # an orphan stops too
-            batch = consumer.consume(spec.max_poll_records, 0.25)
-            now = time.monotonic()
-            if not ready:
-                events.put(("ready", wid, now))
-                ready = True
-            records = [m for m in batch if m.error() is None]
-            if not records:
-                continue
-            events.put(("poll", wid, len(records), now, time.process_time() - cpu0))
+        for records, _ in _polls(lambda: consumer.consume(spec.max_poll_records, 0.25), wid, events, stop, cpu0):
             if not spec.report_each:  # a bulk reader commits each batch
                 consumer.commit(asynchronous=True)
                 events.put(("cpu", wid, time.process_time() - cpu0, time.monotonic()))

@@ -174,26 +174,17 @@ class ReconnectingPublisher:
             raise BrokerUnavailable(f"Kafka did not answer within {self._deadline_s:g}s: {exc}") from exc
 
     async def publish(self, event: AnyEvent) -> RecordPosition:
-        sent = False
-        try:
-            async with asyncio.timeout(self._deadline_s):
-                publisher = await self._connected()
-                sent = True
-                return await publisher.publish(event)
-        except (TimeoutError, BrokerUnavailable) as exc:
-            self._drop()
-            if sent:
-                raise PublishUnconfirmed(
-                    f"Kafka did not acknowledge within {self._deadline_s:g}s ({exc or 'timed out'})"
-                ) from exc
-            raise BrokerUnavailable(f"cannot reach Kafka: {exc or 'timed out'}") from exc
+        return (await self.publish_all([event]))[0]
 
     async def publish_all(self, events: Sequence[AnyEvent]) -> list[RecordPosition]:
         """Hand every event over, then wait for all their acknowledgements, within one deadline for the lot."""
+        if not events:
+            return []
         sent = False
         acks: list[asyncio.Future[RecordPosition]] = []
+        limit_s = self._deadline_s + (len(events) - 1) / _BULK_RECORDS_PER_S
         try:
-            async with asyncio.timeout(self._deadline_s + len(events) / _BULK_RECORDS_PER_S):
+            async with asyncio.timeout(limit_s):
                 publisher = await self._connected()
                 sent = True
                 acks = [await publisher.send(event) for event in events]
@@ -203,7 +194,7 @@ class ReconnectingPublisher:
             self._drop()
             if sent:
                 raise PublishUnconfirmed(
-                    f"Kafka did not acknowledge all {len(events)} records in time ({exc or 'timed out'})"
+                    f"Kafka did not acknowledge {len(events)} record(s) within {limit_s:g}s ({exc or 'timed out'})"
                 ) from exc
             raise BrokerUnavailable(f"cannot reach Kafka: {exc or 'timed out'}") from exc
 

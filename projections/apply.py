@@ -32,6 +32,7 @@ from contracts import (
 )
 from contracts.job_state import CACHE_HIT, RULES, AttemptRule, Rule
 from foundation.kafka import RecordPosition
+from projections.reducer import as_record, event_row
 
 
 def guard(rule: Rule, attempt_param: str) -> str:
@@ -69,18 +70,7 @@ async def apply_job_event(
         " producer, topic, kafka_partition, kafka_offset, payload)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)"
         " ON CONFLICT (event_id) DO NOTHING RETURNING true",
-        event.event_id,
-        event.job_id,
-        event.fingerprint,
-        event.type,
-        event.schema_version,
-        event.attempt,
-        event.occurred_at,
-        f"{event.producer.service}/{event.producer.instance}",
-        at.topic,
-        at.partition,
-        at.offset,
-        event.payload.model_dump_json(),
+        *as_record(event_row(event, at)),  # the row replay and the set-based path write, column for column
     )
     if not recorded:
         return Outcome.DUPLICATE

@@ -78,6 +78,13 @@ _SEGMENTS: Final = _Table(
 _CACHE: Final = _Table(
     "result_cache", CacheRow, ("text", "uuid", "int", "int", "bigint", _TS, _TS, _TS), ("fingerprint",)
 )
+# Built once: a batch reuses asyncpg's prepared statement for each.
+_READS: Final = (
+    _JOBS.select("job_id", "uuid"),
+    _SEGMENTS.select("job_id", "uuid"),
+    _CACHE.select("fingerprint", "text"),
+)
+_UPSERTS: Final = {table.name: table.upsert() for table in (_JOBS, _SEGMENTS, _CACHE)}
 _EVENTS_INSERT: Final = (
     "INSERT INTO job_events (event_id, job_id, fingerprint, type, schema_version, attempt, occurred_at, producer,"
     " topic, kafka_partition, kafka_offset, payload)"
@@ -113,11 +120,12 @@ async def apply_job_events(
     touched = list({event.job_id for event, _ in events if event.event_id in new})
     fingerprints = list({event.fingerprint for event, _ in events if event.event_id in new})
     fold = Projection(cache_ttl)  # seeded with the rows the new events build on
-    for record in await conn.fetch(_JOBS.select("job_id", "uuid"), touched):
+    read_jobs, read_segments, read_cache = _READS
+    for record in await conn.fetch(read_jobs, touched):
         fold.jobs[record["job_id"]] = JobRow(*record)
-    for record in await conn.fetch(_SEGMENTS.select("job_id", "uuid"), touched):
+    for record in await conn.fetch(read_segments, touched):
         fold.segments.setdefault(record["job_id"], {})[record["segment_index"]] = SegmentRow(*record)
-    for record in await conn.fetch(_CACHE.select("fingerprint", "text"), fingerprints):
+    for record in await conn.fetch(read_cache, fingerprints):
         fold.cache[record["fingerprint"]] = CacheRow(*record)
     before_jobs = {job_id: as_record(row) for job_id, row in fold.jobs.items()}
     before_segments = {
@@ -139,11 +147,11 @@ async def apply_job_events(
     segments = [s for key, s in after_segments.items() if before_segments.get(key) != as_record(s)]
     cache = [row for fp, row in fold.cache.items() if before_cache.get(fp) != as_record(row)]
     if jobs:
-        await conn.execute(_JOBS.upsert(), *_arrays(jobs))
+        await conn.execute(_UPSERTS["jobs"], *_arrays(jobs))
     if doomed:
         await conn.execute(_SEGMENTS_DELETE, [k[0] for k in doomed], [k[1] for k in doomed])
     if segments:
-        await conn.execute(_SEGMENTS.upsert(), *_arrays(segments))
+        await conn.execute(_UPSERTS["segments"], *_arrays(segments))
     if cache:
-        await conn.execute(_CACHE.upsert(), *_arrays(cache))
+        await conn.execute(_UPSERTS["result_cache"], *_arrays(cache))
     return outcomes
