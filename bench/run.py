@@ -132,7 +132,7 @@ async def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="voxlog bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="every scenario, small sizes (2-2.5 minutes on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="every scenario, small sizes (about 3 minutes on 2 cores)")
     parser.add_argument(
         "--docs", type=Path, default=None, help="where to write benchmarks.md and plots (default: docs/ for full runs)"
     )
