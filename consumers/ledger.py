@@ -3,7 +3,8 @@
 The projection lags the log, so the worker keeps its own view: each job's
 status (folded with ``contracts.job_state.transition``, the rule the
 projector follows too), the request it was queued with, its latest release,
-and the results completed in this partition (for coalescing duplicates). It
+and the results completed in this partition (for coalescing duplicates, until
+their TTL passes or a ``CacheEvicted`` ends their reuse). It
 is filled by the recovery scan on assignment and by every record the worker
 reads after.
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from consumers.ports import CachedResult
-from contracts import JobCompleted, JobEvent, JobQueued, JobReleased, SynthesisRequest
+from contracts import CacheEvicted, JobCompleted, JobEvent, JobQueued, JobReleased, SynthesisRequest
 from contracts.job_state import JobState, JobStatus, status_implied_by, transition
 
 
@@ -44,6 +45,7 @@ class JobView:
     own: list[tuple[int, JobEvent]] = field(default_factory=list)  # (offset, event) published, not read back
     confirmed_release: JobReleased | None = None
     confirmed_completion: JobCompleted | None = None
+    evicted: bool = False  # a CacheEvicted was read: its result is not reused any more
 
     def __post_init__(self) -> None:
         self.status = self.confirmed
@@ -89,6 +91,8 @@ class Ledger:
             if isinstance(outcome, JobStatus):
                 view.confirmed = outcome
                 self._confirm_effects(view, event)
+        if isinstance(event, CacheEvicted) and view.state is JobState.COMPLETED:
+            view.evicted = True  # its result answers no duplicate any more (the job stays completed)
         if isinstance(event, JobQueued) and view.request is None:
             view.request, view.submitted_at = event.payload.request, event.payload.submitted_at
         self._refresh(view)
@@ -137,7 +141,7 @@ class Ledger:
     def _keep_result(self, view: JobView) -> None:
         completed = view.completion
         held = self.results.get(view.fingerprint)
-        if completed is not None and not completed.payload.cache_hit:
+        if completed is not None and not completed.payload.cache_hit and not view.evicted:
             if held is None or held.job_id != view.job_id:
                 self.results.pop(view.fingerprint, None)  # re-inserted last: the newest expiry
                 self.results[view.fingerprint] = CachedResult(

@@ -16,12 +16,21 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from consumers.ledger import Ledger
-from contracts import HEADER_TYPE, DecodeError, JobQueued, SynthesisRequest, decode_event, header_value, type_name
+from contracts import (
+    HEADER_TYPE,
+    CacheEvicted,
+    DecodeError,
+    JobQueued,
+    SynthesisRequest,
+    decode_event,
+    header_value,
+    type_name,
+)
 from contracts.job_state import STATUS_EVENT_TYPES
 
-# Only events that can change a job's status matter to the ledger (SegmentProduced cannot):
-# the rest are filtered out by header, undecoded.
-LEDGER_TYPES = STATUS_EVENT_TYPES
+# Only events that can change a job's status, or end a result's reuse, matter to the ledger
+# (SegmentProduced does neither): the rest are filtered out by header, undecoded.
+LEDGER_TYPES = STATUS_EVENT_TYPES | {type_name(CacheEvicted)}
 
 
 async def scan_tails(

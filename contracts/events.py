@@ -7,8 +7,8 @@ Every event is an immutable envelope (``event_id``, ``type``,
 class. A change to a payload's shape bumps that event's ``schema_version`` and
 adds an upcaster in :mod:`contracts.upcasting`, so old logs still replay.
 
-``attempt`` lives in the envelope only: 0 for ``JobQueued`` and cache hits,
-1 for the first claim, +1 for each claim after a release.
+``attempt`` lives in the envelope only: 0 for ``JobQueued``, cache hits and
+``CacheEvicted``, 1 for the first claim, +1 for each claim after a release.
 """
 
 from __future__ import annotations
@@ -130,6 +130,20 @@ class JobFailedPayload(_Frozen):
     attempts: NonNegative
 
 
+EvictionReason = Literal["expired", "capacity", "purge"]
+
+
+class CacheEvictedPayload(_Frozen):
+    """Why a completed job's result stopped answering duplicates: its TTL passed (``expired``), the blob
+    store needed the room (``capacity``, least recently used first) or an operator purged it (``purge``).
+
+    Eviction ends reuse, not the jobs: every job keeps its audio for ``VOXLOG_JOB_RETENTION`` after its
+    completion or last reuse, and the blobs go only when nothing keeps them any more."""
+
+    reason: EvictionReason
+    total_bytes: NonNegative  # what the entry held, as the janitor saw it
+
+
 class _Envelope(_Frozen):
     event_id: uuid.UUID
     job_id: uuid.UUID
@@ -173,6 +187,14 @@ class JobFailed(_Envelope):
     type: Literal["JobFailed"] = "JobFailed"
     schema_version: Literal[1] = 1
     payload: JobFailedPayload
+
+
+class CacheEvicted(_Envelope):
+    """A completed job's result leaves the result cache (the job itself stays completed)."""
+
+    type: Literal["CacheEvicted"] = "CacheEvicted"
+    schema_version: Literal[1] = 1
+    payload: CacheEvictedPayload
 
 
 class NodeAnnouncedPayload(_Frozen):
@@ -232,12 +254,12 @@ class NodeHeartbeat(_Frozen):
 NodeEvent = Annotated[NodeAnnounced | NodeHeartbeat, Field(discriminator="type")]
 
 JobEvent = Annotated[
-    JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed,
+    JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed | CacheEvicted,
     Field(discriminator="type"),
 ]
 JOB_EVENT_ADAPTER: Final[TypeAdapter[JobEvent]] = TypeAdapter(JobEvent)
 
-EVENT_CLASSES: Final = (JobQueued, JobClaimed, SegmentProduced, JobCompleted, JobReleased, JobFailed)
+EVENT_CLASSES: Final = (JobQueued, JobClaimed, SegmentProduced, JobCompleted, JobReleased, JobFailed, CacheEvicted)
 NODE_EVENT_ADAPTER: Final[TypeAdapter[NodeEvent]] = TypeAdapter(NodeEvent)
 
 

@@ -21,6 +21,10 @@ reason says why. So a worker declared stale cannot overwrite the newer
 attempt's state, segments or result, and applying an event twice changes
 nothing (a claim's attempt never comes back, a terminal state never leaves).
 
+``CacheEvicted`` is about a completed job's *result*, not its state: it leaves
+a completed job as it is, and is fenced for any other (a job that never
+completed has no result to evict).
+
 The worker's ledger folds events with :func:`transition`; the projector's SQL
 guards are built from :data:`RULES`, and property tests check that both end
 where :func:`fold` does.
@@ -36,6 +40,7 @@ from types import MappingProxyType
 from typing import Final
 
 from contracts.events import (
+    CacheEvicted,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -143,6 +148,10 @@ def transition(status: JobStatus | None, event: JobEvent) -> JobStatus | Fenced:
         return Fenced(FenceReason.DUPLICATE, f"job already {status.state}")
     if status is None:
         return Fenced(FenceReason.UNKNOWN_JOB, "no JobQueued precedes it")
+    if isinstance(event, CacheEvicted):
+        if status.state is JobState.COMPLETED:
+            return status
+        return Fenced(FenceReason.WRONG_STATE, f"job is {status.state}: it has no result to evict")
     if status.terminal:
         return Fenced(FenceReason.TERMINAL, f"job already {status.state}")
     rule = RULES[rule_name(event)]
@@ -162,6 +171,8 @@ def status_implied_by(event: JobEvent) -> JobStatus:
     The job's earlier events lie before where the reader started, so the event
     is taken at its word: the state it leads to, at the attempt it names.
     """
+    if isinstance(event, CacheEvicted):
+        return JobStatus(JobState.COMPLETED, event.attempt)
     rule = None if isinstance(event, JobQueued) else RULES[rule_name(event)]
     state = JobState.QUEUED if rule is None else rule.to_state or JobState.CLAIMED
     return JobStatus(state, event_attempt(event))

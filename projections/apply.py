@@ -18,6 +18,7 @@ from typing import Final
 import asyncpg
 
 from contracts import (
+    CacheEvicted,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -87,6 +88,8 @@ async def apply_job_event(
             applied = await _released(conn, event)
         case JobFailed():
             applied = await _failed(conn, event)
+        case CacheEvicted():
+            applied = await _evicted(conn, event)
     return Outcome.APPLIED if applied else Outcome.FENCED
 
 
@@ -294,3 +297,14 @@ async def _heartbeat(conn: asyncpg.Connection, event: NodeHeartbeat) -> bool:
         event.event_id,
     )
     return status.endswith(" 1")
+
+
+async def _evicted(conn: asyncpg.Connection, e: CacheEvicted) -> bool:
+    """Drop the result cache entry the eviction names (a newer result of the fingerprint stays)."""
+    completed = await conn.fetchval(
+        f"SELECT state = '{JobState.COMPLETED.value}' FROM jobs WHERE job_id = $1", e.job_id
+    )
+    if not completed:
+        return False  # fenced: a job that never completed has no result to evict
+    await conn.execute("DELETE FROM result_cache WHERE fingerprint = $1 AND job_id = $2", e.fingerprint, e.job_id)
+    return True

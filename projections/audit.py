@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from contracts import (
+    CacheEvicted,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -96,6 +97,7 @@ class JobHistory:
     attempts: dict[int, AttemptRecord] = field(default_factory=dict)
     spans: list[StateSpan] = field(default_factory=list)
     reused_from: uuid.UUID | None = None  # the job whose synthesis a cache hit or coalesced duplicate served
+    evicted: str | None = None  # why its result left the result cache (CacheEvicted), if it did
 
     @property
     def found(self) -> bool:
@@ -168,6 +170,8 @@ def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
             _end(current, event, f"released: {event.payload.reason}")
         case JobFailed():
             _end(current, event, f"failed: {event.payload.reason_code}")
+        case CacheEvicted():
+            history.evicted = event.payload.reason
     if outcome.state in (JobState.COMPLETED, JobState.FAILED):
         last = history.spans[-1]
         history.spans[-1] = StateSpan(last.state, last.attempt, last.since, last.since)
@@ -187,6 +191,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
         "attempt": history.status.attempt if history.status else None,
         "request": history.request.model_dump(mode="json") if history.request else None,
         "reused_from": str(history.reused_from) if history.reused_from else None,
+        "result_evicted": history.evicted,
         "events": [_entry_json(entry, history.attempts) for entry in history.entries],
         "attempts": [
             {

@@ -13,7 +13,8 @@ round trips. Here a batch costs a fixed number whatever its size:
    :class:`projections.reducer.Projection`: the same state machine and
    columns as the per-event statements, which property tests keep equal;
 4. what changed is written back: one upsert per table, one delete of the
-   segments a claim or release discarded.
+   segments a claim or release discarded, one of the cache entries an
+   eviction removed.
 
 The projector is the only writer of these tables and applies one batch at a
 time, so the rows read in step 2 are the rows the fold may build on. A batch
@@ -92,6 +93,7 @@ _EVENTS_INSERT: Final = (
     " $8::text[], $9::text[], $10::int[], $11::bigint[], $12::jsonb[])"
     " ON CONFLICT (event_id) DO NOTHING RETURNING event_id"
 )
+_CACHE_DELETE: Final = "DELETE FROM result_cache WHERE fingerprint = ANY($1::text[])"
 _SEGMENTS_DELETE: Final = (
     "DELETE FROM segments USING unnest($1::uuid[], $2::int[]) AS doomed(job_id, segment_index)"
     " WHERE segments.job_id = doomed.job_id AND segments.segment_index = doomed.segment_index"
@@ -146,12 +148,15 @@ async def apply_job_events(
     doomed = [key for key in before_segments if key not in after_segments]
     segments = [s for key, s in after_segments.items() if before_segments.get(key) != as_record(s)]
     cache = [row for fp, row in fold.cache.items() if before_cache.get(fp) != as_record(row)]
+    evicted = [fp for fp in before_cache if fp not in fold.cache]
     if jobs:
         await conn.execute(_UPSERTS["jobs"], *_arrays(jobs))
     if doomed:
         await conn.execute(_SEGMENTS_DELETE, [k[0] for k in doomed], [k[1] for k in doomed])
     if segments:
         await conn.execute(_UPSERTS["segments"], *_arrays(segments))
+    if evicted:
+        await conn.execute(_CACHE_DELETE, evicted)
     if cache:
         await conn.execute(_UPSERTS["result_cache"], *_arrays(cache))
     return outcomes

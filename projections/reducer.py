@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from contracts import (
+    CacheEvicted,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -240,6 +241,11 @@ class Projection:
                 row.error_code, row.error_message = event.payload.reason_code, event.payload.message
                 row.failed_at = row.updated_at = event.occurred_at
                 row.last_event_id = event.event_id
+            case CacheEvicted():
+                # Only the entry it names: a newer result of the fingerprint may have replaced it since.
+                cached = self.cache.get(event.fingerprint)
+                if cached is not None and cached.job_id == event.job_id:
+                    del self.cache[event.fingerprint]
         return Applied.APPLIED
 
     def _segment(self, e: SegmentProduced) -> None:

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from contracts import (
     AudioRef,
+    CacheEvicted,
+    CacheEvictedPayload,
     JobClaimed,
     JobClaimedPayload,
     JobCompleted,
@@ -95,6 +97,13 @@ def one_of_each(text: str = "Hello world.", job_id: uuid.UUID | None = None) -> 
             attempt=2,
             occurred_at=T0 + timedelta(seconds=7),
             payload=JobCompletedPayload(segment_count=1, total_duration_ms=1200),
+            **common,
+        ),
+        CacheEvicted(
+            event_id=derive_event_id(job, "CacheEvicted", 0),
+            attempt=0,
+            occurred_at=T0 + timedelta(seconds=7, milliseconds=500),
+            payload=CacheEvictedPayload(reason="capacity", total_bytes=57644),
             **common,
         ),
         JobFailed(

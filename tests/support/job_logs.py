@@ -25,6 +25,9 @@ from hypothesis import strategies as st
 
 from contracts import (
     AudioRef,
+    CacheEvicted,
+    CacheEvictedPayload,
+    EvictionReason,
     JobClaimed,
     JobClaimedPayload,
     JobCompleted,
@@ -103,6 +106,10 @@ class _Builder:
             source_job_id=uuid.UUID(int=1) if cache_hit else None,
         )
         return JobCompleted(payload=payload, **self._common("JobCompleted", attempt, *(["cache"] if cache_hit else [])))
+
+    def evicted(self, reason: EvictionReason = "capacity") -> CacheEvicted:
+        payload = CacheEvictedPayload(reason=reason, total_bytes=4844)
+        return CacheEvicted(payload=payload, **self._common("CacheEvicted", 0))
 
     def released(self, attempt: int) -> JobReleased:
         payload = JobReleasedPayload(reason="transient", failed_attempt=attempt, message="engine hiccup")

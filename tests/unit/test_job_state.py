@@ -46,6 +46,10 @@ def outcome(status: JobStatus | None, event: JobEvent) -> JobStatus | FenceReaso
         (JobStatus(C, 2), job.segment(1, 0), FenceReason.STALE_ATTEMPT),
         (JobStatus(R, 1), job.segment(1, 0), FenceReason.WRONG_STATE),
         (JobStatus(C, 1), job.completed(1, 1), JobStatus(D, 1)),
+        (JobStatus(D, 2), job.evicted(), JobStatus(D, 2)),
+        (JobStatus(Q, 0), job.evicted(), FenceReason.WRONG_STATE),
+        (JobStatus(F, 1), job.evicted(), FenceReason.WRONG_STATE),
+        (None, job.evicted(), FenceReason.UNKNOWN_JOB),
         (JobStatus(C, 2), job.completed(1, 1), FenceReason.STALE_ATTEMPT),
         (JobStatus(R, 1), job.completed(1, 1), FenceReason.WRONG_STATE),
         (JobStatus(Q, 0), job.completed(0, 1), FenceReason.WRONG_STATE),
@@ -155,6 +159,28 @@ def test_a_result_expires_after_the_cache_ttl():
         ledger.observe(event)
     assert ledger.live_result(built.fingerprint, done.occurred_at + timedelta(seconds=29)) is not None
     assert ledger.live_result(built.fingerprint, done.occurred_at + timedelta(seconds=30)) is None
+
+
+def test_an_evicted_result_is_not_reused_even_when_the_job_is_seen_again():
+    ledger = Ledger(timedelta(minutes=10))
+    built = _Builder(uuid.UUID(int=14))
+    done = built.completed(1, 1)
+    for event in [built.queued(), built.claimed(1), done]:
+        ledger.observe(event)
+    assert ledger.live_result(built.fingerprint, done.occurred_at) is not None
+    ledger.observe(built.evicted())
+    assert ledger.live_result(built.fingerprint, done.occurred_at) is None
+    ledger.observe(done)  # the completion read again (a redelivery) must not bring the result back
+    assert ledger.live_result(built.fingerprint, done.occurred_at) is None
+    assert ledger.jobs[built.job_id].state is JobState.COMPLETED
+
+
+def test_a_reader_that_starts_at_an_eviction_knows_the_job_completed_and_reuses_nothing():
+    ledger = Ledger(timedelta(minutes=10))
+    built = _Builder(uuid.UUID(int=15))
+    ledger.observe(built.evicted())
+    assert ledger.jobs[built.job_id].state is JobState.COMPLETED
+    assert ledger.live_result(built.fingerprint, built.queued().occurred_at) is None
 
 
 def test_the_ledger_remembers_the_request_and_the_retry_time():
