@@ -15,22 +15,28 @@ ever reaches the log.)
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 import structlog
 
 from consumers.errors import LookupUnavailable
 from consumers.ledger import JobView, Ledger
-from consumers.ports import CachedResult, ResultLookup
+from consumers.ports import AudioSink, CachedResult, ResultLookup
 
 log = structlog.get_logger("voxlog.worker")
 
 
-async def reusable_result(view: JobView, ledger: Ledger, lookup: ResultLookup, now: datetime) -> CachedResult | None:
+async def reusable_result(
+    view: JobView, ledger: Ledger, lookup: ResultLookup, blobs: AudioSink, now: datetime
+) -> CachedResult | None:
     """The live result ``view``'s job may complete with instead of being synthesized, if any.
 
     With the projection unreadable, only the ledger is asked: at worst a duplicate is synthesized
-    again, which is wasted work, never a wrong answer.
+    again, which is wasted work, never a wrong answer. A result is reused only once its blobs are
+    marked used (the sweeper then keeps them for the new job's retention); one whose blobs are gone
+    already is synthesized afresh. A result the projection does not show yet was completed within
+    the projector's lag, so its blobs are fresh, and kept for the retention anyway.
     """
     found = ledger.live_result(view.fingerprint, now)
     if found is None:
@@ -39,5 +45,12 @@ async def reusable_result(view: JobView, ledger: Ledger, lookup: ResultLookup, n
         except LookupUnavailable as exc:
             log.warning("coalescing from this worker's ledger only", error=str(exc))
     if found is None or found.job_id == view.job_id:
+        return None
+    try:
+        refs = await lookup.result_blobs(found.job_id)
+    except LookupUnavailable:
+        refs = []
+    if refs and not await asyncio.to_thread(blobs.touch, refs):
+        log.info("the cached result's audio is gone: synthesizing again", job_id=str(view.job_id))
         return None
     return found

@@ -234,6 +234,10 @@ class JobRunner:
         )
         return Outcome("completed", len(plan), total_ms)
 
+    @property
+    def blobs(self) -> AudioSink:
+        return self._blobs
+
     def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:
         wav = encode_wav(samples, sample_rate)
         return self._blobs.put(wav, ".wav"), len(wav)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeAlias
@@ -69,9 +69,17 @@ class ResultLookup(Protocol):
 
     async def request_of(self, job_id: uuid.UUID) -> SynthesisRequest | None: ...
 
+    async def result_blobs(self, job_id: uuid.UUID) -> list[AudioRef]:
+        """The blobs of a completed job's segments (empty while the projection does not show them)."""
+        ...
+
 
 class AudioSink(Protocol):
     def put(self, data: bytes, suffix: str) -> AudioRef: ...
+
+    def touch(self, refs: Iterable[AudioRef]) -> bool:
+        """Mark blobs used now; ``False`` when one is gone (see ``foundation.blobs``)."""
+        ...
 
 
 class Appended(Protocol):

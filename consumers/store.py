@@ -14,7 +14,7 @@ import asyncpg
 
 from consumers.errors import LookupUnavailable
 from consumers.ports import CachedResult
-from contracts import SynthesisRequest
+from contracts import AudioRef, SynthesisRequest
 from foundation.db import reading
 
 QUERY_TIMEOUT_S = 5.0
@@ -47,3 +47,10 @@ class PostgresResultLookup:
                 "SELECT request FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
             )
         return None if raw is None else SynthesisRequest.model_validate_json(raw)
+
+    async def result_blobs(self, job_id: uuid.UUID) -> list[AudioRef]:
+        async with _reading():
+            rows = await self._pool.fetch(
+                "SELECT audio_sha256, audio_uri FROM segments WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
+            )
+        return [AudioRef(sha256=r["audio_sha256"], uri=r["audio_uri"]) for r in rows]

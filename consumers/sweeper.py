@@ -24,11 +24,15 @@ attempt higher, and the projector fences the stale attempt's late events.
 The released attempt's partial segments are dropped by the projection; their
 blobs are deleted after ``blob_grace_s`` unless a segment refers to them
 again or a writer touched them meanwhile.
+
+The leader also keeps the result cache and the blob store bounded, every
+``cache_sweep_interval_s`` (:mod:`consumers.cache_janitor`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ from typing import Protocol
 
 import structlog
 
+from consumers.cache_janitor import CacheJanitor
 from consumers.errors import LookupUnavailable
 from consumers.ports import EventLog
 from contracts import (
@@ -153,6 +158,7 @@ class Sweeper:
         events: EventLog,
         producer: Producer,
         remove_blob: RemoveBlob,
+        janitor: CacheJanitor | None = None,
     ) -> None:
         self.config = config
         self._leadership = leadership
@@ -163,6 +169,8 @@ class Sweeper:
         self._remove_blob = remove_blob
         self._doomed: list[tuple[datetime, Claim, AudioRef]] = []  # released attempts' blobs, when to check them
         self._released: dict[tuple[uuid.UUID, int], datetime] = {}  # until the projection shows the release
+        self._janitor = janitor
+        self._janitor_due = 0.0  # monotonic time of the next cache round
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -174,11 +182,22 @@ class Sweeper:
                         await self.sweep(utc_now())
                     except (BrokerUnavailable, LookupUnavailable) as exc:
                         log.warning("sweep skipped; the next one follows", error=str(exc))
+                    await self._cache_round()
                 if await wait_for_stop(stop, self.config.sweep_interval_s):
                     return
         finally:
             SWEEPER_LEADER.set(0)
             await self._leadership.release()
+
+    async def _cache_round(self) -> None:
+        if self._janitor is None or time.monotonic() < self._janitor_due:
+            return
+        try:
+            await self._janitor.round(utc_now())
+        except (BrokerUnavailable, LookupUnavailable) as exc:
+            log.warning("cache round skipped; the next one follows", error=str(exc))
+            return  # retried at the next sweep
+        self._janitor_due = time.monotonic() + self._janitor.config.interval_s
 
     async def sweep(self, now: datetime) -> list[tuple[Claim, str]]:
         """One look at every live claim: release the stale ones, delete blobs whose time has come."""

@@ -18,6 +18,7 @@ from typing import Final
 import asyncpg
 import structlog
 
+from consumers.cache_janitor import Entry
 from consumers.errors import LookupUnavailable
 from consumers.sweeper import Claim
 from contracts import AudioRef
@@ -68,6 +69,32 @@ class PostgresSweeperStore:
                 timeout=QUERY_TIMEOUT_S,
             )
         return bool(found)
+
+
+class PostgresCacheStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def entries(self) -> list[Entry]:
+        async with _reading():
+            rows = await self._pool.fetch(
+                "SELECT rc.fingerprint, rc.job_id, rc.expires_at, rc.total_bytes,"
+                " array_remove(array_agg(s.audio_sha256), NULL) AS blobs"
+                " FROM result_cache rc LEFT JOIN segments s ON s.job_id = rc.job_id GROUP BY rc.fingerprint",
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return [
+            Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset(r["blobs"])) for r in rows
+        ]
+
+    async def in_flight_blobs(self) -> set[str]:
+        async with _reading():
+            rows = await self._pool.fetch(
+                "SELECT DISTINCT s.audio_sha256 FROM segments s JOIN jobs j ON j.job_id = s.job_id"
+                " WHERE j.state = 'claimed'",
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return {r["audio_sha256"] for r in rows}
 
 
 class AdvisoryLeadership:

@@ -253,7 +253,7 @@ class SynthWorker(ConsumerRebalanceListener):
         request = view.request or await self._request_of(tp, view)
         if request is not None and not self._serves(request):
             return  # another engine's or model version's job: its own group acts on it
-        cached = await reusable_result(view, ledger, self._lookup, utc_now())
+        cached = await reusable_result(view, ledger, self._lookup, self._runner.blobs, utc_now())
         if cached is not None:
             await self._runner.complete_from_cache(view, cached, ledger.record_own)
             return

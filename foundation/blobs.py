@@ -1,13 +1,27 @@
-"""Content-addressed blob store for segment audio: events carry the hash and URI, never samples."""
+"""Content-addressed blob store for segment audio: events carry the hash and URI, never samples.
+
+A blob's modification time is its last use: :meth:`LocalBlobStore.put`
+sets it when a segment is written (or written again with the same bytes),
+:meth:`LocalBlobStore.touch` when a finished result is handed out again.
+:meth:`LocalBlobStore.remove_unused` deletes a blob only if it was not used
+for a given time, deciding after renaming it away, so that a use racing the
+deletion either comes first (and keeps the blob) or finds it gone (and the
+result is synthesized afresh); never a result handed out whose audio then
+disappears.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import re
 import tempfile
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 from urllib.parse import unquote, urlparse
 
 from contracts import AudioRef
@@ -22,6 +36,24 @@ class BlobStore(Protocol):
     def put(self, data: bytes, suffix: str) -> AudioRef: ...
 
     def get(self, ref: AudioRef) -> bytes: ...
+
+    def touch(self, refs: Iterable[AudioRef]) -> bool:
+        """Mark blobs as used now, before a result is handed out again; ``False`` when one is gone (the
+        result cannot be reused then, and is synthesized afresh)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    ref: AudioRef
+    size: int
+    used_at: float  # modification time: when it was last written or reused (epoch seconds)
+
+
+_BLOB_NAME: Final = re.compile(r"^([0-9a-f]{64})(\.[a-z0-9]{1,8})?$")
+_DOOMED_WAIT_S: Final = 2.0
+_ABANDONED_S: Final = 60.0
+_pause = time.sleep
 
 
 class LocalBlobStore:
@@ -54,14 +86,75 @@ class LocalBlobStore:
                 raise
         return AudioRef(sha256=digest, uri=path.as_uri())
 
-    def get(self, ref: AudioRef) -> bytes:
+    def _own_path(self, ref: AudioRef) -> Path | None:
         path = Path(unquote(urlparse(ref.uri).path))
         if path.parent.parent.parent != self.root or not path.name.startswith(ref.sha256):
+            return None
+        return path
+
+    def get(self, ref: AudioRef) -> bytes:
+        path = self._own_path(ref)
+        if path is None:
             raise BlobNotFound(f"{ref.uri} is not a blob of this store ({self.root})")
+        deadline = time.monotonic() + _DOOMED_WAIT_S
+        while True:
+            try:
+                return path.read_bytes()
+            except FileNotFoundError as exc:
+                # Renamed away for a moment while remove_unused decides (it puts back a blob in use):
+                # wait for the decision rather than report a kept blob as gone.
+                if path.with_name(f".doomed-{path.name}").exists() and time.monotonic() < deadline:
+                    _pause(0.01)
+                    continue
+                try:
+                    return path.read_bytes()  # put back between the failed read and the look for the rename
+                except FileNotFoundError:
+                    raise BlobNotFound(f"blob {ref.sha256} is gone") from exc
+
+    def touch(self, refs: Iterable[AudioRef]) -> bool:
+        for ref in refs:
+            path = self._own_path(ref)
+            if path is None:
+                return False
+            try:
+                os.utime(path)
+            except FileNotFoundError:
+                return False  # deleted, or being deleted: remove_unused's rename came first
+        return True
+
+    def scan(self) -> list[StoredBlob]:
+        """Every blob in the store, with its size and last use (writes in progress are not blobs yet)."""
+        found = []
+        for directory, _, names in os.walk(self.root):
+            for name in names:
+                path = Path(directory, name)
+                if name.startswith(".doomed-"):
+                    self._restore_abandoned(path)
+                    continue
+                match = _BLOB_NAME.match(name)
+                if match is None:
+                    continue  # a temporary file of a write in progress
+                try:
+                    stat = path.stat()
+                except FileNotFoundError:
+                    continue
+                ref = AudioRef(sha256=match.group(1), uri=path.as_uri())
+                found.append(StoredBlob(ref, stat.st_size, stat.st_mtime))
+        return found
+
+    @staticmethod
+    def _restore_abandoned(doomed: Path) -> None:
+        """Put back a blob that a deleter renamed away and then died on (the rename changed its ctime):
+        the next look decides about it again."""
         try:
-            return path.read_bytes()
-        except FileNotFoundError as exc:
-            raise BlobNotFound(f"blob {ref.sha256} is gone") from exc
+            if time.time() - doomed.stat().st_ctime > _ABANDONED_S:
+                kept = doomed.with_name(doomed.name.removeprefix(".doomed-"))
+                if not kept.exists():
+                    os.replace(doomed, kept)
+                else:
+                    doomed.unlink()  # written again meanwhile: the same bytes
+        except FileNotFoundError:
+            pass
 
     def remove_unused(self, ref: AudioRef, idle_s: float) -> bool:
         """Delete the blob unless it was written or touched within the last ``idle_s`` seconds.
@@ -70,8 +163,8 @@ class LocalBlobStore:
         (atomic), and put back if it turns out to be in use. A ``put`` that finds it gone writes it
         again; one that touched it first keeps it (its modification time is recent).
         """
-        path = Path(unquote(urlparse(ref.uri).path))
-        if path.parent.parent.parent != self.root or not path.name.startswith(ref.sha256):
+        path = self._own_path(ref)
+        if path is None:
             return False
         doomed = path.with_name(f".doomed-{path.name}")
         try:
@@ -83,3 +176,16 @@ class LocalBlobStore:
             return False
         doomed.unlink(missing_ok=True)
         return True
+
+
+class ThreadedBlobShelf:
+    """The store's slow operations (listing every file, deleting) run off the event loop."""
+
+    def __init__(self, store: LocalBlobStore) -> None:
+        self._store = store
+
+    async def scan(self) -> list[StoredBlob]:
+        return await asyncio.to_thread(self._store.scan)
+
+    async def remove_unused(self, ref: AudioRef, idle_s: float) -> bool:
+        return await asyncio.to_thread(self._store.remove_unused, ref, idle_s)

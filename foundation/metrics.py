@@ -20,7 +20,17 @@ SEGMENTS = Counter("voxlog_segments_rendered", "Segments the engine rendered (on
 
 SWEEPER_LEADER = Gauge("voxlog_sweeper_leader", "1 while this sweeper holds the lock that lets it act, else 0.")
 SWEEPER_RELEASES = Counter("voxlog_sweeper_releases", "Stale claims the sweeper released, by reason.", ["reason"])
-SWEEPER_BLOBS_DELETED = Counter("voxlog_sweeper_blobs_deleted", "Blobs of released attempts the sweeper deleted.")
+SWEEPER_BLOBS_DELETED = Counter(
+    "voxlog_sweeper_blobs_deleted", "Blobs the sweeper deleted: released attempts', and those nothing keeps any more."
+)
+CACHE_EVICTIONS = Counter(
+    "voxlog_cache_evictions", "Results the sweeper evicted from the result cache, by reason.", ["reason"]
+)
+BLOB_STORE_BYTES = Gauge("voxlog_blob_store_bytes", "Bytes the blob store holds after the sweeper's last cache round.")
+BLOB_STORE_OVER_CAP = Gauge(
+    "voxlog_blob_store_over_cap_bytes",
+    "Bytes held beyond VOXLOG_CACHE_MAX_BYTES because jobs within their retention or attempts in flight keep them.",
+)
 SWEEPER_SWEEPS = Counter("voxlog_sweeper_sweeps", "Sweeps the leading sweeper made (one look at every live claim).")
 
 # What the log says happened to jobs, counted by the projector once each batch is committed.

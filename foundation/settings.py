@@ -102,6 +102,23 @@ class CacheSettings(_Settings):
     )
 
 
+class RetentionSettings(_Settings):
+    job_retention_s: float = Field(
+        86400.0,
+        ge=1,
+        description="Seconds a job keeps its audio after it completed or its result was last reused (then 410);"
+        " longer than the longest synthesis.",
+    )
+
+
+class CacheCapSettings(RetentionSettings):
+    cache_max_bytes: int = Field(
+        10 * 2**30,
+        ge=0,
+        description="Bytes the blob store may hold; least recently used results are evicted beyond it (0: no cap).",
+    )
+
+
 class MetricsSettings(_Settings):
     metrics_host: str = Field("127.0.0.1", description="Address of the process's Prometheus /metrics endpoint.")
     metrics_port: int = Field(
@@ -129,7 +146,7 @@ class LagRuleSettings(ProjectorNameSettings, SynthGroupSettings):
     lag_interval_s: float = Field(5.0, gt=0, description="How often the API samples consumer lag for /v1/lag.")
 
 
-class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, LagRuleSettings):
+class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings):
     """`voxlog api`: the HTTP front door."""
 
     process = "api"
@@ -224,7 +241,7 @@ class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, Projecto
     projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
 
 
-class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, MetricsSettings):
+class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSettings, MetricsSettings):
     """`voxlog sweeper`: releases claims that stopped making progress (one acts, the others stand by)."""
 
     process = "sweeper"
@@ -239,6 +256,9 @@ class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, MetricsSet
     sweep_interval_s: float = Field(2.0, gt=0, description="How often the leading sweeper looks at live claims.")
     sweep_blob_grace_s: float = Field(
         900.0, ge=0, description="How long a released attempt's blobs are kept before they may be deleted."
+    )
+    cache_sweep_interval_s: float = Field(
+        30.0, gt=0, description="How often the leading sweeper evicts results and deletes blobs nothing keeps."
     )
 
 
@@ -272,8 +292,8 @@ class LagSettings(KafkaSettings, DatabaseSettings, LagRuleSettings):
     process = "lag"
 
 
-class CacheStatsSettings(DatabaseSettings, CacheSettings):
-    """`voxlog cache stats`: what the result cache holds, from the projection and the blob store."""
+class CacheStatsSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSettings):
+    """`voxlog cache`: what the result cache holds (stats), and evicting results by hand (purge)."""
 
     process = "cache"
 

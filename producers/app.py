@@ -24,7 +24,7 @@ from producers.deps import ApiDeps, deps_of
 from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.queries import ProjectionUnavailable
 from producers.speech import openai_speech
-from producers.submit import JobRequest, Rejected, enqueue, scoped_key, unavailable_message
+from producers.submit import JobRequest, Limits, Rejected, enqueue, scoped_key, unavailable_message
 
 _RETRY: Final = {"Retry-After": "5"}
 
@@ -102,6 +102,7 @@ async def submit_job(
             publisher=deps.publisher,
             limits=deps.limits,
             producer=deps.producer,
+            blobs=deps.blobs,
         )
     except Rejected as exc:
         headers = {"Retry-After": "5"} if exc.status == 503 else None
@@ -162,6 +163,14 @@ async def get_job_events(request: Request[Any, Any, Any], job_id: uuid.UUID) -> 
     return history
 
 
+def expired(job_id: uuid.UUID, limits: Limits, cause: Exception) -> str:
+    """The 410 of a job whose audio the sweeper deleted: why, and what to do."""
+    return (
+        f"the audio of job {job_id} has expired ({cause}): a job keeps its audio for {limits.job_retention_s:g} s"
+        " (VOXLOG_JOB_RETENTION_S) after it completed or its result was last reused; submit the request again"
+    )
+
+
 @get("/v1/jobs/{job_id:uuid}/audio", summary="The whole job in its requested format and rate")
 async def get_audio(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Response[bytes]:
     deps = deps_of(request)
@@ -174,7 +183,7 @@ async def get_audio(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Respo
     try:
         audio = await render(deps.blobs, job["segments"], fmt, rate)
     except (BlobNotFound, ValueError) as exc:
-        raise HTTPException(detail=f"audio of job {job_id} is no longer stored: {exc}", status_code=410) from exc
+        raise HTTPException(detail=expired(job_id, deps.limits, exc), status_code=410) from exc
     extension = "raw" if fmt == "pcm" else fmt
     return Response(
         audio,
@@ -197,7 +206,7 @@ async def get_segment_audio(request: Request[Any, Any, Any], job_id: uuid.UUID, 
             deps.blobs.get, AudioRef(sha256=segment["audio_sha256"], uri=segment["audio_uri"])
         )
     except BlobNotFound as exc:
-        raise HTTPException(detail=str(exc), status_code=410) from exc
+        raise HTTPException(detail=expired(job_id, deps.limits, exc), status_code=410) from exc
     return Response(audio, media_type="audio/wav")
 
 

@@ -30,7 +30,7 @@ from foundation.errors import BrokerUnavailable
 from foundation.metrics import SUBMISSIONS
 from producers.deps import deps_of
 from producers.queries import ProjectionUnavailable
-from producers.submit import JobRequest, Rejected, job_id_for, queued_event, scoped_key, validate
+from producers.submit import JobRequest, Rejected, job_id_for, queued_event, scoped_key, still_stored, validate
 
 MAX_BODY_BYTES: Final = 256 * 1024 * 1024  # 10,000 requests of 5,000 characters, escaped, fit
 
@@ -85,7 +85,7 @@ async def submit_batch(
 
     fingerprints = [s.fingerprint() for s in syntheses]
     try:
-        cached = await deps.reader.cached_job_ids(fingerprints)
+        cached = await still_stored(deps.blobs, await deps.reader.cached_results(fingerprints))
     except ProjectionUnavailable:
         cached = {}  # the read side is down, the log is not: take every job (workers coalesce)
     # Without a key the batch gets one, in the client's scope, so that the 503 can name it for a retry.

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import asyncpg
 
+from contracts import AudioRef
 from foundation.db import reading
 from producers.activity import activity
 from producers.errors import ProducerError
@@ -121,16 +122,24 @@ class ProjectionReader:
         async with _reading("the recent activity"):
             return await activity(self._pool, QUERY_TIMEOUT_S)
 
-    async def cached_job_ids(self, fingerprints: list[str]) -> dict[str, uuid.UUID]:
-        """Of ``fingerprints``, those with a live result, and the completed job that holds it."""
+    async def cached_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
+        """Of ``fingerprints``, those with a live result: the completed job that holds it, and its blobs."""
         async with _reading("the result cache"):
             rows = await self._pool.fetch(
-                "SELECT fingerprint, job_id FROM result_cache"
-                " WHERE fingerprint = ANY($1::text[]) AND expires_at > now()",
+                "SELECT rc.fingerprint, rc.job_id, array_remove(array_agg(s.audio_sha256), NULL) AS shas,"
+                " array_remove(array_agg(s.audio_uri), NULL) AS uris"
+                " FROM result_cache rc LEFT JOIN segments s ON s.job_id = rc.job_id"
+                " WHERE rc.fingerprint = ANY($1::text[]) AND rc.expires_at > now() GROUP BY rc.fingerprint",
                 list(set(fingerprints)),
                 timeout=QUERY_TIMEOUT_S,
             )
-        return {row["fingerprint"]: row["job_id"] for row in rows}
+        return {
+            row["fingerprint"]: (
+                row["job_id"],
+                [AudioRef(sha256=sha, uri=uri) for sha, uri in zip(row["shas"], row["uris"], strict=True)],
+            )
+            for row in rows
+        }
 
     async def cached_job_id(self, fingerprint: str) -> uuid.UUID | None:
         """The completed job whose result is still live for ``fingerprint``."""

@@ -115,7 +115,13 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
     )
     try:
         accepted = await enqueue(
-            body, None, reader=deps.reader, publisher=deps.publisher, limits=deps.limits, producer=deps.producer
+            body,
+            None,
+            reader=deps.reader,
+            publisher=deps.publisher,
+            limits=deps.limits,
+            producer=deps.producer,
+            blobs=deps.blobs,
         )
     except Rejected as exc:
         # OpenAI answers every invalid request with 400, whatever our own API would say.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import (
+    AudioRef,
     InvalidRequest,
     JobQueued,
     JobQueuedPayload,
@@ -23,6 +25,7 @@ from contracts import (
 from contracts.request_text import first_refused_character
 from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
+from foundation.blobs import BlobStore
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from producers.errors import ProducerError
 from producers.ports import JobLog
@@ -53,6 +56,7 @@ class Limits:
     max_speed: float
     default_engine: str
     max_batch: int = 10_000
+    job_retention_s: float = 86400.0
 
 
 class Rejected(ProducerError):
@@ -174,8 +178,12 @@ async def enqueue(
     publisher: JobLog,
     limits: Limits,
     producer: Producer,
+    blobs: BlobStore,
 ) -> Accepted:
     """Validate, answer from the cache or a previous submission, else publish ``JobQueued``.
+
+    A cached result is handed out only once its blobs are marked used (touched): the sweeper then keeps
+    them for the retention, and a result whose blobs are already gone is synthesized afresh.
 
     ``key`` is the scoped idempotency key (:func:`scoped_key`). Raises
     :class:`Rejected` for bad input (409 when the key named another request)
@@ -195,7 +203,9 @@ async def enqueue(
             return Accepted(earlier["job_id"], fingerprint, known=earlier)
         cached = await reader.cached_job_id(fingerprint)
         if cached is not None and (done := await reader.job(cached)) is not None:
-            return Accepted(cached, fingerprint, finished=done)
+            refs = [AudioRef(sha256=s["audio_sha256"], uri=s["audio_uri"]) for s in done["segments"]]
+            if await asyncio.to_thread(blobs.touch, refs):
+                return Accepted(cached, fingerprint, finished=done)
     except ProjectionUnavailable as exc:
         # The read side is down, the log is not: take the job. A retry with the same key still names
         # the same job (the id comes from the key and the request), and the worker coalesces a duplicate.
@@ -203,6 +213,16 @@ async def enqueue(
     job_id = job_id_for(key, fingerprint)
     await publisher.publish(queued_event(synthesis, job_id, key, producer))
     return Accepted(job_id, fingerprint)
+
+
+async def still_stored(blobs: BlobStore, found: dict[str, tuple[uuid.UUID, list[AudioRef]]]) -> dict[str, uuid.UUID]:
+    """Of the live results ``found`` (by fingerprint), those whose blobs are all still stored, each marked
+    used now (see :func:`enqueue`); in one hop off the event loop."""
+
+    def touched() -> dict[str, uuid.UUID]:
+        return {fingerprint: job_id for fingerprint, (job_id, refs) in found.items() if blobs.touch(refs)}
+
+    return await asyncio.to_thread(touched) if found else {}
 
 
 def unavailable_message(exc: BrokerUnavailable) -> str:

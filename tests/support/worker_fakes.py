@@ -101,6 +101,16 @@ class NoCache:
     async def request_of(self, job_id):
         return None
 
+    async def result_blobs(self, job_id):
+        return []
+
+
+class StoredBlobs:
+    """A blob store where every blob is still there."""
+
+    def touch(self, refs) -> bool:
+        return True
+
 
 class RecordingRunner:
     """Runs nothing: notes each job and attempt number it was handed."""
@@ -109,6 +119,7 @@ class RecordingRunner:
         self.jobs: list[uuid.UUID] = []
         self.attempts: list[tuple[uuid.UUID, int]] = []
         self.activity = Activity()
+        self.blobs = StoredBlobs()
 
     async def run(self, attempt) -> Outcome:
         self.jobs.append(attempt.job.job_id)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
 import httpx
 from litestar import Litestar
 
-from contracts.events import Producer
+from contracts.events import AudioRef, Producer
 from foundation.errors import PublishUnconfirmed
 from producers.batches import submit_batch
 from producers.deps import ApiDeps
@@ -18,6 +19,11 @@ from producers.submit import Limits
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart",), ("en-us",), 1)]
 
 
+def ref(name: str) -> AudioRef:
+    sha = hashlib.sha256(name.encode()).hexdigest()
+    return AudioRef(sha256=sha, uri=f"file:///blobs/{sha}.wav")
+
+
 class Reader:
     def __init__(self, cached: dict[str, uuid.UUID] | Exception | None = None) -> None:
         self.cached = cached or {}
@@ -25,10 +31,24 @@ class Reader:
     async def engines(self) -> list[EngineVoices]:
         return ENGINES
 
-    async def cached_job_ids(self, fingerprints: list[str]) -> dict[str, uuid.UUID]:
+    async def cached_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
         if isinstance(self.cached, Exception):
             raise self.cached
-        return {fp: job for fp, job in self.cached.items() if fp in fingerprints}
+        return {fp: (job, [ref(str(job))]) for fp, job in self.cached.items() if fp in fingerprints}
+
+
+class Blobs:
+    """The blob store's touch: every blob is there but those named ``gone``."""
+
+    def __init__(self, gone: set[str] | None = None) -> None:
+        self.gone = gone or set()
+        self.touched: list[str] = []
+
+    def touch(self, refs: list[AudioRef]) -> bool:
+        if any(r.sha256 in self.gone for r in refs):
+            return False
+        self.touched += [r.sha256 for r in refs]
+        return True
 
 
 class Log:
@@ -45,12 +65,14 @@ class Log:
         self.published.extend(events)
 
 
-async def post(reader: Reader, log: Log, requests: list[dict[str, Any]], **headers: str) -> httpx.Response:
+async def post(
+    reader: Reader, log: Log, requests: list[dict[str, Any]], blobs: Blobs | None = None, **headers: str
+) -> httpx.Response:
     app = Litestar(route_handlers=[submit_batch])
     app.state.deps = ApiDeps(
         reader=reader,  # type: ignore[arg-type]
         publisher=log,  # type: ignore[arg-type]
-        blobs=None,  # type: ignore[arg-type]
+        blobs=blobs or Blobs(),  # type: ignore[arg-type]
         limits=Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10),
         producer=Producer(service="api", instance="test"),
         audit=None,  # type: ignore[arg-type]
@@ -104,6 +126,19 @@ async def test_live_results_are_answered_from_the_cache_and_only_the_rest_is_pub
     assert (body["queued"], body["cached"]) == (1, 1)
     assert body["jobs"][0] == {"index": 0, "job_id": str(done), "fingerprint": fingerprint, "state": "completed"}
     assert [event.payload.request.text for event in log.published] == ["Not cached."]
+
+
+async def test_a_cached_result_is_marked_used_before_it_is_handed_out_and_one_whose_audio_is_gone_is_queued():
+    probe = Log()
+    await post(Reader(), probe, requests("Kept.", "Evicted."))
+    kept, evicted = (event.fingerprint for event in probe.published)
+    kept_job, evicted_job = uuid.uuid4(), uuid.uuid4()
+    blobs, log = Blobs(gone={ref(str(evicted_job)).sha256}), Log()
+    answer = await post(Reader({kept: kept_job, evicted: evicted_job}), log, requests("Kept.", "Evicted."), blobs)
+    assert answer.status_code == 202, answer.text
+    assert [job["state"] for job in answer.json()["jobs"]] == ["completed", "queued"]
+    assert blobs.touched == [ref(str(kept_job)).sha256]
+    assert [event.payload.request.text for event in log.published] == ["Evicted."]
 
 
 async def test_without_the_projection_every_request_is_queued():

@@ -54,7 +54,13 @@ class FakeLog:
 
 async def submit(projection, log, text: str, key: str | None):
     return await enqueue(
-        JobRequest(text=text, voice="af_heart"), key, reader=projection, publisher=log, limits=LIMITS, producer=PRODUCER
+        JobRequest(text=text, voice="af_heart"),
+        key,
+        reader=projection,
+        publisher=log,
+        limits=LIMITS,
+        producer=PRODUCER,
+        blobs=None,  # nothing is cached here: no blob is touched
     )
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import structlog
 
+from consumers.cache_janitor import JanitorConfig
 from consumers.job_runner import RetryPolicy
 from consumers.ports import EngineDescription
 from consumers.sweeper import SweeperConfig
@@ -26,7 +27,12 @@ log = structlog.get_logger("voxlog")
 
 def limits(settings: ApiSettings) -> Limits:
     return Limits(
-        settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine, settings.max_batch
+        settings.max_text_chars,
+        settings.min_speed,
+        settings.max_speed,
+        settings.default_engine,
+        settings.max_batch,
+        settings.job_retention_s,
     )
 
 
@@ -63,6 +69,14 @@ def projector_config(settings: ProjectorSettings) -> ProjectorConfig:
         cache_ttl=timedelta(seconds=settings.cache_ttl),
         max_batch=settings.projector_batch,
         changes_channel=changes_channel(settings.database_schema),
+    )
+
+
+def janitor_config(settings: SweeperSettings) -> JanitorConfig:
+    return JanitorConfig(
+        job_retention=timedelta(seconds=settings.job_retention_s),
+        max_bytes=settings.cache_max_bytes,
+        interval_s=settings.cache_sweep_interval_s,
     )
 
 

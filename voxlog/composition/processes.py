@@ -11,11 +11,12 @@ import uvicorn
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
+from consumers.cache_janitor import CacheJanitor
 from consumers.heartbeat import HeartbeatBook
 from consumers.sweeper import Sweeper
-from consumers.sweeper_store import AdvisoryLeadership, PostgresSweeperStore
-from contracts import AudioRef, Producer
-from foundation.blobs import LocalBlobStore
+from consumers.sweeper_store import AdvisoryLeadership, PostgresCacheStore, PostgresSweeperStore
+from contracts import Producer
+from foundation.blobs import LocalBlobStore, ThreadedBlobShelf
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.job_changes import JobChanges
@@ -34,7 +35,7 @@ from producers.queries import ProjectionReader
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
-from voxlog.composition.configs import limits, projector_config, sweeper_config
+from voxlog.composition.configs import janitor_config, limits, projector_config, sweeper_config
 from voxlog.composition.resources import (
     instance_name,
     load_configured_engine,
@@ -161,8 +162,9 @@ async def run_sweeper(settings: SweeperSettings) -> None:
         consumer.assign(nodes)
         blobs = LocalBlobStore(settings.blob_dir)
 
-        async def remove_blob(ref: AudioRef, idle_s: float) -> bool:
-            return await asyncio.to_thread(blobs.remove_unused, ref, idle_s)
+        shelf = ThreadedBlobShelf(blobs)
+        producer = Producer(service="sweeper", instance=instance)
+        janitor = CacheJanitor(janitor_config(settings), PostgresCacheStore(pool), shelf, publisher, producer)
 
         book = HeartbeatBook()
         sweeper = Sweeper(
@@ -171,8 +173,9 @@ async def run_sweeper(settings: SweeperSettings) -> None:
             PostgresSweeperStore(pool),
             book,
             publisher,
-            Producer(service="sweeper", instance=instance),
-            remove_blob,
+            producer,
+            shelf.remove_unused,
+            janitor,
         )
         log.info("sweeper started", stale_after_s=settings.stale_after_s)
         tasks = OwnedTasks()
