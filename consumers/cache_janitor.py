@@ -110,16 +110,19 @@ def plan(
     if config.max_bytes and kept > config.max_bytes:
 
         def last_use(entry: Entry) -> float:
-            return max((stored[sha].used_at for sha in entry.blobs if sha in stored), default=0.0)
+            # The least recent of its blobs: a reuse touches them all, while a blob it shares with other
+            # results (a common sentence) is touched by their uses too.
+            return min((stored[sha].used_at for sha in entry.blobs if sha in stored), default=0.0)
 
         for entry in sorted(live, key=last_use):  # least recently used first
             if kept <= config.max_bytes:
                 break
             present = {sha for sha in entry.blobs if sha in stored}
-            if any(stored[sha].used_at >= used_before for sha in present):
-                continue  # a job within its retention keeps these blobs: evicting frees nothing now
             references.subtract(present)
             freed = [stored[sha] for sha in present if free(sha)]
+            if not freed:
+                references.update(present)  # a job within its retention keeps these: evicting frees nothing now
+                continue
             result.evict.append((entry, "capacity"))
             result.delete += freed
             kept -= sum(blob.size for blob in freed)

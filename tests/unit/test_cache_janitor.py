@@ -85,6 +85,17 @@ def test_a_blob_two_entries_share_stays_while_one_of_them_is_live():
     assert deleted(decided) == {own.ref.sha256}
 
 
+def test_regression_a_sentence_every_result_shares_does_not_make_them_all_look_recently_used():
+    """Recency was the newest of an entry's blobs, and a common last sentence (one blob, touched by every
+    new result that says it) made every entry as recent as the newest: the cap evicted in no useful order."""
+    common = blob("common", size=10, age=timedelta(seconds=1))
+    own = [blob(f"own{i}", size=100, age=DAY + timedelta(hours=10 - i)) for i in range(4)]  # own0 is the oldest
+    entries = [entry(f"e{i}", b, common) for i, b in enumerate(own)]
+    decided = plan(list(reversed(entries)), [*own, common], set(), NOW, config(max_bytes=250))
+    assert [e.fingerprint for e, _ in decided.evict] == ["fp-e0", "fp-e1"]
+    assert deleted(decided) == {own[0].ref.sha256, own[1].ref.sha256}
+
+
 def test_without_a_cap_nothing_live_is_evicted():
     blobs = [blob(f"b{i}", size=10**9) for i in range(3)]
     decided = plan([entry(f"e{i}", b) for i, b in enumerate(blobs)], blobs, set(), NOW, config(max_bytes=0))
