@@ -1,4 +1,5 @@
-"""`voxlog cache stats`: what the result cache holds and how often it spares a synthesis.
+"""`voxlog cache stats` and `voxlog cache purge`: what the result cache holds, how often it spares a
+synthesis, and evicting results by hand.
 
 The figures come from the projection (``result_cache`` and ``jobs``) and from
 the blob store's directory. Submissions the API answers from the cache without
@@ -16,13 +17,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from consumers.cache_janitor import Entry, eviction, record_evictions
+from contracts import Producer, utc_now
 from foundation.db import DATABASE_OUTAGES, open_pool
+from foundation.errors import BrokerUnavailable
+from foundation.kafka import KafkaEventPublisher
 from foundation.settings import CacheStatsSettings
+from voxlog.composition.resources import instance_name
 
 _ENTRIES: Final = (
     "SELECT count(*) AS entries, count(*) FILTER (WHERE expires_at > now()) AS live,"
     " coalesce(sum(total_bytes), 0) AS bytes, coalesce(sum(total_bytes) FILTER (WHERE expires_at > now()), 0)"
     " AS live_bytes, min(created_at) AS oldest, max(last_hit_at) AS last_hit FROM result_cache"
+)
+_PURGED: Final = (
+    "SELECT fingerprint, job_id, expires_at, total_bytes FROM result_cache"
+    " WHERE $1::float8 IS NULL OR created_at < now() - make_interval(secs => $1)"
 )
 _REUSE: Final = (
     "SELECT count(*) AS completed, count(*) FILTER (WHERE cache_hit) AS reused FROM jobs"
@@ -33,6 +43,13 @@ _REUSE: Final = (
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cache = commands.add_parser("cache", help="the result cache")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True)
+    purge = cache_commands.add_parser(
+        "purge",
+        help="evict results from the cache (CacheEvicted on the log); their audio goes once no job keeps it",
+    )
+    which = purge.add_mutually_exclusive_group(required=True)
+    which.add_argument("--older-than", type=float, metavar="SECONDS", help="only results completed before then")
+    which.add_argument("--all", action="store_true", help="every result")
     stats = cache_commands.add_parser("stats", help="entries, bytes, reuse ratio and the oldest entry")
     stats.add_argument("--json", action="store_true", help="one JSON document instead of lines")
     stats.add_argument(
@@ -43,12 +60,39 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     settings = CacheStatsSettings()
     try:
+        if args.cache_command == "purge":
+            evicted, freed = asyncio.run(purge(settings, None if args.all else args.older_than))
+            print(
+                f"evicted {evicted} results ({freed:,} bytes) with CacheEvicted events; their blobs go at the"
+                f" sweeper's next rounds, once no job within VOXLOG_JOB_RETENTION_S"
+                f" ({settings.job_retention_s:g} s) and no attempt in flight keeps them"
+            )
+            return 0
         stats = asyncio.run(cache_stats(settings, args.window))
     except DATABASE_OUTAGES as exc:
         print(f"voxlog cache: PostgreSQL cannot be read ({type(exc).__name__}: {exc})")
         return 2
+    except BrokerUnavailable as exc:
+        print(f"voxlog cache: Kafka did not take the evictions ({exc}); nothing or part was purged, run it again")
+        return 2
     print(json.dumps(stats, indent=2, default=str) if args.json else "\n".join(lines(stats)))
     return 0
+
+
+async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tuple[int, int]:
+    """Evict the results completed more than ``older_than_s`` ago (``None``: all); returns how many, and their
+    bytes. Run again after a failure: an eviction's id is its job's, so a result is evicted once."""
+    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    try:
+        rows = await pool.fetch(_PURGED, older_than_s, timeout=30)
+    finally:
+        await pool.close()
+    entries = [Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset()) for r in rows]
+    producer = Producer(service="cache-purge", instance=instance_name())
+    async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.jobs_topic) as publisher:
+        now = utc_now()
+        await record_evictions(publisher, [eviction(entry, "purge", now, producer) for entry in entries])
+    return len(entries), sum(entry.total_bytes for entry in entries)
 
 
 async def cache_stats(settings: CacheStatsSettings, window_s: float | None) -> dict[str, Any]:
@@ -72,6 +116,8 @@ async def cache_stats(settings: CacheStatsSettings, window_s: float | None) -> d
         "reuse_ratio": reused / completed if completed else None,
         "window_s": window_s,
         "ttl_s": settings.cache_ttl,
+        "max_bytes": settings.cache_max_bytes,
+        "job_retention_s": settings.job_retention_s,
         "blob_dir": str(settings.blob_dir),
         "blob_files": blob_files,
         "blob_bytes": blob_bytes,
@@ -101,7 +147,9 @@ def lines(stats: dict[str, Any]) -> list[str]:
     return [
         f"entries        {stats['live_entries']} live of {stats['entries']} (TTL {stats['ttl_s']:g} s)",
         f"entry bytes    {stats['live_entry_bytes']:,} live of {stats['entry_bytes']:,}",
-        f"blob store     {stats['blob_files']} files, {stats['blob_bytes']:,} bytes in {stats['blob_dir']}",
+        f"blob store     {stats['blob_files']} files, {stats['blob_bytes']:,} bytes in {stats['blob_dir']}"
+        f" (cap {'none' if not stats['max_bytes'] else format(stats['max_bytes'], ',')},"
+        f" jobs keep audio {stats['job_retention_s']:g} s)",
         f"oldest entry   {_when(stats['oldest_entry'])}",
         f"last hit       {_when(stats['last_hit'])}",
         f"reuse          {'n/a' if ratio is None else f'{ratio:.1%}'} of {stats['completed_jobs']} completed jobs "

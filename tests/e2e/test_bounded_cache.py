@@ -111,7 +111,21 @@ async def test_the_blob_store_stays_under_its_cap_and_expired_audio_is_a_410(app
 
     stats = voxlog(app.env, "cache", "stats", "--json", timeout_s=120)
     assert stats.returncode == 0, stats.stderr
-    assert json.loads(stats.stdout)["live_entries"] < len(texts)
+    left = json.loads(stats.stdout)["live_entries"]
+    assert 0 < left < len(texts)
+
+    unsure = voxlog(app.env, "cache", "purge", timeout_s=60)
+    assert unsure.returncode == 2, "purge says which results: --older-than SECONDS or --all"
+    purged = voxlog(app.env, "cache", "purge", "--all", timeout_s=120)
+    assert purged.returncode == 0, purged.stderr + purged.stdout
+    assert f"evicted {left} results" in purged.stdout
+
+    async def emptied() -> bool:
+        done = voxlog(app.env, "cache", "stats", "--json", timeout_s=120)
+        return json.loads(done.stdout)["entries"] == 0
+
+    await until("the projection to apply the purge", emptied)
+    assert {e.payload.reason for e in await evictions(app)} == {"capacity", "purge"}
 
     # The evictions are facts of the log: the projection rebuilt from it equals the live one.
     checked = await asyncio.to_thread(voxlog, app.env, "replay", "--into", "r_bounded_cache", "--verify")
