@@ -184,7 +184,7 @@ class JobRunner:
         claimed = time.perf_counter()
         job, request, number, record = attempt.job, attempt.request, attempt.number, attempt.record
         description = self._engine.description
-        plan = await self._blocking(self._engine.plan, request.text, request.lang)
+        plan = await self._blocking(self._engine.plan, request.text, request.lang, request.normalize)
         self.activity.planned(len(plan))
         total_ms = 0
         started = time.perf_counter()

@@ -51,6 +51,9 @@ class SynthesisRequest(_Frozen):
     model_version: Annotated[str, Field(min_length=1, max_length=128)]
     format: Annotated[str, Field(min_length=1, max_length=16)]
     sample_rate: Annotated[int, Field(gt=0)]
+    # Whether numbers, dates, units, ... are spelled out before G2P (the rules' version is part of the
+    # engine's model_version). Added in JobQueued version 2; version 1 requests upcast to True.
+    normalize: bool = True
 
     def fingerprint(self) -> str:
         """The request's fingerprint (see :mod:`contracts.fingerprint`)."""
@@ -63,6 +66,7 @@ class SynthesisRequest(_Frozen):
             model_version=self.model_version,
             audio_format=self.format,
             sample_rate=self.sample_rate,
+            normalize=self.normalize,
         )
 
 
@@ -154,8 +158,10 @@ class _Envelope(_Frozen):
 
 
 class JobQueued(_Envelope):
+    """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P)."""
+
     type: Literal["JobQueued"] = "JobQueued"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     payload: JobQueuedPayload
 
 

@@ -15,7 +15,11 @@ idempotency key or a timestamp). Normalization rules, applied before hashing:
 * speed: rounded to two decimals and written as a fixed-point string
   (``"1.00"``), so ``1``, ``1.0`` and ``1.001`` hash alike.
 * sample_rate: an integer (Hz).
-* model_version: kept as given (a hash of the weights).
+* model_version: kept as given (a hash of the weights, and the version of the
+  engine's text normalization rules).
+* normalize: hashed only when ``False`` (the text goes to G2P as written), so
+  a request that normalizes, the default, keeps the fingerprint it had before
+  the field existed.
 
 Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 without
 escaping non-ASCII, plus a ``fingerprint_version`` field so that a change of
@@ -63,6 +67,7 @@ def fingerprint(
     model_version: str,
     audio_format: str,
     sample_rate: int,
+    normalize: bool = True,
 ) -> str:
     """Hex sha256 identifying the audio a request produces."""
     document = {
@@ -76,4 +81,6 @@ def fingerprint(
         "format": audio_format.strip().lower(),
         "sample_rate": int(sample_rate),
     }
+    if not normalize:
+        document["normalize"] = False
     return hashlib.sha256(canonical_json(document)).hexdigest()

@@ -25,8 +25,20 @@ def _claim_v1_to_v2(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _queued_v1_to_v2(raw: RawEvent) -> RawEvent:
+    """``JobQueued`` 2 says whether the text is normalized before G2P; version 1 requests were not asked,
+    and normalize by default (their fingerprints, which leave a default out, stay the same)."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict) and isinstance(payload.get("request"), dict):
+        raw = {**raw, "payload": {**payload, "request": {**payload["request"], "normalize": True}}}
+    return raw
+
+
 # (event type, version it reads) -> function producing version + 1.
-UPCASTERS: Mapping[tuple[str, int], Upcaster] = {("JobClaimed", 1): _claim_v1_to_v2}
+UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
+    ("JobClaimed", 1): _claim_v1_to_v2,
+    ("JobQueued", 1): _queued_v1_to_v2,
+}
 
 
 def upcast(

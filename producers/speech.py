@@ -54,6 +54,15 @@ OPENAI_MODELS: Final = frozenset({"tts-1", "tts-1-hd", "gpt-4o-mini-tts"})
 T = TypeVar("T")
 
 
+class NormalizationOptions(BaseModel):
+    """Kokoro-FastAPI's text normalization switches: ``normalize`` turns voxlog's rules off or on; its finer
+    switches (units, URLs, ...) have no counterpart and are accepted without effect."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    normalize: bool = True
+
+
 class SpeechRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -66,6 +75,7 @@ class SpeechRequest(BaseModel):
     stream_format: Literal["sse", "audio"] | None = None
     # Kokoro-FastAPI's switch: false answers with the whole file once the job completes.
     stream: bool = True
+    normalization_options: NormalizationOptions | None = None
 
 
 def openai_error(status: int, message: str, *, param: str | None = None, code: str | None = None) -> Response[Any]:
@@ -112,6 +122,7 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
         speed=speech.speed,
         format=speech.response_format,
         engine=engine,
+        normalize=speech.normalization_options.normalize if speech.normalization_options else True,
     )
     try:
         accepted = await enqueue(

@@ -47,6 +47,11 @@ class JobRequest(BaseModel):
     format: str = Field("wav", description="Audio format: wav, flac, ogg, opus, mp3 or pcm.")
     sample_rate: int = Field(24000, description="Output sample rate: 16000, 22050, 24000, 44100 or 48000.")
     engine: str | None = Field(None, description="Engine; VOXLOG_DEFAULT_ENGINE when omitted.")
+    normalize: bool = Field(
+        True,
+        description="Spell out numbers, dates, times, money, units, ... before G2P ('$5' is read 'five dollars');"
+        " false: the text goes to G2P as written.",
+    )
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,7 @@ def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> S
         model_version=engine.model_version,
         format=fmt,
         sample_rate=rate,
+        normalize=body.normalize,
     )
 
 

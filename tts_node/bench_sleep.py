@@ -96,8 +96,9 @@ class BenchSleepEngine:
     def info(self) -> EngineInfo:
         return self._info
 
-    def segment(self, text: str, lang: str) -> list[Segment]:
-        """Segments of ``text`` as ``tts_node.segmenter`` cuts them, one id per character."""
+    def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
+        """Segments of ``text`` as ``tts_node.segmenter`` cuts them, one id per character (it says no words,
+        so there is nothing to normalize: ``normalize`` changes nothing)."""
         if lang not in LANGUAGES:
             raise EngineInputError(f"lang {lang!r} is not supported; use one of: {', '.join(LANGUAGES)}")
         segments = segment_text(text, char_ids, MAX_TOKENS)

@@ -4,6 +4,8 @@ espeak-ng (through misaki, with espeakng-loader's bundled library and data)
 phonemizes with no download. Emoji and their joiners are blanked first:
 espeak would read them aloud by name ("grinning face"). A piece whose ids are
 all punctuation, space or symbols has nothing to say and maps to no ids.
+Written forms espeak reads badly ("$1,234.56", "4:07 PM", "2.5 kg") are spelled
+out first (:mod:`tts_node.normalization`), unless a request turns that off.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
+from tts_node.normalization import RULES_VERSION
+from tts_node.normalization import normalize as normalize_text
 
 LANGUAGES: Final = ("en-us", "en-gb")
 _EMOJI: Final = re.compile(
@@ -46,6 +50,15 @@ class Phonemizer:
                 g2p = self._g2p[key] = _make_g2p(key)
             return g2p
 
+    def phonemizer_for(self, lang: str, *, normalize: bool = True) -> Callable[[str], list[int]]:
+        """Ids of a piece of text in ``lang``, spelled out first by :mod:`tts_node.normalization` (numbers,
+        dates, units, ...) unless ``normalize`` is false. The segmenter measures pieces with it, so a
+        segment's ids are those of its normalized text while its span stays in the text as written."""
+        g2p = self.for_language(lang)
+        if not normalize:
+            return lambda piece: self.ids(g2p, piece)
+        return lambda piece: self.ids(g2p, normalize_text(piece, lang))
+
     def ids(self, g2p: _G2P, text: str) -> list[int]:
         try:
             with self._lock:
@@ -56,6 +69,13 @@ class Phonemizer:
         # them is what the reference pipeline does too.
         ids = [self._vocab[c] for c in phonemes if c in self._vocab]
         return ids if not self._silent_ids.issuperset(ids) else []
+
+
+def announced_version(model_version: str) -> str:
+    """The version an engine with this G2P front announces: its model's, and the normalization rules it
+    applies, so that a change of rules changes every fingerprint instead of serving audio made under
+    the old ones."""
+    return f"{model_version}+{RULES_VERSION}"
 
 
 def _make_g2p(lang: str) -> _G2P:

@@ -10,7 +10,7 @@ import onnxruntime as ort
 
 from tts_node.engine import Audio, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
-from tts_node.g2p import LANGUAGES, Phonemizer
+from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
 from tts_node.model_files import ensure_model, load_vocab, load_voices
 from tts_node.segmenter import MAX_TOKENS, segment_text
 from tts_node.voices import VoiceBank, model_version
@@ -40,7 +40,7 @@ class KokoroOnnxEngine:
         self._phonemizer = Phonemizer(self._vocab)
         self._info = EngineInfo(
             name="kokoro-onnx",
-            model_version=model_version(sha256, extra),
+            model_version=announced_version(model_version(sha256, extra)),
             sample_rate=SAMPLE_RATE,
             voices=self._voices.names(),
             languages=LANGUAGES,
@@ -52,10 +52,10 @@ class KokoroOnnxEngine:
     def info(self) -> EngineInfo:
         return self._info
 
-    def segment(self, text: str, lang: str) -> list[Segment]:
-        """Model-sized segments of ``text`` (see ``tts_node.segmenter``)."""
-        g2p = self._phonemizer.for_language(lang)
-        segments = segment_text(text, lambda piece: self._phonemizer.ids(g2p, piece), MAX_TOKENS)
+    def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
+        """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
+        phonemize = self._phonemizer.phonemizer_for(lang, normalize=normalize)
+        segments = segment_text(text, phonemize, MAX_TOKENS)
         if not segments:
             raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
         return segments

@@ -19,7 +19,7 @@ import torch
 
 from tts_node.engine import Audio, EngineInfo, Segment
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
-from tts_node.g2p import LANGUAGES, Phonemizer
+from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
 from tts_node.model_files import _sha256_of
 from tts_node.segmenter import MAX_TOKENS, segment_text
 from tts_node.voices import VoiceBank, model_version
@@ -57,7 +57,7 @@ class KokoroTorchEngine:
         self._phonemizer = Phonemizer(self._vocab)
         self._info = EngineInfo(
             name="kokoro",
-            model_version=model_version(_sha256_of(weights_path), extra),
+            model_version=announced_version(model_version(_sha256_of(weights_path), extra)),
             sample_rate=SAMPLE_RATE,
             voices=self._voices.names(),
             languages=LANGUAGES,
@@ -70,10 +70,10 @@ class KokoroTorchEngine:
     def info(self) -> EngineInfo:
         return self._info
 
-    def segment(self, text: str, lang: str) -> list[Segment]:
-        """Model-sized segments of ``text`` (see ``tts_node.segmenter``)."""
-        g2p = self._phonemizer.for_language(lang)
-        segments = segment_text(text, lambda piece: self._phonemizer.ids(g2p, piece), self._max_tokens)
+    def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
+        """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
+        phonemize = self._phonemizer.phonemizer_for(lang, normalize=normalize)
+        segments = segment_text(text, phonemize, self._max_tokens)
         if not segments:
             raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
         return segments

@@ -31,9 +31,9 @@ class TtsNodeSpeechEngine:
     def description(self) -> EngineDescription:
         return self._description
 
-    def plan(self, text: str, lang: str) -> Sequence[PlannedSegment]:
+    def plan(self, text: str, lang: str, normalize: bool = True) -> Sequence[PlannedSegment]:
         try:
-            segments = self._engine.segment(text, lang)
+            segments = self._engine.segment(text, lang, normalize=normalize)
         except EngineInputError as exc:
             raise InputRejected(str(exc)) from exc
         except (EngineFailure, ModelUnavailable) as exc:

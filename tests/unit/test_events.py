@@ -86,7 +86,7 @@ def test_extra_fields_are_rejected():
 
 def test_a_newer_schema_version_is_refused_with_advice():
     raw = json.loads(encode_event(one_of_each()[0]))
-    raw["schema_version"] = 2
+    raw["schema_version"] = 3
     with pytest.raises(UnsupportedSchemaVersion, match="upgrade voxlog"):
         decode_event(json.dumps(raw).encode())
 
@@ -155,3 +155,22 @@ def test_a_version_1_claim_is_read_as_version_2_with_its_host_unrecorded():
     del missing["payload"]["host"]
     with pytest.raises(DecodeError, match=r"payload\.host"):
         decode_event(json.dumps(missing).encode())
+
+
+def test_a_version_1_job_queued_normalizes_and_keeps_its_fingerprint():
+    current = one_of_each()[0]
+    raw = json.loads(encode_event(current))
+    raw["schema_version"] = 1
+    del raw["payload"]["request"]["normalize"]
+    decoded = decode_event(json.dumps(raw).encode())
+    assert isinstance(decoded, JobQueued)
+    assert decoded.payload.request.normalize is True
+    assert decoded == current
+    assert decoded.payload.request.fingerprint() == current.fingerprint
+
+
+def test_a_request_read_as_written_has_a_fingerprint_of_its_own():
+    request = one_of_each()[0].payload.request
+    as_written = request.model_copy(update={"normalize": False})
+    assert as_written.fingerprint() != request.fingerprint()
+    assert request.model_copy(update={"normalize": True}).fingerprint() == request.fingerprint()

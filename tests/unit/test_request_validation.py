@@ -74,3 +74,10 @@ def test_the_limit_counts_characters_after_normalization():
 
 def test_whitespace_controls_are_folded_not_refused():
     assert validate(body(text="Tab\there,\r\nnew\x0cline."), LIMITS, ENGINES).text == "Tab here, new line."
+
+
+def test_a_request_normalizes_by_default_and_one_read_as_written_is_another_request():
+    default = validate(body(text="It costs $5."), LIMITS, ENGINES)
+    as_written = validate(body(text="It costs $5.", normalize=False), LIMITS, ENGINES)
+    assert (default.normalize, as_written.normalize) == (True, False)
+    assert default.fingerprint() != as_written.fingerprint()

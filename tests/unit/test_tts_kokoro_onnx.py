@@ -7,6 +7,7 @@ import pytest
 
 from tts_node import EngineInputError, ModelUnavailable, TtsNodeError, load_engine, model_files
 from tts_node.kokoro_onnx import KokoroOnnxEngine
+from tts_node.normalization import RULES_VERSION
 
 SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 VOICES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
@@ -31,7 +32,7 @@ def rms(audio: np.ndarray) -> float:
 def test_info_describes_the_loaded_model(engine):
     info = engine.info
     assert info.name == "kokoro-onnx"
-    assert info.model_version == SHA256[:16]
+    assert info.model_version == f"{SHA256[:16]}+{RULES_VERSION}", "the weights, and the normalization rules"
     assert info.sample_rate == 24000
     assert info.voices == VOICES
     assert info.languages == ("en-us", "en-gb")
@@ -121,3 +122,12 @@ def test_load_engine_rejects_unknown_engines_and_devices():
         load_engine("piper")
     with pytest.raises(TtsNodeError, match="cpu"):
         load_engine("kokoro-onnx", device="cuda")
+
+
+def test_written_forms_are_spelled_out_before_g2p_unless_the_request_says_not_to(engine):
+    [normalized] = engine.segment("It costs $5 at 4:07 PM.", "en-us")
+    [spelled] = engine.segment("It costs five dollars at four oh seven p m.", "en-us", normalize=False)
+    [as_written] = engine.segment("It costs $5 at 4:07 PM.", "en-us", normalize=False)
+    assert normalized.token_ids == spelled.token_ids
+    assert as_written.token_ids != normalized.token_ids
+    assert (normalized.start, normalized.end, normalized.text) == (0, 23, "It costs $5 at 4:07 PM."), "spans as written"

@@ -17,6 +17,7 @@ import pytest
 
 from tts_node import EngineInputError, ModelUnavailable, TtsNodeError, load_engine
 from tts_node.kokoro_torch import hf_snapshot_dir
+from tts_node.normalization import RULES_VERSION
 from tts_node.random_checkpoint import WEIGHTS_NAME, write_random_checkpoint
 
 
@@ -67,7 +68,7 @@ def test_info_describes_the_loaded_checkpoint(engine, checkpoint):
     assert info.voices == ("af_random", "am_random")
     assert info.languages == ("en-us", "en-gb")
     assert info.device == "cpu"
-    assert info.model_version == sha256(checkpoint / WEIGHTS_NAME)[:16]
+    assert info.model_version == f"{sha256(checkpoint / WEIGHTS_NAME)[:16]}+{RULES_VERSION}"
 
 
 def test_a_short_phrase_gives_finite_audible_float32_audio(engine):

@@ -1,0 +1,519 @@
+"""English text normalization (tts_node.normalization): written text in, the words a reader says out."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tts_node.normalization import NORMALIZED_LANGUAGES, RULES, RULES_VERSION, normalize
+
+pytestmark = pytest.mark.unit
+
+Row = tuple[str, str]
+
+
+def table(rows: list[Row]) -> pytest.MarkDecorator:
+    return pytest.mark.parametrize(("text", "spoken"), rows, ids=[text for text, _ in rows])
+
+
+CARDINALS: list[Row] = [
+    ("17 bugs", "seventeen bugs"),
+    ("0", "zero"),
+    ("1,024", "one thousand twenty-four"),
+    ("3,000,000", "three million"),
+    ("1,234,567", "one million two hundred thirty-four thousand five hundred sixty-seven"),
+    ("1,000,000,000,000,000", "one quadrillion"),
+    ("1000000000000000", "one quadrillion"),
+    ("-12", "minus twelve"),
+    ("a drop of \u22125", "a drop of minus five"),
+    ("+3", "plus three"),
+    ("007", "zero zero seven"),
+    ("3 regressions", "three regressions"),
+    ("1, 2, 3", "one, two, three"),
+    ("999", "nine hundred ninety-nine"),
+    ("3101 steps", "three thousand one hundred one steps"),
+]
+ORDINALS: list[Row] = [
+    ("5th", "fifth"),
+    ("21st", "twenty-first"),
+    ("2nd", "second"),
+    ("3rd", "third"),
+    ("12th", "twelfth"),
+    ("the 100th day", "the one hundredth day"),
+    ("40th", "fortieth"),
+    ("1,000th", "one thousandth"),
+    ("23RD", "twenty-third"),
+]
+DECIMALS: list[Row] = [
+    ("2.5", "two point five"),
+    ("0.75", "zero point seven five"),
+    ("3.14159", "three point one four one five nine"),
+    ("-0.5", "minus zero point five"),
+    ("1,234.5", "one thousand two hundred thirty-four point five"),
+    ("It rose by 2.5.", "It rose by two point five."),
+    ("2.4.1", "two point four point one"),
+    ("Version 2.4.10", "Version two point four point ten"),
+    ("version 3.11", "version three point eleven"),
+    ("v2.4", "version two point four"),
+    ("192.168.0.1", "one ninety-two dot one sixty-eight dot zero dot one"),
+]
+RANGES: list[Row] = [
+    ("10-20", "ten to twenty"),
+    ("pages 5\u20137", "pages five to seven"),
+    ("5 \u2013 7", "five to seven"),
+    ("1990-2000", "nineteen ninety to two thousand"),
+    ("2.5-3.5", "two point five to three point five"),
+    ("10-20%", "ten to twenty percent"),
+    ("5-10 kg", "five to ten kilograms"),
+    ("9:30-10:30", "nine thirty to ten thirty"),
+    ("100-1000", "one hundred to one thousand"),
+    ("COVID-19", "COVID-nineteen"),
+]
+YEARS: list[Row] = [
+    ("1999", "nineteen ninety-nine"),
+    ("2000", "two thousand"),
+    ("2007", "two thousand seven"),
+    ("2027", "twenty twenty-seven"),
+    ("1900", "nineteen hundred"),
+    ("in 1905", "in nineteen oh five"),
+    ("1100", "eleven hundred"),
+    ("1099", "one thousand ninety-nine"),
+    ("2100", "two thousand one hundred"),
+    ("1,999", "one thousand nine hundred ninety-nine"),
+    ("page 1999", "page one thousand nine hundred ninety-nine"),
+    ("2000 km", "two thousand kilometers"),
+    ("1990s", "nineteen nineties"),
+    ("the 1900s", "the nineteen hundreds"),
+    ("2010s", "twenty tens"),
+    ("the '80s", "the eighties"),
+    ("in his 20s", "in his twenties"),
+    ("mid-90s", "mid-nineties"),
+]
+DATES: list[Row] = [
+    ("03/04/2027", "March fourth, twenty twenty-seven"),
+    ("2027-03-04", "March fourth, twenty twenty-seven"),
+    ("3-4-2027", "March fourth, twenty twenty-seven"),
+    ("25/12/2027", "December twenty-fifth, twenty twenty-seven"),
+    ("1/5/05", "January fifth, oh five"),
+    ("13/45/2027", "thirteen slash forty-five slash twenty twenty-seven"),
+    ("Jan. 5th", "January fifth"),
+    ("Jan 5, 2027", "January fifth, twenty twenty-seven"),
+    ("on March 3rd", "on March third"),
+    ("Sept. 11, 2001", "September eleventh, two thousand one"),
+    ("5 January 2027", "the fifth of January, twenty twenty-seven"),
+    ("the 5th of May", "the fifth of May"),
+    ("It ends on 5 Jan.", "It ends on the fifth of January."),
+    ("in March 2027", "in March twenty twenty-seven"),
+]
+TIMES: list[Row] = [
+    ("9:30 a.m.", "nine thirty a m."),
+    ("at 9:30 a.m. on Monday", "at nine thirty a m on Monday"),
+    ("4:07 PM", "four oh seven p m"),
+    ("6 AM", "six a m"),
+    ("6am", "six a m"),
+    ("at 6 pm.", "at six p m."),
+    ("14:05", "fourteen oh five"),
+    ("12:00", "twelve o'clock"),
+    ("9:00 pm", "nine p m"),
+    ("14:00", "fourteen hundred"),
+    ("09:15", "nine fifteen"),
+    ("14:05:30", "fourteen oh five and thirty seconds"),
+    ("John 3:16", "John three sixteen"),
+    ("9-11 a.m.", "nine to eleven a m."),
+]
+MONEY: list[Row] = [
+    ("$1,234.56", "one thousand two hundred thirty-four dollars and fifty-six cents"),
+    ("$1", "one dollar"),
+    ("$0.99", "ninety-nine cents"),
+    ("$0.01", "one cent"),
+    ("$5.00", "five dollars"),
+    ("$5.5", "five dollars and fifty cents"),
+    ("\u20ac5", "five euros"),
+    ("\u20ac1.01", "one euro and one cent"),
+    ("\u00a32.50", "two pounds fifty"),
+    ("\u00a30.50", "fifty pence"),
+    ("\u00a5500", "five hundred yen"),
+    ("$3 million", "three million dollars"),
+    ("$1.5 billion", "one point five billion dollars"),
+    ("$5k", "five thousand dollars"),
+    ("USD 100", "one hundred dollars"),
+    ("100 EUR", "one hundred euros"),
+    ("GBP 1", "one pound"),
+    ("-$5", "minus five dollars"),
+    ("$2027", "two thousand twenty-seven dollars"),
+    ("$20/month", "twenty dollars per month"),
+    ("\u20ac15/h", "fifteen euros per hour"),
+]
+PERCENTAGES: list[Row] = [
+    ("45%", "forty-five percent"),
+    ("2.5%", "two point five percent"),
+    ("-3%", "minus three percent"),
+    ("50 %", "fifty percent"),
+    ("100%", "one hundred percent"),
+    ("0.1%", "zero point one percent"),
+    ("1%", "one percent"),
+    ("up 1,200%.", "up one thousand two hundred percent."),
+]
+UNITS: list[Row] = [
+    ("1 kg", "one kilogram"),
+    ("2.5 kg", "two point five kilograms"),
+    ("-12\u00b0C", "minus twelve degrees Celsius"),
+    ("-1 \u00b0C", "minus one degree Celsius"),
+    ("98.6\u00b0F", "ninety-eight point six degrees Fahrenheit"),
+    ("90\u00b0", "ninety degrees"),
+    ("5 km/h", "five kilometers per hour"),
+    ("60 mph", "sixty miles per hour"),
+    ("10km", "ten kilometers"),
+    ("100 m", "one hundred meters"),
+    ("5 cm", "five centimeters"),
+    ("2 mm", "two millimeters"),
+    ("500 mg", "five hundred milligrams"),
+    ("1 lb", "one pound"),
+    ("3 lbs", "three pounds"),
+    ("8 oz", "eight ounces"),
+    ("26.2 mi", "twenty-six point two miles"),
+    ("1 ft", "one foot"),
+    ("6 ft. tall", "six feet tall"),
+    ("12in", "twelve inches"),
+    ("a 27 in. screen", "a twenty-seven inches screen"),
+    ("put 5 in the box", "put five in the box"),
+    ("2 L", "two liters"),
+    ("250 ml", "two hundred fifty milliliters"),
+    ("512 GB", "five hundred twelve gigabytes"),
+    ("1 TB", "one terabyte"),
+    ("3.2 GHz", "three point two gigahertz"),
+    ("50 Hz", "fifty hertz"),
+    ("100 W", "one hundred watts"),
+    ("2 kW", "two kilowatts"),
+    ("12 V", "twelve volts"),
+    ("1 s", "one second"),
+    ("200 ms", "two hundred milliseconds"),
+    ("24 h", "twenty-four hours"),
+    ("5 min", "five minutes"),
+    ("30s", "thirty seconds"),
+]
+PHONES: list[Row] = [
+    ("555-0199", "five five five, zero one nine nine"),
+    ("Call 555-0199 now.", "Call five five five, zero one nine nine now."),
+    ("(555) 123-4567", "five five five, one two three, four five six seven"),
+    ("555-123-4567", "five five five, one two three, four five six seven"),
+    ("555.123.4567", "five five five, one two three, four five six seven"),
+    ("+1 555 123 4567", "plus one, five five five, one two three, four five six seven"),
+    ("+44 20 7946 0958", "plus four four, two zero, seven nine four six, zero nine five eight"),
+    ("1-800-555-0199", "one, eight zero zero, five five five, zero one nine nine"),
+    ("+15551234567", "plus one five five five one two three four five six seven"),
+]
+ADDRESSES: list[Row] = [
+    ("https://example.com/docs", "example dot com slash docs"),
+    ("http://example.com/", "example dot com"),
+    ("jane.doe@example.org", "jane dot doe at example dot org"),
+    ("Write to jane.doe@example.org.", "Write to jane dot doe at example dot org."),
+    ("see www.python.org.", "see w w w dot python dot org."),
+    ("example.com/v2/api?q=1", "example dot com slash v two slash api question mark q equals one"),
+    ("bob_smith+tag@mail.example.co.uk", "bob underscore smith plus tag at mail dot example dot co dot uk"),
+    ("(see https://docs.example.io/a-b)", "(see docs dot example dot io slash a dash b)"),
+    ("Amazon.com", "Amazon dot com"),
+]
+ABBREVIATIONS: list[Row] = [
+    ("Dr. Smith", "Doctor Smith"),
+    ("Dr Smith", "Doctor Smith"),
+    ("Ask the Dr.", "Ask the Doctor."),
+    ("He lives on Mulholland Dr. now", "He lives on Mulholland Drive now"),
+    ("St. Louis", "Saint Louis"),
+    ("Visit St. Paul", "Visit Saint Paul"),
+    ("He lives on Baker St.", "He lives on Baker Street."),
+    ("221B Baker St., London", "two twenty-one B Baker Street, London"),
+    ("5th St. is closed", "fifth Street is closed"),
+    ("Mount St. Helens", "Mount Saint Helens"),
+    ("Mr. and Mrs. Jones", "Mister and Missus Jones"),
+    ("Ms. Lee", "Miz Lee"),
+    ("Prof. Xavier", "Professor Xavier"),
+    ("King Jr. spoke", "King Junior spoke"),
+    ("John Smith Sr.", "John Smith Senior."),
+    ("Smith vs. Jones", "Smith versus Jones"),
+    ("cats vs dogs", "cats versus dogs"),
+    ("apples, pears, etc.", "apples, pears, et cetera."),
+    ("pears, etc., and more", "pears, et cetera, and more"),
+    ("e.g., apples", "for example, apples"),
+    ("i.e. this", "that is this"),
+    ("approx. 5 kg", "approximately five kilograms"),
+    ("No. 5", "number five"),
+    ("#5", "number five"),
+    ("No. I won't.", "No. I won't."),
+    ("Feb. 3", "February third"),
+    ("Mon., Jan. 5", "Monday, January fifth"),
+    ("I met Jan. She left.", "I met Jan. She left."),
+]
+INITIALISMS: list[Row] = [
+    ("U.N.", "U N."),
+    ("the U.N. issued", "the U N issued"),
+    ("U.S.A.", "U S A."),
+    ("NASA", "NASA"),
+    ("the FBI", "the FBI"),
+    ("a.k.a. Bob", "also known as Bob"),
+    ("in the a.m. hours", "in the a m hours"),
+    ("R&D", "R and D"),
+]
+ROMAN_NUMERALS: list[Row] = [
+    ("Chapter IV", "Chapter four"),
+    ("Chapter IV begins", "Chapter four begins"),
+    ("Henry VIII", "Henry the eighth"),
+    ("Henry V", "Henry the fifth"),
+    ("Louis XIV's court", "Louis the fourteenth's court"),
+    ("Pope John Paul II", "Pope John Paul the second"),
+    ("World War II", "World War two"),
+    ("World War I veterans", "World War one veterans"),
+    ("Part I: Origins", "Part one: Origins"),
+    ("Chapter I.", "Chapter one."),
+    ("In Chapter I argue", "In Chapter I argue"),
+    ("Act III, Scene ii", "Act three, Scene ii"),
+    ("Super Bowl LVII", "Super Bowl fifty-seven"),
+    ("Rocky II", "Rocky two"),
+    ("IV. Results", "four. Results"),
+    ("I think so", "I think so"),
+    ("I. M. Pei", "I. M. Pei"),
+    ("Part C", "Part C"),
+    ("Malcolm X", "Malcolm X"),
+    ("the MIX and the DIV", "the MIX and the DIV"),
+    ("Section DIV", "Section DIV"),
+    ("CIVIL", "CIVIL"),
+]
+ALPHANUMERICS: list[Row] = [
+    ("221B", "two twenty-one B"),
+    ("A380", "A three eighty"),
+    ("MP3", "MP three"),
+    ("4K", "four K"),
+    ("5G", "five G"),
+    ("F-16", "F-sixteen"),
+    ("x86", "x eighty-six"),
+    ("H2O", "H two O"),
+    ("B737", "B seven thirty-seven"),
+    ("1920x1080", "nineteen twenty by ten eighty"),
+    ("2 x 4", "two by four"),
+    ("3/4", "three quarters"),
+    ("1/2", "one half"),
+    ("5/8", "five eighths"),
+    ("24/7", "twenty-four seven"),
+    ("2 + 2 = 4", "two plus two equals four"),
+]
+
+FAMILIES = {
+    "cardinals": CARDINALS,
+    "ordinals": ORDINALS,
+    "decimals": DECIMALS,
+    "ranges": RANGES,
+    "years": YEARS,
+    "dates": DATES,
+    "times": TIMES,
+    "money": MONEY,
+    "percentages": PERCENTAGES,
+    "units": UNITS,
+    "phones": PHONES,
+    "addresses": ADDRESSES,
+    "abbreviations": ABBREVIATIONS,
+    "initialisms": INITIALISMS,
+    "roman_numerals": ROMAN_NUMERALS,
+    "alphanumerics": ALPHANUMERICS,
+}
+ALL_ROWS = [row for rows in FAMILIES.values() for row in rows]
+
+
+@table(CARDINALS)
+def test_cardinals(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(ORDINALS)
+def test_ordinals(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(DECIMALS)
+def test_decimals_and_versions(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(RANGES)
+def test_ranges(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(YEARS)
+def test_years_and_decades(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(DATES)
+def test_dates(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(TIMES)
+def test_times(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(MONEY)
+def test_money(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(PERCENTAGES)
+def test_percentages(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(UNITS)
+def test_units(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(PHONES)
+def test_phone_numbers(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(ADDRESSES)
+def test_urls_and_emails(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(ABBREVIATIONS)
+def test_abbreviations(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(INITIALISMS)
+def test_initialisms_and_acronyms(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(ROMAN_NUMERALS)
+def test_roman_numerals(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(ALPHANUMERICS)
+def test_alphanumerics_fractions_and_symbols(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(ALL_ROWS)
+def test_normalizing_twice_changes_nothing(text: str, spoken: str) -> None:
+    assert normalize(spoken, "a") == spoken
+    assert normalize(normalize(text, "a"), "a") == normalize(text, "a")
+
+
+@table(ALL_ROWS)
+def test_every_row_speaks_in_ascii_words(text: str, spoken: str) -> None:
+    assert re.fullmatch(r"[A-Za-z '\-.,;:?!()]*", normalize(text, "a")), normalize(text, "a")
+
+
+BRITISH: list[Row] = [
+    ("1,024", "one thousand and twenty-four"),
+    ("2007", "two thousand and seven"),
+    ("2027", "twenty twenty-seven"),
+    ("$1,234.56", "one thousand two hundred and thirty-four dollars and fifty-six cents"),
+    ("\u00a32.50", "two pounds fifty"),
+    ("03/04/2027", "March fourth, twenty twenty-seven"),
+    ("1,000,001", "one million and one"),
+    ("305 km", "three hundred and five kilometers"),
+]
+
+
+@table(BRITISH)
+@pytest.mark.parametrize("lang", ["b", "en-gb", "EN-GB"])
+def test_british_english_says_and_after_hundreds(text: str, spoken: str, lang: str) -> None:
+    assert normalize(text, lang) == spoken
+
+
+@pytest.mark.parametrize("lang", ["a", "en-us", "en", " A "])
+def test_american_english_says_no_and(lang: str) -> None:
+    assert normalize("1,024", lang) == "one thousand twenty-four"
+
+
+@pytest.mark.parametrize("lang", ["j", "z", "es", "fr-fr", "hi", ""])
+def test_other_languages_are_left_unchanged(lang: str) -> None:
+    text = "Dr. Smith paid $1,234.56 at 9:30 a.m. on 03/04/2027."
+    assert normalize(text, lang) == text
+
+
+def test_the_public_constants() -> None:
+    assert {"a", "b"} <= NORMALIZED_LANGUAGES
+    assert re.fullmatch(r"en-[0-9]+", RULES_VERSION)
+    assert len({rule.name for rule in RULES}) == len(RULES)
+
+
+def corpus_lines(corpus: Path) -> list[str]:
+    return [line for line in (corpus / "normalization.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_every_corpus_line_comes_out_as_words_only(corpus: Path) -> None:
+    lines = corpus_lines(corpus)
+    assert lines
+    for line in lines:
+        spoken = normalize(line, "a")
+        assert not re.search(r"[0-9$%\u00b0@/\u20ac\u00a3\u00a5#&+=]", spoken), spoken
+        assert spoken.isascii(), spoken
+        assert spoken[-1] == line[-1], spoken  # the sentence still ends as it did
+        assert normalize(spoken, "a") == spoken
+
+
+@pytest.mark.parametrize(
+    ("line", "spoken"),
+    [
+        (
+            "The invoice total is $1,234.56, due on 03/04/2027.",
+            "The invoice total is one thousand two hundred thirty-four dollars and fifty-six cents,"
+            " due on March fourth, twenty twenty-seven.",
+        ),
+        ("Dr. Smith lives at 221B Baker St., London.", "Doctor Smith lives at two twenty-one B Baker Street, London."),
+        (
+            "Call 555-0199 before 9:30 a.m. on Jan. 5th.",
+            "Call five five five, zero one nine nine before nine thirty a m on January fifth.",
+        ),
+        (
+            "The temperature dropped to -12\u00b0C at 6 AM.",
+            "The temperature dropped to minus twelve degrees Celsius at six a m.",
+        ),
+        (
+            "Version 2.4.1 fixed 17 bugs and 3 regressions.",
+            "Version two point four point one fixed seventeen bugs and three regressions.",
+        ),
+        ("NASA, the FBI, and the U.N. issued statements.", "NASA, the FBI, and the U N issued statements."),
+        ("Chapter IV begins on page 1,024.", "Chapter four begins on page one thousand twenty-four."),
+    ],
+    ids=["money-and-date", "titles-and-streets", "phone-time-date", "temperature", "version", "acronyms", "roman"],
+)
+def test_corpus_sentences(corpus: Path, line: str, spoken: str) -> None:
+    assert line in corpus_lines(corpus)
+    assert normalize(line, "a") == spoken
+
+
+SYMBOLS = "0123456789 ,.:-/$\u20ac\u00a3\u00a5%\u00b0@#&+=()'\u2013\u2212"
+NUMBERISH = st.text(alphabet=SYMBOLS + "xkmsgKMBIVXLCaApP", max_size=40)
+
+
+@settings(deadline=None, max_examples=300)
+@given(text=st.one_of(st.text(max_size=200), NUMBERISH), lang=st.sampled_from(["a", "b", "en-us", "j"]))
+def test_normalize_never_raises(text: str, lang: str) -> None:
+    assert isinstance(normalize(text, lang), str)
+
+
+WORD = st.one_of(
+    st.from_regex(r"[A-Z]?[a-z]{2,11}", fullmatch=True),
+    st.text(alphabet=st.characters(categories=["Ll"]), min_size=1, max_size=8),
+).filter(lambda word: word not in {"vs", "Mrs"})
+SEPARATOR = st.sampled_from([" ", ", ", "; ", ". ", "? ", "! ", " - ", "\n"])
+
+
+@settings(deadline=None, max_examples=200)
+@given(words=st.lists(st.tuples(WORD, SEPARATOR), min_size=1, max_size=25), end=st.sampled_from(["", ".", "?", "!"]))
+def test_plain_words_are_left_unchanged(words: list[tuple[str, str]], end: str) -> None:
+    text = "".join(word + separator for word, separator in words).rstrip() + end
+    assert normalize(text, "a") == text
+    assert normalize(text, "b") == text

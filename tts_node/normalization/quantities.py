@@ -1,0 +1,253 @@
+"""Rules for what is left of the digits once addresses, dates and times are read."""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NamedTuple
+
+from tts_node.normalization.numbers import (
+    INT,
+    MAX_DIGITS,
+    NUMBER,
+    cardinal,
+    integer,
+    is_one,
+    nominal,
+    number,
+    ordinal,
+    plural,
+    year,
+)
+from tts_node.normalization.punctuation import spaced
+
+_SIGN: Final = "[-+\u2212]"
+# A sign belongs to the number only at a word's start: "x-1" is "x-one", not "x minus one".
+_SIGNED: Final = rf"(?<![\w.])(?P<amount>{_SIGN}?{NUMBER})"
+_RANGE: Final = re.compile("(?<=[0-9%])(?:-|\\s?\u2013\\s?)(?=[$\u20ac\u00a3\u00a5]?[0-9])")
+
+
+class _Currency(NamedTuple):
+    one: str
+    many: str
+    cent: str | None  # None: no coins worth saying (yen)
+    cents: str | None
+    joined_by_and: bool  # "two dollars and fifty cents", but "two pounds fifty"
+
+
+_CURRENCIES: Final = {
+    "$": _Currency("dollar", "dollars", "cent", "cents", joined_by_and=True),
+    "\u20ac": _Currency("euro", "euros", "cent", "cents", joined_by_and=True),
+    "\u00a3": _Currency("pound", "pounds", "penny", "pence", joined_by_and=False),
+    "\u00a5": _Currency("yen", "yen", None, None, joined_by_and=False),
+}
+_CODES: Final = {"USD": "$", "EUR": "\u20ac", "GBP": "\u00a3", "JPY": "\u00a5"}
+_SCALES: Final = {
+    "thousand": "thousand", "million": "million", "billion": "billion", "trillion": "trillion",
+    "k": "thousand", "K": "thousand", "m": "million", "M": "million", "mn": "million",
+    "bn": "billion", "B": "billion", "tn": "trillion",
+}  # fmt: skip
+_SCALE: Final = r"(?:\s(?P<scale>thousand|million|billion|trillion)\b|(?P<abbr>k|K|mn|m|M|bn|B|tn)\b)?"
+_CODE: Final = "|".join(_CODES)
+_PER_WORDS: Final = {
+    "h": "hour", "hr": "hour", "hour": "hour", "day": "day", "wk": "week", "week": "week", "mo": "month",
+    "month": "month", "yr": "year", "year": "year", "person": "person", "kg": "kilogram", "lb": "pound",
+}  # fmt: skip
+_PER: Final = rf"(?:/(?P<per>{'|'.join(_PER_WORDS)})\b)?"  # "$20/month" → "twenty dollars per month"
+_MONEY: Final = (
+    re.compile(rf"(?<![\w.])(?P<sign>{_SIGN})?(?P<symbol>[$\u20ac\u00a3\u00a5])\s?(?P<amount>{NUMBER}){_SCALE}{_PER}"),
+    re.compile(rf"\b(?P<code>{_CODE})\s?(?P<amount>{NUMBER}){_SCALE}{_PER}"),
+    re.compile(rf"(?<![\w.])(?P<amount>{NUMBER}){_SCALE}\s?(?P<code>{_CODE})\b{_PER}"),
+)
+_PERCENT: Final = re.compile(rf"{_SIGNED}\s?%")
+
+_UNITS: Final = {
+    "km/h": ("kilometer per hour", "kilometers per hour"), "kph": ("kilometer per hour", "kilometers per hour"),
+    "mph": ("mile per hour", "miles per hour"), "Mbps": ("megabit per second", "megabits per second"),
+    "Gbps": ("gigabit per second", "gigabits per second"),
+    "km": ("kilometer", "kilometers"), "m": ("meter", "meters"), "cm": ("centimeter", "centimeters"),
+    "mm": ("millimeter", "millimeters"), "kg": ("kilogram", "kilograms"), "g": ("gram", "grams"),
+    "mg": ("milligram", "milligrams"), "lb": ("pound", "pounds"), "lbs": ("pound", "pounds"),
+    "oz": ("ounce", "ounces"), "mi": ("mile", "miles"), "ft": ("foot", "feet"), "in": ("inch", "inches"),
+    "\u00b0C": ("degree Celsius", "degrees Celsius"), "\u00b0F": ("degree Fahrenheit", "degrees Fahrenheit"),
+    "\u00b0": ("degree", "degrees"), "L": ("liter", "liters"), "ml": ("milliliter", "milliliters"),
+    "mL": ("milliliter", "milliliters"), "KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"),
+    "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"), "TB": ("terabyte", "terabytes"),
+    "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
+    "GHz": ("gigahertz", "gigahertz"), "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"),
+    "V": ("volt", "volts"), "s": ("second", "seconds"), "sec": ("second", "seconds"),
+    "ms": ("millisecond", "milliseconds"), "min": ("minute", "minutes"), "mins": ("minute", "minutes"),
+    "h": ("hour", "hours"), "hr": ("hour", "hours"), "hrs": ("hour", "hours"),
+}  # fmt: skip
+_UNIT: Final = "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
+# A unit's own period is dropped mid-sentence ("5 ft. tall"), kept where it may end the sentence.
+_MEASURE: Final = re.compile(rf"{_SIGNED}(?P<gap>\s?)(?P<unit>{_UNIT})(?![\w/])(?P<dot>\.(?=\s+[a-z]))?")
+
+_DECADE: Final = re.compile(r"(?<![\w.,])(?P<year>1[1-9][0-9]0|20[0-9]0)['\u2019]?s\b")
+_SHORT_DECADE: Final = re.compile(
+    r"(?P<lead>['\u2018\u2019]|\b(?:[Tt]he|his|her|their|my|our|your|[Ee]arly|[Mm]id|[Ll]ate)[\s-])"
+    r"(?P<tens>[1-9]0)['\u2019]?s\b"
+)
+_ORDINAL: Final = re.compile(rf"(?<![\w.])(?P<n>{INT})(?:st|nd|rd|th|ST|ND|RD|TH)\b")
+_DOTTED: Final = re.compile(r"(?<![\w.])(?P<v>[vV])?(?P<parts>[0-9]{1,9}(?:\.[0-9]{1,9})+)(?!\w|\.[0-9])")
+_VERSION_WORD: Final = re.compile(r"\b(?:[Vv]ersion|[Rr]elease|[Pp]ython)\s+\Z")
+_DECIMAL: Final = re.compile(rf"(?<![\w.])(?P<amount>{_SIGN}?(?:{INT})?\.[0-9]+)(?![0-9]|\.[0-9])")
+_FRACTION: Final = re.compile(r"(?<![\w/.])(?P<n>[0-9]{1,9})/(?P<d>[0-9]{1,9})(?!\w|/|\.[0-9])")
+_FRACTION_NAMES: Final = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+_DIMENSIONS: Final = re.compile("(?<![\\w.])[0-9]{1,9}(?:\\s?[x\u00d7]\\s?[0-9]{1,9})+(?!\\w|\\.[0-9])")
+_ALPHANUMERIC: Final = re.compile(r"\b(?=[0-9]*[A-Za-z])(?=[A-Za-z]*[0-9])[A-Za-z0-9]+\b")
+# Not after a sign: "-1500" is minus a number, not a year BC.
+_YEAR: Final = re.compile("(?<![\\w.,+\u2212-])(?P<year>1[1-9][0-9]{2}|20[0-9]{2})(?!\\w|[.,][0-9])")
+_COUNTED_BEFORE: Final = re.compile(r"\b(?:[Pp]ages?|[Nn]umbers?|pp?)\.?\s+\Z")
+# Separators only between groups of three ("1,2,3" stays a list); runs past the scale names, digit by digit.
+_INTEGER: Final = re.compile(rf"(?P<sign>(?<![\w.]){_SIGN})?(?P<n>{INT}|[0-9]{{{MAX_DIGITS + 1},}})")
+
+
+def ranges(text: str, british: bool) -> str:
+    """A dash between numbers says "to": "10-20" → "10 to 20"; the later rules read the numbers."""
+    return _RANGE.sub(" to ", text)
+
+
+def money(text: str, british: bool) -> str:
+    """Amounts: "$1,234.56" → "one thousand two hundred thirty-four dollars and fifty-six cents", "$3 million"."""
+    for pattern in _MONEY:
+        text = pattern.sub(lambda m: _money(m, british), text)
+    return text
+
+
+def _money(match: re.Match[str], british: bool) -> str:
+    per = match["per"]
+    return _amount(match, british) + (f" per {_PER_WORDS[per]}" if per else "")
+
+
+def _amount(match: re.Match[str], british: bool) -> str:
+    groups = match.groupdict()
+    currency = _CURRENCIES[groups.get("symbol") or _CODES[groups["code"]]]
+    sign = "minus " if groups.get("sign") in ("-", "\u2212") else ""
+    amount = match["amount"]
+    scale = match["scale"] or _SCALES.get(match["abbr"] or "")
+    if scale:
+        return f"{sign}{number(amount, british=british)} {scale} {currency.many}"
+    whole, _, cents = amount.partition(".")
+    if currency.cent is None or currency.cents is None or len(cents) > 2:
+        return f"{sign}{number(amount, british=british)} {currency.one if is_one(amount) else currency.many}"
+    major = whole.replace(",", "")
+    minor = int(cents.ljust(2, "0")) if cents else 0
+    pieces = []
+    if int(major) or not minor:
+        pieces.append(f"{integer(whole, british=british)} {currency.one if major == '1' else currency.many}")
+    if minor:
+        coins = f"{cardinal(minor)} {currency.cent if minor == 1 else currency.cents}"
+        if not pieces:
+            pieces.append(coins)
+        elif currency.joined_by_and:
+            pieces.append(f"and {coins}")
+        else:
+            pieces.append(cardinal(minor))
+    return sign + " ".join(pieces)
+
+
+def percentages(text: str, british: bool) -> str:
+    """Percentages: "45%" → "forty-five percent", "2.5%" → "two point five percent"."""
+    return _PERCENT.sub(lambda m: f"{number(m['amount'], british=british)} percent", text)
+
+
+def decades(text: str, british: bool) -> str:
+    """Decades: "1990s" → "nineteen nineties", "the '80s" → "the eighties", "mid-90s" → "mid-nineties"."""
+    text = _DECADE.sub(lambda m: plural(year(int(m["year"]))), text)
+    return _SHORT_DECADE.sub(_short_decade, text)
+
+
+def _short_decade(match: re.Match[str]) -> str:
+    # A bare "30s" is as likely thirty seconds: a short decade needs an apostrophe or a word like "the".
+    lead = "" if match["lead"] in "'\u2018\u2019" else match["lead"]
+    return lead + plural(cardinal(int(match["tens"])))
+
+
+def units(text: str, british: bool) -> str:
+    """Measures: "2.5 kg" → "two point five kilograms", "-12°C" → "minus twelve degrees Celsius".
+
+    Singular for exactly 1 only: "1.0 kg" and "0.5 kg" are plural, as spoken.
+    """
+    return _MEASURE.sub(lambda m: _measure(m, british), text)
+
+
+def _measure(match: re.Match[str], british: bool) -> str:
+    if match["unit"] == "in" and match["gap"] and not match["dot"]:
+        return match.group()  # "5 in the box": only "5in" and "5 in. wide" are inches
+    one, many = _UNITS[match["unit"]]
+    return f"{number(match['amount'], british=british)} {one if is_one(match['amount']) else many}"
+
+
+def ordinals(text: str, british: bool) -> str:
+    """Ordinals: "5th" → "fifth", "21st" → "twenty-first"; the suffix is not checked against the number."""
+    return _ORDINAL.sub(lambda m: ordinal(int(m["n"].replace(",", "")), british=british), text)
+
+
+def dotted_numbers(text: str, british: bool) -> str:
+    """Versions "2.4.1" → "two point four point one"; IP addresses "192.168.0.1" → "one ninety-two dot ..."."""
+    return _DOTTED.sub(_dotted, text)
+
+
+def _dotted(match: re.Match[str]) -> str:
+    parts = match["parts"].split(".")
+    if not match["v"] and len(parts) == 4 and all(int(part) <= 255 for part in parts):
+        return " dot ".join(nominal(part) for part in parts)
+    if match["v"] or len(parts) > 2 or _VERSION_WORD.search(match.string, max(0, match.start() - 12), match.start()):
+        # Parts of a version are counted, not decimal digits: "3.11" is "three point eleven".
+        said = " point ".join(integer(part) for part in parts)
+        return f"version {said}" if match["v"] else said
+    return match.group()
+
+
+def decimals(text: str, british: bool) -> str:
+    """Decimals: "2.5" → "two point five", "0.75" → "zero point seven five", ".5" → "point five"."""
+    return _DECIMAL.sub(lambda m: number(m["amount"], british=british), text)
+
+
+def fractions(text: str, british: bool) -> str:
+    """Fractions: "3/4" → "three quarters"; anything but a proper fraction up to tenths is two numbers ("24/7")."""
+    return _FRACTION.sub(_fraction, text)
+
+
+def _fraction(match: re.Match[str]) -> str:
+    numerator, denominator = int(match["n"]), int(match["d"])
+    if not numerator < denominator <= 10:
+        return f"{cardinal(numerator)} {cardinal(denominator)}"
+    one, many = _FRACTION_NAMES.get(denominator, (ordinal(denominator), ordinal(denominator) + "s"))
+    return f"{cardinal(numerator)} {one if numerator == 1 else many}"
+
+
+def dimensions(text: str, british: bool) -> str:
+    """Dimensions: "1920x1080" → "nineteen twenty by ten eighty", "2 x 4" → "two by four"."""
+    return _DIMENSIONS.sub(lambda m: " by ".join(nominal(n) for n in re.findall(r"[0-9]+", m.group())), text)
+
+
+def alphanumerics(text: str, british: bool) -> str:
+    """Digits that name, in a word with letters: "221B" → "two twenty-one B", "A380" → "A three eighty"."""
+    return _ALPHANUMERIC.sub(_alphanumeric, text)
+
+
+def _alphanumeric(match: re.Match[str]) -> str:
+    pieces = re.findall(r"[A-Za-z]+|[0-9]+", match.group())
+    return " ".join(nominal(piece) if piece[0].isdigit() else piece for piece in pieces)
+
+
+def years(text: str, british: bool) -> str:
+    """A lone 4-digit number from 1100 to 2099 is a year: "1999" → "nineteen ninety-nine"."""
+    return _YEAR.sub(lambda m: _year(m, british), text)
+
+
+def _year(match: re.Match[str], british: bool) -> str:
+    if _COUNTED_BEFORE.search(match.string, max(0, match.start() - 12), match.start()):
+        return match.group()  # "page 1999", "number 1999" count; the cardinal rule reads them
+    return year(int(match["year"]), british=british)
+
+
+def cardinals(text: str, british: bool) -> str:
+    """Every digit left: "17" → "seventeen", "1,024" → "one thousand twenty-four", "-12" → "minus twelve"."""
+    return _INTEGER.sub(lambda m: _cardinal(m, british), text)
+
+
+def _cardinal(match: re.Match[str], british: bool) -> str:
+    sign = "minus " if match["sign"] in ("-", "\u2212") else "plus " if match["sign"] == "+" else ""
+    return spaced(match, sign + integer(match["n"], british=british))
