@@ -26,7 +26,8 @@ blobs are deleted after ``blob_grace_s`` unless a segment refers to them
 again or a writer touched them meanwhile.
 
 The leader also keeps the result cache and the blob store bounded, every
-``cache_sweep_interval_s`` (:mod:`consumers.cache_janitor`).
+``cache_sweep_interval_s`` (:mod:`consumers.cache_janitor`), and switches
+cache-only mode by the backlog (:mod:`consumers.cache_only`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Protocol
 import structlog
 
 from consumers.cache_janitor import CacheJanitor
+from consumers.cache_only import BacklogSwitch
 from consumers.errors import LookupUnavailable
 from consumers.ports import EventLog
 from contracts import (
@@ -159,6 +161,7 @@ class Sweeper:
         producer: Producer,
         remove_blob: RemoveBlob,
         janitor: CacheJanitor | None = None,
+        backlog_switch: BacklogSwitch | None = None,
     ) -> None:
         self.config = config
         self._leadership = leadership
@@ -170,6 +173,7 @@ class Sweeper:
         self._doomed: list[tuple[datetime, Claim, AudioRef]] = []  # released attempts' blobs, when to check them
         self._released: dict[tuple[uuid.UUID, int], datetime] = {}  # until the projection shows the release
         self._janitor = janitor
+        self._backlog_switch = backlog_switch
         self._janitor_due = 0.0  # monotonic time of the next cache round
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -183,6 +187,7 @@ class Sweeper:
                     except (BrokerUnavailable, LookupUnavailable) as exc:
                         log.warning("sweep skipped; the next one follows", error=str(exc))
                     await self._cache_round()
+                    await self._backlog_round()
                 if await wait_for_stop(stop, self.config.sweep_interval_s):
                     return
         finally:
@@ -198,6 +203,14 @@ class Sweeper:
             log.warning("cache round skipped; the next one follows", error=str(exc))
             return  # retried at the next sweep
         self._janitor_due = time.monotonic() + self._janitor.config.interval_s
+
+    async def _backlog_round(self) -> None:
+        if self._backlog_switch is None:
+            return
+        try:
+            await self._backlog_switch.check()
+        except (BrokerUnavailable, LookupUnavailable) as exc:
+            log.warning("backlog not judged; the next sweep does", error=str(exc))
 
     async def sweep(self, now: datetime) -> list[tuple[Claim, str]]:
         """One look at every live claim: release the stale ones, delete blobs whose time has come."""

@@ -22,6 +22,7 @@ from consumers.cache_janitor import Entry
 from consumers.errors import LookupUnavailable
 from consumers.sweeper import Claim
 from contracts import AudioRef
+from foundation.backlog import Backlog, read_backlog
 from foundation.db import DATABASE_OUTAGES, reading
 
 log = structlog.get_logger("voxlog.sweeper")
@@ -95,6 +96,24 @@ class PostgresCacheStore:
                 timeout=QUERY_TIMEOUT_S,
             )
         return {r["audio_sha256"] for r in rows}
+
+
+class PostgresBacklog:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def backlog(self) -> Backlog:
+        async with _reading():
+            return await read_backlog(self._pool, QUERY_TIMEOUT_S)
+
+    async def switched_on(self) -> bool:
+        """Whether the projection shows the backlog's cache-only switch on."""
+        async with _reading():
+            found = await self._pool.fetchval(
+                "SELECT enabled FROM service_modes WHERE mode = 'cache_only' AND source = 'backlog'",
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return bool(found)
 
 
 class AdvisoryLeadership:

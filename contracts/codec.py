@@ -23,6 +23,7 @@ from contracts.events import (
     NodeAnnounced,
     NodeEvent,
     NodeHeartbeat,
+    ServiceModeSet,
 )
 from contracts.upcasting import UPCASTERS, Upcaster, upcast
 
@@ -45,7 +46,7 @@ def is_traceparent(value: str) -> bool:
     return bool(_TRACEPARENT.match(value)) and "0" * 32 not in value and "-" + "0" * 16 + "-" not in value
 
 
-AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat
+AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat | ServiceModeSet
 
 
 def encode_event(event: AnyEvent) -> bytes:
@@ -59,6 +60,8 @@ def record_key(event: AnyEvent) -> bytes:
         return event.payload.worker_id.encode()
     if isinstance(event, NodeHeartbeat):  # its own key: compaction keeps the announcement beside it
         return f"heartbeat/{event.payload.worker_id}".encode()
+    if isinstance(event, ServiceModeSet):  # compaction keeps each source's latest switch
+        return f"mode/{event.payload.mode}/{event.payload.source}".encode()
     return event.fingerprint.encode()
 
 

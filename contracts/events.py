@@ -257,7 +257,32 @@ class NodeHeartbeat(_Frozen):
     payload: NodeHeartbeatPayload
 
 
-NodeEvent = Annotated[NodeAnnounced | NodeHeartbeat, Field(discriminator="type")]
+ModeSource = Literal["operator", "backlog"]
+
+
+class ServiceModeSetPayload(_Frozen):
+    """Cache-only mode switched on or off: while any source holds it on, the API answers what the cache
+    (or a job already in flight) can answer and refuses new syntheses. An operator's switch and the
+    backlog's (the sweeper's, past ``VOXLOG_CACHE_ONLY_BACKLOG_S``) are separate records."""
+
+    mode: Literal["cache_only"]
+    enabled: bool
+    source: ModeSource
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class ServiceModeSet(_Frozen):
+    """On the compacted nodes topic, key = ``mode/<mode>/<source>``: the latest switch of each source."""
+
+    type: Literal["ServiceModeSet"] = "ServiceModeSet"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: ServiceModeSetPayload
+
+
+NodeEvent = Annotated[NodeAnnounced | NodeHeartbeat | ServiceModeSet, Field(discriminator="type")]
 
 JobEvent = Annotated[
     JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed | CacheEvicted,
@@ -277,7 +302,8 @@ def type_name(cls: type[BaseModel]) -> str:
 
 JOB_EVENT_TYPES: Final = frozenset(type_name(cls) for cls in EVENT_CLASSES)
 CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
-    type_name(cls): cls.model_fields["schema_version"].default for cls in (*EVENT_CLASSES, NodeAnnounced, NodeHeartbeat)
+    type_name(cls): cls.model_fields["schema_version"].default
+    for cls in (*EVENT_CLASSES, NodeAnnounced, NodeHeartbeat, ServiceModeSet)
 }
 
 

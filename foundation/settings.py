@@ -172,6 +172,12 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSetti
     audit_timeout_s: float = Field(
         30.0, gt=0, description="How long GET /v1/jobs/{id}/events and ?as_of= may spend reading the log."
     )
+    max_backlog_s: float = Field(
+        600.0,
+        ge=0,
+        description="Seconds of the fleet's synthesis work ahead above which a new synthesis gets 429 with"
+        " Retry-After (cached and in-flight requests are still taken; 0: no limit).",
+    )
 
 
 class EngineSettings(_Settings):
@@ -260,6 +266,12 @@ class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSe
     cache_sweep_interval_s: float = Field(
         30.0, gt=0, description="How often the leading sweeper evicts results and deletes blobs nothing keeps."
     )
+    cache_only_backlog_s: float = Field(
+        1800.0,
+        ge=0,
+        description="Seconds of synthesis work ahead above which the sweeper switches cache-only mode on; it"
+        " switches it off below half of it (0: never).",
+    )
 
 
 class VerifySettings(KafkaSettings, DatabaseSettings, ProjectorNameSettings):
@@ -298,6 +310,12 @@ class CacheStatsSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCa
     process = "cache"
 
 
+class ModeSettings(KafkaSettings, DatabaseSettings):
+    """`voxlog admin cache-only`: the operator's switch, and the modes and backlog as the projection has them."""
+
+    process = "admin"
+
+
 class NodeSettings(EngineSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -320,5 +338,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     ArchiveSettings,
     LagSettings,
     CacheStatsSettings,
+    ModeSettings,
     NodeSettings,
 )

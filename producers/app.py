@@ -103,10 +103,10 @@ async def submit_job(
             limits=deps.limits,
             producer=deps.producer,
             blobs=deps.blobs,
+            admission=deps.admission,
         )
     except Rejected as exc:
-        headers = {"Retry-After": "5"} if exc.status == 503 else None
-        raise HTTPException(detail=str(exc), status_code=exc.status, headers=headers) from exc
+        raise HTTPException(detail=str(exc), status_code=exc.status, headers=exc.headers()) from exc
     except BrokerUnavailable as exc:
         raise HTTPException(detail=unavailable_message(exc), status_code=503, headers={"Retry-After": "5"}) from exc
     if accepted.finished is not None:

@@ -77,7 +77,7 @@ async def submit_batch(
             syntheses.append(validate(body, deps.limits, engines))
         except Rejected as exc:
             if exc.status == 503:
-                raise HTTPException(detail=str(exc), status_code=503, headers={"Retry-After": "5"}) from exc
+                raise HTTPException(detail=str(exc), status_code=503, headers=exc.headers()) from exc
             refused.append({"index": index, "status": exc.status, "detail": str(exc)})
     if refused:
         detail = f"{len(refused)} of {count} requests are invalid; nothing was submitted: fix them and send the batch"
@@ -100,6 +100,13 @@ async def submit_batch(
         job_id = job_id_for(job_key, fingerprint)
         events.append(queued_event(synthesis, job_id, job_key, deps.producer))
         jobs.append({"index": index, "job_id": job_id, "fingerprint": fingerprint, "state": "queued"})
+    if events and deps.admission is not None:
+        try:
+            await deps.admission.admit(
+                [e.fingerprint for e in events], sum(len(e.payload.request.text) for e in events)
+            )
+        except Rejected as exc:
+            raise HTTPException(detail=str(exc), status_code=exc.status, headers=exc.headers()) from exc
     try:
         await deps.publisher.publish_all(events)
     except BrokerUnavailable as exc:

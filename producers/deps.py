@@ -9,6 +9,7 @@ from litestar import Request
 
 from contracts import Producer
 from foundation.blobs import BlobStore
+from producers.admission import Admission
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
 from producers.submit import Limits
@@ -26,6 +27,7 @@ class ApiDeps:
     changes: JobChangeFeed = field(default_factory=Polling)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""
+    admission: Admission | None = None  # None: every submission is taken (no backpressure)
 
 
 def deps_of(request: Request[Any, Any, Any]) -> ApiDeps:

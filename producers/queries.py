@@ -19,6 +19,7 @@ from typing import Any, Final
 import asyncpg
 
 from contracts import AudioRef
+from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
 from producers.activity import activity
 from producers.errors import ProducerError
@@ -150,3 +151,28 @@ class ProjectionReader:
                 timeout=QUERY_TIMEOUT_S,
             )
         return found
+
+    async def backlog(self) -> Backlog:
+        """The work ahead of a new submission (see :mod:`foundation.backlog`)."""
+        async with _reading("the backlog"):
+            return await read_backlog(self._pool, QUERY_TIMEOUT_S)
+
+    async def modes_on(self) -> list[tuple[str, str]]:
+        """The (source, reason) of every switch that holds cache-only mode on."""
+        async with _reading("the service modes"):
+            rows = await self._pool.fetch(
+                "SELECT source, reason FROM service_modes WHERE mode = 'cache_only' AND enabled ORDER BY source",
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return [(r["source"], r["reason"]) for r in rows]
+
+    async def in_flight(self, fingerprints: list[str]) -> set[str]:
+        """Of ``fingerprints``, those a job not finished yet is synthesizing (a duplicate coalesces onto it)."""
+        async with _reading("the jobs in flight"):
+            rows = await self._pool.fetch(
+                "SELECT DISTINCT fingerprint FROM jobs WHERE fingerprint = ANY($1::text[])"
+                " AND state IN ('queued', 'claimed', 'released')",
+                list(set(fingerprints)),
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return {r["fingerprint"] for r in rows}

@@ -78,10 +78,17 @@ class SpeechRequest(BaseModel):
     normalization_options: NormalizationOptions | None = None
 
 
-def openai_error(status: int, message: str, *, param: str | None = None, code: str | None = None) -> Response[Any]:
+def openai_error(
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response[Any]:
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return Response(body, status_code=status)
+    return Response(body, status_code=status, headers=headers)
 
 
 def _voice(spec: str | dict[str, str], deps: ApiDeps, voices: tuple[str, ...]) -> str:
@@ -133,10 +140,13 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
             limits=deps.limits,
             producer=deps.producer,
             blobs=deps.blobs,
+            admission=deps.admission,
         )
     except Rejected as exc:
+        if exc.status == 429:  # OpenAI's own status for "slow down", with its code
+            return openai_error(429, str(exc), code="rate_limit_exceeded", headers=exc.headers())
         # OpenAI answers every invalid request with 400, whatever our own API would say.
-        return openai_error(400 if exc.status < 500 else exc.status, str(exc))
+        return openai_error(400 if exc.status < 500 else exc.status, str(exc), headers=exc.headers())
     except BrokerUnavailable as exc:
         return openai_error(503, unavailable_message(exc))
     except ProjectionUnavailable as exc:

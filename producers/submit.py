@@ -27,7 +27,8 @@ from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
 from foundation.blobs import BlobStore
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
-from producers.errors import ProducerError
+from producers.admission import Admission
+from producers.errors import Rejected
 from producers.ports import JobLog
 from producers.queries import EngineVoices, ProjectionReader, ProjectionUnavailable
 
@@ -62,14 +63,6 @@ class Limits:
     default_engine: str
     max_batch: int = 10_000
     job_retention_s: float = 86400.0
-
-
-class Rejected(ProducerError):
-    """The request is invalid; ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, message: str, status: int = 422) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> SynthesisRequest:
@@ -185,6 +178,7 @@ async def enqueue(
     limits: Limits,
     producer: Producer,
     blobs: BlobStore,
+    admission: Admission | None = None,
 ) -> Accepted:
     """Validate, answer from the cache or a previous submission, else publish ``JobQueued``.
 
@@ -216,6 +210,8 @@ async def enqueue(
         # The read side is down, the log is not: take the job. A retry with the same key still names
         # the same job (the id comes from the key and the request), and the worker coalesces a duplicate.
         log.warning("submitting without the projection", error=str(exc))
+    if admission is not None:
+        await admission.admit([fingerprint], len(synthesis.text))
     job_id = job_id_for(key, fingerprint)
     await publisher.publish(queued_event(synthesis, job_id, key, producer))
     return Accepted(job_id, fingerprint)

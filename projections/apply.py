@@ -29,6 +29,7 @@ from contracts import (
     NodeEvent,
     NodeHeartbeat,
     SegmentProduced,
+    ServiceModeSet,
     type_name,
 )
 from contracts.job_state import CACHE_HIT, RULES, AttemptRule, Rule
@@ -243,6 +244,8 @@ async def apply_node_event(conn: asyncpg.Connection, event: NodeEvent) -> bool:
     """Upsert the worker's row; an older announcement or heartbeat never replaces a newer one."""
     if isinstance(event, NodeHeartbeat):
         return await _heartbeat(conn, event)
+    if isinstance(event, ServiceModeSet):
+        return await _mode(conn, event)
     p = event.payload
     status = await conn.execute(
         "INSERT INTO nodes (worker_id, engine, model_version, device, sample_rate, voices, languages,"
@@ -294,6 +297,23 @@ async def _heartbeat(conn: asyncpg.Connection, event: NodeHeartbeat) -> bool:
         p.progress_at,
         p.chars_per_s,
         p.busy_s,
+        event.event_id,
+    )
+    return status.endswith(" 1")
+
+
+async def _mode(conn: asyncpg.Connection, event: ServiceModeSet) -> bool:
+    m = event.payload
+    status = await conn.execute(
+        "INSERT INTO service_modes (mode, source, enabled, reason, set_at, last_event_id)"
+        " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (mode, source) DO UPDATE SET enabled = EXCLUDED.enabled,"
+        " reason = EXCLUDED.reason, set_at = EXCLUDED.set_at, last_event_id = EXCLUDED.last_event_id"
+        " WHERE service_modes.set_at <= EXCLUDED.set_at",
+        m.mode,
+        m.source,
+        m.enabled,
+        m.reason,
+        event.occurred_at,
         event.event_id,
     )
     return status.endswith(" 1")

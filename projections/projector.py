@@ -25,7 +25,16 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
-from contracts import DecodeError, JobEvent, NodeAnnounced, NodeEvent, NodeHeartbeat, decode_event, decode_node_event
+from contracts import (
+    DecodeError,
+    JobEvent,
+    NodeAnnounced,
+    NodeEvent,
+    NodeHeartbeat,
+    ServiceModeSet,
+    decode_event,
+    decode_node_event,
+)
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.job_changes import NOTIFY_SQL, notify_payloads
@@ -41,7 +50,7 @@ log = structlog.get_logger("voxlog.projector")
 
 _OUTAGES: Final = (*DATABASE_OUTAGES, KafkaError, BrokerUnavailable)
 _REFUSALS: Final = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
-_NODE_EVENTS: Final = (NodeAnnounced, NodeHeartbeat)
+_NODE_EVENTS: Final = (NodeAnnounced, NodeHeartbeat, ServiceModeSet)
 _Decoded = tuple[ConsumerRecord, JobEvent | NodeEvent]
 _Apply = Callable[[asyncpg.Connection, list[_Decoded]], Awaitable[list[tuple[JobEvent, Outcome]]]]
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]

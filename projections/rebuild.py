@@ -30,6 +30,7 @@ from projections.reducer import (
     EventRow,
     HeartbeatRow,
     JobRow,
+    ModeRow,
     NodeRow,
     Projection,
     SegmentRow,
@@ -52,6 +53,7 @@ TABLES: Final = (
     Table("result_cache", CacheRow, ("fingerprint",)),
     Table("nodes", NodeRow, ("worker_id",)),
     Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
+    Table("service_modes", ModeRow, ("mode", "source")),
 )
 
 
@@ -87,6 +89,7 @@ async def write(
         "result_cache": projection.cache.values(),
         "nodes": projection.nodes.values(),
         "node_heartbeats": projection.heartbeats.values(),
+        "service_modes": projection.modes.values(),
     }
     offsets = [OffsetRow(consumer, topic, partition, at) for (topic, partition), at in projection.offsets.items()]
     async with conn.transaction():

@@ -31,6 +31,7 @@ from contracts import (
     NodeEvent,
     NodeHeartbeat,
     SegmentProduced,
+    ServiceModeSet,
 )
 from contracts.job_state import Fenced, transition
 from foundation.kafka import RecordPosition
@@ -139,6 +140,16 @@ class HeartbeatRow:
     last_event_id: uuid.UUID
 
 
+@dataclass
+class ModeRow:
+    mode: str
+    source: str
+    enabled: bool
+    reason: str
+    set_at: datetime
+    last_event_id: uuid.UUID
+
+
 def columns(row_type: type) -> list[str]:
     return [f.name for f in fields(row_type)]
 
@@ -188,6 +199,7 @@ class Projection:
         self.cache: dict[str, CacheRow] = {}
         self.nodes: dict[str, NodeRow] = {}
         self.heartbeats: dict[str, HeartbeatRow] = {}
+        self.modes: dict[tuple[str, str], ModeRow] = {}
         self.offsets: dict[tuple[str, int], int] = {}
 
     def segments_of(self, job_id: uuid.UUID) -> Iterator[SegmentRow]:
@@ -288,6 +300,14 @@ class Projection:
 
     def apply_node(self, event: NodeEvent, at: RecordPosition) -> None:
         self.offsets[(at.topic, at.partition)] = at.offset + 1
+        if isinstance(event, ServiceModeSet):
+            m = event.payload
+            known_mode = self.modes.get((m.mode, m.source))
+            if known_mode is None or known_mode.set_at <= event.occurred_at:
+                self.modes[(m.mode, m.source)] = ModeRow(
+                    m.mode, m.source, m.enabled, m.reason, event.occurred_at, event.event_id
+                )
+            return
         p = event.payload
         if isinstance(event, NodeHeartbeat):
             known_beat = self.heartbeats.get(p.worker_id)

@@ -29,7 +29,7 @@ from infra.errors import InfraError
 from producers.errors import ProducerError
 from projections.errors import ProjectionError
 from tts_node import TtsNodeError
-from voxlog import archive_cli, audit_cli, cache_cli, devstack, docs, lag_cli, replay_cli
+from voxlog import admin_cli, archive_cli, audit_cli, cache_cli, devstack, docs, lag_cli, replay_cli
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 
@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     archive_cli.add_parser(commands)
     lag_cli.add_parser(commands)
     cache_cli.add_parser(commands)
+    admin_cli.add_parser(commands)
     chaos = commands.add_parser(
         "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
     )
@@ -248,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
         return lag_cli.run(args)
     if args.command == "cache":
         return cache_cli.run(args)
+    if args.command == "admin":
+        return admin_cli.run(args)
     if args.command == "chaos":
         from voxlog.chaos.run import main as chaos_main
 

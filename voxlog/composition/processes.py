@@ -12,9 +12,10 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from consumers.cache_janitor import CacheJanitor
+from consumers.cache_only import BacklogSwitch
 from consumers.heartbeat import HeartbeatBook
 from consumers.sweeper import Sweeper
-from consumers.sweeper_store import AdvisoryLeadership, PostgresCacheStore, PostgresSweeperStore
+from consumers.sweeper_store import AdvisoryLeadership, PostgresBacklog, PostgresCacheStore, PostgresSweeperStore
 from contracts import Producer
 from foundation.blobs import LocalBlobStore, ThreadedBlobShelf
 from foundation.dlq import DeadLetterSender
@@ -29,6 +30,7 @@ from foundation.settings import (
     ProjectorSettings,
     SweeperSettings,
 )
+from producers.admission import Admission
 from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.queries import ProjectionReader
@@ -65,8 +67,9 @@ async def run_api(settings: ApiSettings) -> None:
             settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
         )
         changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
+        reader = ProjectionReader(pool)
         deps = ApiDeps(
-            reader=ProjectionReader(pool),
+            reader=reader,
             publisher=publisher,
             blobs=LocalBlobStore(settings.blob_dir),
             limits=limits(settings),
@@ -80,6 +83,7 @@ async def run_api(settings: ApiSettings) -> None:
             speech_timeout_s=settings.speech_timeout_s,
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
+            admission=Admission(reader, settings.max_backlog_s),
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()
@@ -163,6 +167,7 @@ async def run_sweeper(settings: SweeperSettings) -> None:
         blobs = LocalBlobStore(settings.blob_dir)
 
         shelf = ThreadedBlobShelf(blobs)
+        backlog = PostgresBacklog(pool)
         producer = Producer(service="sweeper", instance=instance)
         janitor = CacheJanitor(janitor_config(settings), PostgresCacheStore(pool), shelf, publisher, producer)
 
@@ -176,6 +181,13 @@ async def run_sweeper(settings: SweeperSettings) -> None:
             producer,
             shelf.remove_unused,
             janitor,
+            BacklogSwitch(
+                settings.cache_only_backlog_s,
+                backlog.backlog,
+                backlog.switched_on,
+                lambda event: publisher.publish(event, topic=settings.nodes_topic),
+                producer,
+            ),
         )
         log.info("sweeper started", stale_after_s=settings.stale_after_s)
         tasks = OwnedTasks()

@@ -1,0 +1,101 @@
+"""Backpressure: whether a submission that needs a new synthesis is taken now.
+
+A submission answered from the cache, or a duplicate of a job in flight (it
+coalesces, costing no synthesis), is always taken. Any other is refused
+
+- with 503 while cache-only mode is on (an operator's `voxlog admin
+  cache-only on`, or the sweeper's, past ``VOXLOG_CACHE_ONLY_BACKLOG_S``),
+- with 429 while the work ahead of it (:mod:`foundation.backlog`) is over
+  ``VOXLOG_MAX_BACKLOG_S``; ``Retry-After`` is the excess, the time the
+  fleet needs to bring the backlog under the limit at its measured speed.
+
+The backlog and the modes are read at most once per ``refresh_s`` (so a flood
+costs one query a second, not one per request); what this API accepted since
+the last reading is added to it. While PostgreSQL is unreachable nothing is
+refused here: the log is the write side, and takes submissions without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from typing import Final
+
+import structlog
+
+from foundation.backlog import Backlog
+from producers.errors import Rejected
+from producers.queries import ProjectionReader, ProjectionUnavailable
+
+log = structlog.get_logger("voxlog.api")
+CACHE_ONLY_RETRY_S: Final = 30
+MAX_RETRY_AFTER_S: Final = 3600
+
+
+@dataclass(frozen=True)
+class _Reading:
+    backlog: Backlog
+    cache_only: list[tuple[str, str]]  # (source, reason) of each switch holding it on
+    at: float  # monotonic
+
+
+class Admission:
+    def __init__(self, reader: ProjectionReader, max_backlog_s: float, refresh_s: float = 1.0) -> None:
+        self._reader = reader
+        self.max_backlog_s = max_backlog_s  # 0: no limit
+        self._refresh_s = refresh_s
+        self._reading: _Reading | None = None
+        self._accepted_chars = 0  # accepted since the last reading
+        self._lock = asyncio.Lock()
+
+    async def admit(self, fingerprints: list[str], chars: int) -> None:
+        """Take submissions of ``chars`` characters in all needing ``fingerprints``' syntheses, or raise
+        :class:`Rejected` (429 or 503, with ``retry_after``) saying why and when to come back."""
+        reading = await self._read()
+        if reading is None:
+            return
+        refusal = self._refusal(reading, chars)
+        if refusal is not None:
+            try:
+                coalescing = await self._reader.in_flight(fingerprints)
+            except ProjectionUnavailable:
+                coalescing = set()
+            if not set(fingerprints) <= coalescing:
+                raise refusal
+        self._accepted_chars += chars
+
+    def _refusal(self, reading: _Reading, chars: int) -> Rejected | None:
+        if reading.cache_only:
+            why = "; ".join(f"{source}: {reason}" if reason else source for source, reason in reading.cache_only)
+            return Rejected(
+                f"voxlog is in cache-only mode ({why}): it answers requests whose audio is cached or being"
+                " synthesized already, and takes no new synthesis; retry later",
+                503,
+                retry_after=CACHE_ONLY_RETRY_S,
+            )
+        work_s = reading.backlog.work_s(self._accepted_chars + chars)
+        if not self.max_backlog_s or work_s is None or work_s <= self.max_backlog_s:
+            return None
+        retry_after = min(MAX_RETRY_AFTER_S, max(1, math.ceil(work_s - self.max_backlog_s)))
+        return Rejected(
+            f"the synthesis backlog is {work_s:.0f} s of work, over VOXLOG_MAX_BACKLOG_S ({self.max_backlog_s:g} s):"
+            f" retry after {retry_after} s (requests whose audio is cached are still answered)",
+            429,
+            retry_after=retry_after,
+        )
+
+    async def _read(self) -> _Reading | None:
+        if self._reading is not None and time.monotonic() - self._reading.at < self._refresh_s:
+            return self._reading
+        async with self._lock:  # one reading for the requests that all found it stale
+            if self._reading is not None and time.monotonic() - self._reading.at < self._refresh_s:
+                return self._reading
+            try:
+                backlog, modes = await self._reader.backlog(), await self._reader.modes_on()
+            except ProjectionUnavailable as exc:
+                log.warning("admitting without the backlog", error=str(exc))
+                return None
+            self._reading, self._accepted_chars = _Reading(backlog, modes, time.monotonic()), 0
+            return self._reading
