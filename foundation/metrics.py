@@ -69,6 +69,14 @@ SUBMISSIONS = Counter(
     " without a job) or known (an Idempotency-Key retry naming its first job).",
     ["answer"],
 )
+SUBMISSIONS_REFUSED = Counter(
+    "voxlog_submissions_refused",
+    "Submissions the API refused for backpressure: backlog (429, over VOXLOG_MAX_BACKLOG_S) or cache_only (503).",
+    ["reason"],
+)
+BACKLOG_SECONDS = Gauge(
+    "voxlog_backlog_seconds", "Seconds of the fleet's synthesis work ahead, as the API last read it (-1: unknown)."
+)
 ENGINE_QUEUE_DEPTH = Gauge("voxlog_engine_queue_depth", "Synthesis calls waiting for the engine (the FIFO).")
 REAL_TIME_FACTOR = Histogram(
     "voxlog_real_time_factor",

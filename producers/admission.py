@@ -26,6 +26,7 @@ from typing import Final
 import structlog
 
 from foundation.backlog import Backlog
+from foundation.metrics import BACKLOG_SECONDS, SUBMISSIONS_REFUSED
 from producers.errors import Rejected
 from producers.queries import ProjectionReader, ProjectionUnavailable
 
@@ -63,6 +64,7 @@ class Admission:
             except ProjectionUnavailable:
                 coalescing = set()
             if not set(fingerprints) <= coalescing:
+                SUBMISSIONS_REFUSED.labels("backlog" if refusal.status == 429 else "cache_only").inc()
                 raise refusal
         self._accepted_chars += chars
 
@@ -98,4 +100,6 @@ class Admission:
                 log.warning("admitting without the backlog", error=str(exc))
                 return None
             self._reading, self._accepted_chars = _Reading(backlog, modes, time.monotonic()), 0
+            work_s = backlog.work_s()
+            BACKLOG_SECONDS.set(-1 if work_s is None else work_s)
             return self._reading
