@@ -40,6 +40,7 @@ class JobView:
     status: JobStatus = field(init=False)  # the confirmed status with the worker's unread own events on top
     request: SynthesisRequest | None = None
     submitted_at: datetime | None = None  # when the API accepted it (JobQueued)
+    priority: str = "interactive"  # JobQueued's: "batch" jobs wait for a turn (consumers.priorities)
     release: JobReleased | None = None  # the release in force, when the job is released
     completion: JobCompleted | None = None  # the completion in force, when the job is completed
     own: list[tuple[int, JobEvent]] = field(default_factory=list)  # (offset, event) published, not read back
@@ -95,6 +96,7 @@ class Ledger:
             view.evicted = True  # its result answers no duplicate any more (the job stays completed)
         if isinstance(event, JobQueued) and view.request is None:
             view.request, view.submitted_at = event.payload.request, event.payload.submitted_at
+            view.priority = event.payload.priority
         self._refresh(view)
         return view
 

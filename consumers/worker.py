@@ -38,6 +38,7 @@ from consumers.job_runner import Abort, Attempt, JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.partitions import Partitions, TailScanner
 from consumers.ports import DeadLetter, ResultLookup
+from consumers.priorities import BatchQueue, SetAside
 from consumers.recovery import LEDGER_TYPES, find_request, scan_tails
 from consumers.retries import DueRetry, RetryQueue
 from consumers.watchdog import Hung, Watchdog
@@ -85,6 +86,7 @@ class SynthWorker(ConsumerRebalanceListener):
         self._dead_letter = dead_letter
         self.partitions = Partitions(consumer, scan_tails or self._scan_tails, config.commit_interval_s)
         self.retries = RetryQueue()
+        self.batches = BatchQueue(config.interactive_per_batch, config.batch_lookahead)
         self._backlog: deque[tuple[TopicPartition, ConsumerRecord]] = deque()
         self._abort: Abort | None = None  # why to give back the job of the record in hand
         self._stop = asyncio.Event()
@@ -106,6 +108,7 @@ class SynthWorker(ConsumerRebalanceListener):
             await self._handling.acquire()
         try:
             self.retries.drop(revoked)
+            self.batches.drop(revoked)
             # Their records go too: if the partitions come back, they are read again from the commit.
             self._backlog = deque((tp, r) for tp, r in self._backlog if tp not in revoked)
             await self.partitions.revoke(revoked)
@@ -132,6 +135,10 @@ class SynthWorker(ConsumerRebalanceListener):
                 retry = self.retries.pop_due()
                 if retry is not None:
                     await self._retry(retry)
+                elif (aside := self.batches.next_batch(interactive_waiting=bool(self._backlog))) is not None:
+                    await self._run_set_aside(aside)
+                    if not self._backlog:
+                        break  # poll before the next one: interactive work may have come meanwhile
                 elif self._backlog:
                     await self._next_record()
                 else:
@@ -144,7 +151,9 @@ class SynthWorker(ConsumerRebalanceListener):
 
     async def _poll(self, stop: asyncio.Event) -> bool:
         """Fetch more records into the backlog; ``False`` after an error (waited out)."""
-        timeout_s = 0.0 if self._backlog else min(0.5, self.retries.seconds_to_next() or 0.5)
+        if self.batches.full and self._backlog:
+            return True  # work off set-aside batch jobs before reading further ahead
+        timeout_s = 0.0 if self._backlog or self.batches else min(0.5, self.retries.seconds_to_next() or 0.5)
         try:
             batch = await self._consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=100)
         except KafkaError as exc:
@@ -204,8 +213,13 @@ class SynthWorker(ConsumerRebalanceListener):
         """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
         view = ledger.observe(event, offset)
         if isinstance(event, JobQueued) and view.state in {JobState.QUEUED, JobState.CLAIMED}:
+            if view.state is JobState.QUEUED and view.priority == "batch":
+                self.partitions.defer(tp, offset)  # its turn comes (consumers.priorities); no commit passes it
+                self.batches.set_aside(tp, offset, view.job_id)
+                return False
             # "claimed" here means a previous owner died mid-job: claim it again, one attempt higher.
             await self._act(tp, ledger, view)
+            self.batches.interactive_done()
             return True
         if isinstance(event, JobReleased) and self._retry_due(view, event.payload.failed_attempt):
             delay = (view.not_before - utc_now()).total_seconds() if view.not_before is not None else 0.0
@@ -246,6 +260,28 @@ class SynthWorker(ConsumerRebalanceListener):
             finally:
                 self._abort = None
         self.partitions.resolve(retry.tp, retry.offset)
+
+    async def _run_set_aside(self, aside: SetAside) -> None:
+        """A batch job whose turn came: act on it unless something settled it meanwhile."""
+        async with self._handling:
+            ledger = self.partitions.ledger_for(aside.tp, aside.offset)
+            view = ledger.jobs.get(aside.job_id) if ledger is not None else None
+            try:
+                if ledger is not None and view is not None and view.state is JobState.QUEUED:
+                    await self._act(aside.tp, ledger, view)
+            except BrokerUnavailable as exc:
+                delay = self._outage.next_delay()
+                log.warning("the log refused an event; the batch job waits", error=str(exc), retry_in_s=delay)
+                self.batches.put_back(aside)  # still first in line, and its record still deferred
+                await wait_for_stop(self._stop, delay)
+                return
+            except _Deferred:
+                return
+            finally:
+                self._abort = None
+        self.partitions.resolve(aside.tp, aside.offset)
+        if self.partitions.commit_due:
+            await self.partitions.commit()
 
     async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView) -> None:
         if self._stop.is_set():

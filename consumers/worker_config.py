@@ -29,5 +29,7 @@ class WorkerConfig:
     watchdog_factor: float
     watchdog_min_s: float
     host: str | None = None  # the machine, named in every claim
+    interactive_per_batch: int = 4  # consumers.priorities: a batch job's turn comes after this many
+    batch_lookahead: int = 2000  # batch jobs set aside at most, before the worker reads further
     engine: str = ""  # the engine and model version this worker serves ("": any, for tests of the loop)
     model_version: str = ""

@@ -70,10 +70,18 @@ class SynthesisRequest(_Frozen):
         )
 
 
+Priority = Literal["interactive", "batch"]
+
+
 class JobQueuedPayload(_Frozen):
+    """``priority`` (version 2): workers take interactive jobs first, and one batch job after every few
+    interactive ones so that batch work never starves. Not part of the fingerprint: it changes when a
+    job is synthesized, not what it sounds like."""
+
     request: SynthesisRequest
     idempotency_key: Annotated[str | None, Field(max_length=256)] = None
     submitted_at: AwareDatetime
+    priority: Priority = "interactive"
 
 
 class JobClaimedPayload(_Frozen):
@@ -158,7 +166,7 @@ class _Envelope(_Frozen):
 
 
 class JobQueued(_Envelope):
-    """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P)."""
+    """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``."""
 
     type: Literal["JobQueued"] = "JobQueued"
     schema_version: Literal[2] = 2

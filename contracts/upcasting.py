@@ -26,11 +26,13 @@ def _claim_v1_to_v2(raw: RawEvent) -> RawEvent:
 
 
 def _queued_v1_to_v2(raw: RawEvent) -> RawEvent:
-    """``JobQueued`` 2 says whether the text is normalized before G2P; version 1 requests were not asked,
-    and normalize by default (their fingerprints, which leave a default out, stay the same)."""
+    """``JobQueued`` 2 says whether the text is normalized before G2P, and the job's priority. Version 1
+    requests were not asked: they normalize (their fingerprints, which leave the default out, stay the
+    same) and are interactive, as every job was."""
     payload = raw.get("payload")
     if isinstance(payload, dict) and isinstance(payload.get("request"), dict):
-        raw = {**raw, "payload": {**payload, "request": {**payload["request"], "normalize": True}}}
+        request = {**payload["request"], "normalize": True}
+        raw = {**raw, "payload": {**payload, "request": request, "priority": "interactive"}}
     return raw
 
 

@@ -231,6 +231,12 @@ class WorkerSettings(
         description="While jobs keep coming, commit the group's offsets at most this often (0: after every job).",
     )
     heartbeat_s: float = Field(2.0, gt=0, description="How often the worker says it is alive (NodeHeartbeat).")
+    interactive_per_batch: int = Field(
+        4, ge=1, description="A worker takes one batch-priority job after this many interactive ones in a row."
+    )
+    batch_lookahead: int = Field(
+        2000, ge=1, description="Batch-priority jobs a worker sets aside at most before it reads further ahead."
+    )
     watchdog_factor: float = Field(
         4.0, gt=0, description="An attempt without progress for its expected time times this much is given back."
     )

@@ -40,7 +40,9 @@ class BatchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    requests: list[JobRequest] = Field(description="The requests, each as POST /v1/jobs takes it.")
+    requests: list[JobRequest] = Field(
+        description="The requests, each as POST /v1/jobs takes it; their priority is batch unless they say."
+    )
 
 
 def item_key(batch_key: str, index: int) -> str:
@@ -92,13 +94,14 @@ async def submit_batch(
     retry_key = key or scoped_key(str(uuid.uuid4()), request.headers.get("authorization"))
     jobs: list[dict[str, Any]] = []
     events = []
-    for index, (synthesis, fingerprint) in enumerate(zip(syntheses, fingerprints, strict=True)):
+    for index, (body, synthesis, fingerprint) in enumerate(zip(data.requests, syntheses, fingerprints, strict=True)):
         if (done := cached.get(fingerprint)) is not None:
             jobs.append({"index": index, "job_id": done, "fingerprint": fingerprint, "state": "completed"})
             continue
         job_key = item_key(retry_key, index)
         job_id = job_id_for(job_key, fingerprint)
-        events.append(queued_event(synthesis, job_id, job_key, deps.producer))
+        priority = body.priority if "priority" in body.model_fields_set else "batch"
+        events.append(queued_event(synthesis, job_id, job_key, deps.producer, priority))
         jobs.append({"index": index, "job_id": job_id, "fingerprint": fingerprint, "state": "queued"})
     if events and deps.admission is not None:
         try:

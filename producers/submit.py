@@ -16,6 +16,7 @@ from contracts import (
     InvalidRequest,
     JobQueued,
     JobQueuedPayload,
+    Priority,
     Producer,
     SynthesisRequest,
     derive_event_id,
@@ -48,6 +49,11 @@ class JobRequest(BaseModel):
     format: str = Field("wav", description="Audio format: wav, flac, ogg, opus, mp3 or pcm.")
     sample_rate: int = Field(24000, description="Output sample rate: 16000, 22050, 24000, 44100 or 48000.")
     engine: str | None = Field(None, description="Engine; VOXLOG_DEFAULT_ENGINE when omitted.")
+    priority: Priority = Field(
+        "interactive",
+        description="interactive (the default here and for /v1/audio/speech) or batch (the default of"
+        " /v1/batches): workers take interactive jobs first, and a batch job after every few.",
+    )
     normalize: bool = Field(
         True,
         description="Spell out numbers, dates, times, money, units, ... before G2P ('$5' is read 'five dollars');"
@@ -145,7 +151,11 @@ def job_id_for(key: str | None, fingerprint: str) -> uuid.UUID:
 
 
 def queued_event(
-    request: SynthesisRequest, job_id: uuid.UUID, idempotency_key: str | None, producer: Producer
+    request: SynthesisRequest,
+    job_id: uuid.UUID,
+    idempotency_key: str | None,
+    producer: Producer,
+    priority: Priority = "interactive",
 ) -> JobQueued:
     now = utc_now()
     return JobQueued(
@@ -155,7 +165,7 @@ def queued_event(
         attempt=0,
         occurred_at=now,
         producer=producer,
-        payload=JobQueuedPayload(request=request, idempotency_key=idempotency_key, submitted_at=now),
+        payload=JobQueuedPayload(request=request, idempotency_key=idempotency_key, submitted_at=now, priority=priority),
     )
 
 
@@ -213,7 +223,7 @@ async def enqueue(
     if admission is not None:
         await admission.admit([fingerprint], len(synthesis.text))
     job_id = job_id_for(key, fingerprint)
-    await publisher.publish(queued_event(synthesis, job_id, key, producer))
+    await publisher.publish(queued_event(synthesis, job_id, key, producer, body.priority))
     return Accepted(job_id, fingerprint)
 
 

@@ -39,6 +39,7 @@ from contracts import (
     JobQueuedPayload,
     JobReleased,
     JobReleasedPayload,
+    Priority,
     SegmentProduced,
     SegmentProducedPayload,
     TextSpan,
@@ -76,9 +77,11 @@ class _Builder:
             "producer": PRODUCER,
         }
 
-    def queued(self) -> JobQueued:
+    def queued(self, priority: Priority = "interactive") -> JobQueued:
         common = self._common("JobQueued", 0)
-        payload = JobQueuedPayload(request=self.request, idempotency_key=None, submitted_at=common["occurred_at"])
+        payload = JobQueuedPayload(
+            request=self.request, idempotency_key=None, submitted_at=common["occurred_at"], priority=priority
+        )
         return JobQueued(payload=payload, **common)
 
     def claimed(self, attempt: int) -> JobClaimed:

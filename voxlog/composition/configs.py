@@ -52,6 +52,8 @@ def worker_config(settings: WorkerSettings, engine: EngineDescription | None = N
         commit_interval_s=settings.commit_interval_s,
         watchdog_factor=settings.watchdog_factor,
         watchdog_min_s=settings.watchdog_min_s,
+        interactive_per_batch=settings.interactive_per_batch,
+        batch_lookahead=settings.batch_lookahead,
         engine=engine.name if engine else "",
         model_version=engine.model_version if engine else "",
     )

@@ -1,0 +1,73 @@
+"""Priorities in the worker's loop: interactive jobs first, batch jobs in the gaps and never starved, and a
+set-aside batch job holds its partition's commit until it is done (consumer and engine faked)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from consumers.job_runner import Outcome
+from tests.support.job_logs import _Builder
+from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, settle
+from tests.unit.test_worker_failures import run_until_idle
+
+pytestmark = pytest.mark.unit
+
+
+def jobs(first: int, count: int) -> list[_Builder]:
+    return [_Builder(uuid.UUID(int=first + i)) for i in range(count)]
+
+
+async def test_interactive_jobs_go_before_batch_jobs_read_earlier():
+    batch, interactive = jobs(100, 3), jobs(200, 2)
+    records = [record(b.queued("batch"), i) for i, b in enumerate(batch)]
+    records += [record(j.queued(), 3 + i) for i, j in enumerate(interactive)]
+    consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
+    settle(worker)
+    await run_until_idle(worker, consumer)
+    assert runner.jobs == [j.job_id for j in interactive] + [b.job_id for b in batch]
+    assert consumer.commits[-1] == {TP: 5}, "every record done: the commit passes them all"
+
+
+async def test_a_steady_stream_of_interactive_jobs_leaves_batch_work_its_turn():
+    batch, interactive = jobs(100, 2), jobs(200, 6)
+    records = [record(b.queued("batch"), i) for i, b in enumerate(batch)]
+    records += [record(j.queued(), 2 + i) for i, j in enumerate(interactive)]
+    consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0, interactive_per_batch=2)
+    settle(worker)
+    await run_until_idle(worker, consumer)
+    order = ["b" if job in {b.job_id for b in batch} else "i" for job in runner.jobs]
+    assert order == ["i", "i", "b", "i", "i", "b", "i", "i"]
+
+
+class StopsAfterOneJob(RecordingRunner):
+    """Stops the worker when its first job is done: whatever was set aside stays undone."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        super().__init__()
+        self.stop = stop
+
+    async def run(self, attempt) -> Outcome:
+        outcome = await super().run(attempt)
+        self.stop.set()
+        return outcome
+
+
+async def test_a_set_aside_batch_job_holds_the_commit_until_it_is_done():
+    """The worker stops with a batch job set aside: the commit must not pass it, or a new owner would never
+    read it again."""
+    batch, interactive = jobs(100, 1), jobs(200, 1)
+    records = [record(batch[0].queued("batch"), 0), record(interactive[0].queued(), 1)]
+    stop = asyncio.Event()
+    consumer, runner = FakeConsumer({TP: records}), StopsAfterOneJob(stop)
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
+    settle(worker)
+    await asyncio.wait_for(worker.run(stop), 10)
+    assert runner.jobs == [interactive[0].job_id]
+    assert len(worker.batches) == 1
+    assert consumer.commits, "the worker committed on its way out"
+    assert all(commit[TP] == 0 for commit in consumer.commits), consumer.commits
