@@ -101,8 +101,9 @@ async def batch_submission(ctx: Context) -> dict[str, Any]:
     return out
 
 
-async def _one_batch(c: Client, texts: list[str]) -> tuple[list[Submission], float]:
-    body = {"requests": [c.body(text) for text in texts]}
+async def _one_batch(c: Client, texts: list[str], priority: str | None = None) -> tuple[list[Submission], float]:
+    extra = {"priority": priority} if priority else {}
+    body = {"requests": [c.body(text) | extra for text in texts]}
     submitted = time.time()
     response = await c.http.post("/v1/batches", json=body)
     accepted = time.time()

@@ -30,6 +30,11 @@ class Profile:
     hol_short_gap_s: float = 0.2
     batch_requests: int = 10_000
     batch_workers: int = 4
+    prio_workers: int = 2
+    prio_backlog: int = 300  # batch requests queued first: about 20 minutes of audio
+    prio_interactive: int = 20
+    prio_gap_s: float = 0.3
+    prio_ms_per_char: float = 2.0
 
 
 FULL = Profile(
@@ -70,4 +75,6 @@ QUICK = Profile(
     hol_short=8,
     batch_requests=1000,
     batch_workers=2,
+    prio_backlog=100,
+    prio_interactive=8,
 )

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from bench.report_goals import batches, goals, head_of_line
+from bench.report_goals import batches, goals, head_of_line, priorities
 
 SYSTEMS = ("voxlog", "baseline")
 LIGHT_ROWS = (
@@ -559,6 +559,10 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "## (i) Batch submission",
         "",
         *batches(s),
+        "",
+        "## (j) Priorities",
+        "",
+        *priorities(s),
     ]
     page = docs / "benchmarks.md"
     page.write_text("\n".join(lines))

@@ -104,6 +104,17 @@ def _batches(s: dict[str, Any]) -> tuple[str, str, str]:
     )
 
 
+def _priorities(s: dict[str, Any]) -> tuple[str, str, str]:
+    j = s["priorities"]
+    behind, idle, fifo = j["behind_batch"], j["idle"], j["behind_interactive"]
+    return (
+        f"p50 {behind['median_ms']:.0f} ms, p99 {behind['p99_ms']:.0f} ms behind"
+        f" {j['backlog_audio_s'] / 60:.0f} min of batch audio",
+        f"idle: p50 {idle['median_ms']:.0f}, p99 {idle['p99_ms']:.0f} ms; one queue: p99 {fifo['p99_ms']:.0f} ms",
+        f"p99 {behind['p99_ms'] / idle['p99_ms']:.1f}x idle (no goal set: the figure to watch)",
+    )
+
+
 def goals(s: dict[str, Any]) -> list[str]:
     rows = [
         _row(s, "(a) throughput", ">= 1.0x the baseline at 1, 2, 4 workers (aim 2x)", _throughput),
@@ -114,6 +125,7 @@ def goals(s: dict[str, Any]) -> list[str]:
         _row(s, "(f) time to first audio", "<= the engine alone + 50 ms", _first_audio),
         _row(s, "(f) streaming by default", "an OpenAI client's default request (mp3) streams", _default_stream),
         _row(s, "(i) batch submission", f">= {BATCH_GOAL_JOBS_PER_S:.0f} jobs/s end to end", _batches),
+        _row(s, "(j) priorities", "interactive latency behind a batch backlog, against idle", _priorities),
     ]
     return _table(["", "goal", "voxlog", "baseline", "verdict"], rows)
 
@@ -175,3 +187,25 @@ def batches(s: dict[str, Any]) -> list[str]:
         "server CPU ms per job",
     ]
     return [*intro, *_table(header, rows)]
+
+
+def priorities(s: dict[str, Any]) -> list[str]:
+    j = s.get("priorities")
+    if j is None:
+        return ["Not measured in this run."]
+    rows = [
+        [label, f"{j[key]['median_ms']:.0f}", f"{j[key]['p99_ms']:.0f}", f"{j[key]['max_ms']:.0f}"]
+        for label, key in (
+            ("idle system", "idle"),
+            ("behind the backlog, batch priority (POST /v1/batches)", "behind_batch"),
+            ("behind the same backlog as interactive (one queue, as before priorities)", "behind_interactive"),
+        )
+    ]
+    intro = [
+        f"{j['backlog_requests']} short requests (about {j['backlog_audio_s'] / 60:.0f} minutes of audio) queued"
+        f" with one `POST /v1/batches`, then {j['interactive_requests']} interactive requests one at a time, to"
+        f" {j['workers']} workers of `bench-sleep` at {j['ms_per_char']:g} ms per character; latency is submitted"
+        " to visible. The baseline has no priorities: its queue is the last row's.",
+        "",
+    ]
+    return [*intro, *_table(["interactive requests", "p50 (ms)", "p99 (ms)", "max (ms)"], rows)]

@@ -22,6 +22,7 @@ from bench.cpu import descendants
 from bench.deploy import ROOT
 from bench.environment import describe
 from bench.mixed_load import batch_submission, head_of_line
+from bench.priorities import priorities
 from bench.profiles import FULL, QUICK
 from bench.reference import EngineLoop
 from bench.replay import replay_speed
@@ -79,6 +80,7 @@ SCENARIO_GROUPS: Final = (
     "replay",
     "head_of_line",
     "batches",
+    "priorities",
 )
 
 
@@ -121,6 +123,8 @@ async def run(
             scenarios["head_of_line"] = await head_of_line(ctx)
         if "batches" in only:
             scenarios["batches"] = await batch_submission(ctx)
+        if "priorities" in only:
+            scenarios["priorities"] = await priorities(ctx)
         results["scenarios"] = scenarios
         results["profile_sizes"] = profile.__dict__
         results["duration_s"] = time.monotonic() - say.started
