@@ -55,6 +55,14 @@ class Activity:
             self.current.engine_s += engine_s
             self._progressed()
 
+    def reused(self, chars: int) -> None:
+        """One segment done from the segment cache: progress, but no engine time, and its text leaves the
+        job's measured speed (which would otherwise look as fast as the reuse)."""
+        if self.current is not None:
+            self.current.segments_done += 1
+            self.current.text_chars = max(0, self.current.text_chars - chars)
+            self._progressed()
+
     def end(self, *, completed: bool) -> None:
         current, self.current = self.current, None
         if completed and current is not None and current.engine_s > 0 and current.text_chars > 0:

@@ -26,7 +26,17 @@ import structlog
 from consumers.activity import Activity
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
-from consumers.ports import Acknowledgement, AudioSink, CachedResult, EventLog, SpeechEngine
+from consumers.ports import (
+    Acknowledgement,
+    AudioSink,
+    CachedResult,
+    EventLog,
+    PlannedSegment,
+    ReusableSegment,
+    SegmentReuse,
+    SpeechEngine,
+)
+from consumers.segment_reuse import LOOKUP_WORTH_S
 from contracts import (
     AudioRef,
     JobClaimed,
@@ -48,8 +58,9 @@ from contracts import (
     utc_now,
 )
 from contracts.events import ReleaseReason
+from contracts.fingerprint import segment_key
 from foundation.audio import encode_wav
-from foundation.metrics import JOB_PHASE_SECONDS
+from foundation.metrics import JOB_PHASE_SECONDS, SEGMENTS_REUSED
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
@@ -113,8 +124,10 @@ class JobRunner:
         call: Callable[..., Awaitable[Any]],
         activity: Activity | None = None,
         host: str | None = None,
+        segments: SegmentReuse | None = None,
     ) -> None:
         self._engine = engine
+        self._segments = segments
         self._host = host
         self.activity = activity or Activity()
         self._blobs = blobs
@@ -194,14 +207,29 @@ class JobRunner:
             if abort is not None:
                 message = f"released at segment {segment.index}: {abort.message}"
                 return await self._release(record, job, number, abort.reason, message, backoff=abort.backoff)
-            rendering = time.perf_counter()
-            samples = await self._blocking(self._engine.render, segment, request.voice, request.speed)
-            self.activity.rendered(time.perf_counter() - rendering)
-            try:  # encoded and written in one hop off the loop
-                ref, byte_length = await asyncio.to_thread(self._store, samples, description.sample_rate)
-            except OSError as exc:
-                raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
-            duration_ms = round(1000 * len(samples) / description.sample_rate)
+            key = self._segment_key(segment, request)
+            reuse = None
+            if key and self._segments is not None:
+                speed = self.activity.chars_per_s  # unknown yet: assume the engine is slow enough to ask
+                worth = speed is None or len(segment.text) / speed > LOOKUP_WORTH_S
+                reuse = await self._segments.find(key, ask_projection=worth)
+            if reuse is not None and reuse.sample_rate == description.sample_rate and await self._still_stored(reuse):
+                ref, byte_length, duration_ms = reuse.audio, reuse.byte_length, reuse.duration_ms
+                self.activity.reused(len(segment.text))
+                SEGMENTS_REUSED.labels(description.name).inc()
+            else:
+                reuse = None
+                rendering = time.perf_counter()
+                samples = await self._blocking(self._engine.render, segment, request.voice, request.speed)
+                self.activity.rendered(time.perf_counter() - rendering)
+                try:  # encoded and written in one hop off the loop
+                    ref, byte_length = await asyncio.to_thread(self._store, samples, description.sample_rate)
+                except OSError as exc:
+                    raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
+                duration_ms = round(1000 * len(samples) / description.sample_rate)
+                if key and self._segments is not None:
+                    made = ReusableSegment(ref, duration_ms, byte_length, description.sample_rate)
+                    self._segments.remember(key, made)
             total_ms += duration_ms
             await self._emit(
                 record,
@@ -215,6 +243,8 @@ class JobRunner:
                     duration_ms=duration_ms,
                     sample_rate=description.sample_rate,
                     byte_length=byte_length,
+                    segment_key=key,
+                    reused=reuse is not None,
                 ),
                 segment.index,
                 settle=False,
@@ -233,6 +263,21 @@ class JobRunner:
             synthesis_ms=round(1000 * (time.perf_counter() - started)),
         )
         return Outcome("completed", len(plan), total_ms)
+
+    def _segment_key(self, segment: PlannedSegment, request: SynthesisRequest) -> str | None:
+        if not segment.ids:
+            return None
+        description = self._engine.description
+        return segment_key(
+            engine=description.name,
+            model_version=description.model_version,
+            voice=request.voice,
+            speed=request.speed,
+            ids=segment.ids,
+        )
+
+    async def _still_stored(self, reuse: ReusableSegment) -> bool:
+        return await asyncio.to_thread(self._blobs.touch, [reuse.audio])
 
     @property
     def blobs(self) -> AudioSink:

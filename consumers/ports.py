@@ -34,6 +34,25 @@ class PlannedSegment:
     end: int
     text: str
     handle: object
+    ids: tuple[int, ...] = ()  # its phoneme ids, which key the segment cache (none: never reused)
+
+
+@dataclass(frozen=True)
+class ReusableSegment:
+    """A segment synthesized before, whose audio another segment of the same key can reuse."""
+
+    audio: AudioRef
+    duration_ms: int
+    byte_length: int
+    sample_rate: int
+
+
+class SegmentReuse(Protocol):
+    """The segment cache: ``find`` raises nothing (a segment not found is synthesized)."""
+
+    async def find(self, key: str, *, ask_projection: bool = True) -> ReusableSegment | None: ...
+
+    def remember(self, key: str, segment: ReusableSegment) -> None: ...
 
 
 class SpeechEngine(Protocol):

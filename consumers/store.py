@@ -13,7 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from consumers.errors import LookupUnavailable
-from consumers.ports import CachedResult
+from consumers.ports import CachedResult, ReusableSegment
 from contracts import AudioRef, SynthesisRequest
 from foundation.db import reading
 
@@ -54,3 +54,17 @@ class PostgresResultLookup:
                 "SELECT audio_sha256, audio_uri FROM segments WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
             )
         return [AudioRef(sha256=r["audio_sha256"], uri=r["audio_uri"]) for r in rows]
+
+    async def segment(self, key: str) -> ReusableSegment | None:
+        """A segment of ``key`` some job produced (its blob may be gone since: the caller touches it)."""
+        async with _reading():
+            row = await self._pool.fetchrow(
+                "SELECT audio_sha256, audio_uri, duration_ms, byte_length, sample_rate FROM segments"
+                " WHERE segment_key = $1 ORDER BY produced_at DESC LIMIT 1",
+                key,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        if row is None:
+            return None
+        audio = AudioRef(sha256=row["audio_sha256"], uri=row["audio_uri"])
+        return ReusableSegment(audio, row["duration_ms"], row["byte_length"], row["sample_rate"])

@@ -111,12 +111,18 @@ class AudioRef(_Frozen):
 
 
 class SegmentProducedPayload(_Frozen):
+    """Version 2 added ``segment_key`` (what makes this segment's audio: see
+    :func:`contracts.fingerprint.segment_key`; ``None`` when not known) and ``reused`` (the audio is an
+    earlier segment's of the same key, not a new synthesis)."""
+
     index: NonNegative
     span: TextSpan
     audio: AudioRef
     duration_ms: NonNegative
     sample_rate: Annotated[int, Field(gt=0)]
     byte_length: NonNegative
+    segment_key: Sha256Hex | None = None
+    reused: bool = False
 
 
 class JobCompletedPayload(_Frozen):
@@ -181,7 +187,7 @@ class JobClaimed(_Envelope):
 
 class SegmentProduced(_Envelope):
     type: Literal["SegmentProduced"] = "SegmentProduced"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     payload: SegmentProducedPayload
 
 

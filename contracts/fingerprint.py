@@ -32,6 +32,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Final
 
@@ -83,4 +84,22 @@ def fingerprint(
     }
     if not normalize:
         document["normalize"] = False
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+SEGMENT_KEY_VERSION: Final = 1
+
+
+def segment_key(*, engine: str, model_version: str, voice: str, speed: float, ids: Sequence[int]) -> str:
+    """Hex sha256 of what makes one segment's audio: the engine and its model version, the voice and
+    speed, and the segment's phoneme ids (its text after normalization and G2P). Identical sentences of
+    different requests share it, so the worker synthesizes them once."""
+    document = {
+        "segment_key_version": SEGMENT_KEY_VERSION,
+        "engine": engine.strip().lower(),
+        "model_version": model_version,
+        "voice": voice.strip(),
+        "speed": normalize_speed(speed),
+        "ids": list(ids),
+    }
     return hashlib.sha256(canonical_json(document)).hexdigest()

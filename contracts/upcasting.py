@@ -36,10 +36,20 @@ def _queued_v1_to_v2(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _segment_v1_to_v2(raw: RawEvent) -> RawEvent:
+    """``SegmentProduced`` 2 names the segment's key and whether its audio was reused; version 1 segments
+    were all synthesized, under no recorded key."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):
+        raw = {**raw, "payload": {**payload, "segment_key": None, "reused": False}}
+    return raw
+
+
 # (event type, version it reads) -> function producing version + 1.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("JobClaimed", 1): _claim_v1_to_v2,
     ("JobQueued", 1): _queued_v1_to_v2,
+    ("SegmentProduced", 1): _segment_v1_to_v2,
 }
 
 

@@ -17,6 +17,9 @@ SYNTHESIS_SECONDS = Counter(
 )
 AUDIO_SECONDS = Counter("voxlog_audio_seconds", "Seconds of audio the engine rendered.", ["engine"])
 SEGMENTS = Counter("voxlog_segments_rendered", "Segments the engine rendered (one model call each).", ["engine"])
+SEGMENTS_REUSED = Counter(
+    "voxlog_segments_reused", "Segments whose audio an identical earlier segment gave (no model call).", ["engine"]
+)
 
 SWEEPER_LEADER = Gauge("voxlog_sweeper_leader", "1 while this sweeper holds the lock that lets it act, else 0.")
 SWEEPER_RELEASES = Counter("voxlog_sweeper_releases", "Stale claims the sweeper released, by reason.", ["reason"])

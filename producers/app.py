@@ -48,6 +48,7 @@ def job_body(job: dict[str, Any]) -> dict[str, Any]:
         "fingerprint": job["fingerprint"],
         "request": job["request"],
         "cache_hit": job["cache_hit"],
+        "segments_reused": sum(1 for s in job["segments"] if s["reused"]),
         "source_job_id": job["source_job_id"],
         "worker_id": job["worker_id"],
         "segment_count": job["segment_count"],
@@ -73,6 +74,7 @@ def job_body(job: dict[str, Any]) -> dict[str, Any]:
                 "duration_ms": s["duration_ms"],
                 "sample_rate": s["sample_rate"],
                 "bytes": s["byte_length"],
+                "reused": s["reused"],
                 "audio": f"/v1/jobs/{audio_job}/segments/{s['segment_index']}/audio",
             }
             for s in job["segments"]

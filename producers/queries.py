@@ -111,7 +111,7 @@ class ProjectionReader:
         async with _reading(f"the segments of job {job_id}"):
             rows = await self._pool.fetch(
                 "SELECT segment_index, attempt, span_start, span_end, span_text, audio_sha256, audio_uri,"
-                " duration_ms, sample_rate, byte_length, produced_at FROM segments WHERE job_id = $1"
+                " duration_ms, sample_rate, byte_length, produced_at, reused FROM segments WHERE job_id = $1"
                 " ORDER BY segment_index",
                 job_id,
                 timeout=QUERY_TIMEOUT_S,

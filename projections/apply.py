@@ -132,14 +132,15 @@ async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> bool:
     p = e.payload
     status: str = await conn.execute(
         "INSERT INTO segments (job_id, segment_index, attempt, span_start, span_end, span_text, audio_sha256,"
-        " audio_uri, duration_ms, sample_rate, byte_length, produced_at)"
-        " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12"
+        " audio_uri, duration_ms, sample_rate, byte_length, produced_at, segment_key, reused)"
+        " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14"
         f" WHERE EXISTS (SELECT 1 FROM jobs WHERE job_id = $1 AND {guard(_SEGMENT, '$3')})"
         " ON CONFLICT (job_id, segment_index) DO UPDATE SET attempt = EXCLUDED.attempt,"
         " span_start = EXCLUDED.span_start, span_end = EXCLUDED.span_end, span_text = EXCLUDED.span_text,"
         " audio_sha256 = EXCLUDED.audio_sha256, audio_uri = EXCLUDED.audio_uri,"
         " duration_ms = EXCLUDED.duration_ms, sample_rate = EXCLUDED.sample_rate,"
-        " byte_length = EXCLUDED.byte_length, produced_at = EXCLUDED.produced_at"
+        " byte_length = EXCLUDED.byte_length, produced_at = EXCLUDED.produced_at,"
+        " segment_key = EXCLUDED.segment_key, reused = EXCLUDED.reused"
         " WHERE segments.attempt < EXCLUDED.attempt",
         e.job_id,
         p.index,
@@ -153,6 +154,8 @@ async def _segment(conn: asyncpg.Connection, e: SegmentProduced) -> bool:
         p.sample_rate,
         p.byte_length,
         e.occurred_at,
+        p.segment_key,
+        p.reused,
     )
     return status.endswith(" 1")
 

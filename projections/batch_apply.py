@@ -73,7 +73,7 @@ _JOBS: Final = _Table(
 _SEGMENTS: Final = _Table(
     "segments",
     SegmentRow,
-    ("uuid", "int", "int", "int", "int", "text", "text", "text", "int", "int", "int", _TS),
+    ("uuid", "int", "int", "int", "int", "text", "text", "text", "int", "int", "int", _TS, "text", "bool"),
     ("job_id", "segment_index"),
 )
 _CACHE: Final = _Table(

@@ -76,6 +76,8 @@ class SegmentRow:
     sample_rate: int
     byte_length: int
     produced_at: datetime
+    segment_key: str | None
+    reused: bool
 
 
 @dataclass
@@ -267,7 +269,7 @@ class Projection:
         if known is None or known.attempt < e.attempt:
             rows[p.index] = SegmentRow(
                 e.job_id, p.index, e.attempt, p.span.start, p.span.end, p.span.text, p.audio.sha256, p.audio.uri,
-                p.duration_ms, p.sample_rate, p.byte_length, e.occurred_at,
+                p.duration_ms, p.sample_rate, p.byte_length, e.occurred_at, p.segment_key, p.reused,
             )  # fmt: skip
 
     def _completed(self, row: JobRow, e: JobCompleted) -> None:

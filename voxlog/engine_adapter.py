@@ -38,7 +38,7 @@ class TtsNodeSpeechEngine:
             raise InputRejected(str(exc)) from exc
         except (EngineFailure, ModelUnavailable) as exc:
             raise TransientEngineError(str(exc)) from exc
-        return [PlannedSegment(s.index, s.start, s.end, s.text, s) for s in segments]
+        return [PlannedSegment(s.index, s.start, s.end, s.text, s, s.token_ids) for s in segments]
 
     def render(self, segment: PlannedSegment, voice: str, speed: float) -> npt.NDArray[np.float32]:
         handle = segment.handle

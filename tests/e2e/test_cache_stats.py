@@ -42,3 +42,20 @@ async def test_cache_stats_counts_entries_bytes_and_the_jobs_that_reused_a_resul
     lines = voxlog(app.env, "cache", "stats", timeout_s=120)
     assert lines.returncode == 0, lines.stderr
     assert "3 live of 3" in lines.stdout
+
+
+async def test_a_request_sharing_sentences_with_an_earlier_one_reuses_their_audio(apps, topics):
+    app, voices = await start_pipeline(apps, workers=1, VOXLOG_BENCH_SYNTH_MS="50", **BENCH)
+    shared = "A sentence both requests say. And a second one they share."
+    async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+        first = await client.post("/v1/jobs", json={"text": f"The first request opens. {shared}", "voice": voices[0]})
+        done = await wait_for_job(client, first.json()["job_id"])
+        second = await client.post("/v1/jobs", json={"text": f"The second one differs. {shared}", "voice": voices[0]})
+        again = await wait_for_job(client, second.json()["job_id"])
+        assert (done["segments_reused"], again["segments_reused"]) == (0, 2)
+        assert [s["reused"] for s in again["segments"]] == [False, True, True]
+        # The reused segments' audio is the first request's, byte for byte.
+        for earlier, later in zip(done["segments"][1:], again["segments"][1:], strict=True):
+            assert (await client.get(later["audio"])).content == (await client.get(earlier["audio"])).content
+        whole = await client.get(f"/v1/jobs/{again['job_id']}/audio")
+        assert whole.status_code == 200

@@ -17,6 +17,7 @@ TABLES = {
     "projection_offsets",
     "nodes",
     "node_heartbeats",
+    "service_modes",
     "schema_migrations",
 }
 

@@ -12,6 +12,7 @@ from aiokafka import AIOKafkaConsumer
 from consumers.activity import Activity
 from consumers.heartbeat import beat, heartbeat
 from consumers.job_runner import JobRunner
+from consumers.segment_reuse import SegmentCache
 from consumers.store import PostgresResultLookup
 from consumers.worker import POLL_BUDGET_S, SynthWorker
 from consumers.worker_config import synth_group
@@ -59,6 +60,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             (BrokerUnavailable,),
         )
         activity = Activity()
+        lookup = PostgresResultLookup(pool)
         runner = JobRunner(
             engine,
             LocalBlobStore(settings.blob_dir),
@@ -69,6 +71,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             fifo.call,
             activity,
             host=config.host,
+            segments=SegmentCache(lookup),
         )
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
 
@@ -87,7 +90,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             )
 
         consumer = await open_consumer(resources, make_consumer, stop)
-        worker = SynthWorker(config, consumer, runner, PostgresResultLookup(pool), dead_letter)
+        worker = SynthWorker(config, consumer, runner, lookup, dead_letter)
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
         started_at = utc_now()
 

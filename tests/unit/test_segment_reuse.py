@@ -1,0 +1,95 @@
+"""Sentence-level reuse (consumers.segment_reuse and the job runner): a sentence said before is not
+synthesized again, its audio must still be stored to be reused, and the log says which segments were."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from consumers.job_runner import Attempt, JobRunner, RetryPolicy
+from consumers.ledger import Ledger
+from consumers.ports import EngineDescription, PlannedSegment
+from consumers.segment_reuse import SegmentCache
+from contracts import Producer, SegmentProduced
+from contracts.fingerprint import segment_key
+from foundation.blobs import LocalBlobStore
+from tests.support.job_logs import _Builder
+from tests.unit.test_job_runner import Log, call
+
+pytestmark = pytest.mark.unit
+DESCRIPTION = EngineDescription("fake", "m1", 24000, ("v", "w"), ("en-us",), "cpu")
+
+
+class SentenceEngine:
+    """One segment per sentence, its ids the sentence's characters; a tone per sentence."""
+
+    description = DESCRIPTION
+
+    def __init__(self) -> None:
+        self.rendered: list[str] = []
+
+    def plan(self, text: str, lang: str, normalize: bool = True) -> list[PlannedSegment]:
+        sentences = [s.strip() + "." for s in text.split(".") if s.strip()]
+        return [PlannedSegment(i, 0, len(s), s, None, tuple(map(ord, s))) for i, s in enumerate(sentences)]
+
+    def render(self, segment: PlannedSegment, voice: str, speed: float) -> np.ndarray:
+        self.rendered.append(segment.text)
+        pitch = 100 + sum(segment.ids) % 500
+        return (0.1 * np.sin(2 * np.pi * pitch * np.arange(2400) / 24000)).astype(np.float32)
+
+
+async def run(runner: JobRunner, job_id: int, text: str, voice: str = "v") -> list[SegmentProduced]:
+    log: Log = runner._publisher  # type: ignore[assignment]
+    before = len(log.events)
+    job = _Builder(uuid.UUID(int=job_id), request_text=text)
+    ledger = Ledger(timedelta(minutes=10))
+    queued = job.queued()
+    request = queued.payload.request.model_copy(update={"voice": voice})
+    view = ledger.observe(queued.model_copy(update={"payload": queued.payload.model_copy(update={"request": request})}))
+    assert (await runner.run(Attempt(view, view.request, 1, ledger.record_own, lambda: None))).kind == "completed"
+    return [e for e in log.events[before:] if isinstance(e, SegmentProduced)]
+
+
+def runner_with(engine: SentenceEngine, blobs: LocalBlobStore) -> JobRunner:
+    return JobRunner(
+        engine, blobs, Log(), Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), call,
+        segments=SegmentCache(None),
+    )  # fmt: skip
+
+
+async def test_a_request_that_shares_sentences_with_an_earlier_one_costs_only_its_new_sentences(tmp_path):
+    engine, blobs = SentenceEngine(), LocalBlobStore(tmp_path)
+    runner = runner_with(engine, blobs)
+    first = await run(runner, 1, "The same opening. A middle. The same ending.")
+    second = await run(runner, 2, "The same opening. Another middle. The same ending.")
+    assert engine.rendered == [
+        "The same opening.", "A middle.", "The same ending.", "Another middle.",
+    ]  # fmt: skip
+    assert [s.payload.reused for s in second] == [True, False, True]
+    assert [s.payload.reused for s in first] == [False, False, False]
+    assert second[0].payload.audio == first[0].payload.audio
+    assert second[2].payload.audio == first[2].payload.audio
+    key = segment_key(engine="fake", model_version="m1", voice="v", speed=1.0, ids=tuple(map(ord, "A middle.")))
+    assert first[1].payload.segment_key == key
+
+
+async def test_another_voice_is_another_segment(tmp_path):
+    engine = SentenceEngine()
+    runner = runner_with(engine, LocalBlobStore(tmp_path))
+    await run(runner, 1, "Said twice.")
+    await run(runner, 2, "Said twice.", voice="w")
+    assert engine.rendered == ["Said twice.", "Said twice."]
+
+
+async def test_a_segment_whose_blob_the_sweeper_deleted_is_synthesized_again(tmp_path):
+    engine, blobs = SentenceEngine(), LocalBlobStore(tmp_path)
+    runner = runner_with(engine, blobs)
+    [first] = await run(runner, 1, "Said twice.")
+    assert blobs.remove_unused(first.payload.audio, idle_s=0.0)
+    [again] = await run(runner, 2, "Said twice.")
+    assert engine.rendered == ["Said twice.", "Said twice."]
+    assert again.payload.reused is False
+    assert blobs.get(again.payload.audio)[:4] == b"RIFF"
