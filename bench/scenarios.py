@@ -50,6 +50,9 @@ class Context:
             "VOXLOG_BENCH_SYNTH_MS": str(synth_ms),
             "VOXLOG_BENCH_MS_PER_CHAR": str(ms_per_char),
             "VOXLOG_DEFAULT_ENGINE": engine,
+            # Every measured sentence is synthesized, as the engine-alone reference does: (f) streams a
+            # paragraph (c) already said, which the segment cache would answer without the engine.
+            "VOXLOG_SEGMENT_CACHE": "false",
         }
         return Deployment(system, self.bootstrap, self.database_url, self.home, env, drop_data=self.drop_data)
 

@@ -231,6 +231,9 @@ class WorkerSettings(
         description="While jobs keep coming, commit the group's offsets at most this often (0: after every job).",
     )
     heartbeat_s: float = Field(2.0, gt=0, description="How often the worker says it is alive (NodeHeartbeat).")
+    segment_cache: bool = Field(
+        True, description="Reuse the audio of a sentence synthesized before (same voice, speed and model)."
+    )
     interactive_per_batch: int = Field(
         4, ge=1, description="A worker takes one batch-priority job after this many interactive ones in a row."
     )

@@ -71,7 +71,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             fifo.call,
             activity,
             host=config.host,
-            segments=SegmentCache(lookup),
+            segments=SegmentCache(lookup) if settings.segment_cache else None,
         )
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
 
