@@ -35,8 +35,9 @@ async def priorities(ctx: Context) -> dict[str, Any]:
             out["idle"] = await _trickle(c, ctx, f"{d.tag}idle")
             for label, priority in (("behind_batch", "batch"), ("behind_interactive", "interactive")):
                 texts = ctx.texts(f"{d.tag}{label}", p.prio_backlog)
-                out["backlog_audio_s"] = sum(audio_seconds(text) for text in texts)
-                ctx.say(f"(j) behind {len(texts)} {priority} requests ({out['backlog_audio_s'] / 60:.0f} min of audio)")
+                audio_s = out[f"{label}_audio_s"] = sum(audio_seconds(text) for text in texts)
+                out["backlog_audio_s"] = min(audio_s, out.get("backlog_audio_s", audio_s))
+                ctx.say(f"(j) behind {len(texts)} {priority} requests ({audio_s / 60:.0f} min of audio)")
                 backlog, _ = await _one_batch(c, texts, priority)
                 out[label] = await _trickle(c, ctx, f"{d.tag}{label}i")
                 await c.wait_done([s.job_id for s in backlog], DONE_WITHIN_S)

@@ -474,7 +474,8 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "",
         "## Goals",
         "",
-        "Issue 14's goals beside this run's figures (each scenario's section says how it is measured).",
+        "Issue 14's goals, and issue 15's priorities figure, beside this run's figures (each scenario's section"
+        " says how it is measured).",
         "",
         *goals(s),
         "",

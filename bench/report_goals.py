@@ -109,7 +109,7 @@ def _priorities(s: dict[str, Any]) -> tuple[str, str, str]:
     behind, idle, fifo = j["behind_batch"], j["idle"], j["behind_interactive"]
     return (
         f"p50 {behind['median_ms']:.0f} ms, p99 {behind['p99_ms']:.0f} ms behind"
-        f" {j['backlog_audio_s'] / 60:.0f} min of batch audio",
+        f" about {j.get('behind_batch_audio_s', j['backlog_audio_s']) / 60:.0f} min of batch audio",
         f"idle: p50 {idle['median_ms']:.0f}, p99 {idle['p99_ms']:.0f} ms; one queue: p99 {fifo['p99_ms']:.0f} ms",
         f"p99 {behind['p99_ms'] / idle['p99_ms']:.1f}x idle (no goal set: the figure to watch)",
     )
