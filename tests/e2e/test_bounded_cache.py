@@ -7,11 +7,13 @@ import asyncio
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 
 from contracts import CacheEvicted, decode_event, type_name
+from projections.migrations import drop_schema
 from tests.support.apps import AppStack, wait_for_job
 from tests.support.cli import voxlog
 from tests.support.kafka import read_to_end
@@ -128,7 +130,11 @@ async def test_the_blob_store_stays_under_its_cap_and_expired_audio_is_a_410(app
     assert {e.payload.reason for e in await evictions(app)} == {"capacity", "purge"}
 
     # The evictions are facts of the log: the projection rebuilt from it equals the live one.
-    checked = await asyncio.to_thread(voxlog, app.env, "replay", "--into", "r_bounded_cache", "--verify")
+    rebuilt = f"r_{uuid.uuid4().hex[:12]}"  # a schema of its own: the database outlives the test
+    try:
+        checked = await asyncio.to_thread(voxlog, app.env, "replay", "--into", rebuilt, "--verify")
+    finally:
+        await drop_schema(app.env["VOXLOG_DATABASE_URL"], rebuilt)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "no difference" in checked.stdout
 
