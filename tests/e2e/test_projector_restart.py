@@ -59,11 +59,15 @@ async def wait_applied(url: str, schema: str, name: str, target: int, within_s: 
 
 
 async def wait_blocked(conn: asyncpg.Connection, schema: str, within_s: float = 60.0) -> None:
-    """Until another session of this schema waits for a lock (the projector, stopped inside its batch)."""
+    """Until another session waits for a lock on this schema's ``jobs`` (the projector, stopped inside its
+    batch). Read from pg_locks, not from the waiting session's query text: a statement blocked while it is
+    prepared (its parse takes the lock) still shows the session's previous query, and as idle."""
     deadline = time.monotonic() + within_s
     while not await conn.fetchval(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        " AND datname = current_database() AND query ILIKE '%jobs%'"
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation' AND relation ="
+        " (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE c.relname = 'jobs' AND n.nspname = $1)",
+        schema,
     ):
         assert time.monotonic() < deadline, "the projector never reached the locked table"
         await asyncio.sleep(0.05)
