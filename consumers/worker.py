@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import deque
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, TypeVar
 
 import structlog
@@ -244,44 +245,45 @@ class SynthWorker(ConsumerRebalanceListener):
         return view.state is JobState.CLAIMED and view.attempt > failed_attempt
 
     async def _retry(self, retry: DueRetry) -> None:
-        async with self._handling:
-            ledger = self.partitions.ledger_for(retry.tp, retry.offset)
-            view = ledger.jobs.get(retry.job_id) if ledger is not None else None
-            try:
-                if ledger is not None and view is not None and self._retry_due(view, retry.failed_attempt):
-                    await self._act(retry.tp, ledger, view)
-            except BrokerUnavailable as exc:
-                delay = self._outage.next_delay()
-                log.warning("the log refused an event; the retry waits", error=str(exc), retry_in_s=delay)
-                self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay)
-                return
-            except _Deferred:
-                return
-            finally:
-                self._abort = None
-        self.partitions.resolve(retry.tp, retry.offset)
+        delay = await self._act_deferred(
+            retry.tp, retry.offset, retry.job_id, lambda view: self._retry_due(view, retry.failed_attempt)
+        )
+        if delay is not None:
+            self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay)
 
     async def _run_set_aside(self, aside: SetAside) -> None:
         """A batch job whose turn came: act on it unless something settled it meanwhile."""
+        delay = await self._act_deferred(
+            aside.tp, aside.offset, aside.job_id, lambda view: view.state is JobState.QUEUED
+        )
+        if delay is not None:
+            self.batches.put_back(aside)  # still first in line, and its record still deferred
+            await wait_for_stop(self._stop, delay)
+        elif self.partitions.commit_due:
+            await self.partitions.commit()
+
+    async def _act_deferred(
+        self, tp: TopicPartition, offset: int, job_id: uuid.UUID, due: Callable[[JobView], bool]
+    ) -> float | None:
+        """Act on the job of a deferred record (a retry, a set-aside batch job) if ``due`` says it still calls
+        for it, and resolve the record. Returns how long to wait when the log refused an event: the record
+        stays deferred, and the caller tries again."""
         async with self._handling:
-            ledger = self.partitions.ledger_for(aside.tp, aside.offset)
-            view = ledger.jobs.get(aside.job_id) if ledger is not None else None
+            ledger = self.partitions.ledger_for(tp, offset)
+            view = ledger.jobs.get(job_id) if ledger is not None else None
             try:
-                if ledger is not None and view is not None and view.state is JobState.QUEUED:
-                    await self._act(aside.tp, ledger, view)
+                if ledger is not None and view is not None and due(view):
+                    await self._act(tp, ledger, view)
             except BrokerUnavailable as exc:
                 delay = self._outage.next_delay()
-                log.warning("the log refused an event; the batch job waits", error=str(exc), retry_in_s=delay)
-                self.batches.put_back(aside)  # still first in line, and its record still deferred
-                await wait_for_stop(self._stop, delay)
-                return
+                log.warning("the log refused an event; the deferred job waits", error=str(exc), retry_in_s=delay)
+                return delay
             except _Deferred:
-                return
+                return None  # stopping: the record stays deferred, for the next owner
             finally:
                 self._abort = None
-        self.partitions.resolve(aside.tp, aside.offset)
-        if self.partitions.commit_due:
-            await self.partitions.commit()
+        self.partitions.resolve(tp, offset)
+        return None
 
     async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView) -> None:
         if self._stop.is_set():
@@ -354,3 +356,8 @@ class SynthWorker(ConsumerRebalanceListener):
         finally:
             if not task.done():
                 task.cancel()
+
+
+def _still_queued(view: JobView) -> bool:
+    """A set-aside batch job still calls for an attempt (a duplicate's result or a failure may have settled it)."""
+    return view.state is JobState.QUEUED
