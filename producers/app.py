@@ -24,7 +24,7 @@ from producers.deps import ApiDeps, deps_of
 from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.queries import ProjectionUnavailable
 from producers.speech import openai_speech
-from producers.submit import JobRequest, Limits, Rejected, enqueue, scoped_key, unavailable_message
+from producers.submit import JobRequest, Limits, Rejected, scoped_key, unavailable_message
 
 _RETRY: Final = {"Retry-After": "5"}
 
@@ -97,16 +97,7 @@ async def submit_job(
     deps = deps_of(request)
     try:
         key = scoped_key(idempotency_key, request.headers.get("authorization")) if idempotency_key else None
-        accepted = await enqueue(
-            data,
-            key,
-            reader=deps.reader,
-            publisher=deps.publisher,
-            limits=deps.limits,
-            producer=deps.producer,
-            blobs=deps.blobs,
-            admission=deps.admission,
-        )
+        accepted = await deps.enqueue(data, key)
     except Rejected as exc:
         raise HTTPException(detail=str(exc), status_code=exc.status, headers=exc.headers()) from exc
     except BrokerUnavailable as exc:

@@ -12,7 +12,7 @@ from foundation.blobs import BlobStore
 from producers.admission import Admission
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
-from producers.submit import Limits
+from producers.submit import Accepted, JobRequest, Limits, enqueue
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,19 @@ class ApiDeps:
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""
     admission: Admission | None = None  # None: every submission is taken (no backpressure)
+
+    async def enqueue(self, body: JobRequest, key: str | None) -> Accepted:
+        """:func:`producers.submit.enqueue` with this API's projection, log, blobs, limits and backpressure."""
+        return await enqueue(
+            body,
+            key,
+            reader=self.reader,
+            publisher=self.publisher,
+            limits=self.limits,
+            producer=self.producer,
+            blobs=self.blobs,
+            admission=self.admission,
+        )
 
 
 def deps_of(request: Request[Any, Any, Any]) -> ApiDeps:

@@ -44,7 +44,7 @@ from producers.audio_out import StreamEnd, audio_stream, render, segment_samples
 from producers.deps import ApiDeps, deps_of
 from producers.errors import ProducerError
 from producers.queries import ProjectionUnavailable
-from producers.submit import JobRequest, Rejected, enqueue, unavailable_message
+from producers.submit import JobRequest, Rejected, unavailable_message
 
 OPENAI_VOICES: Final = frozenset(
     {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"}
@@ -132,16 +132,7 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
         normalize=speech.normalization_options.normalize if speech.normalization_options else True,
     )
     try:
-        accepted = await enqueue(
-            body,
-            None,
-            reader=deps.reader,
-            publisher=deps.publisher,
-            limits=deps.limits,
-            producer=deps.producer,
-            blobs=deps.blobs,
-            admission=deps.admission,
-        )
+        accepted = await deps.enqueue(body, None)
     except Rejected as exc:
         if exc.status == 429:  # OpenAI's own status for "slow down", with its code
             return openai_error(429, str(exc), code="rate_limit_exceeded", headers=exc.headers())
