@@ -24,6 +24,7 @@ import numpy.typing as npt
 import structlog
 
 from consumers.activity import Activity
+from consumers.cancellation import CancelWatch
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
 from consumers.ports import (
@@ -88,6 +89,8 @@ class Attempt:
     record: Record
     abort: Callable[[], Abort | None]
     """Asked at every segment boundary: why to give the job back, or ``None`` to go on."""
+    cancel: CancelWatch | None = None
+    """Asked at segment boundaries whether the job was cancelled (see :mod:`consumers.cancellation`)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # completed | released | failed
+    kind: str  # completed | released | failed | cancelled
     segments: int = 0
     total_duration_ms: int = 0
 
@@ -201,12 +204,20 @@ class JobRunner:
         self.activity.planned(len(plan))
         total_ms = 0
         started = time.perf_counter()
+        for_duplicate = False  # cancelled, but a duplicate waits: render the rest for it, record nothing
         for segment in plan:
             self._raise_if_refused()
             abort = attempt.abort()
             if abort is not None:
+                if for_duplicate:  # the duplicate reuses what was rendered, and renders the rest itself
+                    return await self._cancelled(record, job, number, segment.index, len(plan))
                 message = f"released at segment {segment.index}: {abort.message}"
                 return await self._release(record, job, number, abort.reason, message, backoff=abort.backoff)
+            if not for_duplicate and attempt.cancel is not None and await attempt.cancel.cancelled():
+                if self._segments is None or not await attempt.cancel.wanted_elsewhere():
+                    return await self._cancelled(record, job, number, segment.index, len(plan))
+                for_duplicate = True
+                log.info("job cancelled; a duplicate waits: rendering the rest for it", job_id=str(job.job_id))
             key = self._segment_key(segment, request)
             reuse = None
             if key and self._segments is not None:
@@ -231,6 +242,8 @@ class JobRunner:
                     made = ReusableSegment(ref, duration_ms, byte_length, description.sample_rate)
                     self._segments.remember(key, made)
             total_ms += duration_ms
+            if for_duplicate:
+                continue
             await self._emit(
                 record,
                 SegmentProduced,
@@ -251,6 +264,8 @@ class JobRunner:
             )
             if segment is plan[0]:
                 JOB_PHASE_SECONDS.labels("first_segment").observe(time.perf_counter() - claimed)
+        if for_duplicate:
+            return await self._cancelled(record, job, number, len(plan), len(plan))
         payload = JobCompletedPayload(segment_count=len(plan), total_duration_ms=total_ms)
         await self._emit(record, JobCompleted, job, number, payload)
         log.info(
@@ -263,6 +278,13 @@ class JobRunner:
             synthesis_ms=round(1000 * (time.perf_counter() - started)),
         )
         return Outcome("completed", len(plan), total_ms)
+
+    async def _cancelled(self, record: Record, job: JobView, attempt: int, at: int, of: int) -> Outcome:
+        """End an attempt whose job was cancelled: nothing more is recorded (``JobCancelled`` is on the log
+        already); what the attempt did record is acknowledged before the offset moves past the job."""
+        await self._settle(record)
+        log.info("job cancelled: synthesis stopped", job_id=str(job.job_id), attempt=attempt, segment=at, of=of)
+        return Outcome("cancelled", at)
 
     def _segment_key(self, segment: PlannedSegment, request: SynthesisRequest) -> str | None:
         if not segment.ids:

@@ -14,10 +14,12 @@ import asyncpg
 
 from consumers.errors import LookupUnavailable
 from consumers.ports import CachedResult, ReusableSegment
-from contracts import AudioRef, SynthesisRequest
+from contracts import AudioRef, JobState, SynthesisRequest
+from contracts.job_state import LIVE_STATES
 from foundation.db import reading
 
 QUERY_TIMEOUT_S = 5.0
+_LIVE = ", ".join(f"'{state.value}'" for state in sorted(LIVE_STATES))
 
 
 def _reading() -> AbstractAsyncContextManager[None]:
@@ -54,6 +56,23 @@ class PostgresResultLookup:
                 "SELECT audio_sha256, audio_uri FROM segments WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
             )
         return [AudioRef(sha256=r["audio_sha256"], uri=r["audio_uri"]) for r in rows]
+
+    async def cancelled(self, job_id: uuid.UUID) -> bool:
+        async with _reading():
+            state = await self._pool.fetchval(
+                "SELECT state FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
+            )
+        return bool(state == JobState.CANCELLED.value)
+
+    async def wanted_elsewhere(self, fingerprint: str, job_id: uuid.UUID) -> bool:
+        async with _reading():
+            found = await self._pool.fetchval(
+                f"SELECT EXISTS (SELECT 1 FROM jobs WHERE fingerprint = $1 AND job_id <> $2 AND state IN ({_LIVE}))",
+                fingerprint,
+                job_id,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return bool(found)
 
     async def segment(self, key: str) -> ReusableSegment | None:
         """A segment of ``key`` some job produced (its blob may be gone since: the caller touches it)."""

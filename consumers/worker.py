@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
+from consumers.cancellation import CancelLookup, CancelWatch
 from consumers.coalescing import reusable_result
 from consumers.errors import EngineHung, LookupUnavailable
 from consumers.job_runner import Abort, Attempt, JobRunner
@@ -79,8 +80,10 @@ class SynthWorker(ConsumerRebalanceListener):
         lookup: ResultLookup,
         dead_letter: DeadLetter,
         scan_tails: TailScanner | None = None,
+        cancels: CancelLookup | None = None,
     ) -> None:
         self.config = config
+        self._cancels = cancels
         self._consumer = consumer
         self._runner = runner
         self._lookup = lookup
@@ -299,7 +302,11 @@ class SynthWorker(ConsumerRebalanceListener):
             message = "the job's JobQueued is neither in its partition nor in the projection"
             await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.record_own)
             return
-        attempt = Attempt(view, request, view.attempt + 1, ledger.record_own, self._abort_reason)
+        watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
+        if await watch.cancelled(now=True):
+            log.info("the job was cancelled before its claim: not synthesized", job_id=str(view.job_id))
+            return  # its JobCancelled, behind in the partition, settles the ledger when read
+        attempt = Attempt(view, request, view.attempt + 1, ledger.record_own, self._abort_reason, watch)
         await self._keepalive(self._runner.run(attempt), attempt)
 
     def _serves(self, request: SynthesisRequest) -> bool:

@@ -7,8 +7,8 @@ Every event is an immutable envelope (``event_id``, ``type``,
 class. A change to a payload's shape bumps that event's ``schema_version`` and
 adds an upcaster in :mod:`contracts.upcasting`, so old logs still replay.
 
-``attempt`` lives in the envelope only: 0 for ``JobQueued``, cache hits and
-``CacheEvicted``, 1 for the first claim, +1 for each claim after a release.
+``attempt`` lives in the envelope only: 0 for ``JobQueued``, cache hits,
+``CacheEvicted`` and ``JobCancelled``, 1 for the first claim, +1 for each claim after a release.
 """
 
 from __future__ import annotations
@@ -162,6 +162,21 @@ class CacheEvictedPayload(_Frozen):
     total_bytes: NonNegative  # what the entry held, as the janitor saw it
 
 
+CancelReason = Literal["client", "document", "disconnected"]
+
+
+class JobCancelledPayload(_Frozen):
+    """Nobody wants the job's audio any more: its client cancelled it (``client``, ``DELETE /v1/jobs/{id}``),
+    its document was cancelled (``document``, with ``document_id``), or its streaming client went away
+    (``disconnected``). A queued job is then never synthesized and a running one stops at its next segment
+    boundary, unless a live duplicate of the same fingerprint still waits for the result: the worker then
+    finishes the synthesis for that duplicate (see :mod:`consumers.cancellation`)."""
+
+    reason: CancelReason
+    message: Annotated[str, Field(max_length=2000)] = ""
+    document_id: uuid.UUID | None = None
+
+
 class _Envelope(_Frozen):
     event_id: uuid.UUID
     job_id: uuid.UUID
@@ -215,6 +230,14 @@ class CacheEvicted(_Envelope):
     type: Literal["CacheEvicted"] = "CacheEvicted"
     schema_version: Literal[1] = 1
     payload: CacheEvictedPayload
+
+
+class JobCancelled(_Envelope):
+    """A live job is cancelled: it ends, without audio (attempt 0: a cancellation is not an attempt's)."""
+
+    type: Literal["JobCancelled"] = "JobCancelled"
+    schema_version: Literal[1] = 1
+    payload: JobCancelledPayload
 
 
 class NodeAnnouncedPayload(_Frozen):
@@ -296,15 +319,74 @@ class ServiceModeSet(_Frozen):
     payload: ServiceModeSetPayload
 
 
-NodeEvent = Annotated[NodeAnnounced | NodeHeartbeat | ServiceModeSet, Field(discriminator="type")]
+Markup = Literal["markdown", "plain", "epub"]
+PartBreak = Literal["s", "p", "c"]
+
+
+class DocumentChapter(_Frozen):
+    """A chapter: its title and how many of the document's parts, in order, it holds."""
+
+    title: Annotated[str, Field(max_length=500)]
+    parts: Annotated[int, Field(gt=0)]
+
+
+class DocumentSubmittedPayload(_Frozen):
+    """A long text split into chapters and parts, each part its own job (queued before this record).
+
+    The part jobs' ids are derived (:func:`document_part_job_id`), so the record names them without
+    listing them. ``breaks`` has one letter per part, the pause a listener expects after it: ``s`` (the
+    paragraph goes on in the next part), ``p`` (a paragraph ends), ``c`` (a chapter ends). ``request`` is
+    the parts' common request (its ``text`` is the document's title)."""
+
+    document_id: uuid.UUID
+    title: Annotated[str, Field(max_length=500)]
+    markup: Markup
+    chapters: tuple[DocumentChapter, ...]
+    breaks: Annotated[str, Field(pattern=r"^[spc]+$")]
+    total_chars: NonNegative
+    request: SynthesisRequest
+    priority: Priority = "batch"
+    idempotency_key: Annotated[str | None, Field(max_length=256)] = None
+    submitted_at: AwareDatetime
+
+
+class DocumentSubmitted(_Frozen):
+    """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts."""
+
+    type: Literal["DocumentSubmitted"] = "DocumentSubmitted"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: DocumentSubmittedPayload
+
+
+DOCUMENT_NAMESPACE: Final = uuid.UUID("3f0b6a8e-2c4d-4b7a-9e15-8d2f6c1a0b57")
+
+
+def document_part_job_id(document_id: uuid.UUID, index: int) -> uuid.UUID:
+    """The job id of the document's part ``index`` (0-based, in reading order)."""
+    return uuid.uuid5(DOCUMENT_NAMESPACE, f"{document_id}/{index}")
+
+
+NodeEvent = Annotated[NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted, Field(discriminator="type")]
 
 JobEvent = Annotated[
-    JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed | CacheEvicted,
+    JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed | CacheEvicted | JobCancelled,
     Field(discriminator="type"),
 ]
 JOB_EVENT_ADAPTER: Final[TypeAdapter[JobEvent]] = TypeAdapter(JobEvent)
 
-EVENT_CLASSES: Final = (JobQueued, JobClaimed, SegmentProduced, JobCompleted, JobReleased, JobFailed, CacheEvicted)
+EVENT_CLASSES: Final = (
+    JobQueued,
+    JobClaimed,
+    SegmentProduced,
+    JobCompleted,
+    JobReleased,
+    JobFailed,
+    CacheEvicted,
+    JobCancelled,
+)
 NODE_EVENT_ADAPTER: Final[TypeAdapter[NodeEvent]] = TypeAdapter(NodeEvent)
 
 
@@ -317,7 +399,7 @@ def type_name(cls: type[BaseModel]) -> str:
 JOB_EVENT_TYPES: Final = frozenset(type_name(cls) for cls in EVENT_CLASSES)
 CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
     type_name(cls): cls.model_fields["schema_version"].default
-    for cls in (*EVENT_CLASSES, NodeAnnounced, NodeHeartbeat, ServiceModeSet)
+    for cls in (*EVENT_CLASSES, NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted)
 }
 
 

@@ -6,15 +6,18 @@ States::
                         │ ▲    ──fail──────▶ failed
                  release│ │claim (attempt + 1)
                         ▼ │
-                      released
+                      released          (any live state) ──cancel──▶ cancelled
 
 A cache hit completes a job that is queued, claimed or released without a
 claim of its own; any live job can fail (its request is unusable, or its
-attempts are spent). ``completed`` and ``failed`` are terminal.
+attempts are spent) or be cancelled (nobody wants its audio any more).
+``completed``, ``failed`` and ``cancelled`` are terminal.
 
 Fencing: every event speaks for one attempt of its job (``JobReleased`` for
 ``payload.failed_attempt``, every other event for its envelope's
-``attempt``). A claim must name an attempt above the job's current one; every
+``attempt``). A claim must name an attempt above the job's current one; a
+cancellation, which comes from outside any attempt, names none (it applies to
+whichever attempt holds the job, and keeps that attempt); every
 other event must name the current attempt and find the job in a state its
 rule allows. An event that does not is *fenced*: it changes nothing, and the
 reason says why. So a worker declared stale cannot overwrite the newer
@@ -41,6 +44,7 @@ from typing import Final
 
 from contracts.events import (
     CacheEvicted,
+    JobCancelled,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -58,15 +62,17 @@ class JobState(StrEnum):
     RELEASED = "released"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
-TERMINAL_STATES: Final = frozenset({JobState.COMPLETED, JobState.FAILED})
+TERMINAL_STATES: Final = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
 LIVE_STATES: Final = frozenset(JobState) - TERMINAL_STATES
 
 
 class AttemptRule(StrEnum):
     NEWER = "newer"  # the event's attempt is above the job's (a new claim)
     SAME = "same"  # the event's attempt is the job's current one
+    ANY = "any"  # the event speaks for no attempt (a cancellation): the job keeps its own
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ RULES: Final[Mapping[str, Rule]] = MappingProxyType(
         CACHE_HIT: Rule(type_name(JobCompleted), LIVE_STATES, AttemptRule.SAME, JobState.COMPLETED),
         type_name(JobReleased): Rule(type_name(JobReleased), _CLAIMED, AttemptRule.SAME, JobState.RELEASED),
         type_name(JobFailed): Rule(type_name(JobFailed), LIVE_STATES, AttemptRule.SAME, JobState.FAILED),
+        type_name(JobCancelled): Rule(type_name(JobCancelled), LIVE_STATES, AttemptRule.ANY, JobState.CANCELLED),
     }
 )
 """Every event type but ``JobQueued`` (which creates the job), by the name :func:`rule_name` gives it."""
@@ -115,7 +122,7 @@ class JobStatus:
 class FenceReason(StrEnum):
     UNKNOWN_JOB = "unknown_job"  # no JobQueued was seen for the job
     DUPLICATE = "duplicate"  # a JobQueued for a job already known
-    TERMINAL = "terminal"  # the job already completed or failed
+    TERMINAL = "terminal"  # the job already completed, failed or was cancelled
     STALE_ATTEMPT = "stale_attempt"  # not the attempt the rule needs
     WRONG_STATE = "wrong_state"  # the job is in a state the rule does not start from
 
@@ -162,6 +169,8 @@ def transition(status: JobStatus | None, event: JobEvent) -> JobStatus | Fenced:
         return Fenced(FenceReason.STALE_ATTEMPT, f"attempt {attempt} is not the job's {status.attempt}")
     if status.state not in rule.from_states:
         return Fenced(FenceReason.WRONG_STATE, f"job is {status.state}")
+    if rule.attempt is AttemptRule.ANY:
+        attempt = status.attempt
     return JobStatus(rule.to_state or status.state, attempt)
 
 
@@ -175,7 +184,7 @@ def status_implied_by(event: JobEvent) -> JobStatus:
         return JobStatus(JobState.COMPLETED, event.attempt)
     rule = None if isinstance(event, JobQueued) else RULES[rule_name(event)]
     state = JobState.QUEUED if rule is None else rule.to_state or JobState.CLAIMED
-    return JobStatus(state, event_attempt(event))
+    return JobStatus(state, event_attempt(event))  # a cancellation's 0: its attempts lie before the reader
 
 
 def fold(events: Iterable[JobEvent]) -> dict[uuid.UUID, JobStatus]:

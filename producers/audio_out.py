@@ -64,7 +64,7 @@ async def segments_as_they_appear(
         while sent < len(segments) and segments[sent]["segment_index"] == sent:
             yield segments[sent]
             sent += 1
-        if job is not None and job["state"] in {"completed", "failed"} and sent >= len(segments):
+        if job is not None and job["state"] in {"completed", "failed", "cancelled"} and sent >= len(segments):
             end.state, end.error, end.error_code = job["state"], job.get("error_message"), job.get("error_code")
             return
         await changed()

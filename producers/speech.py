@@ -167,7 +167,7 @@ async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> dict[str, Any] | N
     with deps.changes.watch(job_id) as changes:
         while time.monotonic() < deadline:
             job = await deps.reader.job(job_id)
-            if job is not None and job["state"] in {"completed", "failed"}:
+            if job is not None and job["state"] in {"completed", "failed", "cancelled"}:
                 return job
             await changes.wait()
     return None

@@ -19,6 +19,8 @@ import asyncpg
 
 from contracts import (
     CacheEvicted,
+    DocumentSubmitted,
+    JobCancelled,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -34,12 +36,14 @@ from contracts import (
 )
 from contracts.job_state import CACHE_HIT, RULES, AttemptRule, Rule
 from foundation.kafka import RecordPosition
-from projections.reducer import as_record, event_row
+from projections.reducer import DocumentRow, as_record, columns, document_row, event_row
 
 
 def guard(rule: Rule, attempt_param: str) -> str:
     """The WHERE condition on a ``jobs`` row under which ``rule`` applies (the state machine's, in SQL)."""
     states = ", ".join(f"'{state.value}'" for state in sorted(rule.from_states))
+    if rule.attempt is AttemptRule.ANY:
+        return f"state IN ({states})"
     compare = "<" if rule.attempt is AttemptRule.NEWER else "="
     return f"state IN ({states}) AND attempt {compare} {attempt_param}"
 
@@ -55,6 +59,7 @@ _COMPLETED: Final = RULES[type_name(JobCompleted)]
 _CACHE_HIT: Final = RULES[CACHE_HIT]
 _RELEASED: Final = RULES[type_name(JobReleased)]
 _FAILED: Final = RULES[type_name(JobFailed)]
+_CANCELLED: Final = RULES[type_name(JobCancelled)]
 
 
 class Outcome(StrEnum):
@@ -91,6 +96,8 @@ async def apply_job_event(
             applied = await _failed(conn, event)
         case CacheEvicted():
             applied = await _evicted(conn, event)
+        case JobCancelled():
+            applied = await _cancelled(conn, event)
     return Outcome.APPLIED if applied else Outcome.FENCED
 
 
@@ -243,8 +250,31 @@ async def _failed(conn: asyncpg.Connection, e: JobFailed) -> bool:
     return status == "UPDATE 1"
 
 
+async def _cancelled(conn: asyncpg.Connection, e: JobCancelled) -> bool:
+    status: str = await conn.execute(
+        f"UPDATE jobs SET state = {_to(_CANCELLED)}, cancel_reason = $2, cancelled_at = $3, updated_at = $3,"
+        f" last_event_id = $4 WHERE job_id = $1 AND {guard(_CANCELLED, '')}",  # any attempt: no parameter
+        e.job_id,
+        e.payload.reason,
+        e.occurred_at,
+        e.event_id,
+    )
+    return status == "UPDATE 1"
+
+
+async def _document(conn: asyncpg.Connection, event: DocumentSubmitted) -> bool:
+    status: str = await conn.execute(
+        f"INSERT INTO documents ({', '.join(columns(DocumentRow))})"
+        " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8::jsonb, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
+        *as_record(document_row(event)),
+    )
+    return status.endswith(" 1")
+
+
 async def apply_node_event(conn: asyncpg.Connection, event: NodeEvent) -> bool:
     """Upsert the worker's row; an older announcement or heartbeat never replaces a newer one."""
+    if isinstance(event, DocumentSubmitted):
+        return await _document(conn, event)
     if isinstance(event, NodeHeartbeat):
         return await _heartbeat(conn, event)
     if isinstance(event, ServiceModeSet):

@@ -18,6 +18,7 @@ from typing import Any
 
 from contracts import (
     CacheEvicted,
+    JobCancelled,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -66,7 +67,9 @@ class AttemptRecord:
     model_version: str
     claimed_at: datetime
     ended_at: datetime | None = None
-    ended_by: str = ""  # "completed", "failed: CODE", "released: REASON", "taken over by attempt N"
+    ended_by: str = (
+        ""  # "completed", "failed: CODE", "released: REASON", "cancelled (REASON)", "taken over by attempt N"
+    )
     segments: int = 0
     fenced: int = 0  # events of this attempt that were fenced (a stalled worker's late work)
 
@@ -98,6 +101,7 @@ class JobHistory:
     spans: list[StateSpan] = field(default_factory=list)
     reused_from: uuid.UUID | None = None  # the job whose synthesis a cache hit or coalesced duplicate served
     evicted: str | None = None  # why its result left the result cache (CacheEvicted), if it did
+    cancelled: str | None = None  # why it was cancelled (JobCancelled's reason and message), if it was
 
     @property
     def found(self) -> bool:
@@ -172,7 +176,11 @@ def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
             _end(current, event, f"failed: {event.payload.reason_code}")
         case CacheEvicted():
             history.evicted = event.payload.reason
-    if outcome.state in (JobState.COMPLETED, JobState.FAILED):
+        case JobCancelled():
+            cancel = event.payload
+            history.cancelled = cancel.reason + (f": {cancel.message}" if cancel.message else "")
+            _end(current, event, f"cancelled ({cancel.reason})")
+    if outcome.terminal:
         last = history.spans[-1]
         history.spans[-1] = StateSpan(last.state, last.attempt, last.since, last.since)
 
@@ -192,6 +200,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
         "request": history.request.model_dump(mode="json") if history.request else None,
         "reused_from": str(history.reused_from) if history.reused_from else None,
         "result_evicted": history.evicted,
+        "cancelled": history.cancelled,
         "events": [_entry_json(entry, history.attempts) for entry in history.entries],
         "attempts": [
             {

@@ -67,7 +67,7 @@ _JOBS: Final = _Table(
     "jobs",
     JobRow,
     ("uuid", "text", "text", "int", "jsonb", "text", "text", "bool", "uuid", "int", "int", "text", _TS, "text",
-     "text", _TS, _TS, _TS, _TS, _TS, "uuid"),
+     "text", _TS, _TS, _TS, _TS, _TS, "uuid", _TS, "text"),
     ("job_id",),
 )  # fmt: skip
 _SEGMENTS: Final = _Table(

@@ -27,6 +27,7 @@ from aiokafka.structs import TopicPartition
 
 from contracts import (
     DecodeError,
+    DocumentSubmitted,
     JobEvent,
     NodeAnnounced,
     NodeEvent,
@@ -50,7 +51,7 @@ log = structlog.get_logger("voxlog.projector")
 
 _OUTAGES: Final = (*DATABASE_OUTAGES, KafkaError, BrokerUnavailable)
 _REFUSALS: Final = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
-_NODE_EVENTS: Final = (NodeAnnounced, NodeHeartbeat, ServiceModeSet)
+_NODE_EVENTS: Final = (NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted)
 _Decoded = tuple[ConsumerRecord, JobEvent | NodeEvent]
 _Apply = Callable[[asyncpg.Connection, list[_Decoded]], Awaitable[list[tuple[JobEvent, Outcome]]]]
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]

@@ -27,6 +27,7 @@ import asyncpg
 from projections.migrations import quote_schema
 from projections.reducer import (
     CacheRow,
+    DocumentRow,
     EventRow,
     HeartbeatRow,
     JobRow,
@@ -54,6 +55,7 @@ TABLES: Final = (
     Table("nodes", NodeRow, ("worker_id",)),
     Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
     Table("service_modes", ModeRow, ("mode", "source")),
+    Table("documents", DocumentRow, ("document_id",), ("chapters", "request")),
 )
 
 
@@ -90,6 +92,7 @@ async def write(
         "nodes": projection.nodes.values(),
         "node_heartbeats": projection.heartbeats.values(),
         "service_modes": projection.modes.values(),
+        "documents": projection.documents.values(),
     }
     offsets = [OffsetRow(consumer, topic, partition, at) for (topic, partition), at in projection.offsets.items()]
     async with conn.transaction():

@@ -10,6 +10,7 @@ generated logs, and ``voxlog replay --verify`` compares them on a real one.
 
 from __future__ import annotations
 
+import json
 import operator
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +20,8 @@ from enum import StrEnum
 
 from contracts import (
     CacheEvicted,
+    DocumentSubmitted,
+    JobCancelled,
     JobClaimed,
     JobCompleted,
     JobEvent,
@@ -60,6 +63,8 @@ class JobRow:
     failed_at: datetime | None
     updated_at: datetime
     last_event_id: uuid.UUID
+    cancelled_at: datetime | None = None
+    cancel_reason: str | None = None
 
 
 @dataclass
@@ -143,6 +148,31 @@ class HeartbeatRow:
 
 
 @dataclass
+class DocumentRow:
+    document_id: uuid.UUID
+    title: str
+    markup: str
+    chapters: str  # JSON
+    breaks: str
+    part_count: int
+    total_chars: int
+    request: str  # JSON
+    priority: str
+    idempotency_key: str | None
+    submitted_at: datetime
+    last_event_id: uuid.UUID
+
+
+def document_row(event: DocumentSubmitted) -> DocumentRow:
+    d = event.payload
+    chapters = json.dumps([chapter.model_dump() for chapter in d.chapters])
+    return DocumentRow(
+        d.document_id, d.title, d.markup, chapters, d.breaks, len(d.breaks), d.total_chars,
+        d.request.model_dump_json(), d.priority, d.idempotency_key, d.submitted_at, event.event_id,
+    )  # fmt: skip
+
+
+@dataclass
 class ModeRow:
     mode: str
     source: str
@@ -202,6 +232,7 @@ class Projection:
         self.nodes: dict[str, NodeRow] = {}
         self.heartbeats: dict[str, HeartbeatRow] = {}
         self.modes: dict[tuple[str, str], ModeRow] = {}
+        self.documents: dict[uuid.UUID, DocumentRow] = {}
         self.offsets: dict[tuple[str, int], int] = {}
 
     def segments_of(self, job_id: uuid.UUID) -> Iterator[SegmentRow]:
@@ -255,6 +286,11 @@ class Projection:
                 row.error_code, row.error_message = event.payload.reason_code, event.payload.message
                 row.failed_at = row.updated_at = event.occurred_at
                 row.last_event_id = event.event_id
+            case JobCancelled():
+                assert row is not None
+                row.state, row.cancel_reason = outcome.state.value, event.payload.reason
+                row.cancelled_at = row.updated_at = event.occurred_at
+                row.last_event_id = event.event_id
             case CacheEvicted():
                 # Only the entry it names: a newer result of the fingerprint may have replaced it since.
                 cached = self.cache.get(event.fingerprint)
@@ -302,6 +338,10 @@ class Projection:
 
     def apply_node(self, event: NodeEvent, at: RecordPosition) -> None:
         self.offsets[(at.topic, at.partition)] = at.offset + 1
+        if isinstance(event, DocumentSubmitted):
+            # A document is submitted once; a second record of it (a retry) changes nothing.
+            self.documents.setdefault(event.payload.document_id, document_row(event))
+            return
         if isinstance(event, ServiceModeSet):
             m = event.payload
             known_mode = self.modes.get((m.mode, m.source))

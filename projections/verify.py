@@ -32,7 +32,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
-from contracts import DecodeError, JobCompleted, JobEvent, JobState, JobStatus, decode_event
+from contracts import TERMINAL_STATES, DecodeError, JobCompleted, JobEvent, JobState, JobStatus, decode_event
 from contracts.job_state import Fenced, transition
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import wait_for_partitions
@@ -176,7 +176,7 @@ async def verify(
     return Report(len(events), len(jobs), states, checks)
 
 
-_TERMINAL = {JobState.COMPLETED.value, JobState.FAILED.value}
+_TERMINAL = {state.value for state in TERMINAL_STATES}
 
 
 def _fold_checks(events: list[JobEvent], jobs: dict[uuid.UUID, asyncpg.Record]) -> tuple[Check, Check]:

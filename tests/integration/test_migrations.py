@@ -18,6 +18,7 @@ TABLES = {
     "nodes",
     "node_heartbeats",
     "service_modes",
+    "documents",
     "schema_migrations",
 }
 

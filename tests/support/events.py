@@ -9,6 +9,8 @@ from contracts import (
     AudioRef,
     CacheEvicted,
     CacheEvictedPayload,
+    JobCancelled,
+    JobCancelledPayload,
     JobClaimed,
     JobClaimedPayload,
     JobCompleted,
@@ -111,6 +113,13 @@ def one_of_each(text: str = "Hello world.", job_id: uuid.UUID | None = None) -> 
             attempt=3,
             occurred_at=T0 + timedelta(seconds=8),
             payload=JobFailedPayload(reason_code="engine_error", message="model raised", attempts=3),
+            **common,
+        ),
+        JobCancelled(
+            event_id=derive_event_id(job, "JobCancelled", 0),
+            attempt=0,
+            occurred_at=T0 + timedelta(seconds=9),
+            payload=JobCancelledPayload(reason="client", message="DELETE /v1/jobs"),
             **common,
         ),
     ]

@@ -7,7 +7,7 @@ attempt after another, render segments, and complete, fail, release it or
 vanish (killed, or stalled past the session timeout); a stalled worker's
 late segments and completion come after the next attempt's claim, wherever
 Kafka's per-producer order allows; a cache hit completes a queued or
-released job; and any emitted event may be delivered again later (an exact
+released job; the client may cancel it at any point; and any emitted event may be delivered again later (an exact
 copy, same event id). Several jobs share the partition, interleaved.
 
 ``arbitrary_logs`` is every sequence of event types and attempts after a
@@ -28,6 +28,8 @@ from contracts import (
     CacheEvicted,
     CacheEvictedPayload,
     EvictionReason,
+    JobCancelled,
+    JobCancelledPayload,
     JobClaimed,
     JobClaimedPayload,
     JobCompleted,
@@ -118,6 +120,10 @@ class _Builder:
         payload = JobReleasedPayload(reason="transient", failed_attempt=attempt, message="engine hiccup")
         return JobReleased(payload=payload, **self._common("JobReleased", attempt))
 
+    def cancelled(self) -> JobCancelled:
+        payload = JobCancelledPayload(reason="client", message="DELETE /v1/jobs")
+        return JobCancelled(payload=payload, **self._common("JobCancelled", 0))
+
     def failed(self, attempt: int) -> JobFailed:
         payload = JobFailedPayload(reason_code="engine_error", message="model raised", attempts=attempt)
         return JobFailed(payload=payload, **self._common("JobFailed", attempt))
@@ -174,6 +180,8 @@ def _realistic_job(draw: st.DrawFn) -> list[JobEvent]:
                     log.append(job.completed(attempt, 0))
                     break
                 log.append(job.released(attempt))
+    if draw(st.integers(0, 4)) == 0:  # the client cancels, at any point after it queued the job
+        log.insert(draw(st.integers(1, len(log))), job.cancelled())
     # Any event may be delivered again, later.
     for original in draw(st.lists(st.integers(0, len(log) - 1), max_size=3)):
         copy = log[original]
@@ -207,7 +215,9 @@ def realistic_logs(draw: st.DrawFn) -> list[JobEvent]:
 def _arbitrary_job(draw: st.DrawFn) -> list[JobEvent]:
     job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))), unique_ids=True)
     log: list[JobEvent] = [job.queued()]
-    kinds = st.sampled_from(["queued", "claimed", "segment", "completed", "cache_hit", "released", "failed"])
+    kinds = st.sampled_from(
+        ["queued", "claimed", "segment", "completed", "cache_hit", "released", "failed", "cancelled"]
+    )
     for kind, attempt in draw(st.lists(st.tuples(kinds, st.integers(0, 3)), max_size=12)):
         match kind:
             case "queued":
@@ -222,6 +232,8 @@ def _arbitrary_job(draw: st.DrawFn) -> list[JobEvent]:
                 log.append(job.completed(attempt, 1, cache_hit=True))
             case "released":
                 log.append(job.released(attempt))
+            case "cancelled":
+                log.append(job.cancelled())
             case _:
                 log.append(job.failed(attempt))
     return log

@@ -22,6 +22,7 @@ from contracts.job_state import (
 from tests.support.job_logs import _Builder, arbitrary_logs, realistic_logs
 
 Q, C, R, D, F = JobState.QUEUED, JobState.CLAIMED, JobState.RELEASED, JobState.COMPLETED, JobState.FAILED
+X = JobState.CANCELLED
 job = _Builder(uuid.UUID(int=7))
 
 
@@ -65,6 +66,19 @@ def outcome(status: JobStatus | None, event: JobEvent) -> JobStatus | FenceReaso
         (JobStatus(C, 2), job.failed(1), FenceReason.STALE_ATTEMPT),
         (JobStatus(F, 1), job.failed(1), FenceReason.TERMINAL),
         (JobStatus(D, 1), job.completed(1, 1, cache_hit=True), FenceReason.TERMINAL),
+        # A cancellation names no attempt: it ends whichever holds the live job, and keeps its number.
+        (JobStatus(Q, 0), job.cancelled(), JobStatus(X, 0)),
+        (JobStatus(C, 2), job.cancelled(), JobStatus(X, 2)),
+        (JobStatus(R, 1), job.cancelled(), JobStatus(X, 1)),
+        (JobStatus(D, 1), job.cancelled(), FenceReason.TERMINAL),
+        (JobStatus(F, 1), job.cancelled(), FenceReason.TERMINAL),
+        (JobStatus(X, 0), job.cancelled(), FenceReason.TERMINAL),
+        (None, job.cancelled(), FenceReason.UNKNOWN_JOB),
+        # After it, the attempt it cut short can record nothing more.
+        (JobStatus(X, 2), job.segment(2, 1), FenceReason.TERMINAL),
+        (JobStatus(X, 2), job.completed(2, 1), FenceReason.TERMINAL),
+        (JobStatus(X, 0), job.completed(0, 1, cache_hit=True), FenceReason.TERMINAL),
+        (JobStatus(X, 2), job.claimed(3), FenceReason.TERMINAL),
     ],
 )
 def test_transition(before, event, after):
@@ -87,6 +101,7 @@ def test_every_event_type_but_jobqueued_has_a_rule_and_segments_change_no_status
         (job.released(2), JobStatus(R, 2)),
         (job.completed(3, 1), JobStatus(D, 3)),
         (job.failed(1), JobStatus(F, 1)),
+        (job.cancelled(), JobStatus(X, 0)),
     ],
 )
 def test_a_reader_starting_mid_log_takes_a_jobs_first_event_at_its_word(event, status):
@@ -132,7 +147,8 @@ def test_a_stale_attempts_late_events_never_change_the_newer_attempts_status(eve
     for event in events:
         before = statuses.get(event.job_id)
         after = transition(before, event)
-        if before is not None and event.attempt < before.attempt and event.type != "JobQueued":
+        # JobQueued and JobCancelled speak for no attempt: their envelope's 0 is not a stale attempt's.
+        if before is not None and event.attempt < before.attempt and event.type not in {"JobQueued", "JobCancelled"}:
             assert isinstance(after, Fenced), (before, event)
         if isinstance(after, JobStatus):
             statuses[event.job_id] = after

@@ -38,7 +38,7 @@ from voxlog.errors import VoxlogError
 from voxlog.topics import ensure_topics, topic_specs
 
 CLI: Final = [sys.executable, "-m", "voxlog.cli", "--log-level", "WARNING"]
-TERMINAL: Final = {"completed", "failed"}
+TERMINAL: Final = {"completed", "failed", "cancelled"}
 # Short timeouts everywhere, so that a fault shows its effect within seconds rather than minutes.
 FAST: Final = {
     "VOXLOG_ENGINE": "bench-sleep",

@@ -90,7 +90,7 @@ async def run_worker(settings: WorkerSettings) -> None:
             )
 
         consumer = await open_consumer(resources, make_consumer, stop)
-        worker = SynthWorker(config, consumer, runner, lookup, dead_letter)
+        worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup)
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
         started_at = utc_now()
 
