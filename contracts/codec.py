@@ -19,6 +19,7 @@ from contracts.events import (
     CURRENT_SCHEMA_VERSIONS,
     JOB_EVENT_ADAPTER,
     NODE_EVENT_ADAPTER,
+    DocumentSubmitted,
     JobEvent,
     NodeAnnounced,
     NodeEvent,
@@ -46,7 +47,7 @@ def is_traceparent(value: str) -> bool:
     return bool(_TRACEPARENT.match(value)) and "0" * 32 not in value and "-" + "0" * 16 + "-" not in value
 
 
-AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat | ServiceModeSet
+AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted
 
 
 def encode_event(event: AnyEvent) -> bytes:
@@ -62,6 +63,8 @@ def record_key(event: AnyEvent) -> bytes:
         return f"heartbeat/{event.payload.worker_id}".encode()
     if isinstance(event, ServiceModeSet):  # compaction keeps each source's latest switch
         return f"mode/{event.payload.mode}/{event.payload.source}".encode()
+    if isinstance(event, DocumentSubmitted):  # compaction keeps every document (one record each)
+        return f"document/{event.payload.document_id}".encode()
     return event.fingerprint.encode()
 
 

@@ -155,6 +155,15 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSetti
     api_port: int = Field(8000, description="Port the API listens on.")
     max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
     max_batch: int = Field(10_000, ge=1, le=100_000, description="Most requests POST /v1/batches takes in one call.")
+    max_document_chars: int = Field(
+        2_000_000, ge=1, description="Longest text POST /v1/documents takes, in characters once read (markup removed)."
+    )
+    document_part_chars: int = Field(
+        1500,
+        ge=100,
+        description="Longest part of a document, each its own job: a paragraph is one part, a longer one is split"
+        " at sentence ends (at most VOXLOG_MAX_TEXT_CHARS).",
+    )
     min_speed: float = Field(0.5, gt=0, description="Slowest accepted speed factor.")
     max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")

@@ -20,7 +20,10 @@ from foundation.errors import BrokerUnavailable
 from foundation.metrics import SUBMISSIONS
 from producers.audio_out import render
 from producers.batches import submit_batch
+from producers.cancel import cancel_job
 from producers.deps import ApiDeps, deps_of
+from producers.document_output import cancel_document, get_chapter_audio, get_document_audio, get_toc
+from producers.documents import get_document, submit_document
 from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.queries import ProjectionUnavailable
 from producers.speech import openai_speech
@@ -57,11 +60,13 @@ def job_body(job: dict[str, Any]) -> dict[str, Any]:
         "release": {"reason": job["release_reason"], "not_before": job["not_before"]}
         if job["release_reason"]
         else None,
+        "cancellation": {"reason": job["cancel_reason"], "at": job["cancelled_at"]} if job["cancel_reason"] else None,
         "timings": {
             "submitted_at": job["submitted_at"],
             "claimed_at": job["claimed_at"],
             "completed_at": job["completed_at"],
             "failed_at": job["failed_at"],
+            "cancelled_at": job["cancelled_at"],
             "queue_wait_ms": _ms("claimed_at", "submitted_at"),
             "total_ms": _ms("completed_at", "submitted_at"),
         },
@@ -269,6 +274,13 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
             healthz,
             readyz,
             openai_speech,
+            cancel_job,
+            submit_document,
+            get_document,
+            get_document_audio,
+            get_chapter_audio,
+            get_toc,
+            cancel_document,
         ],
         openapi_config=OpenAPIConfig(title="voxlog", version="1"),
         # Requests by route (its template, not the path), method and status, and their duration.

@@ -9,8 +9,10 @@ from litestar import Request
 
 from contracts import Producer
 from foundation.blobs import BlobStore
+from foundation.lifecycle import OwnedTasks
 from producers.admission import Admission
-from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
+from producers.document_queries import DocumentReader
+from producers.ports import DocumentLog, JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
 from producers.submit import Accepted, JobRequest, Limits, enqueue
 
@@ -28,6 +30,9 @@ class ApiDeps:
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""
     admission: Admission | None = None  # None: every submission is taken (no backpressure)
+    documents: DocumentReader | None = None  # None (with document_log): no /v1/documents
+    document_log: DocumentLog | None = None
+    tasks: OwnedTasks = field(default_factory=OwnedTasks)  # closed by the composition root at shutdown
 
     async def enqueue(self, body: JobRequest, key: str | None) -> Accepted:
         """:func:`producers.submit.enqueue` with this API's projection, log, blobs, limits and backpressure."""

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from contracts import JobQueued
+from contracts import DocumentSubmitted, JobCancelled, JobQueued
 
 
 class JobLog(Protocol):
@@ -22,14 +22,20 @@ class JobLog(Protocol):
     the log is unreachable (readiness).
     """
 
-    async def publish(self, event: JobQueued) -> object: ...
+    async def publish(self, event: JobQueued | JobCancelled) -> object: ...
 
-    async def publish_all(self, events: Sequence[JobQueued]) -> object:
+    async def publish_all(self, events: Sequence[JobQueued | JobCancelled]) -> object:
         """Publish ``events`` together and return once every one is acknowledged; ``BrokerUnavailable``
         when any is not (the others may be recorded)."""
         ...
 
     async def check(self) -> None: ...
+
+
+class DocumentLog(Protocol):
+    """Where documents are recorded (the compacted nodes topic); ``BrokerUnavailable`` as :class:`JobLog`."""
+
+    async def publish(self, event: DocumentSubmitted) -> object: ...
 
 
 class LagView(Protocol):

@@ -166,6 +166,18 @@ class ProjectionReader:
             )
         return [(r["source"], r["reason"]) for r in rows]
 
+    async def wanted_elsewhere(self, fingerprint: str, job_id: uuid.UUID) -> bool:
+        """Whether a live job of ``fingerprint`` other than ``job_id`` waits for the same audio."""
+        async with _reading("the jobs in flight"):
+            found = await self._pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE fingerprint = $1 AND job_id <> $2"
+                " AND state IN ('queued', 'claimed', 'released'))",
+                fingerprint,
+                job_id,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return bool(found)
+
     async def in_flight(self, fingerprints: list[str]) -> set[str]:
         """Of ``fingerprints``, those a job not finished yet is synthesizing (a duplicate coalesces onto it)."""
         async with _reading("the jobs in flight"):

@@ -41,6 +41,7 @@ from foundation.audio_formats import encode, media_type, stream_header, streamab
 from foundation.blobs import BlobNotFound
 from foundation.errors import BrokerUnavailable
 from producers.audio_out import StreamEnd, audio_stream, render, segment_samples, segments_as_they_appear
+from producers.cancel import cancelled_when_abandoned
 from producers.deps import ApiDeps, deps_of
 from producers.errors import ProducerError
 from producers.queries import ProjectionUnavailable
@@ -146,7 +147,7 @@ async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stre
     if speech.stream_format == "sse":
         return ServerSentEvent(_sse(deps, accepted.job_id, fmt, rate))
     if speech.stream and streamable(fmt):
-        return await _streamed(deps, accepted.job_id, fmt, rate)
+        return await _streamed(deps, accepted.job_id, accepted.fingerprint, fmt, rate)
     try:
         job = await _wait_finished(deps, accepted.job_id)
     except ProjectionUnavailable as exc:
@@ -182,9 +183,10 @@ async def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID, end: StreamEn
             yield segment
 
 
-async def _streamed(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> Response[Any] | Stream:
+async def _streamed(deps: ApiDeps, job_id: uuid.UUID, fingerprint: str, fmt: str, rate: int) -> Response[Any] | Stream:
     """The body as segments are projected. It starts only once the first segment is encoded, so that
-    what fails before any audio still gets its status code."""
+    what fails before any audio still gets its status code. A client that leaves mid-stream cancels the
+    job, unless another request waits for the same audio (:mod:`producers.cancel`)."""
     end = StreamEnd()
     segments = _segments_as_projected(deps, job_id, end)
     try:
@@ -199,7 +201,8 @@ async def _streamed(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> Re
         opening = [await anext(chunks) for _ in range(2 if stream_header(fmt, rate) else 1)]
     except (BlobNotFound, ValueError) as exc:
         return openai_error(500, f"audio of job {job_id} is gone: {exc}")
-    return Stream(_chain(opening, chunks), media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(job_id)})
+    body = cancelled_when_abandoned(deps, job_id, fingerprint, _chain(opening, chunks))
+    return Stream(body, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(job_id)})
 
 
 async def _chain(first: Iterable[T], rest: AsyncIterator[T]) -> AsyncIterator[T]:

@@ -69,6 +69,8 @@ class Limits:
     default_engine: str
     max_batch: int = 10_000
     job_retention_s: float = 86400.0
+    max_document_chars: int = 2_000_000
+    document_part_chars: int = 1500
 
 
 def validate(body: JobRequest, limits: Limits, engines: list[EngineVoices]) -> SynthesisRequest:

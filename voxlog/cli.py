@@ -29,7 +29,7 @@ from infra.errors import InfraError
 from producers.errors import ProducerError
 from projections.errors import ProjectionError
 from tts_node import TtsNodeError
-from voxlog import admin_cli, archive_cli, audit_cli, cache_cli, devstack, docs, lag_cli, replay_cli
+from voxlog import admin_cli, archive_cli, audit_cli, cache_cli, devstack, docs, lag_cli, replay_cli, speak_cli
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 
@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     lag_cli.add_parser(commands)
     cache_cli.add_parser(commands)
     admin_cli.add_parser(commands)
+    speak_cli.add_parser(commands)
     chaos = commands.add_parser(
         "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
     )
@@ -251,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
         return cache_cli.run(args)
     if args.command == "admin":
         return admin_cli.run(args)
+    if args.command == "speak":
+        return speak_cli.run(args)
     if args.command == "chaos":
         from voxlog.chaos.run import main as chaos_main
 

@@ -33,6 +33,8 @@ def limits(settings: ApiSettings) -> Limits:
         settings.default_engine,
         settings.max_batch,
         settings.job_retention_s,
+        settings.max_document_chars,
+        min(settings.document_part_chars, settings.max_text_chars),
     )
 
 

@@ -33,6 +33,7 @@ from foundation.settings import (
 from producers.admission import Admission
 from producers.app import create_app
 from producers.deps import ApiDeps
+from producers.document_queries import DocumentReader
 from producers.queries import ProjectionReader
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
@@ -62,6 +63,13 @@ async def run_api(settings: ApiSettings) -> None:
             deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(publisher.stop)
+        document_log = ReconnectingPublisher(
+            settings.kafka_bootstrap_servers,
+            settings.nodes_topic,
+            client_id="voxlog-api-documents",
+            deadline_ms=settings.publish_timeout_ms,
+        )
+        resources.push_async_callback(document_log.stop)
         consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
         lag = LagMonitor(
             settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
@@ -84,6 +92,8 @@ async def run_api(settings: ApiSettings) -> None:
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
             admission=Admission(reader, settings.max_backlog_s),
+            documents=DocumentReader(pool),
+            document_log=document_log,
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()
@@ -95,6 +105,7 @@ async def run_api(settings: ApiSettings) -> None:
         async def stop_lag_monitor() -> None:
             stop_lag.set()
             await tasks.close(grace_s=5)
+            await deps.tasks.close(grace_s=5)  # cancellations of abandoned streams still on their way
 
         app = create_app(deps, on_startup=[start_lag], on_shutdown=[stop_lag_monitor])
         server = uvicorn.Server(

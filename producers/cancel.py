@@ -1,0 +1,104 @@
+"""Cancellation: ``DELETE /v1/jobs/{id}``, and a streaming client that goes away.
+
+The API records a ``JobCancelled`` on the job's partition and answers 202;
+the job is cancelled once the projection applies it (at once for the API's
+own reads of the log's order: nothing the job's attempt records after it
+counts). Workers ask the projection before they claim a job and between
+segments (see :mod:`consumers.cancellation`): a queued job is never
+synthesized, a running one stops at its next segment boundary, unless
+another live request of the same fingerprint waits for the same audio.
+
+The event id derives from the job alone, so cancelling twice records one
+fact. A job that already ended answers 409: its audio (or its failure)
+stands.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+from litestar import Request, Response, delete
+from litestar.exceptions import HTTPException, NotFoundException
+
+from contracts import CancelReason, JobCancelled, JobCancelledPayload, Producer, derive_event_id, type_name, utc_now
+from foundation.errors import BrokerUnavailable
+from producers.deps import ApiDeps, deps_of
+from producers.queries import ProjectionUnavailable
+
+log = structlog.get_logger("voxlog.api")
+_ENDED = frozenset({"completed", "failed"})
+
+
+def cancellation(
+    job_id: uuid.UUID,
+    fingerprint: str,
+    reason: CancelReason,
+    producer: Producer,
+    message: str = "",
+    document_id: uuid.UUID | None = None,
+) -> JobCancelled:
+    return JobCancelled(
+        event_id=derive_event_id(job_id, type_name(JobCancelled), 0),
+        job_id=job_id,
+        fingerprint=fingerprint,
+        attempt=0,
+        occurred_at=utc_now(),
+        producer=producer,
+        payload=JobCancelledPayload(reason=reason, message=message, document_id=document_id),
+    )
+
+
+@delete("/v1/jobs/{job_id:uuid}", status_code=202, summary="Cancel a job nobody wants any more")
+async def cancel_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Response[dict[str, Any]]:
+    """202: recorded; a queued job is never synthesized, a running one stops at its next segment boundary
+    (unless another request waits for the same audio). 200 when it was cancelled already; 409 when it ended."""
+    deps = deps_of(request)
+    job = await deps.reader.job(job_id)
+    if job is None:
+        raise NotFoundException(f"no job {job_id} (a job just submitted appears within a moment: retry)")
+    body = {"job_id": job_id, "links": {"self": f"/v1/jobs/{job_id}", "events": f"/v1/jobs/{job_id}/events"}}
+    if job["state"] == "cancelled":
+        return Response({**body, "state": "cancelled"}, status_code=200)
+    if job["state"] in _ENDED:
+        detail = f"job {job_id} is {job['state']} already: there is nothing to cancel"
+        raise HTTPException(detail=detail, status_code=409)
+    event = cancellation(job_id, job["fingerprint"], "client", deps.producer, "DELETE /v1/jobs")
+    try:
+        await deps.publisher.publish(event)
+    except BrokerUnavailable as exc:
+        detail = f"the job log is unreachable, the job was not cancelled ({exc}); retry the DELETE"
+        raise HTTPException(detail=detail, status_code=503, headers={"Retry-After": "5"}) from exc
+    return Response({**body, "state": "cancelling"}, status_code=202)
+
+
+async def cancel_if_abandoned(deps: ApiDeps, job_id: uuid.UUID, fingerprint: str) -> None:
+    """A streaming client went away: cancel its job unless it ended or another request waits for its audio."""
+    try:
+        job = await deps.reader.job(job_id)
+        if job is None or job["state"] in _ENDED | {"cancelled"}:
+            return
+        if await deps.reader.wanted_elsewhere(fingerprint, job_id):
+            log.info("a streaming client left; another request wants the audio: going on", job_id=str(job_id))
+            return
+        await deps.publisher.publish(cancellation(job_id, fingerprint, "disconnected", deps.producer))
+        log.info("a streaming client left: its job is cancelled", job_id=str(job_id))
+    except (ProjectionUnavailable, BrokerUnavailable) as exc:
+        log.warning("a streaming client left; its job could not be cancelled", job_id=str(job_id), error=str(exc))
+
+
+async def cancelled_when_abandoned(
+    deps: ApiDeps, job_id: uuid.UUID, fingerprint: str, body: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
+    """``body`` as it is; if the client leaves before its end, :func:`cancel_if_abandoned` runs (owned by the
+    API's background tasks: the response's own task is being torn down)."""
+    whole = False
+    try:
+        async for chunk in body:
+            yield chunk
+        whole = True
+    finally:
+        if not whole:
+            deps.tasks.start(cancel_if_abandoned(deps, job_id, fingerprint), f"cancel abandoned job {job_id}")

@@ -1,0 +1,93 @@
+"""A document's audio: its parts' segments in reading order, with the pauses a listener expects between them.
+
+After a part comes silence by its break (``DocumentSubmitted.breaks``): a
+short one where a long paragraph was split (``s``), a longer one between
+paragraphs (``p``), a long one between chapters (``c``). The whole document
+and each chapter are streamed part by part in the document's format (wav,
+mp3 or pcm), never held in memory whole: a book is hours of audio.
+
+Chapter markers: the table of contents (``/toc``) gives each chapter's start
+and length in milliseconds; a WAV file carries them as cue points with
+labels (a ``cue `` chunk and a ``LIST``/``adtl`` chunk before the samples),
+which audio editors and players show as markers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from foundation.audio_formats import encode_chunk, stream_header
+from foundation.blobs import BlobStore
+from producers.audio_out import segment_samples
+
+PAUSE_MS: Final = {"s": 250, "p": 700, "c": 2000}
+STREAMED_FORMATS: Final = ("wav", "mp3", "pcm")
+
+
+@dataclass(frozen=True)
+class ChapterSpan:
+    index: int
+    title: str
+    first_part: int
+    parts: int
+    start_ms: int
+    duration_ms: int
+
+
+def part_ms(segments: Sequence[dict[str, Any]], brk: str) -> int:
+    return sum(s["duration_ms"] for s in segments) + PAUSE_MS[brk]
+
+
+def chapter_spans(
+    chapters: Sequence[dict[str, Any]], breaks: str, segments: dict[int, list[dict[str, Any]]]
+) -> list[ChapterSpan]:
+    """Each chapter's place in the stitched audio (``segments``: each completed part's, by part index)."""
+    spans, first, at_ms = [], 0, 0
+    for index, chapter in enumerate(chapters):
+        length = sum(part_ms(segments.get(p, []), breaks[p]) for p in range(first, first + chapter["parts"]))
+        spans.append(ChapterSpan(index, chapter["title"], first, chapter["parts"], at_ms, length))
+        first, at_ms = first + chapter["parts"], at_ms + length
+    return spans
+
+
+def _chunk(tag: bytes, data: bytes) -> bytes:
+    return tag + struct.pack("<I", len(data)) + data + (b"\0" if len(data) % 2 else b"")
+
+
+def wav_header(rate: int, cues: Sequence[tuple[int, str]] = ()) -> bytes:
+    """A streaming 16-bit mono WAV header (sizes "unknown", as ``stream_header``) with ``cues``
+    (``(sample offset, label)``) as cue points before the samples."""
+    plain = stream_header("wav", rate)
+    if not cues:
+        return plain
+    points = b"".join(struct.pack("<II4sIII", n, 0, b"data", 0, 0, offset) for n, (offset, _) in enumerate(cues, 1))
+    cue = _chunk(b"cue ", struct.pack("<I", len(cues)) + points)
+    labels = b"".join(
+        _chunk(b"labl", struct.pack("<I", n) + label.encode("utf-8") + b"\0") for n, (_, label) in enumerate(cues, 1)
+    )
+    adtl = _chunk(b"LIST", b"adtl" + labels)
+    fmt_end = plain.index(b"data")
+    return plain[:fmt_end] + cue + adtl + plain[fmt_end:]
+
+
+async def stitched(
+    blobs: BlobStore,
+    parts: Sequence[tuple[Sequence[dict[str, Any]], str]],
+    fmt: str,
+    rate: int,
+    cues: Sequence[tuple[int, str]] = (),
+) -> AsyncIterator[bytes]:
+    """``parts`` (each part's segments and its break) as one ``fmt`` stream at ``rate``, part by part."""
+    yield wav_header(rate, cues) if fmt == "wav" else stream_header(fmt, rate)
+    for segments, brk in parts:
+        pieces = [await segment_samples(blobs, s) for s in segments]
+        source_rate = pieces[0][1] if pieces else rate
+        silence = np.zeros(round(source_rate * PAUSE_MS[brk] / 1000), dtype=np.float32)
+        samples = np.concatenate([*(p[0] for p in pieces), silence]).astype(np.float32)
+        yield await asyncio.to_thread(encode_chunk, samples, source_rate, fmt, rate)

@@ -1,0 +1,254 @@
+"""Documents and cancellation on real processes: a book in, chapters of audio out; work nobody wants stops."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import httpx
+
+from contracts import document_part_job_id
+from tests.support.apps import start_pipeline, wait_for_job
+
+# 0.2 ms per character: a 500-character part takes 0.1 s, a document of 50,000 characters some seconds.
+PACED = {
+    "VOXLOG_ENGINE": "bench-sleep",
+    "VOXLOG_DEFAULT_ENGINE": "bench-sleep",
+    "VOXLOG_BENCH_MS_PER_CHAR": "0.2",
+}
+_WORDS = [
+    "river",
+    "stone",
+    "lantern",
+    "harbor",
+    "meadow",
+    "quiet",
+    "engine",
+    "letter",
+    "window",
+    "garden",
+    "silver",
+    "morning",
+]
+
+
+def paragraph(n: int, tag: str) -> str:
+    """A distinct paragraph of about 500 characters (``n`` and ``tag`` make it unique)."""
+    words = [_WORDS[(n * 7 + i * 3) % len(_WORDS)] for i in range(12)]
+    sentence = f"In {tag} paragraph {n}, the " + " ".join(words) + " went on."
+    return " ".join([sentence] * 5)
+
+
+def book(tag: str, chapters: int, per_chapter: int, repeat_every: int = 0) -> str:
+    lines = [f"# {tag.title()} book", ""]
+    for c in range(chapters):
+        lines += [f"# Chapter {c + 1}", ""]
+        for p in range(per_chapter):
+            n = c * per_chapter + p
+            # A repeated paragraph: the same text as an earlier one, so the same part fingerprint.
+            lines += [paragraph(n % repeat_every if repeat_every and n >= repeat_every else n, tag), ""]
+    return "\n".join(lines)
+
+
+async def parts_of(client: httpx.AsyncClient, document_id: str, count: int) -> list[dict[str, Any]]:
+    ids = [document_part_job_id(uuid.UUID(document_id), i) for i in range(count)]
+    return list(await asyncio.gather(*(wait_for_job(client, str(i), within_s=300) for i in ids)))
+
+
+async def wait_document(client: httpx.AsyncClient, document_id: str, states: set[str], within_s: float) -> dict:
+    deadline = time.monotonic() + within_s
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = await client.get(f"/v1/documents/{document_id}")
+        status = response.json()
+        if response.status_code == 200 and status["state"] in states:
+            return status
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"document {document_id} did not reach {states} within {within_s}s: {status}")
+
+
+def riff_chunks(wav: bytes) -> dict[bytes, tuple[int, int]]:
+    """Each chunk of a (streamed) WAV: (offset of its data, declared size)."""
+    chunks, at = {}, 12
+    while at + 8 <= len(wav):
+        tag, size = wav[at : at + 4], struct.unpack("<I", wav[at + 4 : at + 8])[0]
+        chunks[tag] = (at + 8, size)
+        if tag == b"data":
+            break
+        at += 8 + size + (size % 2)
+    return chunks
+
+
+async def test_a_long_markdown_document_fans_out_coalesces_and_stitches_and_a_cancelled_one_stops(apps, topics):
+    app, voices = await start_pipeline(apps, workers=2, **PACED)
+    text = book("first", chapters=10, per_chapter=10, repeat_every=70)  # paragraphs 70..99 repeat 0..29
+    assert len(text) >= 50_000
+    async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+        first = await client.post("/v1/documents", json={"text": text, "voice": voices[0]})
+        assert first.status_code == 202, first.text
+        submitted = first.json()
+        assert [c["title"] for c in submitted["chapters"]][:2] == ["First book", "Chapter 1"]
+        second = await client.post(
+            "/v1/documents", json={"text": book("second", chapters=4, per_chapter=15), "voice": voices[0]}
+        )
+        assert second.status_code == 202, second.text
+        other_id, other_parts = second.json()["document_id"], second.json()["parts"]
+
+        # Cancel the second document mid-way: some of its parts done, most not.
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            progress = await client.get(f"/v1/documents/{other_id}")  # 404 until the projector shows it
+            if progress.status_code == 200 and progress.json()["parts"]["completed"] >= 3:
+                break
+            await asyncio.sleep(0.1)
+        cancelled = await client.delete(f"/v1/documents/{other_id}")
+        cancelled_at = time.time()
+        assert cancelled.status_code == 202, cancelled.text
+        assert cancelled.json()["visible"] is True
+
+        done = await wait_document(client, submitted["document_id"], {"completed"}, 300)
+        parts = await parts_of(client, submitted["document_id"], submitted["parts"])
+        stopped = await wait_document(client, other_id, {"cancelled"}, 60)
+        other = await parts_of(client, other_id, other_parts)
+        toc = (await client.get(f"/v1/documents/{submitted['document_id']}/toc")).json()
+        whole = await client.get(f"/v1/documents/{submitted['document_id']}/audio")
+        chapter = await client.get(f"/v1/documents/{submitted['document_id']}/chapters/1/audio")
+        refused = await client.get(f"/v1/documents/{other_id}/audio")
+
+    # Parts spread over both workers, and a repeated part was synthesized once (the others reused it).
+    assert {p["worker_id"] for p in parts if not p["cache_hit"]} == {"w0", "w1"}
+    by_text = Counter(p["request"]["text"] for p in parts)
+    assert sum(1 for n in by_text.values() if n > 1) >= 25
+    for repeated in (t for t, n in by_text.items() if n > 1):
+        assert sum(1 for p in parts if p["request"]["text"] == repeated and not p["cache_hit"]) == 1
+
+    # The cancelled document: some parts completed before, the rest cancelled, none started after the DELETE.
+    states = Counter(p["state"] for p in other)
+    assert states["completed"] >= 3
+    assert states["cancelled"] >= 1
+    assert set(states) <= {"completed", "cancelled"}
+    assert stopped["parts"]["cancelled"] == states["cancelled"]
+    for part in other:
+        claimed = part["timings"]["claimed_at"]
+        assert claimed is None or _epoch(claimed) < cancelled_at, f"part {part['job_id']} started after the DELETE"
+    assert refused.status_code == 409
+
+    # The stitched audio: every chapter marked, as long as the table of contents says.
+    assert done["parts"] == {"total": submitted["parts"], "completed": submitted["parts"], "failed": 0, "cancelled": 0}
+    assert [c["title"] for c in toc["chapters"]] == [c["title"] for c in submitted["chapters"]]
+    starts = [c["start_ms"] for c in toc["chapters"]]
+    assert starts == sorted(starts)
+    assert starts[0] == 0
+    assert sum(c["duration_ms"] for c in toc["chapters"]) == toc["duration_ms"]
+    assert whole.status_code == 200
+    assert whole.headers["content-type"].startswith("audio/wav")
+    chunks = riff_chunks(whole.content)
+    cue_at, _ = chunks[b"cue "]
+    assert struct.unpack("<I", whole.content[cue_at : cue_at + 4])[0] == len(toc["chapters"])
+    data_at, _ = chunks[b"data"]
+    seconds = (len(whole.content) - data_at) / 2 / 24000
+    assert abs(seconds * 1000 - toc["duration_ms"]) <= submitted["parts"] * 2  # per-segment ms rounding
+    assert chapter.status_code == 200
+    assert 0 < len(chapter.content) < len(whole.content)
+
+
+def _epoch(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+LONG = " ".join(f"Sentence number {i} of a long request that goes on and on." for i in range(60))
+SLOW = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_BENCH_SYNTH_MS": "400"}
+
+
+async def first_segment(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        response = await client.get(f"/v1/jobs/{job_id}")  # 404 until the projector shows it
+        if response.status_code != 200:
+            await asyncio.sleep(0.05)
+            continue
+        job = response.json()
+        if job["segments"] or (job["state"] != "queued" and job["state"] != "claimed"):
+            return dict(job)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} produced no segment in time")
+
+
+async def test_delete_stops_a_running_job_skips_a_queued_one_and_finishes_for_a_waiting_duplicate(apps, topics):
+    app, voices = await start_pipeline(apps, workers=1, **SLOW)
+    async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+        running = (await client.post("/v1/jobs", json={"text": LONG, "voice": voices[0]})).json()["job_id"]
+        queued = (await client.post("/v1/jobs", json={"text": "Queued, then not wanted.", "voice": voices[0]})).json()
+        await first_segment(client, running)
+        assert (await client.delete(f"/v1/jobs/{queued['job_id']}")).status_code == 202
+        assert (await client.delete(f"/v1/jobs/{running}")).status_code == 202
+        again = await client.delete(f"/v1/jobs/{running}")
+        stopped = await _until(client, running, "cancelled")
+        skipped = await _until(client, queued["job_id"], "cancelled")
+        assert again.status_code in (200, 202)
+        assert (await client.delete(f"/v1/jobs/{running}")).status_code == 200  # cancelled already
+
+        # A duplicate waits behind: the cancelled job's synthesis goes on for it, and it reuses every segment.
+        wanted = "A text two clients asked for. " + LONG
+        leader = (await client.post("/v1/jobs", json={"text": wanted, "voice": voices[0]})).json()["job_id"]
+        follower = (await client.post("/v1/jobs", json={"text": wanted, "voice": voices[0]})).json()["job_id"]
+        await first_segment(client, leader)
+        assert (await client.delete(f"/v1/jobs/{leader}")).status_code == 202
+        served = await wait_for_job(client, follower, within_s=300)
+        left = await _until(client, leader, "cancelled")
+        finished = (await client.get(f"/v1/jobs/{stopped['job_id']}")).json()
+        events = (await client.get(f"/v1/jobs/{running}/events")).json()
+
+    assert 1 <= len(stopped["segments"]) < served["segment_count"]  # stopped at a segment boundary
+    assert finished["state"] == "cancelled"
+    assert skipped["attempt"] == 0
+    assert skipped["timings"]["claimed_at"] is None
+    assert not skipped["segments"]
+    assert served["state"] == "completed"
+    assert served["segments_reused"] == served["segment_count"]
+    assert left["state"] == "cancelled"
+    assert events["cancelled"].startswith("client")
+    # Two DELETEs, two records of one fact (one event id): applied once, the copy a duplicate.
+    outcomes = [e["outcome"] for e in events["events"] if e["type"] == "JobCancelled"]
+    assert sorted(outcomes) == ["applied", "duplicate"]
+
+
+async def _until(client: httpx.AsyncClient, job_id: str, state: str, within_s: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = await client.get(f"/v1/jobs/{job_id}")
+        job = response.json()
+        if response.status_code == 200 and job["state"] == state:
+            return job
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"job {job_id} is not {state} after {within_s}s: {job.get('state')}")
+
+
+async def test_a_streaming_client_that_leaves_cancels_its_job_unless_another_waits_for_it(apps, topics):
+    app, voices = await start_pipeline(apps, workers=1, **SLOW)
+    speech = {"model": "tts-1", "voice": voices[0], "response_format": "pcm"}
+    async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+        async with client.stream("POST", "/v1/audio/speech", json={**speech, "input": LONG}) as response:
+            assert response.status_code == 200
+            job_id = response.headers["x-voxlog-job-id"]
+            await anext(response.aiter_raw())  # some audio, then the client goes away
+        gone = await _until(client, job_id, "cancelled")
+
+        shared = "Two listeners want this one. " + LONG
+        waiting = (await client.post("/v1/jobs", json={"text": shared, "voice": voices[0]})).json()["job_id"]
+        async with client.stream("POST", "/v1/audio/speech", json={**speech, "input": shared}) as response:
+            streamed_id = response.headers["x-voxlog-job-id"]
+            await anext(response.aiter_raw())
+        kept = await wait_for_job(client, streamed_id, within_s=300)
+        other = await wait_for_job(client, waiting, within_s=300)
+    assert gone["state"] == "cancelled"
+    assert len(gone["segments"]) < 10
+    assert kept["state"] == "completed"
+    assert other["state"] == "completed"
