@@ -213,7 +213,7 @@ async def test_what_fails_before_the_first_audio_is_an_http_error_in_openais_sha
 
 async def test_the_body_starts_with_the_first_segment_before_the_job_completes():
     reader = Reader(claimed(segment(0)), claimed(segment(0)), completed(segment(0), segment(1)))
-    answer = await _streamed(deps(reader), uuid.uuid4(), "wav", RATE)
+    answer = await _streamed(deps(reader), uuid.uuid4(), "ab" * 32, "wav", RATE)
     assert isinstance(answer, Stream)
     assert reader.reads == 1, "answered after the first projected segment, while the job was still claimed"
     chunks = [chunk async for chunk in answer.iterator]  # type: ignore[union-attr]
