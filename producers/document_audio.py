@@ -9,7 +9,8 @@ mp3 or pcm), never held in memory whole: a book is hours of audio.
 Chapter markers: the table of contents (``/toc``) gives each chapter's start
 and length in milliseconds; a WAV file carries them as cue points with
 labels (a ``cue `` chunk and a ``LIST``/``adtl`` chunk before the samples),
-which audio editors and players show as markers.
+which audio editors show as markers, and an MP3 as ID3v2 chapter frames
+(``CHAP`` and ``CTOC``), which podcast and audiobook players show.
 """
 
 from __future__ import annotations
@@ -76,15 +77,52 @@ def wav_header(rate: int, cues: Sequence[tuple[int, str]] = ()) -> bytes:
     return plain[:fmt_end] + cue + adtl + plain[fmt_end:]
 
 
+def _syncsafe(n: int) -> bytes:
+    return bytes(((n >> 21) & 0x7F, (n >> 14) & 0x7F, (n >> 7) & 0x7F, n & 0x7F))
+
+
+def _frame(frame_id: bytes, data: bytes) -> bytes:
+    return frame_id + _syncsafe(len(data)) + b"\0\0" + data
+
+
+def id3_chapters(chapters: Sequence[tuple[int, int, str]]) -> bytes:
+    """An ID3v2.4 tag with a ``CHAP`` frame per chapter (``(start ms, end ms, title)``, the title as its
+    ``TIT2``) and a ``CTOC`` listing them in order, as podcast and audiobook players read chapters from an
+    MP3 (the ID3v2 Chapter Frame Addendum). The table lists at most 255 chapters (its count is one byte)."""
+    if not chapters:
+        return b""
+    frames, ids = [], []
+    for n, (start, end, title) in enumerate(chapters):
+        element = f"ch{n}".encode() + b"\0"
+        ids.append(element)
+        title_frame = _frame(b"TIT2", b"\x03" + title.encode("utf-8"))
+        frames.append(_frame(b"CHAP", element + struct.pack(">IIII", start, end, 0xFFFFFFFF, 0xFFFFFFFF) + title_frame))
+    listed = ids[:255]
+    toc = _frame(b"CTOC", b"toc\0" + bytes((0x03, len(listed))) + b"".join(listed))
+    body = toc + b"".join(frames)
+    return b"ID3\x04\x00\x00" + _syncsafe(len(body)) + body
+
+
+def opening(fmt: str, rate: int, chapters: Sequence[tuple[int, int, str]]) -> bytes:
+    """What the stitched stream starts with: the format's header, with the chapters as markers where the
+    format carries them (WAV cue points, MP3 ID3v2 chapter frames; raw pcm has nowhere to put them)."""
+    if fmt == "wav":
+        return wav_header(rate, [(round(start * rate / 1000), title) for start, _, title in chapters])
+    if fmt == "mp3":
+        return id3_chapters(chapters)
+    return stream_header(fmt, rate)
+
+
 async def stitched(
     blobs: BlobStore,
     parts: Sequence[tuple[Sequence[dict[str, Any]], str]],
     fmt: str,
     rate: int,
-    cues: Sequence[tuple[int, str]] = (),
+    chapters: Sequence[tuple[int, int, str]] = (),
 ) -> AsyncIterator[bytes]:
-    """``parts`` (each part's segments and its break) as one ``fmt`` stream at ``rate``, part by part."""
-    yield wav_header(rate, cues) if fmt == "wav" else stream_header(fmt, rate)
+    """``parts`` (each part's segments and its break) as one ``fmt`` stream at ``rate``, part by part, after
+    :func:`opening` with ``chapters`` (``(start ms, end ms, title)`` from the stream's start)."""
+    yield opening(fmt, rate, chapters)
     for segments, brk in parts:
         pieces = [await segment_samples(blobs, s) for s in segments]
         source_rate = pieces[0][1] if pieces else rate

@@ -61,13 +61,13 @@ def _stream(
 ) -> Stream:
     fmt, rate = document["request"]["format"], document["request"]["sample_rate"]
     start = spans[0].start_ms
-    cues = [(round((s.start_ms - start) * rate / 1000), s.title) for s in spans]
+    chapters = [(s.start_ms - start, s.start_ms - start + s.duration_ms, s.title) for s in spans]
     parts = [
         (segments.get(p, []), document["breaks"][p]) for s in spans for p in range(s.first_part, s.first_part + s.parts)
     ]
     extension = "raw" if fmt == "pcm" else fmt
     return Stream(
-        stitched(deps.blobs, parts, fmt, rate, cues),
+        stitched(deps.blobs, parts, fmt, rate, chapters),
         media_type=media_type(fmt, rate),
         headers={"Content-Disposition": f'attachment; filename="{name}.{extension}"'},
     )
