@@ -65,8 +65,16 @@ def _scale(s: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _head_of_line(s: dict[str, Any]) -> tuple[str, str, str]:
-    vx, bl = s["head_of_line"]["voxlog"]["short_latency"], s["head_of_line"]["baseline"]["short_latency"]
-    measured = f"p50 {vx['median_ms']:.0f} ms, p99 {vx['p99_ms']:.0f} ms"
+    h = s["head_of_line"]
+    single, bl = h["voxlog"]["short_latency"], h["baseline"]["short_latency"]
+    if "voxlog_documents" not in h:
+        vx, measured = single, f"p50 {single['median_ms']:.0f} ms, p99 {single['p99_ms']:.0f} ms"
+    else:  # a long text goes through POST /v1/documents: that is the figure judged, the other beside it
+        vx = h["voxlog_documents"]["short_latency"]
+        measured = (
+            f"documents endpoint: p50 {vx['median_ms']:.0f} ms, p99 {vx['p99_ms']:.0f} ms (each document one job: "
+            f"p50 {single['median_ms']:.0f} ms, p99 {single['p99_ms']:.0f} ms)"
+        )
     baseline = f"p50 {bl['median_ms']:.0f} ms, p99 {bl['p99_ms']:.0f} ms"
     ratios = f"p50 {vx['median_ms'] / bl['median_ms']:.1f}x, p99 {vx['p99_ms'] / bl['p99_ms']:.1f}x"
     return measured, baseline, _verdict(vx["median_ms"] <= bl["median_ms"] and vx["p99_ms"] <= bl["p99_ms"], ratios)
@@ -142,13 +150,19 @@ def head_of_line(s: dict[str, Any]) -> list[str]:
             f"{h[n]['short_latency']['max_ms']:.0f}",
             f"{h[n]['document_latency']['median_ms'] / 1000:.1f}",
         ]
-        for n in ("voxlog", "baseline")
+        for n in ("voxlog", "voxlog_documents", "baseline")
+        if n in h
     ]
     intro = [
         f"{h['documents']} documents of about {h['document_chars']:,} characters submitted first, then "
         f"{h['short_requests']} short requests one at a time, to {h['workers']} workers of `bench-sleep` at "
         f"{h['ms_per_char']:g} ms per character (a document takes about "
         f"{h['document_chars'] * h['ms_per_char'] / 1000:.0f} s, a short request about a tenth of a second).",
+        "`voxlog` submits each document as one job (what a job table does); `voxlog_documents` submits it "
+        "through `POST /v1/documents`, which makes each paragraph a part at batch priority"
+        + (f" ({h['voxlog_documents']['parts']} parts in all)" if "voxlog_documents" in h else "")
+        + ": the parts spread over every worker, and a worker takes a short (interactive) request before its "
+        "next part. Its documents' time is until their last part.",
         "",
     ]
     header = ["", "short: p50 (ms)", "short: p99 (ms)", "short: max (ms)", "documents: median (s)"]
