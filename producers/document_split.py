@@ -19,16 +19,16 @@ Pure and stdlib-only: the same input always gives the same :class:`Document`. Th
 5. ``break_after`` is the pause a listener expects after a part: "sentence" when the paragraph continues
    in the next part, "paragraph" after the end of a paragraph, heading, list item or table row, and
    "chapter" after the last part of a chapter.
-6. Markdown: chapters start at each heading of the highest level that occurs (``#`` if any, else ``##``,
-   ...; setext ``===``/``---`` underlines are levels 1 and 2). The heading is the chapter's title and,
-   being spoken, its first part; lower-level headings are ordinary paragraphs. Text before the first
-   chapter heading is a chapter titled with the document title. Not spoken: fenced (```` ``` ````,
-   ``~~~``) and indented code blocks, images, HTML comments and script/style elements, reference-link
-   definitions, footnote markers, and a leading ``---`` YAML front matter block (whose ``title:`` names
-   the document). Kept as text: emphasis and strikethrough content, inline code, link and reference-link
-   text, autolinked URLs, the text inside HTML tags, block quote content, list items (one part each,
-   without their markers or task boxes), table rows (one part each, cells joined by ", ", the separator
-   row dropped); HTML entities are unescaped. A horizontal rule ends a paragraph.
+6. Markdown: chapters start at each heading of the highest level that occurs (``#`` if any, else ``##``, ...; setext
+   ``===``/``---`` underlines are levels 1 and 2), except when that level occurs once, as the first heading, above
+   lower ones: that is the book's title, and chapters start at the next level. The heading is the chapter's title
+   and, being spoken, its first part; lower-level headings are ordinary paragraphs. Text before the first chapter
+   heading is a chapter titled with the document title. Not spoken: fenced (```` ``` ````, ``~~~``) and indented code
+   blocks, images, HTML comments and script/style elements, reference-link definitions, footnote markers, and a
+   leading ``---`` YAML front matter block (whose ``title:`` names the document). Kept as text: emphasis and
+   strikethrough content, inline code, link and reference-link text, autolinked URLs, the text inside HTML tags,
+   block quote content, list items (one part each, without their markers or task boxes), table rows (one part each,
+   cells joined by ", ", the separator row dropped); HTML entities are unescaped. A horizontal rule ends a paragraph.
 7. Plain text: one chapter, unless a line such as "Chapter 1", "CHAPTER IV" or "Chapter One: The
    Beginning" stands alone at the start of a paragraph; each starts a chapter, is its title and is its
    first part. Mid-paragraph, such a line is a hard-wrapped sentence ("see\nChapter 3. Then ...").
@@ -237,7 +237,12 @@ def _pack(pieces: Iterable[str], limit: int) -> list[str]:
 
 
 def _chapters(blocks: list[_Block], title: str) -> list[tuple[str | None, list[str]]]:
-    top = min((level for level, _ in blocks if level), default=0)
+    levels = [level for level, _ in blocks if level]
+    top = min(levels, default=0)
+    if levels and levels[0] == top and levels.count(top) == 1 and any(level > top for level in levels):
+        # One top heading, first, above lower ones: the book's title over its chapters (``# Book`` then
+        # ``## Chapter 1``, ...), so chapters start at the next level; the title opens the first chapter.
+        top = min(level for level in levels if level > top)
     chapters: list[tuple[str | None, list[str]]] = [(title, [])]
     for level, text in blocks:
         if top and level == top:

@@ -526,3 +526,22 @@ def test_an_epub_document_in_another_encoding_is_decoded() -> None:
     utf16 = xhtml("<p>Na\u00efve</p>").replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")
     assert texts(split_epub(minimal_epub(**{"a.xhtml": latin}))) == ["Café"]
     assert texts(split_epub(minimal_epub(**{"a.xhtml": utf16}))) == ["Naïve"]
+
+
+@pytest.mark.parametrize(
+    ("text", "chapters"),
+    [
+        # One top heading, first, over lower ones: the book's title; chapters are the next level.
+        (
+            "# Book\n\nIntro.\n\n## One\n\nA.\n\n## Two\n\nB.",
+            [("Book", ["Book", "Intro."]), ("One", ["One", "A."]), ("Two", ["Two", "B."])],
+        ),
+        # Two top headings: they are the chapters, lower ones stay paragraphs.
+        ("# A\n\n## x\n\nA.\n\n# B\n\nB.", [("A", ["A", "x", "A."]), ("B", ["B", "B."])]),
+        # The top heading is not the first heading: chapters at the top level as usual.
+        ("## Pre\n\nP.\n\n# Main\n\nM.", [("Pre", ["Pre", "P."]), ("Main", ["Main", "M."])]),
+    ],
+)
+def test_a_single_title_heading_over_lower_headings_names_the_book_not_its_only_chapter(text, chapters):
+    document = split_text(text, "markdown")
+    assert [(c.title, [p.text for p in c.parts]) for c in document.chapters] == chapters
