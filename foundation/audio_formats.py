@@ -256,3 +256,85 @@ def _check_format(fmt: str) -> str:
     if key not in _FORMATS:
         raise UnsupportedAudio(f"unsupported audio format {fmt!r}; supported formats: {', '.join(_FORMATS)}")
     return key
+
+
+class _Outlet:
+    """A write-only file for libsndfile that hands on what is written instead of keeping it: ``take`` returns
+    the bytes written since the last call. libsndfile may seek back at close to rewrite a header that was
+    handed on already; such rewrites are dropped (the stream skips that header, see :class:`Mp3Encoder`)."""
+
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []
+        self._position = 0
+        self._end = 0
+
+    def write(self, data: bytes) -> int:
+        if self._position >= self._end:  # a rewrite of what was handed on is dropped
+            self._pending.append(bytes(data))
+            self._end = self._position + len(data)
+        self._position += len(data)
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._end}[whence]
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        return b""
+
+    def take(self) -> bytes:
+        data, self._pending = b"".join(self._pending), []
+        return data
+
+
+class Mp3Encoder:
+    """One MP3 encoder for a whole long stream (a document's audio), fed piece by piece.
+
+    Encoding each piece on its own (``encode_chunk``) adds the encoder's delay and padding to every
+    piece: tens of milliseconds each, which over a book's thousands of parts drift its audio from its
+    chapter marks by minutes. One encoder adds them once. What ``write`` returns is whole MPEG frames,
+    without the Xing/Info frame (its counts are only known at the end), so the pieces concatenate."""
+
+    def __init__(self, rate: int) -> None:
+        self._rate = check("mp3", rate)[1]
+        self._outlet = _Outlet()
+        self._file = sf.SoundFile(
+            self._outlet,
+            "w",
+            self._rate,
+            1,
+            format="MP3",
+            subtype="MPEG_LAYER_III",
+            compression_level=_MP3_STREAM_LEVEL,
+            bitrate_mode="CONSTANT",
+        )
+        self._held = b""  # bytes not yet known to be whole frames
+        self._started = False
+
+    def write(self, samples: Samples, src_rate: int) -> bytes:
+        self._file.write(np.clip(resample(samples, src_rate, self._rate), -1.0, 1.0))
+        return self._frames(self._outlet.take())
+
+    def close(self) -> bytes:
+        self._file.close()
+        tail = self._outlet.take()
+        data, self._held = self._held + tail, b""
+        return mp3_audio_frames(data) if data else b""
+
+    def _frames(self, data: bytes) -> bytes:
+        data = self._held + data
+        at = 0 if self._started else _id3v2_length(data, 0)
+        out_from = at
+        while (frame := _mp3_frame(data, at)) is not None and at + frame[0] <= len(data):
+            length, tag_at = frame
+            if not self._started:
+                self._started = True
+                if data[tag_at : tag_at + 4] in (b"Xing", b"Info"):
+                    out_from = at + length  # the Info frame: its counts are rewritten at close, unseen
+            at += length
+        self._held = data[at:]
+        return data[out_from:at]

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from foundation.audio_formats import encode_chunk, stream_header
+from foundation.audio_formats import Mp3Encoder, encode_chunk, stream_header
 from foundation.blobs import BlobStore
 from producers.audio_out import segment_samples
 
@@ -123,9 +123,17 @@ async def stitched(
     """``parts`` (each part's segments and its break) as one ``fmt`` stream at ``rate``, part by part, after
     :func:`opening` with ``chapters`` (``(start ms, end ms, title)`` from the stream's start)."""
     yield opening(fmt, rate, chapters)
+    # One encoder for the whole MP3: per-part encodes would each add the encoder's delay and padding,
+    # and over a book drift the audio away from its chapter marks.
+    mp3 = await asyncio.to_thread(Mp3Encoder, rate) if fmt == "mp3" else None
     for segments, brk in parts:
         pieces = [await segment_samples(blobs, s) for s in segments]
         source_rate = pieces[0][1] if pieces else rate
         silence = np.zeros(round(source_rate * PAUSE_MS[brk] / 1000), dtype=np.float32)
         samples = np.concatenate([*(p[0] for p in pieces), silence]).astype(np.float32)
-        yield await asyncio.to_thread(encode_chunk, samples, source_rate, fmt, rate)
+        if mp3 is not None:
+            yield await asyncio.to_thread(mp3.write, samples, source_rate)
+        else:
+            yield await asyncio.to_thread(encode_chunk, samples, source_rate, fmt, rate)
+    if mp3 is not None:
+        yield await asyncio.to_thread(mp3.close)
