@@ -24,7 +24,7 @@ from litestar import Request, Response, get, post
 from litestar.datastructures import UploadFile
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import HeaderParameter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from contracts import (
     DocumentChapter,
@@ -41,25 +41,16 @@ from foundation.metrics import SUBMISSIONS
 from producers.deps import ApiDeps, deps_of
 from producers.document_audio import STREAMED_FORMATS
 from producers.document_split import Document, DocumentError, split_epub, split_text
-from producers.submit import JobRequest, Rejected, queued_event, scoped_key, validate
+from producers.submit import JobRequest, Rejected, SpeechOptions, queued_event, scoped_key, validate
 
-_NOT_PARTS: Final = frozenset({"priority", "title"})  # the document's, not each part's request
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
 DOCUMENT_NAMESPACE: Final = uuid.UUID("a41f7c3e-0d2b-4e58-8f6a-2b9c5d1e7f30")
 
 
-class DocumentOptions(BaseModel):
-    """How to read the document: every part is a request with these fields (as POST /v1/jobs takes them)."""
+class DocumentOptions(SpeechOptions):
+    """How to read the document: every part is a request with the :class:`SpeechOptions` fields."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    voice: str = Field(description="A voice from GET /v1/voices.")
-    speed: float = Field(1.0, description="Speed factor, VOXLOG_MIN_SPEED to VOXLOG_MAX_SPEED.")
-    lang: str = Field("en-us", description="Language of the text: en-us or en-gb.")
     format: str = Field("wav", description="Audio format of the stitched files: wav, mp3 or pcm.")
-    sample_rate: int = Field(24000, description="Output sample rate.")
-    engine: str | None = Field(None, description="Engine; VOXLOG_DEFAULT_ENGINE when omitted.")
-    normalize: bool = Field(True, description="Spell out numbers, dates, units, ... before G2P.")
     priority: Priority = Field(
         "batch", description="batch (the default: interactive requests go first) or interactive."
     )
@@ -140,7 +131,7 @@ async def submit_document(
                 + ", ".join(STREAMED_FORMATS)
             )
         engines = await deps.reader.engines()
-        common = {name: getattr(options, name) for name in DocumentOptions.model_fields if name not in _NOT_PARTS}
+        common = options.model_dump(include=set(SpeechOptions.model_fields))
         parts = [part for chapter in document.chapters for part in chapter.parts]
         syntheses = [validate(JobRequest(text=part.text, **common), limits, engines) for part in parts]
     except DocumentError as exc:

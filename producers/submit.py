@@ -37,27 +37,32 @@ log = structlog.get_logger("voxlog.api")
 IDEMPOTENCY_NAMESPACE: Final = uuid.UUID("0b8f6d1e-5a3c-4f0e-9d57-3f1c2a9e8b40")
 
 
-class JobRequest(BaseModel):
-    """POST /v1/jobs body."""
+class SpeechOptions(BaseModel):
+    """How to speak a text: the fields a job's request and a document's parts share."""
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(description="What to say; whitespace is folded, at most VOXLOG_MAX_TEXT_CHARS characters.")
     voice: str = Field(description="A voice from GET /v1/voices.")
     speed: float = Field(1.0, description="Speed factor, VOXLOG_MIN_SPEED to VOXLOG_MAX_SPEED (0.5 to 2.0).")
     lang: str = Field("en-us", description="Language of the text: en-us or en-gb.")
     format: str = Field("wav", description="Audio format: wav, flac, ogg, opus, mp3 or pcm.")
     sample_rate: int = Field(24000, description="Output sample rate: 16000, 22050, 24000, 44100 or 48000.")
     engine: str | None = Field(None, description="Engine; VOXLOG_DEFAULT_ENGINE when omitted.")
-    priority: Priority = Field(
-        "interactive",
-        description="interactive (the default here and for /v1/audio/speech) or batch (the default of"
-        " /v1/batches): workers take interactive jobs first, and a batch job after every few.",
-    )
     normalize: bool = Field(
         True,
         description="Spell out numbers, dates, times, money, units, ... before G2P ('$5' is read 'five dollars');"
         " false: the text goes to G2P as written.",
+    )
+
+
+class JobRequest(SpeechOptions):
+    """POST /v1/jobs body."""
+
+    text: str = Field(description="What to say; whitespace is folded, at most VOXLOG_MAX_TEXT_CHARS characters.")
+    priority: Priority = Field(
+        "interactive",
+        description="interactive (the default here and for /v1/audio/speech) or batch (the default of"
+        " /v1/batches): workers take interactive jobs first, and a batch job after every few.",
     )
 
 
