@@ -15,11 +15,10 @@ import asyncpg
 from consumers.errors import LookupUnavailable
 from consumers.ports import CachedResult, ReusableSegment
 from contracts import AudioRef, JobState, SynthesisRequest
-from contracts.job_state import LIVE_STATES
 from foundation.db import reading
+from foundation.live_jobs import WANTED_ELSEWHERE
 
 QUERY_TIMEOUT_S = 5.0
-_LIVE = ", ".join(f"'{state.value}'" for state in sorted(LIVE_STATES))
 
 
 def _reading() -> AbstractAsyncContextManager[None]:
@@ -67,7 +66,7 @@ class PostgresResultLookup:
     async def wanted_elsewhere(self, fingerprint: str, job_id: uuid.UUID) -> bool:
         async with _reading():
             found = await self._pool.fetchval(
-                f"SELECT EXISTS (SELECT 1 FROM jobs WHERE fingerprint = $1 AND job_id <> $2 AND state IN ({_LIVE}))",
+                WANTED_ELSEWHERE,
                 fingerprint,
                 job_id,
                 timeout=QUERY_TIMEOUT_S,

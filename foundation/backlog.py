@@ -20,11 +20,13 @@ from typing import Final
 
 import asyncpg
 
+from foundation.live_jobs import LIVE_SQL
+
 # Heartbeats come every few seconds: a worker not heard from for this long is not counted as speed.
 SPEED_FRESH_S: Final = 30.0
 _PENDING: Final = (
     "SELECT count(*) AS jobs, coalesce(sum(length(request->>'text')), 0) AS chars FROM jobs"
-    " WHERE state IN ('queued', 'claimed', 'released')"
+    f" WHERE state IN ({LIVE_SQL})"
 )
 _SPEED: Final = (
     "SELECT sum(chars_per_s) FROM node_heartbeats"

@@ -17,19 +17,29 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from litestar import Request, Response, delete
 from litestar.exceptions import HTTPException, NotFoundException
 
-from contracts import CancelReason, JobCancelled, JobCancelledPayload, Producer, derive_event_id, type_name, utc_now
+from contracts import (
+    TERMINAL_STATES,
+    CancelReason,
+    JobCancelled,
+    JobCancelledPayload,
+    JobState,
+    Producer,
+    derive_event_id,
+    type_name,
+    utc_now,
+)
 from foundation.errors import BrokerUnavailable
 from producers.deps import ApiDeps, deps_of
 from producers.queries import ProjectionUnavailable
 
 log = structlog.get_logger("voxlog.api")
-_ENDED = frozenset({"completed", "failed"})
+_ENDED: Final = frozenset(state.value for state in TERMINAL_STATES)
 
 
 def cancellation(
@@ -60,7 +70,7 @@ async def cancel_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Resp
     if job is None:
         raise NotFoundException(f"no job {job_id} (a job just submitted appears within a moment: retry)")
     body = {"job_id": job_id, "links": {"self": f"/v1/jobs/{job_id}", "events": f"/v1/jobs/{job_id}/events"}}
-    if job["state"] == "cancelled":
+    if job["state"] == JobState.CANCELLED:
         return Response({**body, "state": "cancelled"}, status_code=200)
     if job["state"] in _ENDED:
         detail = f"job {job_id} is {job['state']} already: there is nothing to cancel"
@@ -78,7 +88,7 @@ async def cancel_if_abandoned(deps: ApiDeps, job_id: uuid.UUID, fingerprint: str
     """A streaming client went away: cancel its job unless it ended or another request waits for its audio."""
     try:
         job = await deps.reader.job(job_id)
-        if job is None or job["state"] in _ENDED | {"cancelled"}:
+        if job is None or job["state"] in _ENDED:
             return
         if await deps.reader.wanted_elsewhere(fingerprint, job_id):
             log.info("a streaming client left; another request wants the audio: going on", job_id=str(job_id))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from typing import Any, Final
@@ -12,6 +13,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Stream
 
 from contracts import document_part_job_id
+from contracts.job_state import LIVE_STATES
 from foundation.audio_formats import media_type
 from foundation.errors import BrokerUnavailable
 from producers.cancel import cancellation
@@ -20,7 +22,7 @@ from producers.document_audio import ChapterSpan, chapter_spans, stitched
 from producers.document_queries import part_job_ids
 from producers.documents import document_and_parts
 
-_LIVE = frozenset({"queued", "claimed", "released"})
+_LIVE: Final = frozenset(state.value for state in LIVE_STATES)
 CANCEL_VISIBLE_WITHIN_S: Final = 5.0  # then 202 with "visible": false; the cancellation still holds
 
 
@@ -148,13 +150,20 @@ async def cancel_document(request: Request[Any, Any, Any], document_id: uuid.UUI
 
 async def _cancellations_visible(deps: ApiDeps, document_id: uuid.UUID, count: int, within_s: float) -> bool:
     """Wait (bounded) until the projection shows no live part: workers ask the projection before they claim
-    a part, so once it shows the cancellations, no remaining part starts."""
+    a part, so once it shows the cancellations, no remaining part starts. It reads again when the projector
+    names the first part still live (the job change feed, watched before the read), not on a timer."""
     assert deps.documents is not None
-    deadline = time.monotonic() + within_s
+    deadline, watched = time.monotonic() + within_s, 0
     while True:
-        parts = await deps.documents.parts(document_id, count)
-        if not any(p is None or p["state"] in _LIVE for p in parts):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(0.05)
+        with deps.changes.watch(document_part_job_id(document_id, watched)) as changes:
+            parts = await deps.documents.parts(document_id, count)
+            live = [i for i, part in enumerate(parts) if part is None or part["state"] in _LIVE]
+            left = deadline - time.monotonic()
+            if not live:
+                return True
+            if left <= 0:
+                return False
+            if live[0] == watched:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changes.wait(), left)
+        watched = live[0]

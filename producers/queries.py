@@ -21,6 +21,7 @@ import asyncpg
 from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
+from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE
 from producers.activity import activity
 from producers.errors import ProducerError
 
@@ -170,8 +171,7 @@ class ProjectionReader:
         """Whether a live job of ``fingerprint`` other than ``job_id`` waits for the same audio."""
         async with _reading("the jobs in flight"):
             found = await self._pool.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM jobs WHERE fingerprint = $1 AND job_id <> $2"
-                " AND state IN ('queued', 'claimed', 'released'))",
+                WANTED_ELSEWHERE,
                 fingerprint,
                 job_id,
                 timeout=QUERY_TIMEOUT_S,
@@ -182,8 +182,7 @@ class ProjectionReader:
         """Of ``fingerprints``, those a job not finished yet is synthesizing (a duplicate coalesces onto it)."""
         async with _reading("the jobs in flight"):
             rows = await self._pool.fetch(
-                "SELECT DISTINCT fingerprint FROM jobs WHERE fingerprint = ANY($1::text[])"
-                " AND state IN ('queued', 'claimed', 'released')",
+                f"SELECT DISTINCT fingerprint FROM jobs WHERE fingerprint = ANY($1::text[]) AND state IN ({LIVE_SQL})",
                 list(set(fingerprints)),
                 timeout=QUERY_TIMEOUT_S,
             )

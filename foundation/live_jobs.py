@@ -1,0 +1,19 @@
+"""The jobs not finished yet, as SQL over the ``jobs`` projection: one spelling for the API and the workers.
+
+Live means queued, claimed or released for a retry (``contracts.job_state.LIVE_STATES``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from contracts.job_state import LIVE_STATES
+
+LIVE_SQL: Final = ", ".join(f"'{state.value}'" for state in sorted(LIVE_STATES))
+"""The live states as an SQL list: ``state IN ({LIVE_SQL})``."""
+
+WANTED_ELSEWHERE: Final = (
+    f"SELECT EXISTS (SELECT 1 FROM jobs WHERE fingerprint = $1 AND job_id <> $2 AND state IN ({LIVE_SQL}))"
+)
+"""Whether a live job of fingerprint ``$1`` other than job ``$2`` waits for the same audio (a duplicate
+that would coalesce onto it): then a cancelled job's synthesis is not thrown away."""
