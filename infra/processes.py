@@ -4,19 +4,48 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 from infra.errors import InfraError
 
+_LOWEST_PICKED: Final = 10_000
+_EPHEMERAL_RANGE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_low() -> int:
+    """The first port the kernel hands to outgoing connections (32768 unless configured otherwise)."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
+    """A TCP port on 127.0.0.1 that nothing listens on right now, picked below the ephemeral range.
+
+    A port the kernel picks (bind to 0) comes from the range it also hands to outgoing connections, and
+    between this call and the service's own bind any client connecting anywhere (a Kafka or PostgreSQL
+    client, say) could take it: a worker then failed to serve its metrics with "Address already in use".
+    Below the range only another explicit bind can take it.
+    """
+    low = _ephemeral_low()
+    pick = random.SystemRandom()
+    for _ in range(200 if low > _LOWEST_PICKED + 1000 else 0):
+        port = pick.randrange(_LOWEST_PICKED, low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # no room below the range: let the kernel pick
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
