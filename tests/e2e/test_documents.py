@@ -241,14 +241,25 @@ async def test_a_streaming_client_that_leaves_cancels_its_job_unless_another_wai
             await anext(response.aiter_raw())  # some audio, then the client goes away
         gone = await _until(client, job_id, "cancelled")
 
+        # The second listener arrives while the stream runs, and is visible before the first leaves: with one
+        # worker busy on the stream, it stays queued until then (submitted before the stream, it could be
+        # claimed first and be finished by the time the stream begins, leaving nobody else to want the audio).
         shared = "Two listeners want this one. " + LONG
-        waiting = (await client.post("/v1/jobs", json={"text": shared, "voice": voices[0]})).json()["job_id"]
         async with client.stream("POST", "/v1/audio/speech", json={**speech, "input": shared}) as response:
             streamed_id = response.headers["x-voxlog-job-id"]
-            await anext(response.aiter_raw())
+            audio = response.aiter_raw()  # held: a dropped iterator is finalized, and that closes the stream
+            await anext(audio)
+            second = {"text": shared, "voice": voices[0], "format": "pcm"}  # the same audio: one fingerprint
+            waiting = (await client.post("/v1/jobs", json=second)).json()["job_id"]
+            queued = await _until(client, waiting, "queued")
+            streaming = (await client.get(f"/v1/jobs/{streamed_id}")).json()
         kept = await wait_for_job(client, streamed_id, within_s=300)
         other = await wait_for_job(client, waiting, within_s=300)
     assert gone["state"] == "cancelled"
     assert len(gone["segments"]) < 10
+    assert queued["state"] == "queued"
+    assert streaming["state"] == "claimed"  # still running when its client left
     assert kept["state"] == "completed"
     assert other["state"] == "completed"
+    assert other["fingerprint"] == kept["fingerprint"]
+    assert other["source_job_id"] == streamed_id  # served from the stream's synthesis, not a second one
