@@ -2,7 +2,8 @@
 
 ``JobCancelled`` lands in the job's partition after its ``JobQueued``, so a
 worker acting on the job may not have read it yet. It asks the projection
-instead: once before it claims a job, and then at segment boundaries, at most
+instead: once before it claims a job (with the cache lookup, in the job's one
+``Outlook`` read: consumers.ports), and then at segment boundaries, at most
 every ``CHECK_EVERY_S`` (a short job is never asked again; a long one learns
 within a segment and that interval). With the projection unreadable the job
 goes on: wasted work, never a wrong answer (the attempt's events after the

@@ -28,22 +28,18 @@ log = structlog.get_logger("voxlog.worker")
 
 
 async def reusable_result(
-    view: JobView, ledger: Ledger, lookup: ResultLookup, blobs: AudioSink, now: datetime
+    view: JobView, ledger: Ledger, projected: CachedResult | None, lookup: ResultLookup, blobs: AudioSink, now: datetime
 ) -> CachedResult | None:
-    """The live result ``view``'s job may complete with instead of being synthesized, if any.
+    """The live result ``view``'s job may complete with instead of being synthesized, if any: the
+    ledger's, else ``projected`` (the projection's, read beforehand in the job's :class:`Outlook`).
 
-    With the projection unreadable, only the ledger is asked: at worst a duplicate is synthesized
+    With the projection unreadable (``projected`` None), only the ledger answers: at worst a duplicate is synthesized
     again, which is wasted work, never a wrong answer. A result is reused only once its blobs are
     marked used (the sweeper then keeps them for the new job's retention); one whose blobs are gone
     already is synthesized afresh. A result the projection does not show yet was completed within
     the projector's lag, so its blobs are fresh, and kept for the retention anyway.
     """
-    found = ledger.live_result(view.fingerprint, now)
-    if found is None:
-        try:
-            found = await lookup.live_result(view.fingerprint, now)
-        except LookupUnavailable as exc:
-            log.warning("coalescing from this worker's ledger only", error=str(exc))
+    found = ledger.live_result(view.fingerprint, now) or projected
     if found is None or found.job_id == view.job_id:
         return None
     try:

@@ -78,13 +78,24 @@ class CachedResult:
     expires_at: datetime
 
 
+@dataclass(frozen=True)
+class Outlook:
+    """What the projection says about a job the worker is about to act on, in one read."""
+
+    cancelled: bool = False  # a JobCancelled the worker may not have read yet in its partition
+    result: CachedResult | None = None  # a live result of the job's fingerprint, which it may reuse
+
+
 class ResultLookup(Protocol):
     """The projections, read-only: results and requests other workers produced.
 
-    Both raise :class:`consumers.errors.LookupUnavailable` when the projection cannot be read.
+    Each raises :class:`consumers.errors.LookupUnavailable` when the projection cannot be read.
     """
 
-    async def live_result(self, fingerprint: str, now: datetime) -> CachedResult | None: ...
+    async def outlook(self, job_id: uuid.UUID, fingerprint: str, now: datetime) -> Outlook:
+        """Whether the job was cancelled, and a live result of its fingerprint: one round trip, asked
+        before every claim."""
+        ...
 
     async def request_of(self, job_id: uuid.UUID) -> SynthesisRequest | None: ...
 

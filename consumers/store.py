@@ -13,7 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from consumers.errors import LookupUnavailable
-from consumers.ports import CachedResult, ReusableSegment
+from consumers.ports import CachedResult, Outlook, ReusableSegment
 from contracts import AudioRef, JobState, SynthesisRequest
 from foundation.db import reading
 from foundation.live_jobs import WANTED_ELSEWHERE
@@ -25,22 +25,25 @@ def _reading() -> AbstractAsyncContextManager[None]:
     return reading("the projection", LookupUnavailable)
 
 
+# One row whatever is found: the job's state (null before it is projected) beside its fingerprint's live result.
+_OUTLOOK = (
+    "SELECT (SELECT state FROM jobs WHERE job_id = $1) AS state,"
+    " r.job_id, r.segment_count, r.total_duration_ms, r.expires_at"
+    " FROM (SELECT 1) AS one LEFT JOIN result_cache r ON r.fingerprint = $2 AND r.expires_at > $3"
+)
+
+
 class PostgresResultLookup:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def live_result(self, fingerprint: str, now: datetime) -> CachedResult | None:
+    async def outlook(self, job_id: uuid.UUID, fingerprint: str, now: datetime) -> Outlook:
         async with _reading():
-            row = await self._pool.fetchrow(
-                "SELECT job_id, segment_count, total_duration_ms, expires_at FROM result_cache"
-                " WHERE fingerprint = $1 AND expires_at > $2",
-                fingerprint,
-                now,
-                timeout=QUERY_TIMEOUT_S,
-            )
-        if row is None:
-            return None
-        return CachedResult(row["job_id"], row["segment_count"], row["total_duration_ms"], row["expires_at"])
+            row = await self._pool.fetchrow(_OUTLOOK, job_id, fingerprint, now, timeout=QUERY_TIMEOUT_S)
+        result = None
+        if row is not None and row["job_id"] is not None:
+            result = CachedResult(row["job_id"], row["segment_count"], row["total_duration_ms"], row["expires_at"])
+        return Outlook(cancelled=row is not None and row["state"] == JobState.CANCELLED.value, result=result)
 
     async def request_of(self, job_id: uuid.UUID) -> SynthesisRequest | None:
         async with _reading():

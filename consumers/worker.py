@@ -39,7 +39,7 @@ from consumers.errors import EngineHung, LookupUnavailable
 from consumers.job_runner import Abort, Attempt, JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.partitions import Partitions, TailScanner
-from consumers.ports import DeadLetter, ResultLookup
+from consumers.ports import DeadLetter, Outlook, ResultLookup
 from consumers.priorities import BatchQueue, SetAside
 from consumers.recovery import LEDGER_TYPES, find_request, scan_tails
 from consumers.retries import DueRetry, RetryQueue
@@ -294,7 +294,13 @@ class SynthWorker(ConsumerRebalanceListener):
         request = view.request or await self._request_of(tp, view)
         if request is not None and not self._serves(request):
             return  # another engine's or model version's job: its own group acts on it
-        cached = await reusable_result(view, ledger, self._lookup, self._runner.blobs, utc_now())
+        now = utc_now()
+        try:  # one read for both questions the projection answers before a claim
+            outlook = await self._lookup.outlook(view.job_id, view.fingerprint, now)
+        except LookupUnavailable as exc:
+            log.warning("projection unreadable: coalescing from the ledger only", error=str(exc))
+            outlook = Outlook()  # not known to be cancelled: at worst wasted work, fenced by the log
+        cached = await reusable_result(view, ledger, outlook.result, self._lookup, self._runner.blobs, now)
         if cached is not None:
             await self._runner.complete_from_cache(view, cached, ledger.record_own)
             return
@@ -302,10 +308,10 @@ class SynthWorker(ConsumerRebalanceListener):
             message = "the job's JobQueued is neither in its partition nor in the projection"
             await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.record_own)
             return
-        watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
-        if await watch.cancelled(now=True):
+        if outlook.cancelled:
             log.info("the job was cancelled before its claim: not synthesized", job_id=str(view.job_id))
             return  # its JobCancelled, behind in the partition, settles the ledger when read
+        watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
         attempt = Attempt(view, request, view.attempt + 1, ledger.record_own, self._abort_reason, watch)
         await self._keepalive(self._runner.run(attempt), attempt)
 

@@ -43,7 +43,7 @@ from foundation.kafka import RecordPosition
 from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
 from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
 from projections.apply import Outcome, apply_job_event, apply_node_event
-from projections.batch_apply import apply_job_events
+from projections.batch_apply import Offsets, apply_job_events
 from projections.errors import ProjectionGap
 from projections.observed import observe
 
@@ -168,7 +168,10 @@ class Projector:
                 except DecodeError as exc:
                     await self._reject(record, str(exc))
         try:
-            seen = await self._in_transaction(batch, self._set_based, decoded)
+            if any(isinstance(event, _NODE_EVENTS) for _, event in decoded):
+                seen = await self._in_transaction(batch, self._set_based, decoded)
+            else:
+                seen = await self._two_statements(batch, decoded)
         except _REFUSALS as exc:
             log.info("the tables refused a record; applying its batch record by record", error=str(exc))
             seen = await self._in_transaction(batch, self._one_by_one, decoded)
@@ -176,6 +179,30 @@ class Projector:
         PROJECTOR_BATCH_SECONDS.observe(time.monotonic() - started)
         PROJECTOR_BATCH_RECORDS.observe(sum(len(records) for records in batch.values()))
         observe(seen)
+
+    async def _two_statements(
+        self, batch: dict[TopicPartition, list[ConsumerRecord]], decoded: list[_Decoded]
+    ) -> list[tuple[JobEvent, Outcome]]:
+        """A batch of job events only (the usual case): one read, then one write that lands with the offsets
+        and the NOTIFY, or not at all; no transaction round trips (projections.batch_apply)."""
+        jobs = [
+            (event, RecordPosition(r.topic, r.partition, r.offset))
+            for r, event in decoded
+            if not isinstance(event, _NODE_EVENTS)  # none: checked by the caller
+        ]
+        offsets = Offsets(
+            self.config.name, {(tp.topic, tp.partition): records[-1].offset + 1 for tp, records in batch.items()}
+        )
+        async with self._pool.acquire() as conn, _replaced_if_broken(conn):
+            seen = await apply_job_events(
+                conn,
+                jobs,
+                self.config.cache_ttl,
+                offsets,
+                self.config.changes_channel,
+            )
+        self.applied += len(decoded)
+        return seen
 
     async def _in_transaction(
         self, batch: dict[TopicPartition, list[ConsumerRecord]], apply: _Apply, decoded: list[_Decoded]

@@ -84,7 +84,7 @@ async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(st
         await publisher.publish(node, topic=topics.settings.nodes_topic)
         app.start("projector", ["projector"])
         await wait_applied(stack.database_url, schema, name, half + 1)
-        # The gate: a lock that stops the next batch inside its transaction, so that the kill lands there.
+        # The gate: a lock that stops the next batch's write, so that the kill lands mid-stream.
         gate = await asyncpg.connect(stack.database_url, server_settings={"search_path": schema})
         try:
             async with gate.transaction():
@@ -99,7 +99,11 @@ async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(st
             await gate.close()
     total = len(events) + 1
     partial = await applied(stack.database_url, schema, name)
-    assert partial == half + 1, "killed mid-stream, inside a batch's transaction"
+    # Killed while its batch's write waited for the lock. That write is one statement, which PostgreSQL
+    # received before the kill and finishes once the lock is released: the batch in flight lands whole
+    # (with its offsets) or not at all, never a part of it; the rest of the stream is left to the restart.
+    assert half + 1 <= partial <= half + 1 + 40, "at most the batch in flight landed"
+    assert partial < total, "killed mid-stream"
 
     app.start("projector", ["projector"])
     await wait_applied(stack.database_url, schema, name, total)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 import asyncpg
@@ -77,8 +77,11 @@ class _BrokenConnection:
 
     terminated = False
 
-    def transaction(self) -> None:
-        raise asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+    def __getattr__(self, operation: str) -> Callable[..., None]:  # BEGIN, a query: whatever is tried first
+        def stuck(*args: object) -> None:
+            raise asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+
+        return stuck
 
     def terminate(self) -> None:
         self.terminated = True

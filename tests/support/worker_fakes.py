@@ -12,6 +12,7 @@ from aiokafka.structs import TopicPartition
 from consumers.activity import Activity
 from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
+from consumers.ports import Outlook
 from consumers.worker import SynthWorker
 from foundation.settings import WorkerSettings
 from tests.support.records import record_of
@@ -95,8 +96,8 @@ class FakeConsumer:
 
 
 class NoCache:
-    async def live_result(self, fingerprint, now):
-        return None
+    async def outlook(self, job_id, fingerprint, now):
+        return Outlook()
 
     async def request_of(self, job_id):
         return None

@@ -164,11 +164,8 @@ def test_a_blob_a_crashed_deleter_left_renamed_is_put_back_by_the_next_listing(t
 
 
 class Lookup:
-    def __init__(self, result: CachedResult, refs: list[AudioRef]) -> None:
-        self.result, self.refs = result, refs
-
-    async def live_result(self, fingerprint, now):
-        return self.result
+    def __init__(self, refs: list[AudioRef]) -> None:
+        self.refs = refs
 
     async def request_of(self, job_id):
         return None
@@ -184,7 +181,7 @@ async def test_the_worker_reuses_a_result_only_after_marking_its_blobs_used(tmp_
     view = ledger.observe(job.queued())
     source = CachedResult(uuid.UUID(int=22), 1, 100, NOW + DAY)
     before = store.path_for(ref.sha256, ".wav").stat().st_mtime
-    assert await reusable_result(view, ledger, Lookup(source, [ref]), store, NOW) == source
+    assert await reusable_result(view, ledger, source, Lookup([ref]), store, NOW) == source
     assert store.path_for(ref.sha256, ".wav").stat().st_mtime > before
     assert store.remove_unused(ref, idle_s=0.0)  # the sweeper deletes it after all
-    assert await reusable_result(view, ledger, Lookup(source, [ref]), store, NOW) is None, "synthesized again"
+    assert await reusable_result(view, ledger, source, Lookup([ref]), store, NOW) is None, "synthesized again"

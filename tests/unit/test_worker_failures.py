@@ -170,7 +170,7 @@ async def test_regression_a_tail_scan_that_fails_is_tried_again_instead_of_leavi
 
 
 class UnreadableProjection:
-    async def live_result(self, fingerprint, now):
+    async def outlook(self, job_id, fingerprint, now):
         raise LookupUnavailable("PostgreSQL is down")
 
     async def request_of(self, job_id):

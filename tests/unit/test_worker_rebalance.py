@@ -7,6 +7,7 @@ import asyncio
 from aiokafka.structs import TopicPartition
 
 from consumers.job_runner import Outcome
+from consumers.ports import Outlook
 from tests.support.events import one_of_each
 from tests.support.worker_fakes import (
     TP,
@@ -27,9 +28,10 @@ class GatedLookup:
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def live_result(self, fingerprint, now):
+    async def outlook(self, job_id, fingerprint, now):
         self.entered.set()
         await self.gate.wait()
+        return Outlook()
 
     async def request_of(self, job_id):
         return None
