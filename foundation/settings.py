@@ -263,6 +263,15 @@ class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, Projecto
     process = "projector"
 
     projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
+    projector_linger_ms: float = Field(
+        10.0,
+        ge=0,
+        description="While jobs wait (see VOXLOG_PROJECTOR_LINGER_BACKLOG), wait this long after a batch so the next"
+        " gathers more; 0: never.",
+    )
+    projector_linger_backlog: int = Field(
+        8, ge=1, description="Live jobs (queued or running) from which the projector lingers between batches."
+    )
 
 
 class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSettings, MetricsSettings):

@@ -45,6 +45,7 @@ from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
 from projections.apply import Outcome, apply_job_event, apply_node_event
 from projections.batch_apply import Offsets, apply_job_events
 from projections.errors import ProjectionGap
+from projections.linger import NEVER, Linger, LiveJobs
 from projections.observed import observe
 
 log = structlog.get_logger("voxlog.projector")
@@ -65,6 +66,8 @@ class ProjectorConfig:
     nodes_topic: str
     cache_ttl: timedelta
     max_batch: int
+    linger: Linger = NEVER
+    """How long to wait between batches while jobs queue up (projections.linger); by default never."""
     changes_channel: str | None = None
     """Where to NOTIFY the jobs each committed batch changed (foundation.job_changes); None: nowhere."""
 
@@ -96,6 +99,7 @@ class Projector:
         self._dead_letter = dead_letter
         self._backoff = Backoff()
         self.applied = 0
+        self.live = LiveJobs()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Apply batches until ``stop`` is set.
@@ -126,6 +130,8 @@ class Projector:
                     await self._resume(stop)
                 else:
                     self._backoff.reset()
+                    if linger_s := self.live.linger_s(self.config.linger):
+                        await wait_for_stop(stop, linger_s)  # the next batch gathers what comes meanwhile
         except Stopped:
             return
 
@@ -179,6 +185,7 @@ class Projector:
         PROJECTOR_BATCH_SECONDS.observe(time.monotonic() - started)
         PROJECTOR_BATCH_RECORDS.observe(sum(len(records) for records in batch.values()))
         observe(seen)
+        self.live.observe(seen)
 
     async def _two_statements(
         self, batch: dict[TopicPartition, list[ConsumerRecord]], decoded: list[_Decoded]

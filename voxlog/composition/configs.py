@@ -20,6 +20,7 @@ from foundation.settings import (
     WorkerSettings,
 )
 from producers.submit import Limits
+from projections.linger import Linger
 from projections.projector import ProjectorConfig
 
 log = structlog.get_logger("voxlog")
@@ -72,6 +73,7 @@ def projector_config(settings: ProjectorSettings) -> ProjectorConfig:
         nodes_topic=settings.nodes_topic,
         cache_ttl=timedelta(seconds=settings.cache_ttl),
         max_batch=settings.projector_batch,
+        linger=Linger(settings.projector_linger_ms / 1000, settings.projector_linger_backlog),
         changes_channel=changes_channel(settings.database_schema),
     )
 
