@@ -77,6 +77,10 @@ class Activity:
             return floor_s
         return max(floor_s, text_chars / self.chars_per_s)
 
+    def surely_within(self, text_chars: int, seconds: float) -> bool:
+        """Whether this node has measured a speed at which ``text_chars`` take less than ``seconds``."""
+        return self.chars_per_s is not None and text_chars < seconds * self.chars_per_s
+
     def overdue_by(self, factor: float, floor_s: float) -> float:
         """Seconds the current attempt is past its allowance without progress (0 when it is not)."""
         current = self.current

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from consumers.errors import InputRejected, TransientEngineError
-from consumers.job_runner import Attempt, JobRunner, RetryPolicy
+from consumers.job_runner import CLAIM_RIDES_ALONG_S, Attempt, JobRunner, RetryPolicy
 from consumers.ledger import Ledger
 from consumers.ports import CachedResult, EngineDescription, PlannedSegment
 from contracts import AudioRef, JobEvent, Producer, utc_now
@@ -223,3 +223,39 @@ async def test_a_refused_claim_stops_the_attempt_at_the_next_segment():
         await asyncio.wait_for(run, 5)
     assert rendered == [0], "the second segment is never rendered"
     assert view.state == "queued"
+
+
+class WatchedEngine(FakeEngine):
+    """Notes how many events the log held when each segment was rendered."""
+
+    def __init__(self, log: Log, fail_render: Exception | None = None) -> None:
+        super().__init__(fail_render=fail_render)
+        self.log, self.seen_at_render = log, []
+
+    def render(self, segment, voice: str, speed: float):
+        self.seen_at_render.append(len(self.log.events))
+        return super().render(segment, voice, speed)
+
+
+async def test_a_fast_nodes_claim_goes_with_the_first_segment_and_a_slow_nodes_at_once():
+    log = Log()
+    engine = WatchedEngine(log)
+    runner, _, ledger, view, _ = setup(engine=engine, log=log)
+    await runner.run(attempt(ledger, view))  # the first job: no speed measured yet, the claim goes at once
+    runner.activity.chars_per_s = 10 * len("Two words.") / CLAIM_RIDES_ALONG_S  # renders in a tenth of it
+    second = _Builder(uuid.UUID(int=10), request_text="Two words.")
+    held = ledger.observe(second.queued(), 1)
+    await runner.run(attempt(ledger, held))
+
+    assert engine.seen_at_render[0] == 1  # the first job's claim was in the log before its first segment
+    assert engine.seen_at_render[2] == 4  # the second's was not: only the first job's four events
+    assert kinds(log)[4:] == [("JobClaimed", 1), ("SegmentProduced", 1), ("SegmentProduced", 1), ("JobCompleted", 1)]
+
+
+async def test_a_held_claim_is_recorded_before_whatever_ends_the_attempt():
+    log = Log()
+    runner, _, ledger, view, _ = setup(engine=WatchedEngine(log, fail_render=InputRejected("no phonemes")), log=log)
+    runner.activity.chars_per_s = 1e9
+    outcome = await runner.run(attempt(ledger, view))
+    assert outcome.kind == "failed"
+    assert kinds(log) == [("JobClaimed", 1), ("JobFailed", 1)]
