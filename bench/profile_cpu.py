@@ -35,6 +35,8 @@ OURS: Final = ("contracts/", "producers/", "consumers/", "projections/", "tts_no
 
 def _frames(line: str) -> tuple[list[str], int]:
     stack, _, count = line.rpartition(" ")
+    if not count.isdigit():  # a frame's text broke the line (py-spy writes names as they are)
+        return [], 0
     return stack.split(";"), int(count)
 
 
@@ -47,6 +49,8 @@ def summarize(raw: Path, top: int = 25) -> str:
         if not line.strip():
             continue
         frames, count = _frames(line)
+        if not frames:
+            continue
         total += count
         own[frames[-1]] += count
         for frame in set(frames):
