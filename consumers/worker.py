@@ -95,6 +95,8 @@ class SynthWorker(ConsumerRebalanceListener):
         self._abort: Abort | None = None  # why to give back the job of the record in hand
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
+        self._fetched = False  # the last poll brought records (more may have been appended since)
+        self._looked = False  # polled once more since, before the next batch job
         self._outage = Backoff()
 
     async def _scan_tails(self, starts: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, Ledger], int]:
@@ -139,7 +141,14 @@ class SynthWorker(ConsumerRebalanceListener):
                 retry = self.retries.pop_due()
                 if retry is not None:
                     await self._retry(retry)
+                elif self.batches and not self._backlog and self._fetched and not self._looked:
+                    # One more look before a batch job: the poll that just drained some partitions could
+                    # not bring what has been appended to them since, and an interactive job among it
+                    # would otherwise wait behind the whole batch job.
+                    self._looked = True
+                    break
                 elif (aside := self.batches.next_batch(interactive_waiting=bool(self._backlog))) is not None:
+                    self._looked = False
                     await self._run_set_aside(aside)
                     if not self._backlog:
                         break  # poll before the next one: interactive work may have come meanwhile
@@ -166,6 +175,7 @@ class SynthWorker(ConsumerRebalanceListener):
             return False
         for tp, records in batch.items():
             self._backlog.extend((tp, record) for record in records)
+        self._fetched = bool(batch)
         return True
 
     async def _next_record(self) -> None:

@@ -231,6 +231,14 @@ class WorkerSettings(
     retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
     shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")
     rebalance_grace_s: float = Field(10.0, ge=0, description="On revocation, how long a running job may finish.")
+    fetch_max_wait_ms: int = Field(
+        50,
+        ge=1,
+        description="Longest the broker holds a fetch with nothing new. The client fetches a partition it just"
+        " drained only after the fetch in flight returns, so this bounds how late a job there is seen"
+        " (Kafka's default, 500, let a short request wait behind a batch job more); an idle worker fetches"
+        " this often.",
+    )
     max_job_s: float = Field(
         900.0, gt=0, description="Longest a job may synthesize before the group deems the worker stuck."
     )

@@ -87,6 +87,7 @@ async def run_worker(settings: WorkerSettings) -> None:
                 # a revocation callback its grace period plus a segment before eviction.
                 max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
                 rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
+                fetch_max_wait_ms=settings.fetch_max_wait_ms,
             )
 
         consumer = await open_consumer(resources, make_consumer, stop)
