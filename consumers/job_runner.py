@@ -93,6 +93,9 @@ class Attempt:
     """Asked at every segment boundary: why to give the job back, or ``None`` to go on."""
     cancel: CancelWatch | None = None
     """Asked at segment boundaries whether the job was cancelled (see :mod:`consumers.cancellation`)."""
+    settled: Callable[[bool], None] | None = None
+    """Given, the attempt's completion is not waited for: the worker goes on, and this is called once its
+    events are acknowledged (``True``), or once one of them was refused or dropped (``False``)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,14 @@ class Outcome:
     kind: str  # completed | released | failed | cancelled
     segments: int = 0
     total_duration_ms: int = 0
+
+
+@dataclass(frozen=True)
+class _Pending:
+    event: JobEvent
+    ack: Acknowledgement
+    record: Record
+    settled: Callable[[bool], None] | None = None
 
 
 class JobRunner:
@@ -141,8 +152,9 @@ class JobRunner:
         self._worker_id = worker_id
         self._retry = retry
         self._call = call
-        # The attempt's events handed to the log and not yet acknowledged, in order (see _emit).
-        self._pending: list[tuple[JobEvent, Acknowledgement]] = []
+        # Events handed to the log and not yet acknowledged, in order (see _emit), with what to record each
+        # with once acknowledged, and for a completion not waited for, whom to tell how it went.
+        self._pending: list[_Pending] = []
         self._held: JobEvent | None = None  # a claim that goes with the attempt's next event
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
@@ -272,7 +284,8 @@ class JobRunner:
         if for_duplicate:
             return await self._cancelled(record, job, number, len(plan), len(plan))
         payload = JobCompletedPayload(segment_count=len(plan), total_duration_ms=total_ms)
-        await self._emit(record, JobCompleted, job, number, payload)
+        later = attempt.settled is not None  # the worker settles it before anything depends on it
+        await self._emit(record, JobCompleted, job, number, payload, settle=not later, settled=attempt.settled)
         log.info(
             "job completed",
             job_id=str(job.job_id),
@@ -340,6 +353,7 @@ class JobRunner:
         *parts: int | str,
         settle: bool = True,
         hold: bool = False,
+        settled: Callable[[bool], None] | None = None,
     ) -> None:
         """Hand an event to the log. A claim or a segment is not waited for (``settle=False``): the
         attempt goes on while Kafka acknowledges it, and consecutive events travel in one request. An
@@ -358,36 +372,50 @@ class JobRunner:
         if hold:  # sent with the next event, or settled (whatever ends the attempt sends it first)
             self._held = event
             return
-        await self._send_held()
-        self._pending.append((event, await self._publisher.send(event)))
+        await self._send_held(record)
+        self._pending.append(_Pending(event, await self._publisher.send(event), record, settled))
         if settle:
             await self._settle(record)
 
-    async def _send_held(self) -> None:
+    async def _send_held(self, record: Record) -> None:
         if self._held is not None:
             held, self._held = self._held, None
-            self._pending.append((held, await self._publisher.send(held)))
+            self._pending.append(_Pending(held, await self._publisher.send(held), record))
 
-    async def _settle(self, record: Record) -> None:
-        """Wait for every pending acknowledgement; record each acknowledged event, in order, then raise
-        the first refusal (``BrokerUnavailable``) if there was one."""
-        await self._send_held()
+    def pending_fingerprints(self) -> set[str]:
+        """Fingerprints with events handed to the log and not yet acknowledged."""
+        return {pending.event.fingerprint for pending in self._pending}
+
+    async def settle(self) -> None:
+        """Wait for every event handed to the log (see :meth:`_settle`)."""
+        await self._settle(None)
+
+    async def _settle(self, record: Record | None) -> None:
+        """Wait for every pending acknowledgement; record each acknowledged event, in order, tell each
+        completion not waited for how it went, then raise the first refusal (``BrokerUnavailable``) if there
+        was one. A completion is told ``False`` when anything settled with it was refused: the worker then
+        acts on its job again, and finds it done if it was."""
+        if record is not None:
+            await self._send_held(record)
         pending, self._pending = self._pending, []
-        outcomes = await asyncio.gather(*(ack for _, ack in pending), return_exceptions=True)
+        outcomes = await asyncio.gather(*(p.ack for p in pending), return_exceptions=True)
         refused: BaseException | None = None
-        for (event, _), outcome in zip(pending, outcomes, strict=True):
+        for p, outcome in zip(pending, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 refused = refused or outcome
             else:
-                record(event, outcome.offset)
+                p.record(p.event, outcome.offset)
+        for p in pending:
+            if p.settled is not None:
+                p.settled(refused is None)
         if refused is not None:
             raise refused
 
     def _raise_if_refused(self) -> None:
         """Between segments: stop at once when the log refused one of the attempt's events (the rest are
         left to fail or land; the worker tries the record again as a new attempt either way)."""
-        for _, ack in self._pending:
-            if ack.done() and (refused := ack.exception()) is not None:
+        for p in self._pending:
+            if p.ack.done() and (refused := p.ack.exception()) is not None:
                 self._discard_pending()
                 raise refused
 
@@ -395,7 +423,10 @@ class JobRunner:
         self._held = None
         pending, self._pending = self._pending, []
         # Gathered (and never awaited), so that a refusal nobody waits for is not logged as lost.
-        asyncio.gather(*(ack for _, ack in pending), return_exceptions=True)
+        asyncio.gather(*(p.ack for p in pending), return_exceptions=True)
+        for p in pending:
+            if p.settled is not None:
+                p.settled(False)  # not known to be recorded: its job is acted on again
 
     async def _release(
         self, record: Record, job: JobView, attempt: int, reason: ReleaseReason, message: str, *, backoff: bool

@@ -29,6 +29,7 @@ class DueRetry:
     offset: int = field(compare=False)
     job_id: uuid.UUID = field(compare=False)
     failed_attempt: int = field(compare=False)
+    redo: bool = field(default=False, compare=False)  # a completion the log refused: act on what is left
 
 
 class RetryQueue:
@@ -40,9 +41,17 @@ class RetryQueue:
         return len(self._heap)
 
     def schedule(
-        self, tp: TopicPartition, offset: int, job_id: uuid.UUID, failed_attempt: int, delay_s: float
+        self,
+        tp: TopicPartition,
+        offset: int,
+        job_id: uuid.UUID,
+        failed_attempt: int,
+        delay_s: float,
+        *,
+        redo: bool = False,
     ) -> DueRetry:
-        retry = DueRetry(time.monotonic() + max(0.0, delay_s), next(self._seq), tp, offset, job_id, failed_attempt)
+        due = time.monotonic() + max(0.0, delay_s)
+        retry = DueRetry(due, next(self._seq), tp, offset, job_id, failed_attempt, redo)
         heapq.heappush(self._heap, retry)
         return retry
 

@@ -71,6 +71,34 @@ class _Deferred(Exception):
     """The worker is stopping before it acted on a record: leave the record uncommitted."""
 
 
+class _Completion:
+    """A completed attempt whose events the worker did not wait for (the next job goes on meanwhile).
+
+    Until they are acknowledged, the job's record is deferred: no commit passes it. Acknowledged, the
+    record is resolved; refused (or dropped with a refusal), the job is acted on again after the outage
+    backoff, and its ledger then says what is left to do (nothing, if the completion did land)."""
+
+    def __init__(self, worker: SynthWorker, tp: TopicPartition, offset: int, job_id: uuid.UUID) -> None:
+        self._worker, self.tp, self.offset, self.job_id = worker, tp, offset, job_id
+        self._outcome: bool | None = None
+        self._owned = False
+
+    def settled(self, ok: bool) -> None:
+        self._outcome = ok
+        if self._owned:
+            self._worker._settled(self, ok)
+
+    def hand_over(self) -> bool:
+        """After the attempt: whether the record now waits for the acknowledgement (it is deferred)."""
+        if self._outcome is True:
+            return False
+        self._owned = True
+        self._worker.partitions.defer(self.tp, self.offset)
+        if self._outcome is False:
+            self._worker._settled(self, False)
+        return True
+
+
 class SynthWorker(ConsumerRebalanceListener):
     def __init__(
         self,
@@ -113,6 +141,7 @@ class SynthWorker(ConsumerRebalanceListener):
             self._abort = Abort("rebalance", "its partition went to another worker")
             await self._handling.acquire()
         try:
+            await self._settle_quietly()  # what the revoked partitions' jobs recorded, before they go
             self.retries.drop(revoked)
             self.batches.drop(revoked)
             # Their records go too: if the partitions come back, they are read again from the commit.
@@ -159,14 +188,16 @@ class SynthWorker(ConsumerRebalanceListener):
                 if time.monotonic() - polled_at >= POLL_BUDGET_S:
                     break
             if not self._backlog or self.partitions.commit_due:
-                await self.partitions.commit()
-        await self.partitions.commit()
+                await self._commit()
+        await self._commit()
 
     async def _poll(self, stop: asyncio.Event) -> bool:
         """Fetch more records into the backlog; ``False`` after an error (waited out)."""
         if self.batches.full and self._backlog:
             return True  # work off set-aside batch jobs before reading further ahead
         timeout_s = 0.0 if self._backlog or self.batches else min(0.5, self.retries.seconds_to_next() or 0.5)
+        if timeout_s > 0:
+            await self._settle_quietly()  # idle: nothing to overlap the acknowledgements with
         try:
             batch = await self._consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=100)
         except KafkaError as exc:
@@ -205,7 +236,7 @@ class SynthWorker(ConsumerRebalanceListener):
         if acted and self.partitions.commit_due:
             # Outside the lock: a commit waits for a pending rebalance, and the
             # rebalance's revocation callback waits for the lock.
-            await self.partitions.commit()
+            await self._commit()
 
     async def _handle(self, tp: TopicPartition, ledger: Ledger, record: ConsumerRecord) -> bool:
         """Handle one record; returns whether a job was acted on (its offset is due for a commit)."""
@@ -232,7 +263,7 @@ class SynthWorker(ConsumerRebalanceListener):
                 self.batches.set_aside(tp, offset, view.job_id)
                 return False
             # "claimed" here means a previous owner died mid-job: claim it again, one attempt higher.
-            await self._act(tp, ledger, view)
+            await self._act(tp, ledger, view, offset)
             self.batches.interactive_done()
             return True
         if isinstance(event, JobReleased) and self._retry_due(view, event.payload.failed_attempt):
@@ -241,7 +272,7 @@ class SynthWorker(ConsumerRebalanceListener):
                 self.partitions.defer(tp, offset)
                 self.retries.schedule(tp, offset, view.job_id, event.payload.failed_attempt, delay)
                 return False
-            await self._act(tp, ledger, view)
+            await self._act(tp, ledger, view, offset)
             return True
         return False
 
@@ -258,11 +289,14 @@ class SynthWorker(ConsumerRebalanceListener):
         return view.state is JobState.CLAIMED and view.attempt > failed_attempt
 
     async def _retry(self, retry: DueRetry) -> None:
-        delay = await self._act_deferred(
-            retry.tp, retry.offset, retry.job_id, lambda view: self._retry_due(view, retry.failed_attempt)
-        )
+        def due(view: JobView) -> bool:
+            if retry.redo:  # its completion was refused: whatever is left of it (nothing, if it landed)
+                return view.state in {JobState.QUEUED, JobState.CLAIMED}
+            return self._retry_due(view, retry.failed_attempt)
+
+        delay = await self._act_deferred(retry.tp, retry.offset, retry.job_id, due)
         if delay is not None:
-            self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay)
+            self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay, redo=retry.redo)
 
     async def _run_set_aside(self, aside: SetAside) -> None:
         """A batch job whose turn came: act on it unless something settled it meanwhile."""
@@ -273,7 +307,7 @@ class SynthWorker(ConsumerRebalanceListener):
             self.batches.put_back(aside)  # still first in line, and its record still deferred
             await wait_for_stop(self._stop, delay)
         elif self.partitions.commit_due:
-            await self.partitions.commit()
+            await self._commit()
 
     async def _act_deferred(
         self, tp: TopicPartition, offset: int, job_id: uuid.UUID, due: Callable[[JobView], bool]
@@ -284,9 +318,10 @@ class SynthWorker(ConsumerRebalanceListener):
         async with self._handling:
             ledger = self.partitions.ledger_for(tp, offset)
             view = ledger.jobs.get(job_id) if ledger is not None else None
+            settles_later = False
             try:
                 if ledger is not None and view is not None and due(view):
-                    await self._act(tp, ledger, view)
+                    settles_later = await self._act(tp, ledger, view, offset)
             except BrokerUnavailable as exc:
                 delay = self._outage.next_delay()
                 log.warning("the log refused an event; the deferred job waits", error=str(exc), retry_in_s=delay)
@@ -295,15 +330,20 @@ class SynthWorker(ConsumerRebalanceListener):
                 return None  # stopping: the record stays deferred, for the next owner
             finally:
                 self._abort = None
-        self.partitions.resolve(tp, offset)
+        if not settles_later:  # else resolved once its completion is acknowledged (see _act)
+            self.partitions.resolve(tp, offset)
         return None
 
-    async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView) -> None:
+    async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView, offset: int) -> bool:
+        """Act on ``view``'s job, read at ``offset``; returns whether its completion is still being
+        acknowledged: the record is then deferred until it is, and acted on again if it is refused."""
         if self._stop.is_set():
             raise _Deferred
+        if view.fingerprint in self._runner.pending_fingerprints():
+            await self._runner.settle()  # a duplicate coalesces only onto a completion in the log
         request = view.request or await self._request_of(tp, view)
         if request is not None and not self._serves(request):
-            return  # another engine's or model version's job: its own group acts on it
+            return False  # another engine's or model version's job: its own group acts on it
         now = utc_now()
         try:  # one read for both questions the projection answers before a claim
             outlook = await self._lookup.outlook(view.job_id, view.fingerprint, now)
@@ -313,17 +353,40 @@ class SynthWorker(ConsumerRebalanceListener):
         cached = await reusable_result(view, ledger, outlook.result, self._lookup, self._runner.blobs, now)
         if cached is not None:
             await self._runner.complete_from_cache(view, cached, ledger.record_own)
-            return
+            return False
         if request is None:
             message = "the job's JobQueued is neither in its partition nor in the projection"
             await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.record_own)
-            return
+            return False
         if outlook.cancelled:
             log.info("the job was cancelled before its claim: not synthesized", job_id=str(view.job_id))
-            return  # its JobCancelled, behind in the partition, settles the ledger when read
+            return False  # its JobCancelled, behind in the partition, settles the ledger when read
         watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
-        attempt = Attempt(view, request, view.attempt + 1, ledger.record_own, self._abort_reason, watch)
-        await self._keepalive(self._runner.run(attempt), attempt)
+        completion = _Completion(self, tp, offset, view.job_id)
+        attempt = Attempt(
+            view, request, view.attempt + 1, ledger.record_own, self._abort_reason, watch, completion.settled
+        )
+        outcome = await self._keepalive(self._runner.run(attempt), attempt)
+        return outcome.kind == "completed" and completion.hand_over()
+
+    def _settled(self, completion: _Completion, ok: bool) -> None:
+        if ok:
+            self.partitions.resolve(completion.tp, completion.offset)
+        else:
+            delay = self._outage.next_delay()
+            log.warning("a completion was refused; the job is acted on again", job_id=str(completion.job_id))
+            self.retries.schedule(completion.tp, completion.offset, completion.job_id, -1, delay, redo=True)
+
+    async def _settle_quietly(self) -> None:
+        """Wait for the completions not waited for; a refusal is logged (their jobs are acted on again)."""
+        try:
+            await self._runner.settle()
+        except BrokerUnavailable as exc:
+            log.warning("the log refused a completion", error=str(exc))
+
+    async def _commit(self) -> None:
+        await self._settle_quietly()  # a commit passes a job only once its events are acknowledged
+        await self.partitions.commit()
 
     def _serves(self, request: SynthesisRequest) -> bool:
         config = self.config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 from aiokafka import ConsumerRecord
@@ -14,6 +15,7 @@ from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
 from consumers.ports import Outlook
 from consumers.worker import SynthWorker
+from foundation.errors import BrokerUnavailable
 from foundation.settings import WorkerSettings
 from tests.support.records import record_of
 from voxlog.composition import worker_config
@@ -119,10 +121,30 @@ class RecordingRunner:
     def __init__(self) -> None:
         self.jobs: list[uuid.UUID] = []
         self.attempts: list[tuple[uuid.UUID, int]] = []
+        self.unsettled: list[tuple[str, Callable[[bool], None]]] = []
+        self.settles: list[int] = []  # how many completions each settle acknowledged
+        self.refuse_next_settle = False
         self.activity = Activity()
         self.blobs = StoredBlobs()
 
     async def run(self, attempt) -> Outcome:
         self.jobs.append(attempt.job.job_id)
         self.attempts.append((attempt.job.job_id, attempt.number))
+        if attempt.settled is not None:  # as the real runner: the completion is settled later
+            self.unsettled.append((attempt.job.fingerprint, attempt.settled))
         return Outcome("completed")
+
+    def pending_fingerprints(self) -> set[str]:
+        return {fingerprint for fingerprint, _ in self.unsettled}
+
+    async def settle(self) -> None:
+        pending, self.unsettled = self.unsettled, []
+        if not pending:
+            return
+        ok = not self.refuse_next_settle
+        self.refuse_next_settle = False
+        for _, settled in pending:
+            settled(ok)
+        self.settles.append(len(pending))
+        if not ok:
+            raise BrokerUnavailable("Kafka did not acknowledge the completion")
