@@ -41,6 +41,15 @@ def make_worker(consumer, runner, lookup, scan_tails=None, **settings) -> SynthW
     return SynthWorker(config, consumer, runner, lookup, dead_letter=None, scan_tails=scan_tails)  # type: ignore[arg-type]
 
 
+async def run_until(worker: SynthWorker, done: asyncio.Event, within_s: float = 30.0) -> None:
+    """Run the worker's loop until ``done`` is set, then stop it and wait for it to end."""
+    stop = asyncio.Event()
+    loop = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(done.wait(), within_s)
+    stop.set()
+    await asyncio.wait_for(loop, 10)
+
+
 def settle(worker: SynthWorker) -> None:
     """What the tail scan of an assignment of TP leaves behind: an empty ledger, from offset 0."""
     worker.partitions.adopt({TP: 0}, {TP: Ledger(timedelta(minutes=10))})

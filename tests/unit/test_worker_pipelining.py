@@ -11,7 +11,16 @@ import pytest
 
 from consumers.job_runner import Outcome
 from tests.support.job_logs import _Builder
-from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, settle
+from tests.support.worker_fakes import (
+    TP,
+    FakeConsumer,
+    NoCache,
+    RecordingRunner,
+    make_worker,
+    record,
+    run_until,
+    settle,
+)
 from tests.unit.test_worker_failures import run_until_idle
 
 pytestmark = pytest.mark.unit
@@ -82,11 +91,7 @@ async def test_regression_a_refused_completion_is_not_committed_past_and_its_job
     consumer = runner.consumer = FakeConsumer({TP: [record(job.queued(), 0)]})
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
     settle(worker)
-    stop = asyncio.Event()
-    loop = asyncio.create_task(worker.run(stop))
-    await asyncio.wait_for(runner.enough.wait(), 30)
-    stop.set()
-    await asyncio.wait_for(loop, 10)
+    await run_until(worker, runner.enough)
     assert runner.jobs == [job.job_id, job.job_id], "acted on again after the refusal"
     before_redo = runner.commits_at_start[1]
     assert before_redo, "the worker committed between the refusal and the redo"

@@ -17,6 +17,7 @@ from tests.support.worker_fakes import (
     WatchedLock,
     make_worker,
     record,
+    run_until,
     settle,
 )
 
@@ -209,11 +210,7 @@ async def test_commits_are_batched_while_jobs_keep_coming_and_made_when_idle():
     runner = RecordingRunner()
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=3600)
     settle(worker)
-    stop = asyncio.Event()
-    loop_task = asyncio.create_task(worker.run(stop))
-    await asyncio.wait_for(consumer.idle.wait(), 5)
-    stop.set()
-    await asyncio.wait_for(loop_task, 5)
+    await run_until(worker, consumer.idle, within_s=5)
 
     assert runner.jobs == [job.job_id for job in jobs]
     assert consumer.commits[0] == {TP: 1}, "the first job commits at once"
