@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import struct
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from contracts import document_part_job_id
-from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.apps import CLI, start_pipeline, wait_for_job
 
 # 0.2 ms per character: a 500-character part takes 0.1 s, a document of 50,000 characters some seconds.
 PACED = {
@@ -264,3 +267,78 @@ async def test_a_streaming_client_that_leaves_cancels_its_job_unless_another_wai
     assert other["state"] == "completed"
     assert other["fingerprint"] == kept["fingerprint"]
     assert other["source_job_id"] == streamed_id  # served from the stream's synthesis, not a second one
+
+
+def tiny_epub() -> bytes:
+    """An EPUB 3 of two chapters, titled by its navigation document (not by the chapters' headings)."""
+    import io
+    import zipfile
+
+    def page(body: str) -> str:
+        return f'<html xmlns="http://www.w3.org/1999/xhtml"><head><title>x</title></head><body>{body}</body></html>'
+
+    opf = (
+        '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+        '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>The Lighthouse</dc:title></metadata>'
+        '<manifest><item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
+        '<item id="a" href="a.xhtml" media-type="application/xhtml+xml"/>'
+        '<item id="b" href="b.xhtml" media-type="application/xhtml+xml"/></manifest>'
+        '<spine><itemref idref="a"/><itemref idref="b"/></spine></package>'
+    )
+    nav = page(
+        '<nav xmlns:epub="http://www.idpf.org/2007/ops" epub:type="toc"><ol>'
+        '<li><a href="a.xhtml">Arrival</a></li><li><a href="b.xhtml">The Storm</a></li></ol></nav>'
+    )
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as epub:
+        epub.writestr("mimetype", "application/epub+zip")
+        epub.writestr(
+            "META-INF/container.xml",
+            '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+            '<rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
+            "</rootfiles></container>",
+        )
+        epub.writestr("content.opf", opf)
+        epub.writestr("nav.xhtml", nav)
+        epub.writestr("a.xhtml", page("<h1>One</h1>" + "".join(f"<p>{paragraph(n, 'epub')}</p>" for n in range(3))))
+        epub.writestr("b.xhtml", page("<h1>Two</h1>" + "".join(f"<p>{paragraph(n, 'epub')}</p>" for n in range(3, 5))))
+    return data.getvalue()
+
+
+async def test_voxlog_speak_reads_an_epub_through_the_running_stack_and_a_rerun_resumes_the_same_document(
+    apps, topics, tmp_path
+):
+    app, _ = await start_pipeline(apps, workers=1, **PACED)
+    book_path = tmp_path / "lighthouse.epub"
+    book_path.write_bytes(tiny_epub())
+    out = tmp_path / "audio"
+    command = [*CLI, "speak", str(book_path), "--api", app.api, "--out", str(out), "--whole", "--no-progress"]
+    env = {**app.env, "PYTHONPATH": str(Path.cwd())}
+
+    async def speak() -> tuple[int, str]:
+        process = await asyncio.create_subprocess_exec(
+            *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=240)
+        return process.returncode or 0, output.decode()
+
+    code, said = await speak()
+    assert code == 0, said
+    written = sorted(p.name for p in out.iterdir())
+    toc = json.loads((out / "toc.json").read_text())
+    again_code, again_said = await speak()  # the same file and options: the same document, nothing new
+
+    assert written == ["01-arrival.wav", "02-the-storm.wav", "the-lighthouse.wav", "toc.json"], said
+    assert [c["title"] for c in toc["chapters"]] == ["Arrival", "The Storm"]
+    chapters = [(out / name).read_bytes() for name in written[:2]]
+    whole = (out / "the-lighthouse.wav").read_bytes()
+    for audio in (*chapters, whole):
+        assert audio[:4] == b"RIFF"
+        assert audio[8:12] == b"WAVE"
+    assert len(whole) > max(len(c) for c in chapters)
+    submitted = re.search(r"submitted document ([0-9a-f-]{36})", said)
+    resumed = re.search(r"resuming document ([0-9a-f-]{36})", again_said)
+    assert submitted is not None, said
+    assert again_code == 0, again_said
+    assert resumed is not None, again_said
+    assert resumed.group(1) == submitted.group(1), again_said
