@@ -64,6 +64,7 @@ class Entry:
     expires_at: datetime
     total_bytes: int
     blobs: frozenset[str]  # sha256
+    partition: int | None = None  # where the job's events are (None: its fingerprint's partition)
 
 
 @dataclass(frozen=True)
@@ -144,9 +145,9 @@ def eviction(entry: Entry, reason: EvictionReason, now: datetime, producer: Prod
     )
 
 
-async def record_evictions(events: EventLog, evictions: list[CacheEvicted]) -> None:
-    """Hand every eviction to the log at once and return when all are acknowledged."""
-    acknowledgements = [await events.send(event) for event in evictions]
+async def record_evictions(events: EventLog, evictions: list[tuple[CacheEvicted, int | None]]) -> None:
+    """Hand every eviction (each to its job's partition) to the log at once; return when all are acknowledged."""
+    acknowledgements = [await events.send(event, partition) for event, partition in evictions]
     await asyncio.gather(*acknowledgements)
 
 
@@ -181,7 +182,9 @@ class CacheJanitor:
         in_flight = await self._store.in_flight_blobs()
         stored = await self._blobs.scan()
         decided = plan(entries, stored, in_flight, now, self.config)
-        await record_evictions(self._events, [eviction(e, why, now, self._producer) for e, why in decided.evict])
+        await record_evictions(
+            self._events, [(eviction(e, why, now, self._producer), e.partition) for e, why in decided.evict]
+        )
         for _, reason in decided.evict:
             CACHE_EVICTIONS.labels(reason).inc()
         idle_s = self.config.job_retention.total_seconds()

@@ -155,7 +155,8 @@ class JobRunner:
         # Events handed to the log and not yet acknowledged, in order (see _emit), with what to record each
         # with once acknowledged, and for a completion not waited for, whom to tell how it went.
         self._pending: list[_Pending] = []
-        self._held: JobEvent | None = None  # a claim that goes with the attempt's next event
+        # A claim that goes with the attempt's next event, and the partition it goes to.
+        self._held: tuple[JobEvent, int | None] | None = None
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         result: T = await self._call(fn, *args)
@@ -370,17 +371,17 @@ class JobRunner:
             payload=payload,
         )
         if hold:  # sent with the next event, or settled (whatever ends the attempt sends it first)
-            self._held = event
+            self._held = (event, job.partition)
             return
         await self._send_held(record)
-        self._pending.append(_Pending(event, await self._publisher.send(event), record, settled))
+        self._pending.append(_Pending(event, await self._publisher.send(event, job.partition), record, settled))
         if settle:
             await self._settle(record)
 
     async def _send_held(self, record: Record) -> None:
         if self._held is not None:
-            held, self._held = self._held, None
-            self._pending.append(_Pending(held, await self._publisher.send(held), record))
+            (held, partition), self._held = self._held, None
+            self._pending.append(_Pending(held, await self._publisher.send(held, partition), record))
 
     def pending_fingerprints(self) -> set[str]:
         """Fingerprints with events handed to the log and not yet acknowledged."""

@@ -47,6 +47,7 @@ class JobView:
     confirmed_release: JobReleased | None = None
     confirmed_completion: JobCompleted | None = None
     evicted: bool = False  # a CacheEvicted was read: its result is not reused any more
+    partition: int | None = None  # where its events go: the partition its JobQueued is in (None: the key's)
 
     def __post_init__(self) -> None:
         self.status = self.confirmed
@@ -69,8 +70,9 @@ class JobView:
 
 
 class Ledger:
-    def __init__(self, cache_ttl: timedelta, max_jobs: int = 50_000) -> None:
+    def __init__(self, cache_ttl: timedelta, max_jobs: int = 50_000, partition: int | None = None) -> None:
         self._ttl = cache_ttl
+        self._partition = partition
         self._max_jobs = max_jobs
         self.jobs: dict[uuid.UUID, JobView] = {}
         self._finished: OrderedDict[uuid.UUID, None] = OrderedDict()  # terminal jobs, oldest first
@@ -82,7 +84,7 @@ class Ledger:
         if view is None:
             # The recovery scan starts at the committed offset, which may lie after the job's
             # earlier events: the first one seen is taken at its word.
-            view = JobView(event.job_id, event.fingerprint, status_implied_by(event))
+            view = JobView(event.job_id, event.fingerprint, status_implied_by(event), partition=self._partition)
             self.jobs[event.job_id] = view
             self._confirm_effects(view, event)
         else:
@@ -99,6 +101,16 @@ class Ledger:
             view.priority = event.payload.priority
         self._refresh(view)
         return view
+
+    @property
+    def partition(self) -> int | None:
+        return self._partition
+
+    def place(self, partition: int) -> None:
+        """The partition this ledger is of: its jobs' events go there (whatever partition their key hashes to)."""
+        self._partition = partition
+        for view in self.jobs.values():
+            view.partition = partition
 
     def record_own(self, event: JobEvent, offset: int) -> JobView:
         """An event this worker published, acknowledged at ``offset``: it counts before it is read back."""

@@ -100,6 +100,8 @@ class Partitions:
 
     def adopt(self, starts: Mapping[TopicPartition, int], ledgers: Mapping[TopicPartition, Ledger]) -> None:
         """Take what a tail scan found: from now on these partitions' records are acted on."""
+        for tp, ledger in ledgers.items():
+            ledger.place(tp.partition)
         self._ledgers.update(ledgers)
         self._starts.update(starts)
         self._pending -= set(starts)

@@ -123,11 +123,12 @@ class EventLog(Protocol):
     """The jobs topic, as the worker writes it: ``publish`` returns once the event is acknowledged
     (acks=all) and raises ``foundation.errors.BrokerUnavailable`` when it cannot be. ``send`` hands the
     event over and returns at once with a future of its acknowledgement (which fails with
-    ``BrokerUnavailable``); events sent one after another keep their order."""
+    ``BrokerUnavailable``); events sent one after another keep their order. A job's events go to
+    ``partition``, the one its ``JobQueued`` is in (``None``: the fingerprint's, the default partitioner's)."""
 
-    async def publish(self, event: JobEvent) -> Appended: ...
+    async def publish(self, event: JobEvent, *, partition: int | None = None) -> Appended: ...
 
-    async def send(self, event: JobEvent) -> Acknowledgement: ...
+    async def send(self, event: JobEvent, partition: int | None = None) -> Acknowledgement: ...
 
 
 class Acknowledgement(Protocol):

@@ -73,6 +73,7 @@ class Claim:
     worker_id: str
     claimed_at: datetime
     text_chars: int
+    partition: int | None = None  # where the job's events are (None: its fingerprint's partition)
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,8 @@ class Sweeper:
                 occurred_at=now,
                 producer=self._producer,
                 payload=JobReleasedPayload(reason="stale", failed_attempt=claim.attempt, message=reason),
-            )
+            ),
+            partition=claim.partition,
         )
         self._released[(claim.job_id, claim.attempt)] = now
         SWEEPER_RELEASES.labels(_reason_label(reason)).inc()

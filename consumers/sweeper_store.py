@@ -24,6 +24,7 @@ from consumers.sweeper import Claim
 from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import DATABASE_OUTAGES, reading
+from foundation.live_jobs import job_partition_sql
 
 log = structlog.get_logger("voxlog.sweeper")
 LOCK_NAMESPACE: Final = 0x73776570  # "swep"
@@ -41,12 +42,20 @@ class PostgresSweeperStore:
     async def live_claims(self) -> list[Claim]:
         async with _reading():
             rows = await self._pool.fetch(
-                "SELECT job_id, fingerprint, attempt, worker_id, claimed_at, length(request->>'text') AS chars"
-                " FROM jobs WHERE state = 'claimed'",
+                "SELECT job_id, fingerprint, attempt, worker_id, claimed_at, length(request->>'text') AS chars,"
+                f" {job_partition_sql('jobs')} AS kafka_partition FROM jobs WHERE state = 'claimed'",
                 timeout=QUERY_TIMEOUT_S,
             )
         return [
-            Claim(r["job_id"], r["fingerprint"], r["attempt"], r["worker_id"] or "?", r["claimed_at"], r["chars"] or 0)
+            Claim(
+                r["job_id"],
+                r["fingerprint"],
+                r["attempt"],
+                r["worker_id"] or "?",
+                r["claimed_at"],
+                r["chars"] or 0,
+                r["kafka_partition"],
+            )
             for r in rows
         ]
 
@@ -80,12 +89,21 @@ class PostgresCacheStore:
         async with _reading():
             rows = await self._pool.fetch(
                 "SELECT rc.fingerprint, rc.job_id, rc.expires_at, rc.total_bytes,"
-                " array_remove(array_agg(s.audio_sha256), NULL) AS blobs"
+                " array_remove(array_agg(s.audio_sha256), NULL) AS blobs,"
+                f" {job_partition_sql('rc')} AS kafka_partition"
                 " FROM result_cache rc LEFT JOIN segments s ON s.job_id = rc.job_id GROUP BY rc.fingerprint",
                 timeout=QUERY_TIMEOUT_S,
             )
         return [
-            Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset(r["blobs"])) for r in rows
+            Entry(
+                r["fingerprint"],
+                r["job_id"],
+                r["expires_at"],
+                r["total_bytes"],
+                frozenset(r["blobs"]),
+                r["kafka_partition"],
+            )
+            for r in rows
         ]
 
     async def in_flight_blobs(self) -> set[str]:

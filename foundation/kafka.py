@@ -1,8 +1,10 @@
 """The Kafka adapter every process shares: publishing events with their headers.
 
-Records are keyed by the request fingerprint, so aiokafka's default
-partitioner (murmur2, the same as the Java client's) keeps every event of a
-fingerprint in one partition, in order. The producer is idempotent with
+Records are keyed by the request fingerprint. A job's events go to the
+partition its ``JobQueued`` was placed in (``partition``; the API's routing
+chooses it, see ``producers.routing``), and where nobody chose one, aiokafka's
+default partitioner (murmur2, the same as the Java client's) picks the
+fingerprint's: either way every event of a job is in one partition, in order. The producer is idempotent with
 ``acks=all``: a record is reported published only once every in-sync replica
 has it. aiokafka errors are converted here into :class:`BrokerUnavailable`.
 
@@ -77,6 +79,14 @@ class KafkaEventPublisher:
         except (KafkaError, OSError) as exc:
             raise BrokerUnavailable(f"Kafka metadata request failed: {exc}") from exc
 
+    async def partition_count(self) -> int:
+        """How many partitions the default topic has (:class:`BrokerUnavailable` when metadata cannot tell)."""
+        try:
+            partitions = await self._producer.partitions_for(self.topic)
+        except (KafkaError, OSError) as exc:
+            raise BrokerUnavailable(f"cannot read the partitions of {self.topic}: {exc}") from exc
+        return len(partitions)
+
     async def __aenter__(self) -> Self:
         await self.start()
         return self
@@ -87,21 +97,31 @@ class KafkaEventPublisher:
         await self.stop()
 
     async def publish(
-        self, event: AnyEvent, *, topic: str | None = None, traceparent: str | None = None
+        self,
+        event: AnyEvent,
+        *,
+        topic: str | None = None,
+        traceparent: str | None = None,
+        partition: int | None = None,
     ) -> RecordPosition:
-        """Append ``event`` (to the default topic unless ``topic`` is given) and wait for acks=all."""
+        """Append ``event`` (to the default topic unless ``topic`` is given; to ``partition``, else the
+        fingerprint's) and wait for acks=all."""
         return await self.send_raw(
-            topic or self.topic, record_key(event), encode_event(event), event_headers(event, traceparent)
+            topic or self.topic, record_key(event), encode_event(event), event_headers(event, traceparent), partition
         )
 
-    async def send(self, event: AnyEvent) -> asyncio.Future[RecordPosition]:
+    async def send(self, event: AnyEvent, partition: int | None = None) -> asyncio.Future[RecordPosition]:
         """Hand ``event`` to the producer without waiting for its acknowledgement: the future resolves to
         its position once acks=all holds, or fails with :class:`BrokerUnavailable`. Events sent one after
         another keep their order in the partition (the producer is idempotent), and those that queue up
         while a request is in flight travel together in the next one."""
         try:
             sent = await self._producer.send(
-                self.topic, value=encode_event(event), key=record_key(event), headers=event_headers(event)
+                self.topic,
+                value=encode_event(event),
+                key=record_key(event),
+                headers=event_headers(event),
+                partition=partition,
             )
         except KafkaError as exc:
             raise BrokerUnavailable(f"Kafka did not take a record for {self.topic}: {exc}") from exc
@@ -110,11 +130,18 @@ class KafkaEventPublisher:
         return acknowledged
 
     async def send_raw(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        partition: int | None = None,
     ) -> RecordPosition:
         """Append an already-encoded record (used for the DLQ)."""
         try:
-            metadata = await self._producer.send_and_wait(topic, value=value, key=key, headers=headers)
+            metadata = await self._producer.send_and_wait(
+                topic, value=value, key=key, headers=headers, partition=partition
+            )
         except KafkaError as exc:
             raise BrokerUnavailable(f"Kafka did not acknowledge a record for {topic}: {exc}") from exc
         return RecordPosition(metadata.topic, metadata.partition, metadata.offset)
@@ -173,13 +200,26 @@ class ReconnectingPublisher:
             self._drop()
             raise BrokerUnavailable(f"Kafka did not answer within {self._deadline_s:g}s: {exc}") from exc
 
-    async def publish(self, event: AnyEvent) -> RecordPosition:
-        return (await self.publish_all([event]))[0]
+    async def partition_count(self) -> int:
+        """How many partitions the topic has, within the deadline (:class:`BrokerUnavailable` otherwise)."""
+        try:
+            async with asyncio.timeout(self._deadline_s):
+                return await (await self._connected()).partition_count()
+        except (TimeoutError, BrokerUnavailable) as exc:
+            self._drop()
+            raise BrokerUnavailable(f"Kafka did not tell the partitions within {self._deadline_s:g}s: {exc}") from exc
 
-    async def publish_all(self, events: Sequence[AnyEvent]) -> list[RecordPosition]:
-        """Hand every event over, then wait for all their acknowledgements, within one deadline for the lot."""
+    async def publish(self, event: AnyEvent, partition: int | None = None) -> RecordPosition:
+        return (await self.publish_all([event], [partition]))[0]
+
+    async def publish_all(
+        self, events: Sequence[AnyEvent], partitions: Sequence[int | None] | None = None
+    ) -> list[RecordPosition]:
+        """Hand every event over (each to its partition in ``partitions``, else its fingerprint's), then wait
+        for all their acknowledgements, within one deadline for the lot."""
         if not events:
             return []
+        placed = list(partitions) if partitions is not None else [None] * len(events)
         sent = False
         acks: list[asyncio.Future[RecordPosition]] = []
         limit_s = self._deadline_s + (len(events) - 1) / _BULK_RECORDS_PER_S
@@ -187,7 +227,7 @@ class ReconnectingPublisher:
             async with asyncio.timeout(limit_s):
                 publisher = await self._connected()
                 sent = True
-                acks = [await publisher.send(event) for event in events]
+                acks = [await publisher.send(event, p) for event, p in zip(events, placed, strict=True)]
                 return list(await asyncio.gather(*acks))
         except (TimeoutError, BrokerUnavailable) as exc:
             asyncio.gather(*acks, return_exceptions=True)  # retrieved: the caller hears of the first failure

@@ -17,3 +17,12 @@ WANTED_ELSEWHERE: Final = (
 )
 """Whether a live job of fingerprint ``$1`` other than job ``$2`` waits for the same audio (a duplicate
 that would coalesce onto it): then a cancelled job's synthesis is not thrown away."""
+
+
+def job_partition_sql(jobs_alias: str) -> str:
+    """The partition a job's events are in, as an SQL expression over ``jobs`` row ``jobs_alias``: that of any
+    of its projected events (they share one partition). NULL before the projection shows one."""
+    return (
+        f"(SELECT e.kafka_partition FROM job_events e WHERE e.job_id = {jobs_alias}.job_id"
+        " ORDER BY e.kafka_offset LIMIT 1)"
+    )

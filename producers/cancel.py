@@ -77,7 +77,8 @@ async def cancel_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Resp
         raise HTTPException(detail=detail, status_code=409)
     event = cancellation(job_id, job["fingerprint"], "client", deps.producer, "DELETE /v1/jobs")
     try:
-        await deps.publisher.publish(event)
+        partition = (await deps.reader.partitions_of([job_id])).get(job_id)
+        await deps.publisher.publish(event, partition)
     except BrokerUnavailable as exc:
         detail = f"the job log is unreachable, the job was not cancelled ({exc}); retry the DELETE"
         raise HTTPException(detail=detail, status_code=503, headers={"Retry-After": "5"}) from exc
@@ -93,7 +94,8 @@ async def cancel_if_abandoned(deps: ApiDeps, job_id: uuid.UUID, fingerprint: str
         if await deps.reader.wanted_elsewhere(fingerprint, job_id):
             log.info("a streaming client left; another request wants the audio: going on", job_id=str(job_id))
             return
-        await deps.publisher.publish(cancellation(job_id, fingerprint, "disconnected", deps.producer))
+        partition = (await deps.reader.partitions_of([job_id])).get(job_id)
+        await deps.publisher.publish(cancellation(job_id, fingerprint, "disconnected", deps.producer), partition)
         log.info("a streaming client left: its job is cancelled", job_id=str(job_id))
     except (ProjectionUnavailable, BrokerUnavailable) as exc:
         log.warning("a streaming client left; its job could not be cancelled", job_id=str(job_id), error=str(exc))

@@ -131,8 +131,9 @@ async def cancel_document(request: Request[Any, Any, Any], document_id: uuid.UUI
         for i, part in enumerate(parts)
         if part is not None and part["state"] in _LIVE
     ]
+    partitions = await deps.reader.partitions_of([event.job_id for event in events]) if events else {}
     try:
-        await deps.publisher.publish_all(events)
+        await deps.publisher.publish_all(events, [partitions.get(event.job_id) for event in events])
     except BrokerUnavailable as exc:
         detail = f"the job log did not confirm the cancellation ({exc}); retry the DELETE"
         raise HTTPException(detail=detail, status_code=503, headers={"Retry-After": "5"}) from exc

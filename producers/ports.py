@@ -22,11 +22,19 @@ class JobLog(Protocol):
     the log is unreachable (readiness).
     """
 
-    async def publish(self, event: JobQueued | JobCancelled) -> object: ...
+    async def publish(self, event: JobQueued | JobCancelled, partition: int | None = None) -> object:
+        """``partition``: the job's (``producers.routing`` places a new job); ``None``: its fingerprint's."""
+        ...
 
-    async def publish_all(self, events: Sequence[JobQueued | JobCancelled]) -> object:
-        """Publish ``events`` together and return once every one is acknowledged; ``BrokerUnavailable``
-        when any is not (the others may be recorded)."""
+    async def publish_all(
+        self, events: Sequence[JobQueued | JobCancelled], partitions: Sequence[int | None] | None = None
+    ) -> object:
+        """Publish ``events`` together (each to its partition in ``partitions``) and return once every one is
+        acknowledged; ``BrokerUnavailable`` when any is not (the others may be recorded)."""
+        ...
+
+    async def partition_count(self) -> int:
+        """How many partitions the jobs topic has; ``BrokerUnavailable`` when the log cannot tell."""
         ...
 
     async def check(self) -> None: ...

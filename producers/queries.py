@@ -98,6 +98,18 @@ class ProjectionReader:
             job["segments"] = await self.segments(job["source_job_id"] or job_id)
             return job
 
+    async def partitions_of(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+        """The partition each job's events are in, for the jobs the projection shows an event of: a later
+        event of the job (a cancellation) goes there, wherever its fingerprint would hash."""
+        async with _reading("the jobs' partitions"):
+            rows = await self._pool.fetch(
+                "SELECT DISTINCT ON (job_id) job_id, kafka_partition FROM job_events WHERE job_id = ANY($1::uuid[])"
+                " ORDER BY job_id, kafka_offset",
+                job_ids,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return {r["job_id"]: r["kafka_partition"] for r in rows}
+
     async def job_by_key(self, key: str) -> dict[str, Any] | None:
         """The first job submitted with the (scoped) idempotency key ``key``."""
         async with _reading("an idempotency key"):

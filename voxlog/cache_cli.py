@@ -22,6 +22,7 @@ from contracts import Producer, utc_now
 from foundation.db import DATABASE_OUTAGES, open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
+from foundation.live_jobs import job_partition_sql
 from foundation.settings import CacheStatsSettings
 from voxlog.composition.resources import instance_name
 
@@ -31,7 +32,8 @@ _ENTRIES: Final = (
     " AS live_bytes, min(created_at) AS oldest, max(last_hit_at) AS last_hit FROM result_cache"
 )
 _PURGED: Final = (
-    "SELECT fingerprint, job_id, expires_at, total_bytes FROM result_cache"
+    f"SELECT fingerprint, job_id, expires_at, total_bytes, {job_partition_sql('result_cache')} AS kafka_partition"
+    " FROM result_cache"
     " WHERE $1::float8 IS NULL OR created_at < now() - make_interval(secs => $1)"
 )
 _REUSE: Final = (
@@ -87,11 +89,16 @@ async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tup
         rows = await pool.fetch(_PURGED, older_than_s, timeout=30)
     finally:
         await pool.close()
-    entries = [Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset()) for r in rows]
+    entries = [
+        Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset(), r["kafka_partition"])
+        for r in rows
+    ]
     producer = Producer(service="cache-purge", instance=instance_name())
     async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.jobs_topic) as publisher:
         now = utc_now()
-        await record_evictions(publisher, [eviction(entry, "purge", now, producer) for entry in entries])
+        await record_evictions(
+            publisher, [(eviction(entry, "purge", now, producer), entry.partition) for entry in entries]
+        )
     return len(entries), sum(entry.total_bytes for entry in entries)
 
 

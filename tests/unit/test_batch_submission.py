@@ -58,7 +58,7 @@ class Log:
         self.takes = takes
         self.published: list[Any] = []
 
-    async def publish_all(self, events: list[Any]) -> None:
+    async def publish_all(self, events: list[Any], partitions: list[int | None] | None = None) -> None:
         if self.takes is not None and len(events) > self.takes:
             self.published.extend(events[: self.takes])
             raise PublishUnconfirmed("Kafka did not acknowledge all records in time")

@@ -26,10 +26,10 @@ class Log:
     def __init__(self) -> None:
         self.records: list[object] = []
 
-    async def publish_all(self, events: list[object]) -> None:
+    async def publish_all(self, events: list[object], partitions: list[int | None] | None = None) -> None:
         self.records.extend(events)
 
-    async def publish(self, event: object) -> None:
+    async def publish(self, event: object, partition: int | None = None) -> None:
         self.records.append(event)
 
 

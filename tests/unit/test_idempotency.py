@@ -45,7 +45,7 @@ class FakeLog:
     def __init__(self) -> None:
         self.events: list[JobQueued] = []
 
-    async def publish(self, event):
+    async def publish(self, event, partition=None):
         self.events.append(event)
 
     async def check(self):

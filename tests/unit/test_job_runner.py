@@ -56,18 +56,20 @@ class Appended:
 class Log:
     def __init__(self, refuse_after: int | None = None) -> None:
         self.events: list[JobEvent] = []
+        self.partitions: list[int | None] = []  # where each event was sent (None: its key's partition)
         self.refuse_after = refuse_after
 
-    async def publish(self, event: JobEvent) -> Appended:
+    async def publish(self, event: JobEvent, *, partition: int | None = None) -> Appended:
         if self.refuse_after is not None and len(self.events) >= self.refuse_after:
             raise BrokerUnavailable("no broker")
         self.events.append(event)
         return Appended(100 + len(self.events))
 
-    async def send(self, event: JobEvent) -> asyncio.Future[Appended]:
+    async def send(self, event: JobEvent, partition: int | None = None) -> asyncio.Future[Appended]:
         acknowledged: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+        self.partitions.append(partition)
         try:
-            acknowledged.set_result(await self.publish(event))
+            acknowledged.set_result(await self.publish(event, partition=partition))
         except BrokerUnavailable as exc:
             acknowledged.set_exception(exc)
         return acknowledged
@@ -108,6 +110,21 @@ async def test_a_clean_attempt_claims_renders_and_completes():
     assert outcome.kind == "completed"
     assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1), ("SegmentProduced", 1), ("JobCompleted", 1)]
     assert view.state == "completed"
+
+
+async def test_every_event_of_an_attempt_goes_to_the_partition_its_job_is_in_not_its_keys():
+    """Routing places a job in any partition (producers.routing): the runner's events follow the ledger's
+    partition, and so does a completion from the cache."""
+    runner, log, ledger, view, _ = setup()
+    ledger.place(17)
+    await runner.run(attempt(ledger, view))
+    duplicate = ledger.observe(_Builder(uuid.UUID(int=10), request_text="Two words.").queued(), 9)
+    cached = ledger.live_result(duplicate.fingerprint, view.completion.occurred_at)
+    assert cached is not None
+    await runner.complete_from_cache(duplicate, cached, ledger.record_own)
+    assert [e.type for e in log.events][-1] == "JobCompleted"
+    assert len(log.partitions) == len(log.events) == 5
+    assert set(log.partitions) == {17}
 
 
 async def test_regression_a_transient_engine_error_while_planning_releases_the_job():
@@ -174,7 +191,7 @@ class GatedLog(Log):
         self.acks: list[asyncio.Future[Appended]] = []
         self.all_sent, self.claimed = asyncio.Event(), asyncio.Event()
 
-    async def send(self, event: JobEvent) -> asyncio.Future[Appended]:
+    async def send(self, event: JobEvent, partition: int | None = None) -> asyncio.Future[Appended]:
         self.events.append(event)
         self.acks.append(asyncio.get_running_loop().create_future())
         if event.type == "JobCompleted":

@@ -80,7 +80,7 @@ class Log:
     def __init__(self) -> None:
         self.published: list[Any] = []
 
-    async def publish(self, event: Any) -> None:
+    async def publish(self, event: Any, partition: int | None = None) -> None:
         self.published.append(event)
 
     async def check(self) -> None:

@@ -13,7 +13,7 @@ from contracts import AudioRef, JobReleased, NodeHeartbeatPayload, Producer, der
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CONFIG = SweeperConfig(stale_after_s=15, stale_factor=4, min_expected_s=10, sweep_interval_s=1, blob_grace_s=60)
 JOB = uuid.UUID(int=5)
-CLAIM = Claim(JOB, "ab" * 32, 2, "w1", T0, text_chars=400)
+CLAIM = Claim(JOB, "ab" * 32, 2, "w1", T0, text_chars=400, partition=5)
 
 
 def pulse(
@@ -104,9 +104,11 @@ class Book:
 class Log:
     def __init__(self) -> None:
         self.events: list[JobReleased] = []
+        self.partitions: list[int | None] = []
 
-    async def publish(self, event):
+    async def publish(self, event, *, partition=None):
         self.events.append(event)
+        self.partitions.append(partition)
         return event
 
 
@@ -129,6 +131,7 @@ async def test_a_stale_claim_is_released_once_with_the_id_every_release_of_that_
     [release] = log.events
     assert (release.attempt, release.payload.failed_attempt, release.payload.reason) == (2, 2, "stale")
     assert release.event_id == derive_event_id(JOB, "JobReleased", 2), "the id a worker's release would have"
+    assert log.partitions == [5], "in the job's partition, wherever its fingerprint hashes"
     assert await sweeper.sweep(at(22)) == [], "not again while the projection catches up"
     assert removed == [], "the blobs wait for their grace period"
 
