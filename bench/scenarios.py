@@ -44,7 +44,14 @@ class Context:
     def cpu(self, d: Deployment) -> dict[str, float]:
         return snapshot({**self.services(), **d.pids(), "client": [os.getpid()]})
 
-    def deploy(self, system: System, engine: str, synth_ms: float = 0.0, ms_per_char: float = 0.0) -> Deployment:
+    def deploy(
+        self,
+        system: System,
+        engine: str,
+        synth_ms: float = 0.0,
+        ms_per_char: float = 0.0,
+        extra: dict[str, str] | None = None,
+    ) -> Deployment:
         env = {
             "VOXLOG_ENGINE": engine,
             "VOXLOG_BENCH_SYNTH_MS": str(synth_ms),
@@ -53,6 +60,7 @@ class Context:
             # Every measured sentence is synthesized, as the engine-alone reference does: (f) streams a
             # paragraph (c) already said, which the segment cache would answer without the engine.
             "VOXLOG_SEGMENT_CACHE": "false",
+            **(extra or {}),
         }
         return Deployment(system, self.bootstrap, self.database_url, self.home, env, drop_data=self.drop_data)
 
@@ -216,19 +224,26 @@ async def coalescing(ctx: Context) -> dict[str, Any]:
     return out
 
 
+# (e) also runs voxlog with every job in its fingerprint's partition (the placement before producers.placement).
+KEY_PLACEMENT: Final = "voxlog_key"
+
+
 async def scale_out(ctx: Context) -> dict[str, Any]:
-    """(e) a 200 ms engine with more and more workers, against the ideal workers / 0.2 s."""
+    """(e) a 200 ms engine with more and more workers, against the ideal workers / 0.2 s; voxlog twice: with
+    its default placement (the least loaded partition) and with each job in its fingerprint's partition."""
     p = ctx.profile
     out: dict[str, Any] = {}
-    for system in SYSTEMS:
+    runs: list[tuple[str, System, dict[str, str] | None]] = [(system, system, None) for system in SYSTEMS]
+    runs.append((KEY_PLACEMENT, "voxlog", {"VOXLOG_JOB_PLACEMENT": "key"}))
+    for name, system, extra in runs:
         async with (
-            ctx.deploy(system, BENCH_ENGINE, p.scale_synth_ms) as d,
+            ctx.deploy(system, BENCH_ENGINE, p.scale_synth_ms, extra=extra) as d,
             Client(d, BENCH_ENGINE, "bench_tone", concurrency=64) as c,
         ):
             for workers in p.scale_workers:
                 await d.scale_to(workers)
                 jobs = p.scale_jobs_per_worker * workers
-                ctx.say(f"(e) {system}: {jobs} jobs, {workers} worker(s)")
+                ctx.say(f"(e) {name}: {jobs} jobs, {workers} worker(s)")
                 submissions, timings = await _backlog(c, ctx.texts(f"{d.tag}w{workers}", jobs))
                 wall = _wall(timings)
                 ideal = workers / (p.scale_synth_ms / 1000)
@@ -238,7 +253,7 @@ async def scale_out(ctx: Context) -> dict[str, Any]:
                     + " WHERE job_id = ANY($1::uuid[]) GROUP BY worker_id",
                     [s.job_id for s in submissions],
                 )
-                out.setdefault(system, {})[str(workers)] = {
+                out.setdefault(name, {})[str(workers)] = {
                     "jobs": jobs,
                     "wall_s": wall,
                     "jobs_per_s": jobs / wall,

@@ -2,7 +2,7 @@
 
 Records are keyed by the request fingerprint. A job's events go to the
 partition its ``JobQueued`` was placed in (``partition``; the API's routing
-chooses it, see ``producers.routing``), and where nobody chose one, aiokafka's
+chooses it, see ``producers.placement``), and where nobody chose one, aiokafka's
 default partitioner (murmur2, the same as the Java client's) picks the
 fingerprint's: either way every event of a job is in one partition, in order. The producer is idempotent with
 ``acks=all``: a record is reported published only once every in-sync replica

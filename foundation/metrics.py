@@ -72,6 +72,11 @@ SUBMISSIONS = Counter(
     " without a job) or known (an Idempotency-Key retry naming its first job).",
     ["answer"],
 )
+JOBS_PLACED = Counter(
+    "voxlog_jobs_placed",
+    "New jobs the API placed: in the least loaded partition (balanced), or by their key's hash (key).",
+    ["how"],
+)
 SUBMISSIONS_REFUSED = Counter(
     "voxlog_submissions_refused",
     "Submissions the API refused for backpressure: backlog (429, over VOXLOG_MAX_BACKLOG_S) or cache_only (503).",

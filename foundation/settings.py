@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -186,6 +186,15 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSetti
         ge=0,
         description="Seconds of the fleet's synthesis work ahead above which a new synthesis gets 429 with"
         " Retry-After (cached and in-flight requests are still taken; 0: no limit).",
+    )
+    job_placement: Literal["balanced", "key"] = Field(
+        "balanced",
+        description="Where a new job goes in the jobs topic: balanced (the partition with the least work not"
+        " finished, kept for its fingerprint in PostgreSQL so duplicates still meet) or key (its fingerprint's"
+        " hash).",
+    )
+    placement_ttl_s: float = Field(
+        86400.0, gt=0, description="How long a fingerprint keeps its partition after its last submission."
     )
 
 

@@ -23,7 +23,7 @@ class JobLog(Protocol):
     """
 
     async def publish(self, event: JobQueued | JobCancelled, partition: int | None = None) -> object:
-        """``partition``: the job's (``producers.routing`` places a new job); ``None``: its fingerprint's."""
+        """``partition``: the job's (``producers.placement`` places a new job); ``None``: its fingerprint's."""
         ...
 
     async def publish_all(

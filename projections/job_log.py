@@ -14,14 +14,13 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
-from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from contracts import DecodeError, decode_event
@@ -55,23 +54,22 @@ class JobLogReader:
         self._within_s = within_s
         self._reads = asyncio.Semaphore(at_once)  # each read is a consumer and a partition scan
 
-    async def of_fingerprint(self, fingerprint: str, start: Whereabouts | None = None) -> list[LoggedEvent]:
-        """The fingerprint's events in log order (from ``start``'s offset when given)."""
+    async def of_fingerprint(self, fingerprint: str, starts: dict[int, int] | None = None) -> list[LoggedEvent]:
+        """The fingerprint's events in log order: in ``starts``' partitions from their offsets when given, else
+        in every partition (the API places a fingerprint's jobs in any partition, see ``producers.placement``)."""
         key = fingerprint.encode()
-        if start is not None:
-            return await self._scan(lambda r: r.key == key, {start.partition: start.first_offset})
-        return await self._scan(lambda r: r.key == key, None, by_key=key)
+        return await self._scan(lambda r: r.key == key, starts)
 
     async def of_job(self, job_id: uuid.UUID) -> list[LoggedEvent]:
         """Every partition read for records that name ``job_id`` (when nothing says where it is)."""
         needle = str(job_id).encode()
         return await self._scan(lambda r: r.value is not None and needle in r.value, None)
 
-    async def _scan(self, keep: Keep, starts: dict[int, int] | None, by_key: bytes | None = None) -> list[LoggedEvent]:
+    async def _scan(self, keep: Keep, starts: dict[int, int] | None) -> list[LoggedEvent]:
         async with self._reads:
-            return await self._scan_now(keep, starts, by_key)
+            return await self._scan_now(keep, starts)
 
-    async def _scan_now(self, keep: Keep, starts: dict[int, int] | None, by_key: bytes | None) -> list[LoggedEvent]:
+    async def _scan_now(self, keep: Keep, starts: dict[int, int] | None) -> list[LoggedEvent]:
         consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False, group_id=None)
         try:
             await consumer.start()
@@ -79,7 +77,7 @@ class JobLogReader:
             await consumer.stop()
             raise BrokerUnavailable(f"cannot reach Kafka: {exc}") from exc
         try:
-            return await asyncio.wait_for(self._read(consumer, keep, starts, by_key), self._within_s)
+            return await asyncio.wait_for(self._read(consumer, keep, starts), self._within_s)
         except TimeoutError as exc:
             raise BrokerUnavailable(f"reading {self.topic} took over {self._within_s:.0f}s") from exc
         except KafkaError as exc:
@@ -87,13 +85,9 @@ class JobLogReader:
         finally:
             await consumer.stop()
 
-    async def _read(
-        self, consumer: AIOKafkaConsumer, keep: Keep, starts: dict[int, int] | None, by_key: bytes | None
-    ) -> list[LoggedEvent]:
+    async def _read(self, consumer: AIOKafkaConsumer, keep: Keep, starts: dict[int, int] | None) -> list[LoggedEvent]:
         partitions = await wait_for_partitions(consumer, self.topic, within_s=self._within_s)
-        if by_key is not None:  # the default partitioner's choice, as the producers made it
-            partitions = [partitions[(murmur2(by_key) & 0x7FFFFFFF) % len(partitions)]]
-        elif starts is not None:
+        if starts is not None:
             partitions = [TopicPartition(self.topic, p) for p in starts]
         consumer.assign(partitions)
         beginnings, ends = await asyncio.gather(
@@ -137,7 +131,7 @@ class LogAuditor:
 
     async def fingerprint(self, fingerprint: str) -> list[JobHistory]:
         """Every job of ``fingerprint``, in the order they were queued."""
-        events = await self._reader.of_fingerprint(fingerprint, await self._fingerprint_start(fingerprint))
+        events = await self._reader.of_fingerprint(fingerprint, await self._fingerprint_starts(fingerprint))
         job_ids = list(dict.fromkeys(e.event.job_id for e in events))
         return [history_of(job_id, events) for job_id in job_ids]
 
@@ -154,7 +148,7 @@ class LogAuditor:
                 return None
             where = Whereabouts(mine[0].event.fingerprint, mine[0].position.partition, 0)
         # From the partition's start: the job whose audio a cache hit reused came before it.
-        events = await self._reader.of_fingerprint(where.fingerprint, replace(where, first_offset=0))
+        events = await self._reader.of_fingerprint(where.fingerprint, {where.partition: 0})
         projection = Projection(self._ttl)
         for item in events:
             if item.appended_at <= moment:
@@ -175,7 +169,8 @@ class LogAuditor:
         where = await self._whereabouts(job_id)
         if where is None:
             return [e for e in await self._reader.of_job(job_id) if e.event.job_id == job_id]
-        return [e for e in await self._reader.of_fingerprint(where.fingerprint, where) if e.event.job_id == job_id]
+        events = await self._reader.of_fingerprint(where.fingerprint, {where.partition: where.first_offset})
+        return [e for e in events if e.event.job_id == job_id]
 
     async def _whereabouts(self, job_id: uuid.UUID) -> Whereabouts | None:
         row = await self._fetch(
@@ -185,13 +180,14 @@ class LogAuditor:
         )
         return None if row is None else Whereabouts(row["fingerprint"], row["kafka_partition"], row["first"])
 
-    async def _fingerprint_start(self, fingerprint: str) -> Whereabouts | None:
-        row = await self._fetch(
+    async def _fingerprint_starts(self, fingerprint: str) -> dict[int, int] | None:
+        """Where the fingerprint's events begin in each partition the projection shows them in."""
+        rows = await self._fetch_all(
             "SELECT kafka_partition, min(kafka_offset) AS first FROM job_events"
             " WHERE fingerprint = $1 AND topic = $2 GROUP BY kafka_partition",
             fingerprint,
         )
-        return None if row is None else Whereabouts(fingerprint, row["kafka_partition"], row["first"])
+        return {r["kafka_partition"]: r["first"] for r in rows} if rows else None
 
     async def _fetch(self, query: str, value: object) -> asyncpg.Record | None:
         if self._pool is None:
@@ -201,3 +197,12 @@ class LogAuditor:
         except DATABASE_OUTAGES:
             return None  # the log alone answers: every partition is read
         return row
+
+    async def _fetch_all(self, query: str, value: object) -> list[asyncpg.Record]:
+        if self._pool is None:
+            return []
+        try:
+            rows: list[asyncpg.Record] = await self._pool.fetch(query, value, self._reader.topic, timeout=5)
+        except DATABASE_OUTAGES:
+            return []  # the log alone answers: every partition is read
+        return rows

@@ -19,6 +19,7 @@ TABLES = {
     "node_heartbeats",
     "service_modes",
     "documents",
+    "placements",
     "schema_migrations",
 }
 

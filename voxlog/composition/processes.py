@@ -34,6 +34,8 @@ from producers.admission import Admission
 from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.document_queries import DocumentReader
+from producers.placement import BalancedPlacement, PlacingJobLog
+from producers.ports import JobLog
 from producers.queries import ProjectionReader
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
@@ -63,6 +65,9 @@ async def run_api(settings: ApiSettings) -> None:
             deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(publisher.stop)
+        jobs_log: JobLog = publisher
+        if settings.job_placement == "balanced":
+            jobs_log = PlacingJobLog(publisher, BalancedPlacement(pool, publisher, settings.placement_ttl_s))
         document_log = ReconnectingPublisher(
             settings.kafka_bootstrap_servers,
             settings.nodes_topic,
@@ -78,7 +83,7 @@ async def run_api(settings: ApiSettings) -> None:
         reader = ProjectionReader(pool)
         deps = ApiDeps(
             reader=reader,
-            publisher=publisher,
+            publisher=jobs_log,
             blobs=LocalBlobStore(settings.blob_dir),
             limits=limits(settings),
             producer=Producer(service="api", instance=instance_name()),

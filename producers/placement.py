@@ -1,0 +1,199 @@
+"""Where a new job goes: the partition of the jobs topic its ``JobQueued``, and so every later event of it, is in.
+
+Keying by fingerprint alone gives each worker the jobs that hash to its
+partitions: a static share, Binomial(jobs, 1/workers), so the busiest of
+eight workers had 50 of 320 jobs where 40 is even (docs/benchmarks.md, (e)),
+and nothing a worker can do about it. So the API places each new fingerprint
+in the partition with the least work not finished yet, and keeps it there:
+
+- **Duplicates still meet.** A fingerprint's route is a row of ``placements``
+  in PostgreSQL, written by the first submission's ``INSERT ... ON CONFLICT``
+  and found by every later one (of any API process) until it expires, so two
+  requests for the same audio, however close together, go to one partition,
+  where its owner coalesces them in log order as before. A route lives
+  ``VOXLOG_PLACEMENT_TTL_S`` from its last use, longer than a job lives.
+- **The least loaded partition.** The work of a partition is the text of its
+  live jobs (queued, claimed or released for a retry), plus a job's fixed
+  cost, as the projection shows it, read again at most every
+  ``REFRESH_S``; what this API placed since is added to it. Ties are broken
+  at random, so that idle partitions fill evenly across workers.
+- **Never in the way.** The table is not a projection (a replay does not
+  rebuild it). When PostgreSQL cannot place a job, it goes to its
+  fingerprint's own partition (the key's hash, as every job did before):
+  at worst a duplicate placed apart from a live twin is synthesized twice,
+  never answered wrongly. ``VOXLOG_JOB_PLACEMENT=key`` places every job so.
+
+Every later event of a job goes to the partition its ``JobQueued`` is in
+(the worker's ledger, the sweeper and the cancellations read it from the log
+or the projection), so nothing downstream depends on the key's hash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import asyncpg
+import structlog
+
+from contracts import JobCancelled, JobQueued
+from foundation.db import reading
+from foundation.live_jobs import LIVE_SQL
+from foundation.metrics import JOBS_PLACED
+from producers.ports import JobLog
+from producers.queries import ProjectionUnavailable
+
+log = structlog.get_logger("voxlog.api")
+REFRESH_S: Final = 0.2
+JOB_COST_CHARS: Final = 64
+"""A job's cost beyond its text (a claim, a completion, the engine's call), in characters of text."""
+QUERY_TIMEOUT_S: Final = 2.0
+_LOADS: Final = (
+    "SELECT r.kafka_partition, coalesce(sum(length(j.request->>'text')), 0) + $1 * count(*) AS work"
+    " FROM jobs j JOIN placements r ON r.fingerprint = j.fingerprint"
+    f" WHERE j.state IN ({LIVE_SQL}) GROUP BY r.kafka_partition"
+)
+_ROUTE: Final = (
+    "INSERT INTO placements AS r (fingerprint, kafka_partition, expires_at)"
+    " SELECT f, p, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::int[]) AS u(f, p)"
+    " ON CONFLICT (fingerprint) DO UPDATE SET expires_at = excluded.expires_at,"
+    # An expired route, or one to a partition the topic no longer has, is placed anew.
+    " kafka_partition = CASE WHEN r.expires_at < now() OR r.kafka_partition >= $4"
+    " THEN excluded.kafka_partition ELSE r.kafka_partition END"
+    " RETURNING fingerprint, kafka_partition"
+)
+_FORGET: Final = "DELETE FROM placements WHERE expires_at < now() - interval '1 hour'"
+_FORGET_EVERY_S: Final = 600.0
+
+
+def least_loaded(work: Sequence[float], costs: Sequence[float], rng: random.Random | None = None) -> list[int]:
+    """A partition for each cost in turn: the one with the least work so far (ties at random), which then
+    carries that cost too."""
+    pick = rng or random
+    heap = [(w, pick.random(), p) for p, w in enumerate(work)]
+    heapq.heapify(heap)
+    chosen = []
+    for cost in costs:
+        w, _, p = heapq.heappop(heap)
+        chosen.append(p)
+        heapq.heappush(heap, (w + cost, pick.random(), p))
+    return chosen
+
+
+@dataclass
+class _Loads:
+    """Each partition's work: the projection's reading plus what was placed since it was taken."""
+
+    read: list[float]
+    read_at: float = 0.0
+    placed: list[tuple[float, int, float]] = field(default_factory=list)  # (when, partition, cost)
+
+    def work(self, count: int) -> list[float]:
+        work = (self.read + [0.0] * count)[:count]
+        for _, partition, cost in self.placed:
+            if partition < len(work):
+                work[partition] += cost
+        return work
+
+
+class BalancedPlacement:
+    """Places new fingerprints in the least loaded partition, and keeps each where it was placed."""
+
+    def __init__(self, pool: asyncpg.Pool, log_: JobLog, ttl_s: float) -> None:
+        self._pool = pool
+        self._log = log_
+        self._ttl_s = ttl_s
+        self._count: int | None = None
+        self._loads = _Loads([])
+        self._refreshing = asyncio.Lock()
+        self._forgot_at = time.monotonic()
+
+    async def place(self, jobs: Sequence[JobQueued]) -> list[int | None]:
+        """The partition of each job (``None``: its fingerprint's own, when no route could be had)."""
+        if not jobs:
+            return []
+        try:
+            count = self._count or await self._log.partition_count()
+            self._count = count
+            await self._refresh(count)
+            routes = await self._route(jobs, count)
+        except ProjectionUnavailable as exc:
+            JOBS_PLACED.labels("key").inc(len(jobs))
+            log.warning("jobs placed by their key: no route could be read or written", error=str(exc))
+            return [None] * len(jobs)
+        JOBS_PLACED.labels("balanced").inc(len(jobs))
+        return [routes[job.fingerprint] for job in jobs]
+
+    async def _route(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:
+        costs: dict[str, float] = {}
+        for job in jobs:  # a fingerprint twice in one batch is one route (and one synthesis)
+            costs[job.fingerprint] = costs.get(job.fingerprint, 0) + len(job.payload.request.text) + JOB_COST_CHARS
+        fingerprints = list(costs)
+        proposed = least_loaded(self._loads.work(count), [costs[f] for f in fingerprints])
+        async with reading("the job routes", ProjectionUnavailable):
+            rows = await self._pool.fetch(_ROUTE, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S)
+        routes = {r["fingerprint"]: r["kafka_partition"] for r in rows}
+        now = time.monotonic()
+        self._loads.placed += [(now, routes[f], costs[f]) for f in fingerprints]
+        return routes
+
+    async def _refresh(self, count: int) -> None:
+        """Read the partitions' work again when the last reading is older than ``REFRESH_S``; a submission
+        that comes while another reads it goes on with the reading it has."""
+        if time.monotonic() - self._loads.read_at < REFRESH_S and len(self._loads.read) == count:
+            return
+        if self._refreshing.locked():
+            return
+        async with self._refreshing:
+            started = time.monotonic()
+            async with reading("the partitions' work", ProjectionUnavailable):
+                rows = await self._pool.fetch(_LOADS, JOB_COST_CHARS, timeout=QUERY_TIMEOUT_S)
+                if started - self._forgot_at > _FORGET_EVERY_S:
+                    self._forgot_at = started
+                    await self._pool.execute(_FORGET, timeout=QUERY_TIMEOUT_S)
+            read = [0.0] * count
+            for row in rows:
+                if row["kafka_partition"] < count:
+                    read[row["kafka_partition"]] = float(row["work"])
+            # What was placed just before the reading may not be projected yet: it is kept, counted twice at
+            # worst for a moment, rather than forgotten.
+            keep_from = started - REFRESH_S
+            self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if p[0] >= keep_from])
+
+
+class PlacingJobLog:
+    """The API's job log with placement: a ``JobQueued`` published without a partition goes where
+    :class:`BalancedPlacement` places it; everything else passes through as it is."""
+
+    def __init__(self, inner: JobLog, placement: BalancedPlacement) -> None:
+        self._inner = inner
+        self._placement = placement
+
+    async def publish(self, event: JobQueued | JobCancelled, partition: int | None = None) -> object:
+        return await self.publish_all([event], [partition])
+
+    async def publish_all(
+        self, events: Sequence[JobQueued | JobCancelled], partitions: Sequence[int | None] | None = None
+    ) -> object:
+        placed: list[int | None] = list(partitions) if partitions is not None else [None] * len(events)
+        new = [
+            (i, e)
+            for i, (e, p) in enumerate(zip(events, placed, strict=True))
+            if p is None and isinstance(e, JobQueued)
+        ]
+        if new:
+            routes = await self._placement.place([e for _, e in new])
+            for (i, _), route in zip(new, routes, strict=True):
+                placed[i] = route
+        return await self._inner.publish_all(events, placed)
+
+    async def check(self) -> None:
+        await self._inner.check()
+
+    async def partition_count(self) -> int:
+        return await self._inner.partition_count()

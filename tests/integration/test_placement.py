@@ -1,0 +1,76 @@
+"""Placing new jobs against the real projection (producers.placement.BalancedPlacement): duplicates meet in one
+partition whatever the race, and a new fingerprint goes where the projection shows the least work."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from foundation.kafka import RecordPosition
+from producers.placement import BalancedPlacement
+from projections.batch_apply import apply_job_events
+from tests.support.job_logs import _Builder
+
+pytestmark = pytest.mark.integration
+TTL = timedelta(minutes=10)
+
+
+class Topic:
+    """The jobs topic as the placement sees it: its partition count."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+
+    async def partition_count(self) -> int:
+        return self.partitions
+
+
+async def project(pool, events_at) -> None:
+    """Project ``(event, partition)`` pairs, as the projector would have read them."""
+    async with pool.acquire() as conn:
+        positions = [(e, RecordPosition("jobs", p, i)) for i, (e, p) in enumerate(events_at)]
+        await apply_job_events(conn, positions, TTL)
+
+
+async def test_two_apis_racing_with_one_text_place_every_copy_in_one_partition(pool):
+    apis = [BalancedPlacement(pool, Topic(24), 3600.0) for _ in range(2)]  # type: ignore[arg-type]
+    copies = [_Builder(uuid.uuid4(), request_text="The same words, asked for forty times.").queued() for _ in range(40)]
+    placed = await asyncio.gather(*(apis[i % 2].place([job]) for i, job in enumerate(copies)))
+    partitions = {p for [p] in placed}
+    assert len(partitions) == 1
+    assert None not in partitions
+    rows = await pool.fetch("SELECT fingerprint, kafka_partition FROM placements")
+    assert [(r["fingerprint"], r["kafka_partition"]) for r in rows] == [(copies[0].fingerprint, partitions.pop())]
+
+
+async def test_a_new_text_goes_to_the_partition_with_less_live_work_and_a_known_one_stays(pool):
+    first = BalancedPlacement(pool, Topic(2), 3600.0)  # type: ignore[arg-type]
+    long_job = _Builder(uuid.UUID(int=1), request_text="A long text. " * 200).queued()
+    [busy] = await first.place([long_job])
+    assert busy is not None
+    await project(pool, [(long_job, busy)])  # live in the projection: queued
+
+    api = BalancedPlacement(pool, Topic(2), 3600.0)  # type: ignore[arg-type]  # another API: reads the projection
+    short = _Builder(uuid.UUID(int=2), request_text="Short.").queued()
+    twin = _Builder(uuid.UUID(int=3), request_text="A long text. " * 200).queued()
+    assert await api.place([short]) == [1 - busy]
+    assert await api.place([twin]) == [busy], "a duplicate meets its live twin, however busy that partition is"
+
+
+async def test_an_expired_route_is_placed_anew(pool):
+    api = BalancedPlacement(pool, Topic(2), 3600.0)  # type: ignore[arg-type]
+    old = _Builder(uuid.UUID(int=1), request_text="Said last week.").queued()
+    [was] = await api.place([old])
+    other = _Builder(uuid.UUID(int=2), request_text="Something else, long enough to weigh. " * 50).queued()
+    await pool.execute("INSERT INTO placements VALUES ($1, $2, now() + interval '1 hour')", other.fingerprint, was)
+    await project(pool, [(other, was)])  # its old partition now holds live work
+    await pool.execute(
+        "UPDATE placements SET expires_at = now() - interval '1 second' WHERE fingerprint = $1", old.fingerprint
+    )
+
+    fresh = BalancedPlacement(pool, Topic(2), 3600.0)  # type: ignore[arg-type]
+    again = _Builder(uuid.UUID(int=3), request_text="Said last week.").queued()
+    assert await fresh.place([again]) == [1 - was]

@@ -1,0 +1,88 @@
+"""Placing new jobs (producers.placement): the least loaded partition, and what passes through untouched."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from producers.placement import BalancedPlacement, PlacingJobLog, least_loaded
+from tests.support.job_logs import _Builder
+
+pytestmark = pytest.mark.unit
+
+
+def test_each_cost_goes_to_the_partition_with_the_least_work_so_far():
+    assert least_loaded([5, 0, 3], [1, 1, 4, 1], random.Random(1)) == [1, 1, 1, 2]
+
+
+def test_equal_jobs_over_idle_partitions_fill_them_evenly_in_a_random_order():
+    chosen = least_loaded([0.0] * 24, [100.0] * 320, random.Random(7))
+    shares = Counter(chosen)
+    assert set(shares) == set(range(24))
+    assert max(shares.values()) - min(shares.values()) <= 1  # 13 or 14 each
+    assert chosen[:24] != list(range(24)), "ties are broken at random, not by index"
+
+
+def test_a_long_job_has_a_partition_to_itself_while_short_ones_fill_the_other():
+    long_one, *short = least_loaded([0.0, 0.0], [1000.0, 100.0, 100.0, 100.0], random.Random(3))
+    assert set(short) == {1 - long_one}
+
+
+class Inner:
+    def __init__(self) -> None:
+        self.published: list[tuple[list[Any], list[int | None]]] = []
+
+    async def publish(self, event: Any, partition: int | None = None) -> None:
+        await self.publish_all([event], [partition])
+
+    async def publish_all(self, events: list[Any], partitions: list[int | None] | None = None) -> None:
+        self.published.append((list(events), list(partitions or [None] * len(events))))
+
+    async def check(self) -> None: ...
+
+    async def partition_count(self) -> int:
+        return 24
+
+
+class Placing:
+    """Stands in for BalancedPlacement: places job i of a call in partition 10 + i."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[Any]] = []
+
+    async def place(self, jobs: list[Any]) -> list[int | None]:
+        self.asked.append(list(jobs))
+        return [10 + i for i in range(len(jobs))]
+
+
+async def test_only_new_jobs_published_without_a_partition_are_placed():
+    inner, placing = Inner(), Placing()
+    routed = PlacingJobLog(inner, placing)  # type: ignore[arg-type]
+    a, b, c = (_Builder(uuid.UUID(int=n), request_text=f"Text {n}.") for n in (1, 2, 3))
+    await routed.publish_all([a.queued(), c.cancelled(), b.queued(), c.queued()], [None, 4, None, 6])
+    await routed.publish(c.cancelled(), 5)
+    [(events, partitions), (_, cancel_partitions)] = inner.published
+    assert [e.type for e in events] == ["JobQueued", "JobCancelled", "JobQueued", "JobQueued"]
+    assert partitions == [10, 4, 11, 6]
+    assert [[e.job_id for e in asked] for asked in placing.asked] == [[a.job_id, b.job_id]]
+    assert cancel_partitions == [5]
+
+
+class DownPool:
+    """A pool whose database is unreachable."""
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        raise OSError("connection refused")
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        raise OSError("connection refused")
+
+
+async def test_without_the_database_a_job_goes_to_its_fingerprints_own_partition():
+    placement = BalancedPlacement(DownPool(), Inner(), 60.0)  # type: ignore[arg-type]
+    job = _Builder(uuid.UUID(int=1), request_text="Anything.").queued()
+    assert await placement.place([job, job]) == [None, None]
