@@ -86,18 +86,25 @@ def least_loaded(work: Sequence[float], costs: Sequence[float], rng: random.Rand
 
 
 @dataclass
+class _Placed:
+    at: float
+    partition: int
+    cost: float
+
+
+@dataclass
 class _Loads:
     """Each partition's work: the projection's reading plus what was placed since it was taken."""
 
     read: list[float]
     read_at: float = 0.0
-    placed: list[tuple[float, int, float]] = field(default_factory=list)  # (when, partition, cost)
+    placed: list[_Placed] = field(default_factory=list)
 
     def work(self, count: int) -> list[float]:
         work = (self.read + [0.0] * count)[:count]
-        for _, partition, cost in self.placed:
-            if partition < len(work):
-                work[partition] += cost
+        for placed in self.placed:
+            if placed.partition < len(work):
+                work[placed.partition] += placed.cost
         return work
 
 
@@ -135,11 +142,23 @@ class BalancedPlacement:
             costs[job.fingerprint] = costs.get(job.fingerprint, 0) + len(job.payload.request.text) + JOB_COST_CHARS
         fingerprints = list(costs)
         proposed = least_loaded(self._loads.work(count), [costs[f] for f in fingerprints])
-        async with reading("the job routes", ProjectionUnavailable):
-            rows = await self._pool.fetch(_ROUTE, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S)
-        routes = {r["fingerprint"]: r["kafka_partition"] for r in rows}
+        # Counted at once, before the database answers: the submissions that come meanwhile (dozens, under
+        # load) must see this work, or they would all pick the same least loaded partition.
         now = time.monotonic()
-        self._loads.placed += [(now, routes[f], costs[f]) for f in fingerprints]
+        reserved = [_Placed(now, p, costs[f]) for f, p in zip(fingerprints, proposed, strict=True)]
+        self._loads.placed += reserved
+        try:
+            async with reading("the job routes", ProjectionUnavailable):
+                rows = await self._pool.fetch(
+                    _ROUTE, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S
+                )
+        except ProjectionUnavailable:
+            for placed in reserved:
+                placed.cost = 0.0  # placed by key instead: where, this API does not know
+            raise
+        routes = {r["fingerprint"]: r["kafka_partition"] for r in rows}
+        for f, placed in zip(fingerprints, reserved, strict=True):
+            placed.partition = routes[f]  # a known fingerprint keeps its partition
         return routes
 
     async def _refresh(self, count: int) -> None:
@@ -163,7 +182,7 @@ class BalancedPlacement:
             # What was placed just before the reading may not be projected yet: it is kept, counted twice at
             # worst for a moment, rather than forgotten.
             keep_from = started - REFRESH_S
-            self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if p[0] >= keep_from])
+            self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if p.at >= keep_from])
 
 
 class PlacingJobLog:
