@@ -21,8 +21,7 @@ import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.errors import BenchError
-from consumers.worker_config import synth_group
-from foundation.kafka_groups import wait_group_stable
+from foundation.kafka_groups import synth_group, wait_group_stable
 from foundation.metrics import parse_totals
 from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec

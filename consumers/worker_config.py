@@ -6,17 +6,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 
-def synth_group(base: str, engine: str, model_version: str) -> str:
-    """The consumer group of the workers of one engine and model version.
-
-    Routing: every group reads the whole jobs topic, and a worker acts only on jobs fingerprinted
-    for its own engine and model version, so a job is synthesized by a worker that has that model,
-    never by another (during a rolling upgrade, old jobs stay with the old version's workers).
-    Duplicates still meet in their fingerprint's partition, within one group.
-    """
-    return f"{base}.{engine}.{model_version}"
-
-
 @dataclass(frozen=True)
 class WorkerConfig:
     worker_id: str

@@ -7,9 +7,21 @@ import time
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError
 
 from foundation.errors import BrokerUnavailable
+
+
+def synth_group(base: str, engine: str, model_version: str) -> str:
+    """The consumer group of the workers of one engine and model version.
+
+    Routing: every group reads the whole jobs topic, and a worker acts only on jobs fingerprinted
+    for its own engine and model version, so a job is synthesized by a worker that has that model,
+    never by another (during a rolling upgrade, old jobs stay with the old version's workers).
+    Duplicates still meet in their fingerprint's partition, within one group.
+    """
+    return f"{base}.{engine}.{model_version}"
 
 
 @dataclass(frozen=True)
@@ -44,3 +56,52 @@ async def wait_group_stable(bootstrap_servers: str, group: str, members: int, wi
         raise BrokerUnavailable(f"group {group} did not settle with {members} members in {within_s:.0f}s; last: {seen}")
     finally:
         await admin.close()
+
+
+async def member_partitions(admin: AIOKafkaAdminClient, group: str, topic: str) -> list[frozenset[int]]:
+    """The partitions of ``topic`` each member of ``group`` owns; empty unless the group is Stable (during a
+    rebalance the assignment is about to change)."""
+    # DescribeGroups v0 members: (member_id, client_id, client_host, member_metadata, member_assignment)
+    row = (await admin.describe_consumer_groups([group]))[0].groups[0]
+    if row[2] != "Stable":
+        return []
+    shares = []
+    for member in row[5]:
+        assignment = ConsumerProtocolMemberAssignment.decode(member[4])
+        shares.append(frozenset(p for name, partitions in assignment.assignment if name == topic for p in partitions))
+    return [share for share in shares if share]
+
+
+class GroupShares:
+    """Which partitions each worker of a group owns, as last read (at most every ``fresh_s``) through the
+    admin API; an empty list while it cannot be read (no broker, no group yet, a rebalance)."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, fresh_s: float = 2.0) -> None:
+        self._bootstrap = bootstrap_servers
+        self._topic = topic
+        self._fresh_s = fresh_s
+        self._admin: AIOKafkaAdminClient | None = None
+        self._read: dict[str, tuple[float, list[frozenset[int]]]] = {}
+        self._reading = asyncio.Lock()
+
+    async def shares(self, group: str) -> list[frozenset[int]]:
+        at, shares = self._read.get(group, (float("-inf"), []))
+        if time.monotonic() - at < self._fresh_s or self._reading.locked():
+            return shares  # a submission never waits for another's read
+        async with self._reading:
+            try:
+                if self._admin is None:
+                    admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=2000)
+                    await asyncio.wait_for(admin.start(), 5)
+                    self._admin = admin
+                shares = await asyncio.wait_for(member_partitions(self._admin, group, self._topic), 5)
+            except (KafkaError, OSError, TimeoutError, IndexError):
+                shares = []  # placed by partition alone until the group can be read again
+                await self.stop()
+            self._read[group] = (time.monotonic(), shares)
+        return shares
+
+    async def stop(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            await admin.close()

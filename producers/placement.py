@@ -36,13 +36,15 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from types import ModuleType
+from typing import Final, Protocol
 
 import asyncpg
 import structlog
 
 from contracts import JobCancelled, JobQueued
 from foundation.db import reading
+from foundation.kafka_groups import synth_group
 from foundation.live_jobs import LIVE_SQL
 from foundation.metrics import JOBS_PLACED
 from producers.ports import JobLog
@@ -71,10 +73,20 @@ _FORGET: Final = "DELETE FROM placements WHERE expires_at < now() - interval '1 
 _FORGET_EVERY_S: Final = 600.0
 
 
-def least_loaded(work: Sequence[float], costs: Sequence[float], rng: random.Random | None = None) -> list[int]:
-    """A partition for each cost in turn: the one with the least work so far (ties at random), which then
-    carries that cost too."""
+def least_loaded(
+    work: Sequence[float],
+    costs: Sequence[float],
+    shares: Sequence[frozenset[int]] = (),
+    rng: random.Random | None = None,
+) -> list[int]:
+    """A partition for each cost in turn, which then carries that cost too: with the workers' ``shares`` (the
+    partitions each owns), the least loaded partition of the least loaded worker; without them, the least
+    loaded partition. Ties are broken at random."""
     pick = rng or random
+    owned = [sorted(p for p in share if p < len(work)) for share in shares]
+    owned = [partitions for partitions in owned if partitions]
+    if owned:
+        return _least_loaded_worker(list(work), costs, owned, pick)
     heap = [(w, pick.random(), p) for p, w in enumerate(work)]
     heapq.heapify(heap)
     chosen = []
@@ -82,6 +94,22 @@ def least_loaded(work: Sequence[float], costs: Sequence[float], rng: random.Rand
         w, _, p = heapq.heappop(heap)
         chosen.append(p)
         heapq.heappush(heap, (w + cost, pick.random(), p))
+    return chosen
+
+
+def _least_loaded_worker(
+    work: list[float], costs: Sequence[float], owned: list[list[int]], pick: random.Random | ModuleType
+) -> list[int]:
+    # A worker takes its partitions' jobs in turn, so its load is theirs together: even partitions can
+    # still make one worker busier than another (13 + 14 + 14 against 13 + 13 + 13).
+    member_work = [sum(work[p] for p in partitions) for partitions in owned]
+    chosen = []
+    for cost in costs:
+        k = min(range(len(owned)), key=lambda i: (member_work[i], pick.random()))
+        p = min(owned[k], key=lambda q: (work[q], pick.random()))
+        chosen.append(p)
+        work[p] += cost
+        member_work[k] += cost
     return chosen
 
 
@@ -108,13 +136,30 @@ class _Loads:
         return work
 
 
-class BalancedPlacement:
-    """Places new fingerprints in the least loaded partition, and keeps each where it was placed."""
+class WorkerShares(Protocol):
+    """The partitions each member of a consumer group owns (``foundation.kafka_groups.GroupShares``); empty
+    when it cannot tell."""
 
-    def __init__(self, pool: asyncpg.Pool, log_: JobLog, ttl_s: float) -> None:
+    async def shares(self, group: str) -> list[frozenset[int]]: ...
+
+
+class BalancedPlacement:
+    """Places new fingerprints in the least loaded partition (of the least loaded worker of the job's engine,
+    when ``workers`` can tell who owns what), and keeps each where it was placed."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        log_: JobLog,
+        ttl_s: float,
+        workers: WorkerShares | None = None,
+        synth_group_base: str = "",
+    ) -> None:
         self._pool = pool
         self._log = log_
         self._ttl_s = ttl_s
+        self._workers = workers
+        self._group_base = synth_group_base
         self._count: int | None = None
         self._loads = _Loads([])
         self._refreshing = asyncio.Lock()
@@ -137,28 +182,37 @@ class BalancedPlacement:
         return [routes[job.fingerprint] for job in jobs]
 
     async def _route(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:
-        costs: dict[str, float] = {}
+        by_group: dict[str, dict[str, float]] = {}  # the workers of an engine and model version take its jobs
         for job in jobs:  # a fingerprint twice in one batch is one route (and one synthesis)
-            costs[job.fingerprint] = costs.get(job.fingerprint, 0) + len(job.payload.request.text) + JOB_COST_CHARS
-        fingerprints = list(costs)
-        proposed = least_loaded(self._loads.work(count), [costs[f] for f in fingerprints])
-        # Counted at once, before the database answers: the submissions that come meanwhile (dozens, under
-        # load) must see this work, or they would all pick the same least loaded partition.
-        now = time.monotonic()
-        reserved = [_Placed(now, p, costs[f]) for f, p in zip(fingerprints, proposed, strict=True)]
-        self._loads.placed += reserved
+            request = job.payload.request
+            costs = by_group.setdefault(synth_group(self._group_base, request.engine, request.model_version), {})
+            costs[job.fingerprint] = costs.get(job.fingerprint, 0) + len(request.text) + JOB_COST_CHARS
+        fingerprints: list[str] = []
+        proposed: list[int] = []
+        reserved: list[_Placed] = []
+        for group, costs in by_group.items():
+            shares = await self._workers.shares(group) if self._workers is not None else []
+            chosen = least_loaded(self._loads.work(count), list(costs.values()), shares)
+            # Counted at once, before the database answers: the submissions that come meanwhile (dozens, under
+            # load) must see this work, or they would all pick the same least loaded partition.
+            now = time.monotonic()
+            placed = [_Placed(now, p, cost) for p, cost in zip(chosen, costs.values(), strict=True)]
+            self._loads.placed += placed
+            fingerprints += costs
+            proposed += chosen
+            reserved += placed
         try:
             async with reading("the job routes", ProjectionUnavailable):
                 rows = await self._pool.fetch(
                     _ROUTE, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S
                 )
         except ProjectionUnavailable:
-            for placed in reserved:
-                placed.cost = 0.0  # placed by key instead: where, this API does not know
+            for unplaced in reserved:
+                unplaced.cost = 0.0  # placed by key instead: where, this API does not know
             raise
         routes = {r["fingerprint"]: r["kafka_partition"] for r in rows}
-        for f, placed in zip(fingerprints, reserved, strict=True):
-            placed.partition = routes[f]  # a known fingerprint keeps its partition
+        for f, kept in zip(fingerprints, reserved, strict=True):
+            kept.partition = routes[f]  # a known fingerprint keeps its partition
         return routes
 
     async def _refresh(self, count: int) -> None:

@@ -12,8 +12,7 @@ from typing import Any
 
 import httpx
 
-from consumers.worker_config import synth_group
-from foundation.kafka_groups import wait_group_stable
+from foundation.kafka_groups import synth_group, wait_group_stable
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail
 from tests.support.stack import free_port

@@ -17,11 +17,11 @@ pytestmark = pytest.mark.unit
 
 
 def test_each_cost_goes_to_the_partition_with_the_least_work_so_far():
-    assert least_loaded([5, 0, 3], [1, 1, 4, 1], random.Random(1)) == [1, 1, 1, 2]
+    assert least_loaded([5, 0, 3], [1, 1, 4, 1], rng=random.Random(1)) == [1, 1, 1, 2]
 
 
 def test_equal_jobs_over_idle_partitions_fill_them_evenly_in_a_random_order():
-    chosen = least_loaded([0.0] * 24, [100.0] * 320, random.Random(7))
+    chosen = least_loaded([0.0] * 24, [100.0] * 320, rng=random.Random(7))
     shares = Counter(chosen)
     assert set(shares) == set(range(24))
     assert max(shares.values()) - min(shares.values()) <= 1  # 13 or 14 each
@@ -29,7 +29,7 @@ def test_equal_jobs_over_idle_partitions_fill_them_evenly_in_a_random_order():
 
 
 def test_a_long_job_has_a_partition_to_itself_while_short_ones_fill_the_other():
-    long_one, *short = least_loaded([0.0, 0.0], [1000.0, 100.0, 100.0, 100.0], random.Random(3))
+    long_one, *short = least_loaded([0.0, 0.0], [1000.0, 100.0, 100.0, 100.0], rng=random.Random(3))
     assert set(short) == {1 - long_one}
 
 
@@ -120,3 +120,18 @@ async def test_regression_concurrent_submissions_all_went_to_the_one_least_loade
     pool.gate.set()
     shares = Counter(p for [p] in await asyncio.gather(*placing))
     assert sorted(shares.values()) == [2] * 24
+
+
+def test_with_the_workers_shares_a_job_goes_to_the_least_loaded_worker_not_just_partition():
+    shares = [frozenset({0, 1, 2}), frozenset({3, 4, 5})]
+    # Partition 0 is the emptiest, but its worker holds 20 to the other's 9.
+    assert least_loaded([0, 10, 10, 3, 3, 3], [1], shares, rng=random.Random(2))[0] in {3, 4, 5}
+
+
+def test_jobs_of_unequal_texts_still_split_evenly_between_workers():
+    """Per partition, texts of 50 to 52 characters leave 13 or 14 jobs in each of 24 partitions, which three
+    at a time can make one of 8 workers 42 and another 39; per worker, every one has 40."""
+    shares = [frozenset({k, k + 8, k + 16}) for k in range(8)]
+    chosen = least_loaded([0.0] * 24, [114 + i % 3 for i in range(320)], shares, rng=random.Random(5))
+    per_worker = Counter(next(k for k, share in enumerate(shares) if p in share) for p in chosen)
+    assert sorted(per_worker.values()) == [40] * 8

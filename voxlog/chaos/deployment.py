@@ -24,8 +24,7 @@ from typing import Any, Final
 import asyncpg
 import httpx
 
-from consumers.worker_config import synth_group
-from foundation.kafka_groups import wait_group_stable
+from foundation.kafka_groups import synth_group, wait_group_stable
 from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port, tail, wait_gone

@@ -22,6 +22,7 @@ from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.job_changes import JobChanges
 from foundation.kafka import ReconnectingPublisher, wait_for_partitions
+from foundation.kafka_groups import GroupShares
 from foundation.lifecycle import OwnedTasks, stop_on_signals, until_available
 from foundation.metrics import serve_metrics
 from foundation.settings import (
@@ -67,7 +68,10 @@ async def run_api(settings: ApiSettings) -> None:
         resources.push_async_callback(publisher.stop)
         jobs_log: JobLog = publisher
         if settings.job_placement == "balanced":
-            jobs_log = PlacingJobLog(publisher, BalancedPlacement(pool, publisher, settings.placement_ttl_s))
+            workers = GroupShares(settings.kafka_bootstrap_servers, settings.jobs_topic)
+            resources.push_async_callback(workers.stop)
+            placement = BalancedPlacement(pool, publisher, settings.placement_ttl_s, workers, settings.synth_group)
+            jobs_log = PlacingJobLog(publisher, placement)
         document_log = ReconnectingPublisher(
             settings.kafka_bootstrap_servers,
             settings.nodes_topic,

@@ -15,12 +15,12 @@ from consumers.job_runner import JobRunner
 from consumers.segment_reuse import SegmentCache
 from consumers.store import PostgresResultLookup
 from consumers.worker import POLL_BUDGET_S, SynthWorker
-from consumers.worker_config import synth_group
 from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, utc_now
 from foundation.blobs import LocalBlobStore
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
+from foundation.kafka_groups import synth_group
 from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1, stop_on_signals, until_available
 from foundation.metrics import ENGINE_QUEUE_DEPTH, serve_metrics
 from foundation.settings import WorkerSettings

@@ -1,0 +1,35 @@
+"""Which partitions each worker owns, read from the real broker (foundation.kafka_groups.GroupShares)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+
+from foundation.kafka_groups import GroupShares, wait_group_stable
+
+pytestmark = pytest.mark.integration
+
+
+async def test_the_shares_of_a_stable_group_are_its_members_disjoint_partitions(topics):
+    group = f"shares-{uuid.uuid4().hex[:8]}"
+    members = [
+        AIOKafkaConsumer(topics.jobs, bootstrap_servers=topics.bootstrap, group_id=group, enable_auto_commit=False)
+        for _ in range(2)
+    ]
+    shares = GroupShares(topics.bootstrap, topics.jobs, fresh_s=0.0)
+    try:
+        for member in members:
+            await member.start()
+        await wait_group_stable(topics.bootstrap, group, 2, 60)
+        read = await shares.shares(group)
+        nobody = await shares.shares(f"{group}-none")
+    finally:
+        await shares.stop()
+        for member in members:
+            await member.stop()
+    assert len(read) == 2
+    assert not read[0] & read[1]
+    assert read[0] | read[1] == set(range(24))
+    assert nobody == []
