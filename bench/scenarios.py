@@ -260,6 +260,7 @@ async def scale_out(ctx: Context) -> dict[str, Any]:
                     "ideal_jobs_per_s": ideal,
                     "efficiency": jobs / wall / ideal,
                     "busiest_worker_jobs": max((int(r["n"]) for r in shares), default=0),
+                    "worker_jobs": sorted((int(r["n"]) for r in shares), reverse=True),
                     "latency": summarize([t.visible - t.submitted for t in timings]),
                 }
                 ctx.say(f"    {jobs / wall:.1f} jobs/s (ideal {ideal:.0f})")

@@ -34,6 +34,7 @@ import asyncio
 import heapq
 import random
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -69,6 +70,9 @@ _ROUTE: Final = (
     " THEN excluded.kafka_partition ELSE r.kafka_partition END"
     " RETURNING fingerprint, kafka_partition"
 )
+_PROJECTED: Final = "SELECT job_id FROM jobs WHERE job_id = ANY($1::uuid[])"
+UNSEEN_FOR_S: Final = 30.0
+"""Placed work the projection has not shown for this long is forgotten (its publish failed, say)."""
 _FORGET: Final = "DELETE FROM placements WHERE expires_at < now() - interval '1 hour'"
 _FORGET_EVERY_S: Final = 600.0
 
@@ -115,9 +119,12 @@ def _least_loaded_worker(
 
 @dataclass
 class _Placed:
+    """Work this API placed, counted until the projection shows its jobs (then the reading counts them)."""
+
     at: float
     partition: int
     cost: float
+    job_ids: tuple[uuid.UUID, ...]
 
 
 @dataclass
@@ -183,10 +190,12 @@ class BalancedPlacement:
 
     async def _route(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:
         by_group: dict[str, dict[str, float]] = {}  # the workers of an engine and model version take its jobs
+        ids: dict[str, tuple[uuid.UUID, ...]] = {}
         for job in jobs:  # a fingerprint twice in one batch is one route (and one synthesis)
             request = job.payload.request
             costs = by_group.setdefault(synth_group(self._group_base, request.engine, request.model_version), {})
             costs[job.fingerprint] = costs.get(job.fingerprint, 0) + len(request.text) + JOB_COST_CHARS
+            ids[job.fingerprint] = (*ids.get(job.fingerprint, ()), job.job_id)
         fingerprints: list[str] = []
         proposed: list[int] = []
         reserved: list[_Placed] = []
@@ -196,7 +205,7 @@ class BalancedPlacement:
             # Counted at once, before the database answers: the submissions that come meanwhile (dozens, under
             # load) must see this work, or they would all pick the same least loaded partition.
             now = time.monotonic()
-            placed = [_Placed(now, p, cost) for p, cost in zip(chosen, costs.values(), strict=True)]
+            placed = [_Placed(now, p, costs[f], ids[f]) for f, p in zip(costs, chosen, strict=True)]
             self._loads.placed += placed
             fingerprints += costs
             proposed += chosen
@@ -224,7 +233,17 @@ class BalancedPlacement:
             return
         async with self._refreshing:
             started = time.monotonic()
+            # Placed work stays counted until its jobs are projected: under a burst the projector lags, and work
+            # forgotten before it shows up would draw more jobs to its partition. Asked before the reading, so
+            # that a job seen projected is in the reading too (if still live).
+            pending = [p for p in self._loads.placed if started - p.at < UNSEEN_FOR_S]
             async with reading("the partitions' work", ProjectionUnavailable):
+                seen = {
+                    r["job_id"]
+                    for r in await self._pool.fetch(
+                        _PROJECTED, [i for p in pending for i in p.job_ids], timeout=QUERY_TIMEOUT_S
+                    )
+                }
                 rows = await self._pool.fetch(_LOADS, JOB_COST_CHARS, timeout=QUERY_TIMEOUT_S)
                 if started - self._forgot_at > _FORGET_EVERY_S:
                     self._forgot_at = started
@@ -233,10 +252,14 @@ class BalancedPlacement:
             for row in rows:
                 if row["kafka_partition"] < count:
                     read[row["kafka_partition"]] = float(row["work"])
-            # What was placed just before the reading may not be projected yet: it is kept, counted twice at
-            # worst for a moment, rather than forgotten.
-            keep_from = started - REFRESH_S
-            self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if p.at >= keep_from])
+            asked = {id(p) for p in pending}
+
+            def unseen(placed: _Placed) -> bool:
+                if id(placed) not in asked:  # placed during the reading (kept), or unseen for too long
+                    return placed.at >= started
+                return not all(i in seen for i in placed.job_ids)
+
+            self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if unseen(p)])
 
 
 class PlacingJobLog:
