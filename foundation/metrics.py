@@ -74,7 +74,8 @@ SUBMISSIONS = Counter(
 )
 JOBS_PLACED = Counter(
     "voxlog_jobs_placed",
-    "New jobs the API placed: in the least loaded partition (balanced), or by their key's hash (key).",
+    "New jobs the API placed: in the least loaded partition (balanced), where it placed the fingerprint before"
+    " while PostgreSQL is down (remembered), or by their key's hash (key).",
     ["how"],
 )
 SUBMISSIONS_REFUSED = Counter(

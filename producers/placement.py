@@ -21,7 +21,10 @@ in the partition with the least work not finished yet, and keeps it there:
   rebuild it). When PostgreSQL cannot place a job, it goes to its
   fingerprint's own partition (the key's hash, as every job did before):
   at worst a duplicate placed apart from a live twin is synthesized twice,
-  never answered wrongly. ``VOXLOG_JOB_PLACEMENT=key`` places every job so.
+  never answered wrongly. A fingerprint this API placed itself goes where it
+  placed it (a retry with the same Idempotency-Key names the same job, which
+  had better stay in one partition). ``VOXLOG_JOB_PLACEMENT=key`` places every
+  job by key.
 
 Every later event of a job goes to the partition its ``JobQueued`` is in
 (the worker's ledger, the sweeper and the cancellations read it from the log
@@ -35,6 +38,7 @@ import heapq
 import random
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -73,6 +77,8 @@ _ROUTE: Final = (
 _PROJECTED: Final = "SELECT job_id FROM jobs WHERE job_id = ANY($1::uuid[])"
 UNSEEN_FOR_S: Final = 30.0
 """Placed work the projection has not shown for this long is forgotten (its publish failed, say)."""
+REMEMBERED: Final = 100_000
+"""Placements an API remembers, for when PostgreSQL cannot be read (about 10 MB)."""
 _FORGET: Final = "DELETE FROM placements WHERE expires_at < now() - interval '1 hour'"
 _FORGET_EVERY_S: Final = 600.0
 
@@ -167,6 +173,7 @@ class BalancedPlacement:
         self._ttl_s = ttl_s
         self._workers = workers
         self._group_base = synth_group_base
+        self._known: OrderedDict[str, int] = OrderedDict()  # the placements this API made, newest last
         self._count: int | None = None
         self._loads = _Loads([])
         self._refreshing = asyncio.Lock()
@@ -182,10 +189,19 @@ class BalancedPlacement:
             await self._refresh(count)
             routes = await self._route(jobs, count)
         except ProjectionUnavailable as exc:
-            JOBS_PLACED.labels("key").inc(len(jobs))
-            log.warning("jobs placed by their key: no route could be read or written", error=str(exc))
-            return [None] * len(jobs)
+            # What this API placed itself it still knows (a retry with the same Idempotency-Key names the same
+            # job: it had better go where the first attempt went); the rest goes by key.
+            known = [self._known.get(job.fingerprint) for job in jobs]
+            JOBS_PLACED.labels("remembered").inc(sum(1 for p in known if p is not None))
+            JOBS_PLACED.labels("key").inc(sum(1 for p in known if p is None))
+            log.warning("jobs placed without the database: as this API placed them, else by key", error=str(exc))
+            return known
         JOBS_PLACED.labels("balanced").inc(len(jobs))
+        for fingerprint in dict.fromkeys(job.fingerprint for job in jobs):
+            self._known[fingerprint] = routes[fingerprint]
+            self._known.move_to_end(fingerprint)
+        while len(self._known) > REMEMBERED:
+            self._known.popitem(last=False)
         return [routes[job.fingerprint] for job in jobs]
 
     async def _route(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:

@@ -135,3 +135,28 @@ def test_jobs_of_unequal_texts_still_split_evenly_between_workers():
     chosen = least_loaded([0.0] * 24, [114 + i % 3 for i in range(320)], shares, rng=random.Random(5))
     per_worker = Counter(next(k for k, share in enumerate(shares) if p in share) for p in chosen)
     assert sorted(per_worker.values()) == [40] * 8
+
+
+class FlakyPool(GatedPool):
+    """A database that answers, then goes away."""
+
+    def __init__(self) -> None:
+        super().__init__(expected=0)
+        self.gate.set()
+        self.down = False
+
+    async def fetch(self, query: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        if self.down:
+            raise OSError("connection refused")
+        return await super().fetch(query, *args, **kwargs)
+
+
+async def test_without_the_database_a_fingerprint_this_api_placed_goes_where_it_went_before():
+    pool = FlakyPool()
+    placement = BalancedPlacement(pool, Inner(), 60.0)  # type: ignore[arg-type]
+    first = _Builder(uuid.UUID(int=1), request_text="Placed while the database answered.").queued()
+    [where] = await placement.place([first])
+    pool.down = True
+    retry = _Builder(uuid.UUID(int=1), request_text="Placed while the database answered.").queued()
+    other = _Builder(uuid.UUID(int=2), request_text="Never placed.").queued()
+    assert await placement.place([retry, other]) == [where, None]
