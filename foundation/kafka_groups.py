@@ -82,26 +82,38 @@ class GroupShares:
         self._fresh_s = fresh_s
         self._admin: AIOKafkaAdminClient | None = None
         self._read: dict[str, tuple[float, list[frozenset[int]]]] = {}
-        self._reading = asyncio.Lock()
+        self._reader: asyncio.Task[list[frozenset[int]]] | None = None
 
     async def shares(self, group: str) -> list[frozenset[int]]:
+        """The shares as last read; a reading older than ``fresh_s`` is renewed in the background (a
+        submission never waits for the broker)."""
         at, shares = self._read.get(group, (float("-inf"), []))
-        if time.monotonic() - at < self._fresh_s or self._reading.locked():
-            return shares  # a submission never waits for another's read
-        async with self._reading:
-            try:
-                if self._admin is None:
-                    admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=2000)
-                    await asyncio.wait_for(admin.start(), 5)
-                    self._admin = admin
-                shares = await asyncio.wait_for(member_partitions(self._admin, group, self._topic), 5)
-            except (KafkaError, OSError, TimeoutError, IndexError):
-                shares = []  # placed by partition alone until the group can be read again
-                await self.stop()
-            self._read[group] = (time.monotonic(), shares)
+        if time.monotonic() - at >= self._fresh_s and (self._reader is None or self._reader.done()):
+            self._reader = asyncio.create_task(self.read(group), name=f"shares of {group}")
         return shares
 
-    async def stop(self) -> None:
+    async def read(self, group: str) -> list[frozenset[int]]:
+        """Read ``group``'s shares now (empty when the broker cannot tell)."""
+        try:
+            if self._admin is None:
+                admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=2000)
+                await asyncio.wait_for(admin.start(), 5)
+                self._admin = admin
+            shares = await asyncio.wait_for(member_partitions(self._admin, group, self._topic), 5)
+        except (KafkaError, OSError, TimeoutError, IndexError):
+            shares = []  # placed by partition alone until the group can be read again
+            await self._close_admin()
+        self._read[group] = (time.monotonic(), shares)
+        return shares
+
+    async def _close_admin(self) -> None:
         admin, self._admin = self._admin, None
         if admin is not None:
             await admin.close()
+
+    async def stop(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+        await self._close_admin()

@@ -176,7 +176,7 @@ class BalancedPlacement:
         self._known: OrderedDict[str, int] = OrderedDict()  # the placements this API made, newest last
         self._count: int | None = None
         self._loads = _Loads([])
-        self._refreshing = asyncio.Lock()
+        self._refresher: asyncio.Task[None] | None = None
         self._forgot_at = time.monotonic()
 
     async def place(self, jobs: Sequence[JobQueued]) -> list[int | None]:
@@ -186,7 +186,7 @@ class BalancedPlacement:
         try:
             count = self._count or await self._log.partition_count()
             self._count = count
-            await self._refresh(count)
+            self._refresh_soon(count)
             routes = await self._route(jobs, count)
         except ProjectionUnavailable as exc:
             # What this API placed itself it still knows (a retry with the same Idempotency-Key names the same
@@ -240,42 +240,59 @@ class BalancedPlacement:
             kept.partition = routes[f]  # a known fingerprint keeps its partition
         return routes
 
-    async def _refresh(self, count: int) -> None:
-        """Read the partitions' work again when the last reading is older than ``REFRESH_S``; a submission
-        that comes while another reads it goes on with the reading it has."""
+    def _refresh_soon(self, count: int) -> None:
+        """Have the partitions' work read again, in the background, when the last reading is older than
+        ``REFRESH_S``: a submission never waits for it (at light load every one would), it places by the
+        reading it has."""
         if time.monotonic() - self._loads.read_at < REFRESH_S and len(self._loads.read) == count:
             return
-        if self._refreshing.locked():
+        if self._refresher is not None and not self._refresher.done():
             return
-        async with self._refreshing:
-            started = time.monotonic()
-            # Placed work stays counted until its jobs are projected: under a burst the projector lags, and work
-            # forgotten before it shows up would draw more jobs to its partition. Asked before the reading, so
-            # that a job seen projected is in the reading too (if still live).
-            pending = [p for p in self._loads.placed if started - p.at < UNSEEN_FOR_S]
-            async with reading("the partitions' work", ProjectionUnavailable):
-                seen = {
-                    r["job_id"]
-                    for r in await self._pool.fetch(
-                        _PROJECTED, [i for p in pending for i in p.job_ids], timeout=QUERY_TIMEOUT_S
-                    )
-                }
-                rows = await self._pool.fetch(_LOADS, JOB_COST_CHARS, timeout=QUERY_TIMEOUT_S)
-                if started - self._forgot_at > _FORGET_EVERY_S:
-                    self._forgot_at = started
-                    await self._pool.execute(_FORGET, timeout=QUERY_TIMEOUT_S)
-            read = [0.0] * count
-            for row in rows:
-                if row["kafka_partition"] < count:
-                    read[row["kafka_partition"]] = float(row["work"])
-            asked = {id(p) for p in pending}
+        self._refresher = asyncio.create_task(self._refresh_quietly(count), name="placement: partitions' work")
 
-            def unseen(placed: _Placed) -> bool:
-                if id(placed) not in asked:  # placed during the reading (kept), or unseen for too long
-                    return placed.at >= started
-                return not all(i in seen for i in placed.job_ids)
+    async def _refresh_quietly(self, count: int) -> None:
+        try:
+            await self.refresh(count)
+        except ProjectionUnavailable as exc:
+            log.warning("the partitions' work could not be read; placing by the last reading", error=str(exc))
 
-            self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if unseen(p)])
+    async def stop(self) -> None:
+        """Cancel a reading in flight (at the API's shutdown)."""
+        task, self._refresher = self._refresher, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def refresh(self, count: int) -> None:
+        """Read the partitions' work now (:class:`ProjectionUnavailable` when PostgreSQL cannot tell)."""
+        started = time.monotonic()
+        # Placed work stays counted until its jobs are projected: under a burst the projector lags, and work
+        # forgotten before it shows up would draw more jobs to its partition. Asked before the reading, so
+        # that a job seen projected is in the reading too (if still live).
+        pending = [p for p in self._loads.placed if started - p.at < UNSEEN_FOR_S]
+        async with reading("the partitions' work", ProjectionUnavailable):
+            seen = {
+                r["job_id"]
+                for r in await self._pool.fetch(
+                    _PROJECTED, [i for p in pending for i in p.job_ids], timeout=QUERY_TIMEOUT_S
+                )
+            }
+            rows = await self._pool.fetch(_LOADS, JOB_COST_CHARS, timeout=QUERY_TIMEOUT_S)
+            if started - self._forgot_at > _FORGET_EVERY_S:
+                self._forgot_at = started
+                await self._pool.execute(_FORGET, timeout=QUERY_TIMEOUT_S)
+        read = [0.0] * count
+        for row in rows:
+            if row["kafka_partition"] < count:
+                read[row["kafka_partition"]] = float(row["work"])
+        asked = {id(p) for p in pending}
+
+        def unseen(placed: _Placed) -> bool:
+            if id(placed) not in asked:  # placed during the reading (kept), or unseen for too long
+                return placed.at >= started
+            return not all(i in seen for i in placed.job_ids)
+
+        self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if unseen(p)])
 
 
 class PlacingJobLog:

@@ -18,17 +18,21 @@ async def test_the_shares_of_a_stable_group_are_its_members_disjoint_partitions(
         AIOKafkaConsumer(topics.jobs, bootstrap_servers=topics.bootstrap, group_id=group, enable_auto_commit=False)
         for _ in range(2)
     ]
-    shares = GroupShares(topics.bootstrap, topics.jobs, fresh_s=0.0)
+    shares = GroupShares(topics.bootstrap, topics.jobs, fresh_s=60.0)
     try:
         for member in members:
             await member.start()
         await wait_group_stable(topics.bootstrap, group, 2, 60)
-        read = await shares.shares(group)
-        nobody = await shares.shares(f"{group}-none")
+        before = await shares.shares(group)  # nothing read yet: the reading starts in the background
+        read = await shares.read(group)
+        cached = await shares.shares(group)
+        nobody = await shares.read(f"{group}-none")
     finally:
         await shares.stop()
         for member in members:
             await member.stop()
+    assert before == []
+    assert cached == read
     assert len(read) == 2
     assert not read[0] & read[1]
     assert read[0] | read[1] == set(range(24))

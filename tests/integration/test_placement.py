@@ -10,7 +10,6 @@ from datetime import timedelta
 import pytest
 
 from foundation.kafka import RecordPosition
-from producers import placement as placement_module
 from producers.placement import BalancedPlacement
 from projections.batch_apply import apply_job_events
 from tests.support.job_logs import _Builder
@@ -55,6 +54,7 @@ async def test_a_new_text_goes_to_the_partition_with_less_live_work_and_a_known_
     await project(pool, [(long_job, busy)])  # live in the projection: queued
 
     api = BalancedPlacement(pool, Topic(2), 3600.0)  # type: ignore[arg-type]  # another API: reads the projection
+    await api.refresh(2)
     short = _Builder(uuid.UUID(int=2), request_text="Short.").queued()
     twin = _Builder(uuid.UUID(int=3), request_text="A long text. " * 200).queued()
     assert await api.place([short]) == [1 - busy]
@@ -73,15 +73,18 @@ async def test_an_expired_route_is_placed_anew(pool):
     )
 
     fresh = BalancedPlacement(pool, Topic(2), 3600.0)  # type: ignore[arg-type]
+    await fresh.refresh(2)
     again = _Builder(uuid.UUID(int=3), request_text="Said last week.").queued()
     assert await fresh.place([again]) == [1 - was]
 
 
-async def test_regression_placed_work_was_forgotten_before_the_projection_showed_it(pool, monkeypatch):
+async def test_regression_placed_work_was_forgotten_before_the_projection_showed_it(pool):
     """Placed work was counted for 200 ms, then left to the projection's reading; under a burst the projector
     lags longer, and the partition of work not projected yet looked idle and drew more jobs."""
-    monkeypatch.setattr(placement_module, "REFRESH_S", 0.0)  # every placement reads the projection again
     api = BalancedPlacement(pool, Topic(2), 3600.0)  # type: ignore[arg-type]
     [busy] = await api.place([_Builder(uuid.UUID(int=1), request_text="A long text. " * 100).queued()])
-    short = [_Builder(uuid.UUID(int=n), request_text=f"Short {n}.").queued() for n in range(2, 5)]
-    assert [p for job in short for p in await api.place([job])] == [1 - busy] * 3  # nothing projected yet
+    placed = []
+    for n in range(2, 5):
+        await api.refresh(2)  # a reading of the projection, which shows none of it yet
+        placed += await api.place([_Builder(uuid.UUID(int=n), request_text=f"Short {n}.").queued()])
+    assert placed == [1 - busy] * 3

@@ -71,6 +71,7 @@ async def run_api(settings: ApiSettings) -> None:
             workers = GroupShares(settings.kafka_bootstrap_servers, settings.jobs_topic)
             resources.push_async_callback(workers.stop)
             placement = BalancedPlacement(pool, publisher, settings.placement_ttl_s, workers, settings.synth_group)
+            resources.push_async_callback(placement.stop)
             jobs_log = PlacingJobLog(publisher, placement)
         document_log = ReconnectingPublisher(
             settings.kafka_bootstrap_servers,
