@@ -23,10 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from contracts import JobCancelled, JobCompleted, JobEvent, JobFailed, JobQueued
+from contracts import JobEvent, JobQueued
+from contracts.job_state import RULES, TERMINAL_STATES, rule_name
 from projections.apply import Outcome
-
-_ENDS: Final = (JobCompleted, JobFailed, JobCancelled)
 
 
 @dataclass(frozen=True)
@@ -50,9 +49,15 @@ class LiveJobs:
                 continue
             if isinstance(event, JobQueued):
                 self.count += 1
-            elif isinstance(event, _ENDS):
+            elif ends_a_job(event):
                 self.count = max(self.count - 1, 0)
 
     def linger_s(self, linger: Linger) -> float:
         """How long to wait before the next fetch."""
         return linger.seconds if linger.seconds > 0 and self.count >= linger.backlog else 0.0
+
+
+def ends_a_job(event: JobEvent) -> bool:
+    """Whether ``event``, applied, leaves its job in a terminal state (the state machine says which do)."""
+    rule = RULES.get(rule_name(event))
+    return rule is not None and rule.to_state in TERMINAL_STATES

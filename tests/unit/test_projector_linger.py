@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from projections.apply import Outcome
-from projections.linger import Linger, LiveJobs
+from projections.linger import Linger, LiveJobs, ends_a_job
 from tests.support.job_logs import _Builder
 
 LINGER = Linger(seconds=0.01, backlog=3)
@@ -43,3 +43,11 @@ def test_a_linger_of_zero_never_waits():
     live = LiveJobs()
     live.observe(applied(*(_Builder(uuid.UUID(int=i)).queued() for i in range(10))))
     assert live.linger_s(Linger(seconds=0.0, backlog=1)) == 0.0
+
+
+def test_the_events_that_end_a_job_are_those_the_state_machine_leads_to_a_terminal_state():
+    job = _Builder(uuid.UUID(int=1))
+    ending = [job.completed(1, 1), job.completed(0, 1, cache_hit=True), job.failed(1), job.cancelled()]
+    going_on = [job.claimed(1), job.segment(1, 0), job.released(1), job.evicted()]
+    assert [ends_a_job(e) for e in ending] == [True] * 4
+    assert [ends_a_job(e) for e in going_on] == [False] * 4
