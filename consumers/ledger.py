@@ -70,9 +70,9 @@ class JobView:
 
 
 class Ledger:
-    def __init__(self, cache_ttl: timedelta, max_jobs: int = 50_000, partition: int | None = None) -> None:
+    def __init__(self, cache_ttl: timedelta, max_jobs: int = 50_000) -> None:
         self._ttl = cache_ttl
-        self._partition = partition
+        self._partition: int | None = None  # set by place(): until then, views go to the key's partition
         self._max_jobs = max_jobs
         self.jobs: dict[uuid.UUID, JobView] = {}
         self._finished: OrderedDict[uuid.UUID, None] = OrderedDict()  # terminal jobs, oldest first
@@ -101,10 +101,6 @@ class Ledger:
             view.priority = event.payload.priority
         self._refresh(view)
         return view
-
-    @property
-    def partition(self) -> int | None:
-        return self._partition
 
     def place(self, partition: int) -> None:
         """The partition this ledger is of: its jobs' events go there (whatever partition their key hashes to)."""

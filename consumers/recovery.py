@@ -38,8 +38,6 @@ async def scan_tails(
 ) -> tuple[dict[TopicPartition, Ledger], int]:
     """A ledger per partition from records ``[start, end)``; also returns how many records were read."""
     ledgers = {tp: new_ledger() for tp in starts}
-    for tp, ledger in ledgers.items():
-        ledger.place(tp.partition)
     if not starts:
         return ledgers, 0
     reader = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, group_id=None)

@@ -6,17 +6,18 @@ eight workers had 50 of 320 jobs where 40 is even (docs/benchmarks.md, (e)),
 and nothing a worker can do about it. So the API places each new fingerprint
 in the partition with the least work not finished yet, and keeps it there:
 
-- **Duplicates still meet.** A fingerprint's route is a row of ``placements``
+- **Duplicates still meet.** A fingerprint's placement is a row of ``placements``
   in PostgreSQL, written by the first submission's ``INSERT ... ON CONFLICT``
   and found by every later one (of any API process) until it expires, so two
   requests for the same audio, however close together, go to one partition,
-  where its owner coalesces them in log order as before. A route lives
+  where its owner coalesces them in log order as before. A placement lives
   ``VOXLOG_PLACEMENT_TTL_S`` from its last use, longer than a job lives.
-- **The least loaded partition.** The work of a partition is the text of its
-  live jobs (queued, claimed or released for a retry), plus a job's fixed
-  cost, as the projection shows it, read again at most every
-  ``REFRESH_S``; what this API placed since is added to it. Ties are broken
-  at random, so that idle partitions fill evenly across workers.
+- **The least loaded partition of the least loaded worker.** The work of a
+  partition is the text of its live jobs (queued, claimed or released for a
+  retry), plus a job's fixed cost, as the projection shows it, read again in
+  the background at most every ``REFRESH_S``; what this API placed is added
+  until the projection shows it. A worker's work is its partitions' together
+  (who owns which comes from the consumer group). Ties are broken at random.
 - **Never in the way.** The table is not a projection (a replay does not
   rebuild it). When PostgreSQL cannot place a job, it goes to its
   fingerprint's own partition (the key's hash, as every job did before):
@@ -65,11 +66,11 @@ _LOADS: Final = (
     " FROM jobs j JOIN placements r ON r.fingerprint = j.fingerprint"
     f" WHERE j.state IN ({LIVE_SQL}) GROUP BY r.kafka_partition"
 )
-_ROUTE: Final = (
+_PLACE: Final = (
     "INSERT INTO placements AS r (fingerprint, kafka_partition, expires_at)"
     " SELECT f, p, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::int[]) AS u(f, p)"
     " ON CONFLICT (fingerprint) DO UPDATE SET expires_at = excluded.expires_at,"
-    # An expired route, or one to a partition the topic no longer has, is placed anew.
+    # An expired placement, or one in a partition the topic no longer has, is made anew.
     " kafka_partition = CASE WHEN r.expires_at < now() OR r.kafka_partition >= $4"
     " THEN excluded.kafka_partition ELSE r.kafka_partition END"
     " RETURNING fingerprint, kafka_partition"
@@ -180,14 +181,14 @@ class BalancedPlacement:
         self._forgot_at = time.monotonic()
 
     async def place(self, jobs: Sequence[JobQueued]) -> list[int | None]:
-        """The partition of each job (``None``: its fingerprint's own, when no route could be had)."""
+        """The partition of each job (``None``: its fingerprint's own, when no placement could be had)."""
         if not jobs:
             return []
         try:
             count = self._count or await self._log.partition_count()
             self._count = count
             self._refresh_soon(count)
-            routes = await self._route(jobs, count)
+            placed_in = await self._place_new(jobs, count)
         except ProjectionUnavailable as exc:
             # What this API placed itself it still knows (a retry with the same Idempotency-Key names the same
             # job: it had better go where the first attempt went); the rest goes by key.
@@ -198,16 +199,16 @@ class BalancedPlacement:
             return known
         JOBS_PLACED.labels("balanced").inc(len(jobs))
         for fingerprint in dict.fromkeys(job.fingerprint for job in jobs):
-            self._known[fingerprint] = routes[fingerprint]
+            self._known[fingerprint] = placed_in[fingerprint]
             self._known.move_to_end(fingerprint)
         while len(self._known) > REMEMBERED:
             self._known.popitem(last=False)
-        return [routes[job.fingerprint] for job in jobs]
+        return [placed_in[job.fingerprint] for job in jobs]
 
-    async def _route(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:
+    async def _place_new(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:
         by_group: dict[str, dict[str, float]] = {}  # the workers of an engine and model version take its jobs
         ids: dict[str, tuple[uuid.UUID, ...]] = {}
-        for job in jobs:  # a fingerprint twice in one batch is one route (and one synthesis)
+        for job in jobs:  # a fingerprint twice in one batch is one placement (and one synthesis)
             request = job.payload.request
             costs = by_group.setdefault(synth_group(self._group_base, request.engine, request.model_version), {})
             costs[job.fingerprint] = costs.get(job.fingerprint, 0) + len(request.text) + JOB_COST_CHARS
@@ -227,18 +228,18 @@ class BalancedPlacement:
             proposed += chosen
             reserved += placed
         try:
-            async with reading("the job routes", ProjectionUnavailable):
+            async with reading("the placements", ProjectionUnavailable):
                 rows = await self._pool.fetch(
-                    _ROUTE, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S
+                    _PLACE, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S
                 )
         except ProjectionUnavailable:
             for unplaced in reserved:
                 unplaced.cost = 0.0  # placed by key instead: where, this API does not know
             raise
-        routes = {r["fingerprint"]: r["kafka_partition"] for r in rows}
+        placed_in = {r["fingerprint"]: r["kafka_partition"] for r in rows}
         for f, kept in zip(fingerprints, reserved, strict=True):
-            kept.partition = routes[f]  # a known fingerprint keeps its partition
-        return routes
+            kept.partition = placed_in[f]  # a known fingerprint keeps its partition
+        return placed_in
 
     def _refresh_soon(self, count: int) -> None:
         """Have the partitions' work read again, in the background, when the last reading is older than
@@ -316,9 +317,8 @@ class PlacingJobLog:
             if p is None and isinstance(e, JobQueued)
         ]
         if new:
-            routes = await self._placement.place([e for _, e in new])
-            for (i, _), route in zip(new, routes, strict=True):
-                placed[i] = route
+            for (i, _), partition in zip(new, await self._placement.place([e for _, e in new]), strict=True):
+                placed[i] = partition
         return await self._inner.publish_all(events, placed)
 
     async def check(self) -> None:

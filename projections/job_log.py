@@ -190,13 +190,8 @@ class LogAuditor:
         return {r["kafka_partition"]: r["first"] for r in rows} if rows else None
 
     async def _fetch(self, query: str, value: object) -> asyncpg.Record | None:
-        if self._pool is None:
-            return None
-        try:
-            row: asyncpg.Record | None = await self._pool.fetchrow(query, value, self._reader.topic, timeout=5)
-        except DATABASE_OUTAGES:
-            return None  # the log alone answers: every partition is read
-        return row
+        rows = await self._fetch_all(query, value)
+        return rows[0] if rows else None
 
     async def _fetch_all(self, query: str, value: object) -> list[asyncpg.Record]:
         if self._pool is None:
