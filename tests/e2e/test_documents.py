@@ -16,6 +16,7 @@ import httpx
 
 from contracts import document_part_job_id
 from tests.support.apps import CLI, start_pipeline, wait_for_job
+from tests.support.epub import epub
 
 # 0.2 ms per character: a 500-character part takes 0.1 s, a document of 50,000 characters some seconds.
 PACED = {
@@ -271,8 +272,6 @@ async def test_a_streaming_client_that_leaves_cancels_its_job_unless_another_wai
 
 def tiny_epub() -> bytes:
     """An EPUB 3 of two chapters, titled by its navigation document (not by the chapters' headings)."""
-    import io
-    import zipfile
 
     def page(body: str) -> str:
         return f'<html xmlns="http://www.w3.org/1999/xhtml"><head><title>x</title></head><body>{body}</body></html>'
@@ -289,20 +288,11 @@ def tiny_epub() -> bytes:
         '<nav xmlns:epub="http://www.idpf.org/2007/ops" epub:type="toc"><ol>'
         '<li><a href="a.xhtml">Arrival</a></li><li><a href="b.xhtml">The Storm</a></li></ol></nav>'
     )
-    data = io.BytesIO()
-    with zipfile.ZipFile(data, "w") as epub:
-        epub.writestr("mimetype", "application/epub+zip")
-        epub.writestr(
-            "META-INF/container.xml",
-            '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
-            '<rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
-            "</rootfiles></container>",
-        )
-        epub.writestr("content.opf", opf)
-        epub.writestr("nav.xhtml", nav)
-        epub.writestr("a.xhtml", page("<h1>One</h1>" + "".join(f"<p>{paragraph(n, 'epub')}</p>" for n in range(3))))
-        epub.writestr("b.xhtml", page("<h1>Two</h1>" + "".join(f"<p>{paragraph(n, 'epub')}</p>" for n in range(3, 5))))
-    return data.getvalue()
+    chapters = {
+        "a.xhtml": page("<h1>One</h1>" + "".join(f"<p>{paragraph(n, 'epub')}</p>" for n in range(3))),
+        "b.xhtml": page("<h1>Two</h1>" + "".join(f"<p>{paragraph(n, 'epub')}</p>" for n in range(3, 5))),
+    }
+    return epub({"content.opf": opf, "nav.xhtml": nav, **chapters})
 
 
 async def test_voxlog_speak_reads_an_epub_through_the_running_stack_and_a_rerun_resumes_the_same_document(

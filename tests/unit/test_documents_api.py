@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 import pytest
 from litestar.testing import TestClient
 
@@ -13,6 +10,7 @@ from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.queries import EngineVoices
 from producers.submit import Limits
+from tests.support.epub import epub
 
 pytestmark = pytest.mark.unit
 
@@ -101,27 +99,20 @@ def test_a_bad_document_gets_a_4xx_that_says_what_to_fix_and_nothing_is_recorded
 
 
 def test_an_epub_upload_is_read_chapter_by_chapter():
-    data = io.BytesIO()
-    with zipfile.ZipFile(data, "w") as epub:
-        epub.writestr("mimetype", "application/epub+zip")
-        epub.writestr(
-            "META-INF/container.xml",
-            '<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-            '<rootfile full-path="content.opf"/></rootfiles></container>',
-        )
-        epub.writestr(
-            "content.opf",
-            '<package xmlns="http://www.idpf.org/2007/opf" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+    book = epub(
+        {
+            "content.opf": '<package xmlns="http://www.idpf.org/2007/opf" xmlns:dc="http://purl.org/dc/elements/1.1/">'
             "<metadata><dc:title>Tiny</dc:title></metadata><manifest>"
             '<item id="a" href="a.xhtml" media-type="application/xhtml+xml"/>'
             '<item id="b" href="b.xhtml" media-type="application/xhtml+xml"/></manifest>'
             '<spine><itemref idref="a"/><itemref idref="b"/></spine></package>',
-        )
-        epub.writestr("a.xhtml", "<html><body><h1>Start</h1><p>Once.</p></body></html>")
-        epub.writestr("b.xhtml", "<html><body><h1>End</h1><p>Twice.</p></body></html>")
+            "a.xhtml": "<html><body><h1>Start</h1><p>Once.</p></body></html>",
+            "b.xhtml": "<html><body><h1>End</h1><p>Twice.</p></body></html>",
+        }
+    )
     test, log = client()
     with test:
-        answer = test.post("/v1/documents", files={"file": ("tiny.epub", data.getvalue())}, data={"voice": "af_heart"})
+        answer = test.post("/v1/documents", files={"file": ("tiny.epub", book)}, data={"voice": "af_heart"})
     assert answer.status_code == 202, answer.text
     assert answer.json()["title"] == "Tiny"
     assert [c["title"] for c in answer.json()["chapters"]] == ["Start", "End"]
