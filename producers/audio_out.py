@@ -6,23 +6,48 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
-from contracts import AudioRef
+from contracts import TERMINAL_STATES, AudioRef, JobState
 from foundation.audio import decode_audio
 from foundation.audio_formats import encode, encode_chunk
 from foundation.blobs import BlobStore
 
 
-async def segment_samples(blobs: BlobStore, segment: dict[str, Any]) -> tuple[np.ndarray, int]:
-    ref = AudioRef(sha256=segment["audio_sha256"], uri=segment["audio_uri"])
-    data = await asyncio.to_thread(blobs.get, ref)
+class Audible(Protocol):
+    """A stored segment: its place in the job, where its audio is, and how long it lasts."""
+
+    @property
+    def segment_index(self) -> int: ...
+
+    @property
+    def audio(self) -> AudioRef: ...
+
+    @property
+    def duration_ms(self) -> int: ...
+
+
+class Progress(Protocol):
+    """What a stream reads of its job between its segments: the job's state and why it failed, if it did."""
+
+    @property
+    def state(self) -> JobState: ...
+
+    @property
+    def error_code(self) -> str | None: ...
+
+    @property
+    def error_message(self) -> str | None: ...
+
+
+async def segment_samples(blobs: BlobStore, segment: Audible) -> tuple[np.ndarray, int]:
+    data = await asyncio.to_thread(blobs.get, segment.audio)
     return await asyncio.to_thread(decode_audio, data)
 
 
-async def render(blobs: BlobStore, segments: Sequence[dict[str, Any]], fmt: str, rate: int) -> bytes:
+async def render(blobs: BlobStore, segments: Sequence[Audible], fmt: str, rate: int) -> bytes:
     """All ``segments`` joined and encoded as ``fmt`` at ``rate`` (raises BlobNotFound when one is gone)."""
     parts = [await segment_samples(blobs, s) for s in segments]
     if not parts:
@@ -42,44 +67,48 @@ class StreamEnd:
 
     @property
     def completed(self) -> bool:
-        return self.state == "completed"
+        return self.state == JobState.COMPLETED.value
+
+
+ReadSince = Callable[[int], Awaitable[tuple[Progress | None, Sequence[Audible]]]]
+"""The job's progress and its segments from the given index on, read together (an unknown job: ``None``)."""
 
 
 async def segments_as_they_appear(
-    read_job: Callable[[], Awaitable[dict[str, Any] | None]],
+    read_since: ReadSince,
     changed: Callable[[], Awaitable[None]],
     timeout_s: float,
     end: StreamEnd | None = None,
-) -> AsyncIterator[dict[str, Any]]:
-    """Each segment of the job ``read_job`` returns, once and in order, as rows appear; ends when
-    the job is completed or failed and every segment was given, or after ``timeout_s``. ``end``
-    learns which it was. Between reads it awaits ``changed`` (a notification of the job's change,
-    or a poll interval)."""
+) -> AsyncIterator[Audible]:
+    """Each segment of a job, once and in order, as rows appear; ends when the job ended and every segment
+    was given, or after ``timeout_s``. ``end`` learns which it was. Each read asks only for the segments not
+    given yet, so a long job costs reads in proportion to its segments, not their square. Between reads it
+    awaits ``changed`` (a notification of the job's change, or a poll interval)."""
     end = end if end is not None else StreamEnd()
     sent = 0
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        job = await read_job()
-        segments = job["segments"] if job is not None else []
-        while sent < len(segments) and segments[sent]["segment_index"] == sent:
-            yield segments[sent]
-            sent += 1
-        if job is not None and job["state"] in {"completed", "failed", "cancelled"} and sent >= len(segments):
-            end.state, end.error, end.error_code = job["state"], job.get("error_message"), job.get("error_code")
+        progress, segments = await read_since(sent)
+        given = 0
+        for segment in segments:
+            if segment.segment_index != sent:
+                break  # a gap: the rest comes with a later read
+            yield segment
+            sent, given = sent + 1, given + 1
+        if progress is not None and progress.state in TERMINAL_STATES and given == len(segments):
+            end.state, end.error, end.error_code = progress.state.value, progress.error_message, progress.error_code
             return
         await changed()
     end.state, end.error = "timeout", f"the job did not finish within {timeout_s:.0f}s"
 
 
-async def pcm_stream(blobs: BlobStore, segments: AsyncIterator[dict[str, Any]], rate: int) -> AsyncIterator[bytes]:
+async def pcm_stream(blobs: BlobStore, segments: AsyncIterator[Audible], rate: int) -> AsyncIterator[bytes]:
     """Raw 16-bit pcm at ``rate``, one chunk per segment as ``segments`` yields them."""
     async for chunk in audio_stream(blobs, segments, "pcm", rate):
         yield chunk
 
 
-async def audio_stream(
-    blobs: BlobStore, segments: AsyncIterator[dict[str, Any]], fmt: str, rate: int
-) -> AsyncIterator[bytes]:
+async def audio_stream(blobs: BlobStore, segments: AsyncIterator[Audible], fmt: str, rate: int) -> AsyncIterator[bytes]:
     """One piece of a ``fmt`` stream at ``rate`` per segment, as ``segments`` yields them; after
     ``stream_header(fmt, rate)`` they play as one file (``fmt`` must be streamable, see
     foundation.audio_formats)."""

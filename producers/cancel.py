@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, Final
 
 import structlog
-from litestar import Request, Response, delete
-from litestar.exceptions import HTTPException, NotFoundException
+from litestar import Response, delete
+from litestar.exceptions import HTTPException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import FromPath
 
 from contracts import (
-    TERMINAL_STATES,
     CancelReason,
     JobCancelled,
     JobCancelledPayload,
@@ -35,11 +35,14 @@ from contracts import (
     utc_now,
 )
 from foundation.errors import BrokerUnavailable
-from producers.deps import ApiDeps, deps_of
-from producers.queries import ProjectionUnavailable
+from producers.deps import ApiDeps, Injected
+from producers.http_errors import responses
+from producers.job_routes import known_job
+from producers.ports import JobLog
+from producers.queries import ProjectionReader, ProjectionUnavailable
+from producers.views import CancelView
 
 log = structlog.get_logger("voxlog.api")
-_ENDED: Final = frozenset(state.value for state in TERMINAL_STATES)
 
 
 def cancellation(
@@ -61,35 +64,38 @@ def cancellation(
     )
 
 
-@delete("/v1/jobs/{job_id:uuid}", status_code=202, summary="Cancel a job nobody wants any more")
-async def cancel_job(request: Request[Any, Any, Any], job_id: uuid.UUID) -> Response[dict[str, Any]]:
+@delete(
+    "/v1/jobs/{job_id:uuid}",
+    status_code=202,
+    summary="Cancel a job nobody wants any more",
+    responses=responses(404, 409, 503, _200=ResponseSpec(CancelView, description="It was cancelled already.")),
+)
+async def cancel_job(
+    job_id: FromPath[uuid.UUID],
+    reader: Injected[ProjectionReader],
+    publisher: Injected[JobLog],
+    producer: Injected[Producer],
+) -> Response[CancelView]:
     """202: recorded; a queued job is never synthesized, a running one stops at its next segment boundary
     (unless another request waits for the same audio). 200 when it was cancelled already; 409 when it ended."""
-    deps = deps_of(request)
-    job = await deps.reader.job(job_id)
-    if job is None:
-        raise NotFoundException(f"no job {job_id} (a job just submitted appears within a moment: retry)")
-    body = {"job_id": job_id, "links": {"self": f"/v1/jobs/{job_id}", "events": f"/v1/jobs/{job_id}/events"}}
-    if job["state"] == JobState.CANCELLED:
-        return Response({**body, "state": "cancelled"}, status_code=200)
-    if job["state"] in _ENDED:
-        detail = f"job {job_id} is {job['state']} already: there is nothing to cancel"
-        raise HTTPException(detail=detail, status_code=409)
-    event = cancellation(job_id, job["fingerprint"], "client", deps.producer, "DELETE /v1/jobs")
-    try:
-        partition = (await deps.reader.partitions_of([job_id])).get(job_id)
-        await deps.publisher.publish(event, partition)
-    except BrokerUnavailable as exc:
-        detail = f"the job log is unreachable, the job was not cancelled ({exc}); retry the DELETE"
-        raise HTTPException(detail=detail, status_code=503, headers={"Retry-After": "5"}) from exc
-    return Response({**body, "state": "cancelling"}, status_code=202)
+    job = await known_job(reader, job_id)
+    links = {"self": f"/v1/jobs/{job_id}", "events": f"/v1/jobs/{job_id}/events"}
+    if job.state is JobState.CANCELLED:
+        return Response(CancelView(job_id=job_id, state="cancelled", links=links), status_code=200)
+    if job.ended:
+        raise HTTPException(
+            detail=f"job {job_id} is {job.state.value} already: there is nothing to cancel", status_code=409
+        )
+    event = cancellation(job_id, job.fingerprint, "client", producer, "DELETE /v1/jobs")
+    await publisher.publish(event, (await reader.partitions_of([job_id])).get(job_id))
+    return Response(CancelView(job_id=job_id, state="cancelling", links=links), status_code=202)
 
 
 async def cancel_if_abandoned(deps: ApiDeps, job_id: uuid.UUID, fingerprint: str) -> None:
     """A streaming client went away: cancel its job unless it ended or another request waits for its audio."""
     try:
         job = await deps.reader.job(job_id)
-        if job is None or job["state"] in _ENDED:
+        if job is None or job.ended:
             return
         if await deps.reader.wanted_elsewhere(fingerprint, job_id):
             log.info("a streaming client left; another request wants the audio: going on", job_id=str(job_id))

@@ -1,53 +1,62 @@
-"""What the API's handlers need, attached to the app by the composition root."""
+"""What the API's handlers need, handed to them by Litestar's dependency injection.
+
+The composition root builds one :class:`ApiDeps`; :func:`dependencies` makes
+each of its fields a dependency of the same name, so a handler declares the
+parameters it uses (``reader: ProjectionReader``) and never looks anything up
+on the request.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, TypeAlias, TypeVar
 
-from litestar import Request
+from litestar.di import Dependency, Provide
+from litestar.params import SkipValidationMarker
 
 from contracts import Producer
 from foundation.blobs import BlobStore
 from foundation.lifecycle import OwnedTasks
-from producers.admission import Admission
 from producers.document_queries import DocumentReader
-from producers.ports import DocumentLog, JobAudit, JobChangeFeed, JobLog, LagView, Polling
+from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
-from producers.submit import Accepted, JobRequest, Limits, enqueue
+from producers.requests import Limits
+from producers.submission import Submissions
+
+T = TypeVar("T")
+
+Injected: TypeAlias = Annotated[T, Dependency(kind="named"), SkipValidationMarker()]
+"""A handler's parameter that the app injects by its name (a field of :class:`ApiDeps`). It is one of
+this API's own objects, so it is not validated as request data is."""
 
 
 @dataclass(frozen=True)
 class ApiDeps:
     reader: ProjectionReader
-    publisher: JobLog
+    submissions: Submissions
+    publisher: JobLog  # cancellations (submissions publish through ``submissions``)
     blobs: BlobStore
     limits: Limits
     producer: Producer
     audit: JobAudit
     lag: LagView
+    documents: DocumentReader
     changes: JobChangeFeed = field(default_factory=Polling)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""
-    admission: Admission | None = None  # None: every submission is taken (no backpressure)
-    documents: DocumentReader | None = None  # None (with document_log): no /v1/documents
-    document_log: DocumentLog | None = None
     tasks: OwnedTasks = field(default_factory=OwnedTasks)  # closed by the composition root at shutdown
 
-    async def enqueue(self, body: JobRequest, key: str | None) -> Accepted:
-        """:func:`producers.submit.enqueue` with this API's projection, log, blobs, limits and backpressure."""
-        return await enqueue(
-            body,
-            key,
-            reader=self.reader,
-            publisher=self.publisher,
-            limits=self.limits,
-            producer=self.producer,
-            blobs=self.blobs,
-            admission=self.admission,
-        )
+
+def _constant(value: T) -> Callable[[], T]:
+    def provide() -> T:
+        return value
+
+    return provide
 
 
-def deps_of(request: Request[Any, Any, Any]) -> ApiDeps:
-    deps: ApiDeps = request.app.state.deps
-    return deps
+def dependencies(deps: ApiDeps) -> dict[str, Provide]:
+    """Each field of ``deps`` as a dependency of its name, and ``deps`` itself."""
+    provided: dict[str, Any] = {f.name: getattr(deps, f.name) for f in fields(deps)}
+    provided["deps"] = deps
+    return {name: Provide(_constant(value), use_cache=True, sync_to_thread=False) for name, value in provided.items()}

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final, Protocol
 
 import numpy as np
 
 from foundation.audio_formats import Mp3Encoder, encode_chunk, stream_header
 from foundation.blobs import BlobStore
-from producers.audio_out import segment_samples
+from producers.audio_out import Audible, segment_samples
 
 PAUSE_MS: Final = {"s": 250, "p": 700, "c": 2000}
 STREAMED_FORMATS: Final = ("wav", "mp3", "pcm")
@@ -41,19 +41,27 @@ class ChapterSpan:
     duration_ms: int
 
 
-def part_ms(segments: Sequence[dict[str, Any]], brk: str) -> int:
-    return sum(s["duration_ms"] for s in segments) + PAUSE_MS[brk]
+class Chapter(Protocol):
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def parts(self) -> int: ...
+
+
+def part_ms(segments: Sequence[Audible], brk: str) -> int:
+    return sum(s.duration_ms for s in segments) + PAUSE_MS[brk]
 
 
 def chapter_spans(
-    chapters: Sequence[dict[str, Any]], breaks: str, segments: dict[int, list[dict[str, Any]]]
+    chapters: Sequence[Chapter], breaks: str, segments: Mapping[int, Sequence[Audible]]
 ) -> list[ChapterSpan]:
     """Each chapter's place in the stitched audio (``segments``: each completed part's, by part index)."""
     spans, first, at_ms = [], 0, 0
     for index, chapter in enumerate(chapters):
-        length = sum(part_ms(segments.get(p, []), breaks[p]) for p in range(first, first + chapter["parts"]))
-        spans.append(ChapterSpan(index, chapter["title"], first, chapter["parts"], at_ms, length))
-        first, at_ms = first + chapter["parts"], at_ms + length
+        length = sum(part_ms(segments.get(p, []), breaks[p]) for p in range(first, first + chapter.parts))
+        spans.append(ChapterSpan(index, chapter.title, first, chapter.parts, at_ms, length))
+        first, at_ms = first + chapter.parts, at_ms + length
     return spans
 
 
@@ -115,7 +123,7 @@ def opening(fmt: str, rate: int, chapters: Sequence[tuple[int, int, str]]) -> by
 
 async def stitched(
     blobs: BlobStore,
-    parts: Sequence[tuple[Sequence[dict[str, Any]], str]],
+    parts: Sequence[tuple[Sequence[Audible], str]],
     fmt: str,
     rate: int,
     chapters: Sequence[tuple[int, int, str]] = (),

@@ -3,48 +3,70 @@
 The document is split into chapters and parts (:mod:`producers.document_split`),
 each part its own job with its own fingerprint, at batch priority unless the
 request says otherwise: the parts fan out over every worker, and a part that
-repeats (in this document or any other) is synthesized once. Every part is
-validated before anything is recorded. The parts' ``JobQueued`` go to the log
-first, then the ``DocumentSubmitted`` that names them (by derived ids): a
-document is visible only once all its parts are recorded, and a submission
-the log took in part (503) is retried with the same Idempotency-Key, which
-names the same document and parts. Documents are long by design: they are
-not refused for the backlog (``VOXLOG_MAX_BACKLOG_S``), they wait their turn
-behind interactive requests.
+repeats (in this document or any other) is synthesized once. The parts go
+through the submission pipeline as any request does
+(:mod:`producers.submission`: every part validated before anything is
+recorded, admission, placement): their ``JobQueued`` go to the log first, then
+the ``DocumentSubmitted`` that names them (by derived ids), so a document is
+visible only once all its parts are recorded, and a submission the log took in
+part (503) is retried with the Idempotency-Key the 503 names, which names the
+same document and parts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Annotated, Any, Final
+from typing import Any, Final
 
 from litestar import Request, Response, get, post
 from litestar.datastructures import UploadFile
-from litestar.exceptions import HTTPException, NotFoundException
-from litestar.params import HeaderParameter
+from litestar.exceptions import NotFoundException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import FromPath
 from pydantic import Field, ValidationError
 
 from contracts import (
     DocumentChapter,
     DocumentSubmitted,
     DocumentSubmittedPayload,
+    JobState,
     Markup,
+    PartBreak,
     Priority,
+    Producer,
+    SynthesisRequest,
     derive_event_id,
     document_part_job_id,
     utc_now,
 )
-from foundation.errors import BrokerUnavailable
-from foundation.metrics import SUBMISSIONS
-from producers.deps import ApiDeps, deps_of
+from producers.deps import Injected
 from producers.document_audio import STREAMED_FORMATS
-from producers.document_split import Document, DocumentError, split_epub, split_text
-from producers.submit import JobRequest, Rejected, SpeechOptions, queued_event, scoped_key, validate
+from producers.document_queries import DocumentReader
+from producers.document_split import BreakKind, Document, DocumentError, split_epub, split_text
+from producers.errors import Rejected
+from producers.http_errors import responses
+from producers.idempotency import document_id_for
+from producers.job_routes import IdempotencyKey, submission_key
+from producers.openapi_docs import document_operation
+from producers.requests import JobRequest, SpeechOptions
+from producers.rows import DocumentRow, PartRow
+from producers.submission import Item, Submission, Submissions
+from producers.views import (
+    ChapterAccepted,
+    ChapterProgressView,
+    DocumentAccepted,
+    DocumentState,
+    DocumentView,
+    PartsRequestView,
+    PartsView,
+    document_links,
+)
 
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
-DOCUMENT_NAMESPACE: Final = uuid.UUID("a41f7c3e-0d2b-4e58-8f6a-2b9c5d1e7f30")
+BREAKS: Final[dict[BreakKind, PartBreak]] = {"sentence": "s", "paragraph": "p", "chapter": "c"}
 
 
 class DocumentOptions(SpeechOptions):
@@ -105,152 +127,171 @@ async def _read_body(
     return split, markup, raw, options
 
 
-@post("/v1/documents", status_code=202, summary="Submit a long document: chapters and parts, each part a job",
-      request_max_body_size=MAX_UPLOAD_BYTES)  # fmt: skip
+@post(
+    "/v1/documents",
+    status_code=202,
+    summary="Submit a long document: chapters and parts, each part a job",
+    operation_class=document_operation(DocumentRequest, DocumentOptions),
+    request_max_body_size=MAX_UPLOAD_BYTES,
+    responses=responses(
+        400, 404, 409, 413, 422, 429, 503, _200=ResponseSpec(DocumentAccepted, description="The key's document.")
+    ),
+)
 async def submit_document(
     request: Request[Any, Any, Any],
-    idempotency_key: Annotated[str | None, HeaderParameter(name="Idempotency-Key")] = None,
-) -> Response[dict[str, Any]]:
+    submissions: Injected[Submissions],
+    documents: Injected[DocumentReader],
+    producer: Injected[Producer],
+    idempotency_key: IdempotencyKey = None,
+) -> Response[DocumentAccepted]:
     """202 with the document's chapters and parts; 200 with the same when the Idempotency-Key named it before."""
-    deps = deps_of(request)
-    if deps.documents is None or deps.document_log is None:
-        raise HTTPException(detail="this API serves no documents", status_code=404)
-    limits = deps.limits
+    limits = submissions.limits
+    key, sent = submission_key(idempotency_key, request)
     try:
-        key = scoped_key(idempotency_key, request.headers.get("authorization")) if idempotency_key else None
         document, markup, raw, options = await _read_body(
             request, limits.max_document_chars, limits.document_part_chars
         )
-        if document.chars > limits.max_document_chars:
-            raise Rejected(
-                f"the document has {document.chars} characters; the limit is {limits.max_document_chars}: split it", 413
-            )
-        if options.format.strip().lower() not in STREAMED_FORMATS:
-            raise Rejected(
-                f"format {options.format!r}: a document is stitched as a stream; use one of: "
-                + ", ".join(STREAMED_FORMATS)
-            )
-        engines = await deps.reader.engines()
-        common = options.model_dump(include=set(SpeechOptions.model_fields))
-        parts = [part for chapter in document.chapters for part in chapter.parts]
-        syntheses = [validate(JobRequest(text=part.text, **common), limits, engines) for part in parts]
     except DocumentError as exc:
-        raise HTTPException(detail=str(exc), status_code=422) from exc
-    except Rejected as exc:
-        raise HTTPException(detail=str(exc), status_code=exc.status, headers=exc.headers()) from exc
+        raise Rejected(str(exc), 422) from exc
+    if document.chars > limits.max_document_chars:
+        raise Rejected(
+            f"the document has {document.chars} characters; the limit is {limits.max_document_chars}: split it", 413
+        )
+    if options.format.strip().lower() not in STREAMED_FORMATS:
+        raise Rejected(
+            f"format {options.format!r}: a document is stitched as a stream; use one of: " + ", ".join(STREAMED_FORMATS)
+        )
     digest = hashlib.sha256(raw + options.model_dump_json().encode()).hexdigest()
-    document_id = uuid.uuid5(DOCUMENT_NAMESPACE, f"{key}\n{digest}") if key else uuid.uuid4()
-    if key is not None and await deps.documents.document_by_key(key) == document_id:
-        return Response(_submitted_body(document_id, document), status_code=200)
-    events = [
-        queued_event(synthesis, document_part_job_id(document_id, index), None, deps.producer, options.priority)
-        for index, synthesis in enumerate(syntheses)
+    document_id = document_id_for(key, digest)
+    if sent and await documents.document_by_key(key) == document_id:
+        return Response(_accepted(document_id, document), status_code=200)
+    common = options.model_dump(include=set(SpeechOptions.model_fields))
+    parts = [part for chapter in document.chapters for part in chapter.parts]
+    items = [
+        Item(JobRequest(text=part.text, **common), options.priority, document_part_job_id(document_id, index))
+        for index, part in enumerate(parts)
     ]
-    breaks = "".join({"sentence": "s", "paragraph": "p", "chapter": "c"}[part.break_after] for part in parts)
-    submitted = DocumentSubmitted(
+
+    def record(requests: Sequence[SynthesisRequest]) -> DocumentSubmitted:
+        return _document_record(document_id, document, markup, requests[0], options, key if sent else None, producer)
+
+    await submissions.submit(Submission(items, key, sent, from_cache=False, record=record))
+    return Response(
+        _accepted(document_id, document), status_code=202, headers={"Location": f"/v1/documents/{document_id}"}
+    )
+
+
+def _document_record(
+    document_id: uuid.UUID,
+    document: Document,
+    markup: Markup,
+    first: SynthesisRequest,
+    options: DocumentOptions,
+    key: str | None,
+    producer: Producer,
+) -> DocumentSubmitted:
+    parts = [part for chapter in document.chapters for part in chapter.parts]
+    now = utc_now()
+    return DocumentSubmitted(
         event_id=derive_event_id(document_id, "DocumentSubmitted", 0),
-        occurred_at=utc_now(),
-        producer=deps.producer,
+        occurred_at=now,
+        producer=producer,
         payload=DocumentSubmittedPayload(
             document_id=document_id,
             title=document.title[:500],
             markup=markup,
             chapters=tuple(DocumentChapter(title=c.title[:500], parts=len(c.parts)) for c in document.chapters),
-            breaks=breaks,
+            breaks="".join(BREAKS[part.break_after] for part in parts),
             total_chars=document.chars,
-            request=syntheses[0].model_copy(update={"text": document.title or "untitled"}),
+            request=first.model_copy(update={"text": document.title or "untitled"}),
             priority=options.priority,
             idempotency_key=key,
-            submitted_at=utc_now(),
+            submitted_at=now,
         ),
     )
-    try:
-        await deps.publisher.publish_all(events)  # the parts first: a visible document has every part
-        await deps.document_log.publish(submitted)
-    except BrokerUnavailable as exc:
-        retry = f"the header Idempotency-Key: {idempotency_key}" if idempotency_key else "an Idempotency-Key header"
-        detail = f"the job log did not confirm the whole document ({exc}); send it again with {retry} to resume it"
-        raise HTTPException(detail=detail, status_code=503, headers={"Retry-After": "5"}) from exc
-    SUBMISSIONS.labels("queued").inc(len(events))
-    return Response(_submitted_body(document_id, document), status_code=202,
-                    headers={"Location": f"/v1/documents/{document_id}"})  # fmt: skip
 
 
-def _links(document_id: uuid.UUID) -> dict[str, str]:
-    base = f"/v1/documents/{document_id}"
-    return {"self": base, "audio": f"{base}/audio", "toc": f"{base}/toc"}
-
-
-def _submitted_body(document_id: uuid.UUID, document: Document) -> dict[str, Any]:
-    return {
-        "document_id": document_id,
-        "title": document.title,
-        "parts": document.part_count,
-        "chars": document.chars,
-        "chapters": [{"index": i, "title": c.title, "parts": len(c.parts)} for i, c in enumerate(document.chapters)],
-        "links": _links(document_id),
-    }
+def _accepted(document_id: uuid.UUID, document: Document) -> DocumentAccepted:
+    return DocumentAccepted(
+        document_id=document_id,
+        title=document.title,
+        parts=document.part_count,
+        chars=document.chars,
+        chapters=[ChapterAccepted(index=i, title=c.title, parts=len(c.parts)) for i, c in enumerate(document.chapters)],
+        links=document_links(document_id),
+    )
 
 
 async def document_and_parts(
-    deps: ApiDeps, document_id: uuid.UUID
-) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
-    assert deps.documents is not None
-    document = await deps.documents.document(document_id)
+    documents: DocumentReader, document_id: uuid.UUID
+) -> tuple[DocumentRow, list[PartRow | None]]:
+    document = await documents.document(document_id)
     if document is None:
         raise NotFoundException(f"no document {document_id} (a document just submitted appears within a moment)")
-    return document, await deps.documents.parts(document_id, document["part_count"])
+    return document, await documents.parts(document_id, document.part_count)
 
 
-def document_state(parts: list[dict[str, Any] | None]) -> str:
-    states = [p["state"] if p else "queued" for p in parts]
-    if all(s == "completed" for s in states):
+def _count(parts: Sequence[PartRow | None], state: JobState) -> int:
+    return sum(1 for p in parts if p is not None and p.state is state)
+
+
+def document_state(parts: Sequence[PartRow | None]) -> DocumentState:
+    states = {p.state if p else JobState.QUEUED for p in parts}
+    if states == {JobState.COMPLETED}:
         return "completed"
-    if "cancelled" in states:
+    if JobState.CANCELLED in states:
         return "cancelled"
-    if "failed" in states:
+    if JobState.FAILED in states:
         return "failed"
-    return "running" if any(s != "queued" for s in states) else "queued"
+    return "running" if states != {JobState.QUEUED} else "queued"
 
 
-@get("/v1/documents/{document_id:uuid}", summary="A document's progress: parts done, audio so far, estimated finish")
-async def get_document(request: Request[Any, Any, Any], document_id: uuid.UUID) -> dict[str, Any]:
-    deps = deps_of(request)
-    if deps.documents is None:
-        raise NotFoundException("this API serves no documents")
-    document, parts = await document_and_parts(deps, document_id)
-    done = [p for p in parts if p and p["state"] == "completed"]
-    counts = {
-        state: sum(1 for p in parts if p and p["state"] == state) for state in ("completed", "failed", "cancelled")
-    }
-    done_chars = sum(p["chars"] for p in done)
-    elapsed = (utc_now() - document["submitted_at"]).total_seconds()
-    remaining = document["total_chars"] - done_chars
-    live = document_state(parts) in ("queued", "running")
+def _audio_s(parts: Sequence[PartRow | None]) -> float:
+    return sum(p.total_duration_ms or 0 for p in parts if p is not None and p.state is JobState.COMPLETED) / 1000
+
+
+@get(
+    "/v1/documents/{document_id:uuid}",
+    summary="A document's progress: parts done, audio so far, estimated finish",
+    responses=responses(404, 503),
+)
+async def get_document(document_id: FromPath[uuid.UUID], documents: Injected[DocumentReader]) -> DocumentView:
+    document, parts = await document_and_parts(documents, document_id)
+    state = document_state(parts)
+    done_chars = sum(p.chars for p in parts if p is not None and p.state is JobState.COMPLETED)
+    elapsed = (utc_now() - document.submitted_at).total_seconds()
+    remaining = document.total_chars - done_chars
+    live = state in ("queued", "running")
     finish = utc_now() + timedelta(seconds=remaining * elapsed / done_chars) if live and done_chars else None
-    chapters, first = [], 0
-    for index, chapter in enumerate(document["chapters"]):
-        mine = parts[first : first + chapter["parts"]]
-        chapters.append({
-            "index": index,
-            "title": chapter["title"],
-            "parts": chapter["parts"],
-            "completed": sum(1 for p in mine if p and p["state"] == "completed"),
-            "audio_seconds": sum((p["total_duration_ms"] or 0) for p in mine if p and p["state"] == "completed") / 1000,
-            "links": {"audio": f"/v1/documents/{document_id}/chapters/{index}/audio"},
-        })  # fmt: skip
-        first += chapter["parts"]
-    return {
-        "document_id": document_id,
-        "title": document["title"],
-        "state": document_state(parts),
-        "submitted_at": document["submitted_at"],
-        "priority": document["priority"],
-        "request": {k: v for k, v in document["request"].items() if k != "text"},
-        "chars": document["total_chars"],
-        "parts": {"total": len(parts), **counts},
-        "audio_seconds": sum((p["total_duration_ms"] or 0) for p in done) / 1000,
-        "estimated_finish": finish,
-        "chapters": chapters,
-        "links": _links(document_id),
-    }
+    chapters = []
+    for index, chapter in enumerate(document.chapters):
+        mine = [parts[i] for i in document.chapter_parts(index)]
+        chapters.append(
+            ChapterProgressView(
+                index=index,
+                title=chapter.title,
+                parts=chapter.parts,
+                completed=_count(mine, JobState.COMPLETED),
+                audio_seconds=_audio_s(mine),
+                links={"audio": f"/v1/documents/{document_id}/chapters/{index}/audio"},
+            )
+        )
+    return DocumentView(
+        document_id=document_id,
+        title=document.title,
+        state=state,
+        submitted_at=document.submitted_at,
+        priority=document.priority,
+        request=PartsRequestView.model_validate(document.request.model_dump(exclude={"text"})),
+        chars=document.total_chars,
+        parts=PartsView(
+            total=len(parts),
+            completed=_count(parts, JobState.COMPLETED),
+            failed=_count(parts, JobState.FAILED),
+            cancelled=_count(parts, JobState.CANCELLED),
+        ),
+        audio_seconds=_audio_s(parts),
+        estimated_finish=finish,
+        chapters=chapters,
+        links=document_links(document_id),
+    )

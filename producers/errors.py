@@ -18,3 +18,7 @@ class Rejected(ProducerError):
         if self.retry_after is not None:
             return {"Retry-After": str(self.retry_after)}
         return {"Retry-After": "5"} if self.status == 503 else None
+
+
+class LogUnreadable(ProducerError):
+    """The log cannot be read in time (Kafka unreachable): a job's history or past state cannot be told."""

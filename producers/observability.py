@@ -2,20 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from litestar import MediaType, Request, Response, get
+from litestar import MediaType, Response, get
 from prometheus_client import generate_latest
 
+from producers.activity import Activity
 from producers.dashboard_page import PAGE
-from producers.deps import deps_of
-from producers.queries import ProjectionUnavailable
+from producers.deps import Injected
+from producers.ports import LagView
+from producers.queries import ProjectionReader, ProjectionUnavailable
+from producers.views import View
+
+
+class PartitionLag(View):
+    partition: int
+    position: int | None
+    end: int
+    records: int
+    seconds: float
+    per_s: float | None
+    drain_s: float | None
+
+
+class GroupLag(View):
+    group: str
+    topic: str
+    members: int | None
+    status: str  # OK, WARN, STALL or STOP
+    reason: str
+    records: int
+    seconds: float
+    per_s: float | None
+    drain_s: float | None
+    window_s: float
+    partitions: list[PartitionLag]
+
+
+class LagReport(View):
+    """What ``voxlog lag --json`` prints."""
+
+    at: str
+    groups: list[GroupLag]
+    dead_letters: int | None
+    error: str | None
+
+
+class DashboardView(View):
+    lag: LagReport
+    activity: Activity | None  # None while PostgreSQL is unreachable (lag comes from Kafka, and is still shown)
 
 
 @get("/v1/lag", summary="Consumer lag of the synthesis groups and the projector, as last sampled")
-async def get_lag(request: Request[Any, Any, Any]) -> dict[str, Any]:
+async def get_lag(lag: Injected[LagView]) -> LagReport:
     """Per group and partition: records and seconds behind, rate, time to drain, and a Burrow-style status."""
-    return deps_of(request).lag.latest()
+    return LagReport.model_validate(lag.latest())
 
 
 @get(
@@ -29,13 +68,12 @@ async def dashboard() -> str:
 
 
 @get("/v1/dashboard", summary="What /dashboard shows: consumer lag (as /v1/lag) and the projection's recent activity")
-async def get_dashboard(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    deps = deps_of(request)
+async def get_dashboard(lag: Injected[LagView], reader: Injected[ProjectionReader]) -> DashboardView:
     try:
-        recent: dict[str, Any] | None = await deps.reader.activity()
+        recent: Activity | None = await reader.activity()
     except ProjectionUnavailable:
-        recent = None  # lag comes from Kafka and is still shown
-    return {"lag": deps.lag.latest(), "activity": recent}
+        recent = None
+    return DashboardView(lag=LagReport.model_validate(lag.latest()), activity=recent)
 
 
 @get("/metrics", summary="Prometheus metrics of this API process", media_type="text/plain; version=0.0.4")

@@ -48,7 +48,7 @@ from typing import Final, Protocol
 import asyncpg
 import structlog
 
-from contracts import JobCancelled, JobQueued
+from contracts import JobQueued
 from foundation.db import reading
 from foundation.kafka_groups import synth_group
 from foundation.live_jobs import LIVE_SQL
@@ -294,35 +294,3 @@ class BalancedPlacement:
             return not all(i in seen for i in placed.job_ids)
 
         self._loads = _Loads(read, time.monotonic(), [p for p in self._loads.placed if unseen(p)])
-
-
-class PlacingJobLog:
-    """The API's job log with placement: a ``JobQueued`` published without a partition goes where
-    :class:`BalancedPlacement` places it; everything else passes through as it is."""
-
-    def __init__(self, inner: JobLog, placement: BalancedPlacement) -> None:
-        self._inner = inner
-        self._placement = placement
-
-    async def publish(self, event: JobQueued | JobCancelled, partition: int | None = None) -> object:
-        return await self.publish_all([event], [partition])
-
-    async def publish_all(
-        self, events: Sequence[JobQueued | JobCancelled], partitions: Sequence[int | None] | None = None
-    ) -> object:
-        placed: list[int | None] = list(partitions) if partitions is not None else [None] * len(events)
-        new = [
-            (i, e)
-            for i, (e, p) in enumerate(zip(events, placed, strict=True))
-            if p is None and isinstance(e, JobQueued)
-        ]
-        if new:
-            for (i, _), partition in zip(new, await self._placement.place([e for _, e in new]), strict=True):
-                placed[i] = partition
-        return await self._inner.publish_all(events, placed)
-
-    async def check(self) -> None:
-        await self._inner.check()
-
-    async def partition_count(self) -> int:
-        return await self._inner.partition_count()

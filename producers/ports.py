@@ -11,6 +11,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from contracts import DocumentSubmitted, JobCancelled, JobQueued
+from foundation.errors import BrokerUnavailable
+from producers.errors import LogUnreadable
 
 
 class JobLog(Protocol):
@@ -40,6 +42,13 @@ class JobLog(Protocol):
     async def check(self) -> None: ...
 
 
+class Placement(Protocol):
+    """Where new jobs go (``producers.placement``): a partition of the jobs topic for each ``JobQueued``, or
+    ``None`` for its fingerprint's own. Never raises: a placement that cannot be had is ``None``."""
+
+    async def place(self, jobs: Sequence[JobQueued]) -> list[int | None]: ...
+
+
 class DocumentLog(Protocol):
     """Where documents are recorded (the compacted nodes topic); ``BrokerUnavailable`` as :class:`JobLog`."""
 
@@ -65,6 +74,26 @@ class JobAudit(Protocol):
     async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
         """The job's ``jobs`` row and segments as they stood at ``moment`` (None: not submitted yet)."""
         ...
+
+
+class LogAudit:
+    """The audit as the API reads it: a log that cannot be read is :class:`LogUnreadable` (a 503 that says the
+    log cannot be read), not the broker error of whatever read it."""
+
+    def __init__(self, audit: JobAudit) -> None:
+        self._audit = audit
+
+    async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        try:
+            return await self._audit.events(job_id)
+        except BrokerUnavailable as exc:
+            raise LogUnreadable(str(exc)) from exc
+
+    async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
+        try:
+            return await self._audit.job_as_of(job_id, moment)
+        except BrokerUnavailable as exc:
+            raise LogUnreadable(str(exc)) from exc
 
 
 class Waiter(Protocol):

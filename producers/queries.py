@@ -9,12 +9,10 @@ submissions keep reaching the log while the read side is unreachable.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import asyncpg
 
@@ -22,8 +20,9 @@ from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
 from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE
-from producers.activity import activity
+from producers.activity import Activity, activity
 from producers.errors import ProducerError
+from producers.rows import JOB_COLUMNS, SEGMENT_COLUMNS, EngineVoices, JobRow, JobStateRow, SegmentRow
 
 ENGINES_FRESH_S: Final = 1.0
 QUERY_TIMEOUT_S: Final = 5.0
@@ -31,16 +30,6 @@ QUERY_TIMEOUT_S: Final = 5.0
 
 class ProjectionUnavailable(ProducerError):
     """PostgreSQL (the projections) cannot be read right now."""
-
-
-@dataclass(frozen=True)
-class EngineVoices:
-    engine: str
-    model_version: str
-    sample_rate: int
-    voices: tuple[str, ...]
-    languages: tuple[str, ...]
-    workers: int
 
 
 def _reading(what: str) -> AbstractAsyncContextManager[None]:
@@ -88,15 +77,16 @@ class ProjectionReader:
         self._engines_read_at = time.monotonic()
         return self._engines
 
-    async def job(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+    async def job(self, job_id: uuid.UUID) -> JobRow | None:
+        """The job and the segments that hold its audio (a cache hit's are its source job's)."""
         async with _reading(f"job {job_id}"):
-            row = await self._pool.fetchrow("SELECT * FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S)
-            if row is None:
-                return None
-            job = dict(row)
-            job["request"] = json.loads(job["request"])
-            job["segments"] = await self.segments(job["source_job_id"] or job_id)
-            return job
+            row = await self._pool.fetchrow(
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
+            )
+        if row is None:
+            return None
+        segments = await self.segments(row["source_job_id"] or job_id)
+        return JobRow.from_mapping(row, segments=tuple(segments))
 
     async def partitions_of(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
         """The partition each job's events are in, for the jobs the projection shows an event of: a later
@@ -110,28 +100,48 @@ class ProjectionReader:
             )
         return {r["job_id"]: r["kafka_partition"] for r in rows}
 
-    async def job_by_key(self, key: str) -> dict[str, Any] | None:
-        """The first job submitted with the (scoped) idempotency key ``key``."""
-        async with _reading("an idempotency key"):
-            job_id = await self._pool.fetchval(
-                "SELECT job_id FROM jobs WHERE idempotency_key = $1 ORDER BY submitted_at LIMIT 1",
-                key,
+    async def progress(self, job_id: uuid.UUID, since: int) -> tuple[JobStateRow | None, list[SegmentRow]]:
+        """The job's state and its segments from index ``since`` on, in one statement (so the state is never
+        newer than the segments): what a stream reads each time the job changes."""
+        segment_columns = ", ".join(f"s.{name}" for name in SegmentRow.__struct_fields__)
+        async with _reading(f"job {job_id}"):
+            rows = await self._pool.fetch(
+                f"SELECT {', '.join(f'j.{name}' for name in JobStateRow.__struct_fields__)}, {segment_columns}"
+                " FROM jobs j LEFT JOIN segments s ON s.job_id = coalesce(j.source_job_id, j.job_id)"
+                " AND s.segment_index >= $2 WHERE j.job_id = $1 ORDER BY s.segment_index",
+                job_id,
+                since,
                 timeout=QUERY_TIMEOUT_S,
             )
-        return None if job_id is None else await self.job(job_id)
+        if not rows:
+            return None, []
+        state = JobStateRow.from_mapping(rows[0])
+        return state, [SegmentRow.from_mapping(row) for row in rows if row["segment_index"] is not None]
 
-    async def segments(self, job_id: uuid.UUID) -> list[dict[str, Any]]:
+    async def jobs_by_keys(self, keys: list[str]) -> dict[str, JobRow]:
+        """The first job submitted with each (scoped) idempotency key of ``keys`` that named one (no segments)."""
+        async with _reading("idempotency keys"):
+            rows = await self._pool.fetch(
+                f"SELECT DISTINCT ON (idempotency_key) {JOB_COLUMNS} FROM jobs"
+                " WHERE idempotency_key = ANY($1::text[]) ORDER BY idempotency_key, submitted_at",
+                keys,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return {row["idempotency_key"]: JobRow.from_mapping(row) for row in rows}
+
+    async def segments(self, job_id: uuid.UUID, since: int = 0) -> list[SegmentRow]:
+        """The job's segments from index ``since`` on, in order (a stream asks only for those it has not sent)."""
         async with _reading(f"the segments of job {job_id}"):
             rows = await self._pool.fetch(
-                "SELECT segment_index, attempt, span_start, span_end, span_text, audio_sha256, audio_uri,"
-                " duration_ms, sample_rate, byte_length, produced_at, reused FROM segments WHERE job_id = $1"
+                f"SELECT {SEGMENT_COLUMNS} FROM segments WHERE job_id = $1 AND segment_index >= $2"
                 " ORDER BY segment_index",
                 job_id,
+                since,
                 timeout=QUERY_TIMEOUT_S,
             )
-        return [dict(r) for r in rows]
+        return [SegmentRow.from_mapping(row) for row in rows]
 
-    async def activity(self) -> dict[str, Any]:
+    async def activity(self) -> Activity:
         """Throughput, phase latencies, the cache ratio and the nodes, for the dashboard."""
         async with _reading("the recent activity"):
             return await activity(self._pool, QUERY_TIMEOUT_S)
@@ -154,16 +164,6 @@ class ProjectionReader:
             )
             for row in rows
         }
-
-    async def cached_job_id(self, fingerprint: str) -> uuid.UUID | None:
-        """The completed job whose result is still live for ``fingerprint``."""
-        async with _reading("the result cache"):
-            found: uuid.UUID | None = await self._pool.fetchval(
-                "SELECT job_id FROM result_cache WHERE fingerprint = $1 AND expires_at > now()",
-                fingerprint,
-                timeout=QUERY_TIMEOUT_S,
-            )
-        return found
 
     async def backlog(self) -> Backlog:
         """The work ahead of a new submission (see :mod:`foundation.backlog`)."""

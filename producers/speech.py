@@ -17,9 +17,9 @@ VOXLOG_SPEECH_TIMEOUT_S.
 What goes wrong before the first audio is an HTTP error (the job failed, did
 not finish in time, its status or first segment cannot be read); a job that
 fails after some audio cuts the body off instead of ending it as if whole.
-Errors use OpenAI's shape: ``{"error": {"message", "type", "param",
-"code"}}``. ``instructions`` is accepted and ignored (Kokoro has no steering
-prompt).
+Errors use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``,
+from this route's own exception handlers. ``instructions`` is accepted and
+ignored (Kokoro has no steering prompt).
 """
 
 from __future__ import annotations
@@ -33,19 +33,26 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final, Literal, TypeVar
 
 from litestar import Request, Response, post
-from litestar.exceptions import SerializationException
+from litestar.exceptions import HTTPException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import JSONBody
 from litestar.response import ServerSentEvent, Stream
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from contracts import JobState
 from foundation.audio_formats import encode, media_type, stream_header, streamable
-from foundation.blobs import BlobNotFound
+from foundation.blobs import BlobNotFound, BlobStore
 from foundation.errors import BrokerUnavailable
-from producers.audio_out import StreamEnd, audio_stream, render, segment_samples, segments_as_they_appear
+from producers.audio_out import Audible, StreamEnd, audio_stream, render, segment_samples, segments_as_they_appear
 from producers.cancel import cancelled_when_abandoned
-from producers.deps import ApiDeps, deps_of
-from producers.errors import ProducerError
-from producers.queries import ProjectionUnavailable
-from producers.submit import JobRequest, Rejected, unavailable_message
+from producers.deps import ApiDeps, Injected
+from producers.errors import ProducerError, Rejected
+from producers.http_errors import broker_message
+from producers.job_routes import IdempotencyKey, submit_one
+from producers.openapi_docs import SpeechOperation
+from producers.queries import ProjectionReader, ProjectionUnavailable
+from producers.requests import JobRequest
+from producers.rows import JobRow
 
 OPENAI_VOICES: Final = frozenset(
     {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse", "marin", "cedar"}
@@ -79,6 +86,25 @@ class SpeechRequest(BaseModel):
     normalization_options: NormalizationOptions | None = None
 
 
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIErrorBody(BaseModel):
+    error: OpenAIError
+
+
+class SpeechFailed(ProducerError):
+    """What the route answers in OpenAI's error shape: the job failed, timed out, or its audio is gone."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.param, self.code = status, param, code
+
+
 def openai_error(
     status: int,
     message: str,
@@ -86,121 +112,168 @@ def openai_error(
     param: str | None = None,
     code: str | None = None,
     headers: dict[str, str] | None = None,
-) -> Response[Any]:
+) -> Response[OpenAIErrorBody]:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    body = OpenAIErrorBody(error=OpenAIError(message=message, type=kind, param=param, code=code))
     return Response(body, status_code=status, headers=headers)
 
 
-def _voice(spec: str | dict[str, str], deps: ApiDeps, voices: tuple[str, ...]) -> str:
+def _failed(_: Request[Any, Any, Any], exc: SpeechFailed) -> Response[OpenAIErrorBody]:
+    return openai_error(exc.status, str(exc), param=exc.param, code=exc.code)
+
+
+def _rejected(_: Request[Any, Any, Any], exc: Rejected) -> Response[OpenAIErrorBody]:
+    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+    if exc.status == 429:  # OpenAI's own status for "slow down", with its code
+        return openai_error(429, str(exc), code="rate_limit_exceeded", headers=headers)
+    # OpenAI answers every invalid request with 400, whatever our own API would say.
+    return openai_error(400 if exc.status < 500 else exc.status, str(exc), headers=headers)
+
+
+def _bad_body(_: Request[Any, Any, Any], exc: HTTPException) -> Response[OpenAIErrorBody]:
+    """Litestar's refusal of the body: fields that do not validate (named), or a body that is not JSON."""
+    extra = exc.extra if isinstance(exc.extra, list) and exc.extra else None
+    if extra is None:
+        return openai_error(exc.status_code, f"the request body is not valid JSON: {exc.detail}")
+    first = extra[0] if isinstance(extra[0], dict) else {}
+    param = str(first["key"]) if first.get("key") else None
+    return openai_error(400, f"invalid request: {first.get('message', exc.detail)}", param=param)
+
+
+def _no_projection(_: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[OpenAIErrorBody]:
+    return openai_error(503, f"PostgreSQL is unreachable: {exc}", headers={"Retry-After": "5"})
+
+
+def _no_log(_: Request[Any, Any, Any], exc: BrokerUnavailable) -> Response[OpenAIErrorBody]:
+    return openai_error(503, broker_message(exc), headers={"Retry-After": "5"})
+
+
+def _voice(spec: str | dict[str, str], default_voice: str, voices: tuple[str, ...]) -> str:
     name = spec.get("id", "") if isinstance(spec, dict) else spec
     if name in OPENAI_VOICES and name not in voices:
         # OpenAI's voice names are not Kokoro's: serve them with the configured (or first) voice.
-        return deps.openai_default_voice or (voices[0] if voices else name)
+        return default_voice or (voices[0] if voices else name)
     return name
 
 
-@post("/v1/audio/speech", summary="OpenAI-compatible speech", status_code=200)
-async def openai_speech(request: Request[Any, Any, Any]) -> Response[Any] | Stream:
-    deps = deps_of(request)
-    try:
-        raw = await request.json()
-        speech = SpeechRequest.model_validate(raw)
-    except SerializationException as exc:
-        return openai_error(400, f"the request body is not valid JSON: {exc}")
-    except (ValidationError, ValueError) as exc:
-        param = exc.errors()[0]["loc"][0] if isinstance(exc, ValidationError) and exc.errors()[0]["loc"] else None
-        return openai_error(400, f"invalid request: {exc}", param=str(param) if param else None)
-    try:
-        engines = await deps.reader.engines()
-    except ProjectionUnavailable as exc:
-        return openai_error(503, f"no engine is known while PostgreSQL is unreachable: {exc}")
+async def _job_request(speech: SpeechRequest, deps: ApiDeps) -> JobRequest:
+    engines = await deps.reader.engines()
     engine = speech.model if any(e.engine == speech.model for e in engines) else None
     if engine is None and speech.model not in OPENAI_MODELS:
         known = ", ".join(sorted(OPENAI_MODELS | {e.engine for e in engines}))
-        return openai_error(400, f"model {speech.model!r} is unknown; use one of: {known}", param="model")
+        raise SpeechFailed(400, f"model {speech.model!r} is unknown; use one of: {known}", param="model")
     if speech.stream_format == "sse" and not speech.stream:
-        return openai_error(
+        raise SpeechFailed(
             400, 'stream_format "sse" streams; it cannot be combined with "stream": false', param="stream"
         )
     voices = next((e.voices for e in engines if e.engine == (engine or deps.limits.default_engine)), ())
-    body = JobRequest(
+    return JobRequest(
         text=speech.input,
-        voice=_voice(speech.voice, deps, voices),
+        voice=_voice(speech.voice, deps.openai_default_voice, voices),
         speed=speech.speed,
         format=speech.response_format,
         engine=engine,
         normalize=speech.normalization_options.normalize if speech.normalization_options else True,
     )
+
+
+_OPENAI_ERRORS: Final = {
+    status: ResponseSpec(OpenAIErrorBody, description=description)
+    for status, description in {
+        400: "Invalid request (OpenAI's status for every invalid request), or the job could not be spoken.",
+        429: "Over the backlog limit: code rate_limit_exceeded; retry after Retry-After.",
+        500: "The job failed, or its audio is gone.",
+        503: "Kafka or PostgreSQL is unreachable, or cache-only mode.",
+        504: "The job did not finish within VOXLOG_SPEECH_TIMEOUT_S.",
+    }.items()
+}
+
+
+@post(
+    "/v1/audio/speech",
+    summary="OpenAI-compatible speech",
+    operation_class=SpeechOperation,
+    status_code=200,
+    responses=_OPENAI_ERRORS,
+    exception_handlers={
+        SpeechFailed: _failed,
+        Rejected: _rejected,
+        HTTPException: _bad_body,
+        ProjectionUnavailable: _no_projection,
+        BrokerUnavailable: _no_log,
+    },
+)
+async def openai_speech(
+    data: JSONBody[SpeechRequest],
+    deps: Injected[ApiDeps],
+    request: Request[Any, Any, Any],
+    idempotency_key: IdempotencyKey = None,
+) -> Response[bytes] | Stream:
+    body = await _job_request(data, deps)
+    job_id, fingerprint, _ = await submit_one(deps.submissions, body, idempotency_key, request)
     try:
-        accepted = await deps.enqueue(body, None)
-    except Rejected as exc:
-        if exc.status == 429:  # OpenAI's own status for "slow down", with its code
-            return openai_error(429, str(exc), code="rate_limit_exceeded", headers=exc.headers())
-        # OpenAI answers every invalid request with 400, whatever our own API would say.
-        return openai_error(400 if exc.status < 500 else exc.status, str(exc), headers=exc.headers())
-    except BrokerUnavailable as exc:
-        return openai_error(503, unavailable_message(exc))
+        return await _answer(deps, data, job_id, fingerprint, body.format.strip().lower(), body.sample_rate)
     except ProjectionUnavailable as exc:
-        return openai_error(503, f"no engine is known while PostgreSQL is unreachable: {exc}")
-    fmt, rate = body.format.strip().lower(), body.sample_rate
+        raise SpeechFailed(503, f"job {job_id} was accepted, but its status cannot be read: {exc}") from exc
+
+
+async def _answer(
+    deps: ApiDeps, speech: SpeechRequest, job_id: uuid.UUID, fingerprint: str, fmt: str, rate: int
+) -> Response[bytes] | Stream:
+    """The accepted job's audio: as server-sent events, streamed as segments appear, or whole."""
     if speech.stream_format == "sse":
-        return ServerSentEvent(_sse(deps, accepted.job_id, fmt, rate))
+        return ServerSentEvent(_sse(deps, job_id, fmt, rate))
     if speech.stream and streamable(fmt):
-        return await _streamed(deps, accepted.job_id, accepted.fingerprint, fmt, rate)
-    try:
-        job = await _wait_finished(deps, accepted.job_id)
-    except ProjectionUnavailable as exc:
-        return openai_error(503, f"job {accepted.job_id} was accepted, but its status cannot be read: {exc}")
+        return await _streamed(deps, job_id, fingerprint, fmt, rate)
+    job = await _wait_finished(deps, job_id)
     if job is None:
-        return openai_error(504, f"job {accepted.job_id} did not finish within {deps.speech_timeout_s:.0f}s")
-    if job["state"] == "failed":
-        return openai_error(400 if job["error_code"] == "input_rejected" else 500, job["error_message"] or "failed")
+        raise SpeechFailed(504, f"job {job_id} did not finish within {deps.speech_timeout_s:.0f}s")
+    if job.state is not JobState.COMPLETED:
+        status = 400 if job.error_code == "input_rejected" else 500
+        raise SpeechFailed(status, job.error_message or f"job {job_id} is {job.state.value}")
     try:
-        audio = await render(deps.blobs, job["segments"], fmt, rate)
+        audio = await render(deps.blobs, job.segments, fmt, rate)
     except (BlobNotFound, ValueError) as exc:
-        return openai_error(500, f"audio of job {accepted.job_id} is gone: {exc}")
-    return Response(audio, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(accepted.job_id)})
+        raise SpeechFailed(500, f"audio of job {job_id} is gone: {exc}") from exc
+    return Response(audio, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(job_id)})
 
 
-async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> dict[str, Any] | None:
+async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> JobRow | None:
     deadline = time.monotonic() + deps.speech_timeout_s
     with deps.changes.watch(job_id) as changes:
         while time.monotonic() < deadline:
             job = await deps.reader.job(job_id)
-            if job is not None and job["state"] in {"completed", "failed", "cancelled"}:
+            if job is not None and job.ended:
                 return job
             await changes.wait()
     return None
 
 
-async def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID, end: StreamEnd) -> AsyncIterator[dict[str, Any]]:
+async def _segments_as_projected(deps: ApiDeps, job_id: uuid.UUID, end: StreamEnd) -> AsyncIterator[Audible]:
     """Each segment once, in order, as the projection shows it, until the job ends or times out."""
+    reader: ProjectionReader = deps.reader
     with deps.changes.watch(job_id) as changes:
         async for segment in segments_as_they_appear(
-            lambda: deps.reader.job(job_id), changes.wait, deps.speech_timeout_s, end
+            lambda since: reader.progress(job_id, since), changes.wait, deps.speech_timeout_s, end
         ):
             yield segment
 
 
-async def _streamed(deps: ApiDeps, job_id: uuid.UUID, fingerprint: str, fmt: str, rate: int) -> Response[Any] | Stream:
+async def _streamed(deps: ApiDeps, job_id: uuid.UUID, fingerprint: str, fmt: str, rate: int) -> Stream:
     """The body as segments are projected. It starts only once the first segment is encoded, so that
     what fails before any audio still gets its status code. A client that leaves mid-stream cancels the
     job, unless another request waits for the same audio (:mod:`producers.cancel`)."""
     end = StreamEnd()
     segments = _segments_as_projected(deps, job_id, end)
-    try:
-        first = await anext(segments, None)
-    except ProjectionUnavailable as exc:
-        return openai_error(503, f"job {job_id} was accepted, but its status cannot be read: {exc}")
+    first = await anext(segments, None)
     if first is None:  # the job ended without audio, or not in time: the status can still say so
-        return _stream_failed(job_id, end)
-    chunks = _raw_stream(deps, fmt, rate, _chain([first], segments), end)
+        raise _stream_failed(job_id, end)
+    chunks = _raw_stream(deps.blobs, fmt, rate, _chain([first], segments), end)
     try:
         # The header, if the format has one, then the first segment's audio.
         opening = [await anext(chunks) for _ in range(2 if stream_header(fmt, rate) else 1)]
     except (BlobNotFound, ValueError) as exc:
-        return openai_error(500, f"audio of job {job_id} is gone: {exc}")
+        raise SpeechFailed(500, f"audio of job {job_id} is gone: {exc}") from exc
     body = cancelled_when_abandoned(deps, job_id, fingerprint, _chain(opening, chunks))
     return Stream(body, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(job_id)})
 
@@ -212,11 +285,11 @@ async def _chain(first: Iterable[T], rest: AsyncIterator[T]) -> AsyncIterator[T]
         yield item
 
 
-def _stream_failed(job_id: uuid.UUID, end: StreamEnd) -> Response[Any]:
+def _stream_failed(job_id: uuid.UUID, end: StreamEnd) -> SpeechFailed:
     if end.state == "timeout":
-        return openai_error(504, f"job {job_id}: {end.error}")
+        return SpeechFailed(504, f"job {job_id}: {end.error}")
     status = 400 if end.error_code == "input_rejected" else 500
-    return openai_error(status, f"job {job_id} failed: {end.error or 'no audio'}", code=end.error_code or "job_failed")
+    return SpeechFailed(status, f"job {job_id} failed: {end.error or 'no audio'}", code=end.error_code or "job_failed")
 
 
 class StreamBroken(ProducerError):
@@ -224,11 +297,11 @@ class StreamBroken(ProducerError):
 
 
 async def _raw_stream(
-    deps: ApiDeps, fmt: str, rate: int, segments: AsyncIterator[dict[str, Any]], end: StreamEnd
+    blobs: BlobStore, fmt: str, rate: int, segments: AsyncIterator[Audible], end: StreamEnd
 ) -> AsyncIterator[bytes]:
     if header := stream_header(fmt, rate):
         yield header
-    async for chunk in audio_stream(deps.blobs, segments, fmt, rate):
+    async for chunk in audio_stream(blobs, segments, fmt, rate):
         yield chunk
     if not end.completed:
         # Headers and audio are out: what is left is to not end the body as if it were whole. The
@@ -242,7 +315,7 @@ async def _sse(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> AsyncIt
     async for segment in _segments_as_projected(deps, job_id, end):
         samples, source_rate = await segment_samples(deps.blobs, segment)
         audio = await asyncio.to_thread(encode, samples, source_rate, fmt, rate)
-        total_ms += segment["duration_ms"]
+        total_ms += segment.duration_ms
         yield json.dumps({"type": "speech.audio.delta", "audio": base64.b64encode(audio).decode()})
     if end.completed:
         yield json.dumps({"type": "speech.audio.done", "job_id": str(job_id), "duration_ms": total_ms})

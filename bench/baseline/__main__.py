@@ -19,7 +19,7 @@ from foundation.db import open_pool
 from foundation.lifecycle import stop_on_signals
 from foundation.logging import configure_logging
 from foundation.metrics import serve_metrics
-from producers.submit import Limits
+from producers.requests import Limits
 from tts_node.fifo import SynthesisQueue
 from voxlog.composition import load_configured_engine
 from voxlog.engine_adapter import TtsNodeSpeechEngine

@@ -11,10 +11,13 @@ from litestar import Litestar, Request, Response, get, post
 from litestar.response import Stream
 
 from bench.baseline.queue import BaselineQueue
+from contracts import JobState
 from foundation.audio_formats import media_type
 from foundation.blobs import BlobStore
-from producers.audio_out import pcm_stream, segments_as_they_appear
-from producers.submit import JobRequest, Limits, Rejected, validate
+from producers.audio_out import Audible, Progress, pcm_stream, segments_as_they_appear
+from producers.errors import Rejected
+from producers.requests import JobRequest, Limits, validate
+from producers.rows import JobStateRow, StoredSegment
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,21 @@ async def speech(request: Request[Any, Any, Any], data: JobRequest) -> Response[
         job_id, _ = await _submit(deps, data)
     except Rejected as exc:
         return Response({"detail": str(exc)}, status_code=exc.status)
-    segments = segments_as_they_appear(
-        lambda: deps.queue.status(job_id), lambda: asyncio.sleep(deps.stream_poll_s), deps.stream_timeout_s
-    )
+
+    async def progress(since: int) -> tuple[Progress | None, list[Audible]]:
+        # The baseline reads the whole job each time, as a job table's status query does.
+        job = await deps.queue.status(job_id)
+        if job is None:
+            return None, []
+        state = JobStateRow(
+            state=JobState(job["state"]),
+            source_job_id=job["source_job_id"],
+            error_code=None,
+            error_message=job["error"],
+        )
+        return state, [StoredSegment.from_mapping(s) for s in job["segments"][since:]]
+
+    segments = segments_as_they_appear(progress, lambda: asyncio.sleep(deps.stream_poll_s), deps.stream_timeout_s)
     return Stream(pcm_stream(deps.blobs, segments, data.sample_rate), media_type=media_type("pcm", data.sample_rate))
 
 

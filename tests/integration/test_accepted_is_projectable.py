@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from contracts import Producer
 from foundation.kafka import RecordPosition
-from producers.queries import EngineVoices
-from producers.submit import JobRequest, Limits, Rejected, queued_event, scoped_key, validate
+from producers.errors import Rejected
+from producers.idempotency import fresh_key, scoped_key
+from producers.requests import JobRequest, Limits
+from producers.submission import Item, Submission, Submissions
 from projections.apply import Outcome, apply_job_event
+from tests.support.api_fakes import PRODUCER, Blobs, Log, Reader
 
-ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart",), ("en-us",), 1)]
 LIMITS = Limits(max_text_chars=5000, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")
 AT = RecordPosition("jobs", 0, 0)
 
@@ -25,12 +25,15 @@ AT = RecordPosition("jobs", 0, 0)
 @example(text="nul \x00 inside", key="k\x00")
 async def test_regression_text_the_api_accepts_is_never_refused_by_the_projector(pg, text, key):
     """Text with NUL was accepted (202), then Postgres refused its JobQueued and the job was 404 forever."""
+    log = Log()
+    submissions = Submissions(Reader(), log, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
     try:
-        request = validate(JobRequest(text=text, voice="af_heart"), LIMITS, ENGINES)
-        key = scoped_key(key, None) if key is not None else None
+        scoped = scoped_key(key, None) if key is not None else fresh_key(None)
+        body = JobRequest(text=text, voice="af_heart")
+        await submissions.submit(Submission([Item(body, "interactive")], scoped, key is not None))
     except Rejected as refused:
         assert refused.status in (413, 422)  # noqa: PT017 - refusing is one of the two outcomes, not the test's subject
         return
-    event = queued_event(request, uuid.uuid4(), key, Producer(service="api", instance="test"))
+    [event] = log.published
     async with pg.transaction():
         assert await apply_job_event(pg, event, AT, cache_ttl=timedelta(minutes=1)) == Outcome.APPLIED

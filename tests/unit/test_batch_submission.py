@@ -2,84 +2,26 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from typing import Any
 
 import httpx
-from litestar import Litestar
 
-from contracts.events import AudioRef, Producer
-from foundation.errors import PublishUnconfirmed
-from producers.batches import submit_batch
-from producers.deps import ApiDeps
-from producers.queries import EngineVoices, ProjectionUnavailable
-from producers.submit import Limits
-
-ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart",), ("en-us",), 1)]
+from producers.queries import ProjectionUnavailable
+from tests.support.api_fakes import Blobs, Log, Reader, client, deps, ref
 
 
-def ref(name: str) -> AudioRef:
-    sha = hashlib.sha256(name.encode()).hexdigest()
-    return AudioRef(sha256=sha, uri=f"file:///blobs/{sha}.wav")
-
-
-class Reader:
-    def __init__(self, cached: dict[str, uuid.UUID] | Exception | None = None) -> None:
-        self.cached = cached or {}
-
-    async def engines(self) -> list[EngineVoices]:
-        return ENGINES
-
-    async def cached_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
-        if isinstance(self.cached, Exception):
-            raise self.cached
-        return {fp: (job, [ref(str(job))]) for fp, job in self.cached.items() if fp in fingerprints}
-
-
-class Blobs:
-    """The blob store's touch: every blob is there but those named ``gone``."""
-
-    def __init__(self, gone: set[str] | None = None) -> None:
-        self.gone = gone or set()
-        self.touched: list[str] = []
-
-    def touch(self, refs: list[AudioRef]) -> bool:
-        if any(r.sha256 in self.gone for r in refs):
-            return False
-        self.touched += [r.sha256 for r in refs]
-        return True
-
-
-class Log:
-    """Takes the first ``takes`` events of each call, then fails the way an unconfirmed publish does."""
-
-    def __init__(self, takes: int | None = None) -> None:
-        self.takes = takes
-        self.published: list[Any] = []
-
-    async def publish_all(self, events: list[Any], partitions: list[int | None] | None = None) -> None:
-        if self.takes is not None and len(events) > self.takes:
-            self.published.extend(events[: self.takes])
-            raise PublishUnconfirmed("Kafka did not acknowledge all records in time")
-        self.published.extend(events)
+def reader(cached: dict[str, uuid.UUID] | None = None, down: Exception | None = None) -> Reader:
+    projection = Reader(down)
+    projection.cached = {fp: (job, [ref(str(job))]) for fp, job in (cached or {}).items()}
+    return projection
 
 
 async def post(
-    reader: Reader, log: Log, requests: list[dict[str, Any]], blobs: Blobs | None = None, **headers: str
+    projection: Reader, log: Log, requests: list[dict[str, Any]], blobs: Blobs | None = None, **headers: str
 ) -> httpx.Response:
-    app = Litestar(route_handlers=[submit_batch])
-    app.state.deps = ApiDeps(
-        reader=reader,  # type: ignore[arg-type]
-        publisher=log,  # type: ignore[arg-type]
-        blobs=blobs or Blobs(),  # type: ignore[arg-type]
-        limits=Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10),
-        producer=Producer(service="api", instance="test"),
-        audit=None,  # type: ignore[arg-type]
-        lag=None,  # type: ignore[arg-type]
-    )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
-        return await client.post("/v1/batches", json={"requests": requests}, headers=headers)
+    async with client(deps(projection, log, blobs=blobs)) as api:
+        return await api.post("/v1/batches", json={"requests": requests}, headers=headers)
 
 
 def requests(*texts: str) -> list[dict[str, Any]]:
@@ -89,7 +31,7 @@ def requests(*texts: str) -> list[dict[str, Any]]:
 async def test_a_batch_the_log_took_in_part_is_a_503_whose_key_names_the_same_jobs_on_the_retry():
     batch = requests("One.", "Two.", "Three.")
     partial = Log(takes=1)
-    refused = await post(Reader(), partial, batch)
+    refused = await post(reader(), partial, batch)
     assert refused.status_code == 503
     assert refused.headers["retry-after"] == "5"
     detail = refused.json()["detail"]
@@ -98,7 +40,7 @@ async def test_a_batch_the_log_took_in_part_is_a_503_whose_key_names_the_same_jo
     first_try = [event.job_id for event in partial.published]
 
     retry = Log()
-    answer = await post(Reader(), retry, batch, **{"Idempotency-Key": key})
+    answer = await post(reader(), retry, batch, **{"Idempotency-Key": key})
     assert answer.status_code == 202, answer.text
     assert [event.job_id for event in retry.published][:1] == first_try, "the retry names the job already recorded"
     assert [job["job_id"] for job in answer.json()["jobs"]] == [str(e.job_id) for e in retry.published]
@@ -109,7 +51,7 @@ async def test_the_same_key_names_the_same_jobs_and_another_key_other_ones():
     ids = []
     for key in ("k1", "k1", "k2"):
         log = Log()
-        assert (await post(Reader(), log, batch, **{"Idempotency-Key": key})).status_code == 202
+        assert (await post(reader(), log, batch, **{"Idempotency-Key": key})).status_code == 202
         ids.append([event.job_id for event in log.published])
     assert ids[0] == ids[1]
     assert set(ids[0]).isdisjoint(ids[2])
@@ -118,9 +60,9 @@ async def test_the_same_key_names_the_same_jobs_and_another_key_other_ones():
 async def test_live_results_are_answered_from_the_cache_and_only_the_rest_is_published():
     log = Log()
     probe = Log()
-    await post(Reader(), probe, requests("Cached."))
+    await post(reader(), probe, requests("Cached."))
     fingerprint, done = probe.published[0].fingerprint, uuid.uuid4()
-    answer = await post(Reader({fingerprint: done}), log, requests("Cached.", "Not cached."))
+    answer = await post(reader({fingerprint: done}), log, requests("Cached.", "Not cached."))
     assert answer.status_code == 202, answer.text
     body = answer.json()
     assert (body["queued"], body["cached"]) == (1, 1)
@@ -130,11 +72,11 @@ async def test_live_results_are_answered_from_the_cache_and_only_the_rest_is_pub
 
 async def test_a_cached_result_is_marked_used_before_it_is_handed_out_and_one_whose_audio_is_gone_is_queued():
     probe = Log()
-    await post(Reader(), probe, requests("Kept.", "Evicted."))
+    await post(reader(), probe, requests("Kept.", "Evicted."))
     kept, evicted = (event.fingerprint for event in probe.published)
     kept_job, evicted_job = uuid.uuid4(), uuid.uuid4()
     blobs, log = Blobs(gone={ref(str(evicted_job)).sha256}), Log()
-    answer = await post(Reader({kept: kept_job, evicted: evicted_job}), log, requests("Kept.", "Evicted."), blobs)
+    answer = await post(reader({kept: kept_job, evicted: evicted_job}), log, requests("Kept.", "Evicted."), blobs)
     assert answer.status_code == 202, answer.text
     assert [job["state"] for job in answer.json()["jobs"]] == ["completed", "queued"]
     assert blobs.touched == [ref(str(kept_job)).sha256]
@@ -143,13 +85,13 @@ async def test_a_cached_result_is_marked_used_before_it_is_handed_out_and_one_wh
 
 async def test_without_the_projection_every_request_is_queued():
     log = Log()
-    answer = await post(Reader(ProjectionUnavailable("down")), log, requests("One.", "Two."))
+    answer = await post(reader(down=ProjectionUnavailable("down")), log, requests("One.", "Two."))
     assert answer.status_code == 202
     assert len(log.published) == 2
 
 
 async def test_a_batch_over_the_limit_or_empty_is_a_413_and_nothing_is_published():
     log = Log()
-    assert (await post(Reader(), log, requests(*(f"Text {i}." for i in range(11))))).status_code == 413
-    assert (await post(Reader(), log, [])).status_code == 413
+    assert (await post(reader(), log, requests(*(f"Text {i}." for i in range(11))))).status_code == 413
+    assert (await post(reader(), log, [])).status_code == 413
     assert log.published == []

@@ -7,13 +7,19 @@ import struct
 import pytest
 
 from producers.document_audio import PAUSE_MS, chapter_spans, id3_chapters, opening, wav_header
+from producers.rows import ChapterRow
+from tests.support.api_fakes import segment
 
 pytestmark = pytest.mark.unit
 
 
 def test_chapters_start_where_the_previous_one_ends_with_each_parts_pause_counted():
-    segments = {0: [{"duration_ms": 1000}], 1: [{"duration_ms": 500}, {"duration_ms": 250}], 2: [{"duration_ms": 2000}]}
-    spans = chapter_spans([{"title": "One", "parts": 2}, {"title": "Two", "parts": 1}], "pcc", segments)
+    segments = {
+        0: [segment(0, duration_ms=1000)],
+        1: [segment(0, duration_ms=500), segment(1, duration_ms=250)],
+        2: [segment(0, duration_ms=2000)],
+    }
+    spans = chapter_spans([ChapterRow("One", 2), ChapterRow("Two", 1)], "pcc", segments)
     assert [(s.title, s.first_part, s.start_ms) for s in spans] == [("One", 0, 0), ("Two", 2, 1000 + 700 + 750 + 2000)]
     assert spans[0].duration_ms == 1000 + PAUSE_MS["p"] + 750 + PAUSE_MS["c"]
     assert spans[1].duration_ms == 2000 + PAUSE_MS["c"]

@@ -5,51 +5,17 @@ from __future__ import annotations
 import pytest
 from litestar.testing import TestClient
 
-from contracts import DocumentSubmitted, JobQueued, Producer, document_part_job_id
+from contracts import DocumentSubmitted, JobQueued, document_part_job_id
 from producers.app import create_app
-from producers.deps import ApiDeps
-from producers.queries import EngineVoices
-from producers.submit import Limits
+from tests.support.api_fakes import Documents, Log, Reader, deps
 from tests.support.epub import epub
 
 pytestmark = pytest.mark.unit
 
 
-class Reader:
-    async def engines(self) -> list[EngineVoices]:
-        return [EngineVoices("bench-sleep", "v1", 24000, ("af_heart",), ("en-us",), 1)]
-
-
-class Log:
-    def __init__(self) -> None:
-        self.records: list[object] = []
-
-    async def publish_all(self, events: list[object], partitions: list[int | None] | None = None) -> None:
-        self.records.extend(events)
-
-    async def publish(self, event: object, partition: int | None = None) -> None:
-        self.records.append(event)
-
-
-class Documents:
-    async def document_by_key(self, key: str) -> None:
-        return None
-
-
 def client() -> tuple[TestClient, Log]:
     log = Log()
-    deps = ApiDeps(
-        reader=Reader(),  # type: ignore[arg-type]
-        publisher=log,  # type: ignore[arg-type]
-        blobs=None,  # type: ignore[arg-type]
-        limits=Limits(5000, 0.5, 2.0, "bench-sleep", max_document_chars=20_000, document_part_chars=200),
-        producer=Producer(service="api", instance="test"),
-        audit=None,  # type: ignore[arg-type]
-        lag=None,  # type: ignore[arg-type]
-        documents=Documents(),  # type: ignore[arg-type]
-        document_log=log,  # type: ignore[arg-type]
-    )
-    return TestClient(create_app(deps)), log
+    return TestClient(create_app(deps(Reader(), log, documents=Documents()))), log
 
 
 def test_a_markdown_document_records_its_parts_then_the_document_that_names_them():
@@ -60,7 +26,7 @@ def test_a_markdown_document_records_its_parts_then_the_document_that_names_them
     assert answer.status_code == 202, answer.text
     body = answer.json()
     assert [c["title"] for c in body["chapters"]] == ["Book", "One", "Two"]
-    *parts, document = log.records
+    *parts, document = log.published
     assert isinstance(document, DocumentSubmitted)
     assert all(isinstance(p, JobQueued) for p in parts)
     assert [p.job_id for p in parts] == [document_part_job_id(document.payload.document_id, i) for i in range(7)]
@@ -95,7 +61,7 @@ def test_a_bad_document_gets_a_4xx_that_says_what_to_fix_and_nothing_is_recorded
         answer = test.post("/v1/documents", **kwargs)
     assert answer.status_code == status, answer.text
     assert says in answer.json()["detail"]
-    assert log.records == []
+    assert log.published == []
 
 
 def test_an_epub_upload_is_read_chapter_by_chapter():
@@ -116,5 +82,5 @@ def test_an_epub_upload_is_read_chapter_by_chapter():
     assert answer.status_code == 202, answer.text
     assert answer.json()["title"] == "Tiny"
     assert [c["title"] for c in answer.json()["chapters"]] == ["Start", "End"]
-    assert isinstance(log.records[-1], DocumentSubmitted)
-    assert log.records[-1].payload.markup == "epub"
+    assert isinstance(log.published[-1], DocumentSubmitted)
+    assert log.published[-1].payload.markup == "epub"

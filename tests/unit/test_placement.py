@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from producers.placement import BalancedPlacement, PlacingJobLog, least_loaded
+from producers.placement import BalancedPlacement, least_loaded
+from producers.requests import JobRequest
+from producers.submission import Item, Submission, Submissions
+from tests.support.api_fakes import LIMITS, PRODUCER, Blobs, Log, Reader
 from tests.support.job_logs import _Builder
 
 pytestmark = pytest.mark.unit
@@ -60,17 +63,18 @@ class Placing:
         return [10 + i for i in range(len(jobs))]
 
 
-async def test_only_new_jobs_published_without_a_partition_are_placed():
-    inner, placing = Inner(), Placing()
-    routed = PlacingJobLog(inner, placing)  # type: ignore[arg-type]
-    a, b, c = (_Builder(uuid.UUID(int=n), request_text=f"Text {n}.") for n in (1, 2, 3))
-    await routed.publish_all([a.queued(), c.cancelled(), b.queued(), c.queued()], [None, 4, None, 6])
-    await routed.publish(c.cancelled(), 5)
-    [(events, partitions), (_, cancel_partitions)] = inner.published
-    assert [e.type for e in events] == ["JobQueued", "JobCancelled", "JobQueued", "JobQueued"]
-    assert partitions == [10, 4, 11, 6]
-    assert [[e.job_id for e in asked] for asked in placing.asked] == [[a.job_id, b.job_id]]
-    assert cancel_partitions == [5]
+async def test_the_submission_pipeline_publishes_each_new_job_where_the_placement_puts_it():
+    placing, log, projection = Placing(), Log(), Reader()
+    submissions = Submissions(projection, log, Blobs(), LIMITS, PRODUCER, placement=placing)  # type: ignore[arg-type]
+    known = JobRequest(text="Known.", voice="af_heart")
+    first = await submissions.submit(Submission([Item(known, "interactive")], "anon/k", True))
+    projection.project(log.published[0])
+    items = [Item(JobRequest(text=text, voice="af_heart"), "batch") for text in ("One.", "Two.")]
+    await submissions.submit(Submission(items, "anon/batch", True))
+    again = await submissions.submit(Submission([Item(known, "interactive")], "anon/k", True))
+    assert log.partitions == [10, 10, 11], "each call's new jobs, in order, where the placement put them"
+    assert [[e.payload.request.text for e in asked] for asked in placing.asked] == [["Known."], ["One.", "Two."]]
+    assert again.answers[0].job_id == first.answers[0].job_id, "a known job is neither placed nor published again"
 
 
 class DownPool:

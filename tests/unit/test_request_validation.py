@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from producers.queries import EngineVoices
-from producers.submit import JobRequest, Limits, Rejected, validate
+from producers.errors import Rejected
+from producers.requests import JobRequest, Limits, validate
+from producers.rows import EngineVoices
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us", "en-gb"), 1)]
 LIMITS = Limits(max_text_chars=20, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")

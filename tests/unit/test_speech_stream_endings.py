@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from contracts import JobState
 from foundation.audio import encode_wav
 from producers.audio_out import StreamEnd, segments_as_they_appear
 from producers.speech import StreamBroken, _raw_stream
+from tests.support.api_fakes import progress, segment
 
-SEGMENT = {"segment_index": 0, "audio_sha256": "ab" * 32, "audio_uri": "file:///x.wav", "duration_ms": 100}
+SEGMENT = segment(0, uri="file:///x.wav")
 
 
 class OneBlob:
@@ -17,13 +19,15 @@ class OneBlob:
         return encode_wav(np.zeros(2400, dtype=np.float32), 24000)
 
 
-def reads(*jobs):
-    remaining = list(jobs)
+def reads(*script):
+    """Successive reads of the job (the last repeats), each giving the segments from the index asked for."""
+    remaining = list(script)
 
-    async def read_job():
-        return remaining.pop(0) if len(remaining) > 1 else remaining[0]
+    async def read_since(since: int):
+        state, segments = remaining.pop(0) if len(remaining) > 1 else remaining[0]
+        return state, [s for s in segments if s.segment_index >= since]
 
-    return read_job
+    return read_since
 
 
 async def no_wait() -> None:
@@ -38,18 +42,17 @@ async def test_regression_a_job_that_fails_after_its_first_audio_breaks_the_stre
     end = StreamEnd()
     segments = segments_as_they_appear(
         reads(
-            {"state": "claimed", "segments": [SEGMENT]},
-            {"state": "failed", "segments": [], "error_message": "engine died", "error_code": "engine_error"},
+            progress(JobState.CLAIMED, SEGMENT),
+            progress(JobState.FAILED, error="engine died", code="engine_error"),
         ),
         no_wait,
         30.0,
         end,
     )
-    deps = type("Deps", (), {"blobs": OneBlob()})()
     chunks: list[bytes] = []
 
     async def consume() -> None:
-        async for chunk in _raw_stream(deps, "wav", 24000, segments, end):  # type: ignore[arg-type]
+        async for chunk in _raw_stream(OneBlob(), "wav", 24000, segments, end):  # type: ignore[arg-type]
             chunks.append(chunk)
 
     with pytest.raises(StreamBroken, match="engine died"):
@@ -60,15 +63,14 @@ async def test_regression_a_job_that_fails_after_its_first_audio_breaks_the_stre
 
 async def test_a_completed_job_ends_the_stream_normally():
     end = StreamEnd()
-    segments = segments_as_they_appear(reads({"state": "completed", "segments": [SEGMENT]}), no_wait, 30.0, end)
-    deps = type("Deps", (), {"blobs": OneBlob()})()
-    chunks = await collect(_raw_stream(deps, "pcm", 24000, segments, end))  # type: ignore[arg-type]
+    segments = segments_as_they_appear(reads(progress(JobState.COMPLETED, SEGMENT)), no_wait, 30.0, end)
+    chunks = await collect(_raw_stream(OneBlob(), "pcm", 24000, segments, end))  # type: ignore[arg-type]
     assert len(chunks) == 1
     assert end.completed
 
 
 async def test_a_job_that_does_not_finish_in_time_ends_as_a_timeout():
     end = StreamEnd()
-    segments = segments_as_they_appear(reads({"state": "claimed", "segments": []}), no_wait, 0.0, end)
+    segments = segments_as_they_appear(reads(progress(JobState.CLAIMED)), no_wait, 0.0, end)
     assert await collect(segments) == []
     assert end.state == "timeout"

@@ -19,7 +19,7 @@ from foundation.settings import (
     SweeperSettings,
     WorkerSettings,
 )
-from producers.submit import Limits
+from producers.requests import Limits
 from projections.linger import Linger
 from projections.projector import ProjectorConfig
 

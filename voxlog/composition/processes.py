@@ -35,9 +35,10 @@ from producers.admission import Admission
 from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.document_queries import DocumentReader
-from producers.placement import BalancedPlacement, PlacingJobLog
-from producers.ports import JobLog
+from producers.placement import BalancedPlacement
+from producers.ports import LogAudit
 from producers.queries import ProjectionReader
+from producers.submission import Submissions
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
@@ -66,13 +67,12 @@ async def run_api(settings: ApiSettings) -> None:
             deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(publisher.stop)
-        jobs_log: JobLog = publisher
+        placement: BalancedPlacement | None = None
         if settings.job_placement == "balanced":
             workers = GroupShares(settings.kafka_bootstrap_servers, settings.jobs_topic)
             resources.push_async_callback(workers.stop)
             placement = BalancedPlacement(pool, publisher, settings.placement_ttl_s, workers, settings.synth_group)
             resources.push_async_callback(placement.stop)
-            jobs_log = PlacingJobLog(publisher, placement)
         document_log = ReconnectingPublisher(
             settings.kafka_bootstrap_servers,
             settings.nodes_topic,
@@ -86,24 +86,39 @@ async def run_api(settings: ApiSettings) -> None:
         )
         changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
         reader = ProjectionReader(pool)
+        blobs = LocalBlobStore(settings.blob_dir)
+        producer = Producer(service="api", instance=instance_name())
+        submissions = Submissions(
+            reader,
+            publisher,
+            blobs,
+            limits(settings),
+            producer,
+            admission=Admission(reader, settings.max_backlog_s),
+            placement=placement,
+            document_log=document_log,
+        )
         deps = ApiDeps(
             reader=reader,
-            publisher=jobs_log,
-            blobs=LocalBlobStore(settings.blob_dir),
-            limits=limits(settings),
-            producer=Producer(service="api", instance=instance_name()),
-            audit=LogAuditor(
-                JobLogReader(settings.kafka_bootstrap_servers, settings.jobs_topic, within_s=settings.audit_timeout_s),
-                pool,
-                timedelta(seconds=settings.cache_ttl),
+            submissions=submissions,
+            publisher=publisher,
+            blobs=blobs,
+            limits=submissions.limits,
+            producer=producer,
+            audit=LogAudit(
+                LogAuditor(
+                    JobLogReader(
+                        settings.kafka_bootstrap_servers, settings.jobs_topic, within_s=settings.audit_timeout_s
+                    ),
+                    pool,
+                    timedelta(seconds=settings.cache_ttl),
+                )
             ),
             lag=lag,
             speech_timeout_s=settings.speech_timeout_s,
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
-            admission=Admission(reader, settings.max_backlog_s),
             documents=DocumentReader(pool),
-            document_log=document_log,
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()

@@ -1,0 +1,94 @@
+"""GET /v1/jobs/{id}/events: a job's history as the log tells it, as ``voxlog audit --json`` prints it."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from litestar import get
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath
+from pydantic import Field
+
+from contracts import JobState
+from producers.deps import Injected
+from producers.http_errors import responses
+from producers.ports import JobAudit
+from producers.views import View
+
+
+class EventProducerView(View):
+    service: str
+    instance: str
+    host: str | None
+    engine: str | None
+    model_version: str | None
+    device: str | None
+
+
+class LoggedEventView(View):
+    partition: int
+    offset: int
+    appended_at: datetime
+    occurred_at: datetime
+    type: str
+    schema_version: int
+    event_id: uuid.UUID
+    attempt: int
+    producer: EventProducerView
+    outcome: str  # applied, fenced or duplicate
+    reason: str | None
+    state_after: JobState | None
+    payload: dict[str, Any]
+
+
+class AttemptView(View):
+    attempt: int
+    worker_id: str
+    host: str | None
+    device: str
+    engine: str
+    model_version: str
+    claimed_at: datetime
+    ended_at: datetime | None
+    ended_by: str | None
+    seconds: float | None
+    segments: int
+    fenced_events: int
+
+
+class StateSpanView(View):
+    state: JobState
+    attempt: int
+    since: datetime
+    until: datetime | None
+    seconds: float | None
+
+
+class JobHistoryView(View):
+    job_id: uuid.UUID
+    fingerprint: str
+    state: JobState | None
+    attempt: int | None
+    request: dict[str, Any] | None
+    reused_from: uuid.UUID | None
+    result_evicted: str | None = Field(description="Why its result left the cache, if it did.")
+    cancelled: str | None = Field(description="Why it was cancelled, if it was.")
+    events: list[LoggedEventView]
+    attempts: list[AttemptView]
+    time_in_state: list[StateSpanView]
+
+
+@get(
+    "/v1/jobs/{job_id:uuid}/events",
+    summary="The job's history read from the log: every event, applied or fenced",
+    responses=responses(404, 503),
+)
+async def get_job_events(job_id: FromPath[uuid.UUID], audit: Injected[JobAudit]) -> JobHistoryView:
+    """Each event with its partition, offset and time, its producer, its attempt and whether the projection
+    applied it or fenced it (and why); the job's attempts, and the time it spent in each state."""
+    history = await audit.events(job_id)
+    if history is None:
+        raise NotFoundException(f"no event of job {job_id} in the log")
+    return JobHistoryView.model_validate(history)

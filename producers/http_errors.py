@@ -1,0 +1,101 @@
+"""Domain errors as HTTP answers: one handler per error, and the OpenAPI entries of each status.
+
+A handler raises what went wrong in the domain's terms (``Rejected`` with its
+status, ``ProjectionUnavailable``, ``BrokerUnavailable``, Litestar's own
+``NotFoundException``); the app turns each into an :class:`ErrorBody` here,
+with ``Retry-After`` where coming back later will do. Routes declare which
+statuses they answer with :func:`responses`, so that /schema lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import structlog
+from litestar import Request, Response
+from litestar.exceptions import HTTPException
+from litestar.openapi.datastructures import ResponseSpec
+
+from foundation.errors import BrokerUnavailable, PublishUnconfirmed
+from producers.errors import LogUnreadable, Rejected
+from producers.queries import ProjectionUnavailable
+from producers.submission import InvalidItems
+from producers.views import ErrorBody
+
+log = structlog.get_logger("voxlog.api")
+RETRY_AFTER_S: Final = 5
+RETRY: Final = {"Retry-After": str(RETRY_AFTER_S)}
+
+_MEANINGS: Final = {
+    400: "The body is not what the route takes (Litestar names the field).",
+    404: "Unknown (or not yet projected: a job just submitted appears within a moment).",
+    409: "The state of the resource does not allow it (not finished yet, finished already, key reused).",
+    410: "The audio expired (VOXLOG_JOB_RETENTION_S).",
+    413: "Over a size limit (the message names it).",
+    422: "Invalid: the message says what to fix.",
+    429: "Over the backlog limit (VOXLOG_MAX_BACKLOG_S): retry after Retry-After.",
+    503: "A service voxlog needs is unreachable (PostgreSQL or Kafka), or cache-only mode: retry after Retry-After.",
+}
+
+
+def responses(*statuses: int, **overrides: ResponseSpec) -> dict[int, ResponseSpec]:
+    """The OpenAPI entries of ``statuses`` (an :class:`ErrorBody` each) and of ``overrides`` (by status,
+    written ``_200=ResponseSpec(...)``): what a route's ``responses=`` takes."""
+    specs = {status: ResponseSpec(data_container=ErrorBody, description=_MEANINGS[status]) for status in statuses}
+    specs.update({int(name.lstrip("_")): spec for name, spec in overrides.items()})
+    return specs
+
+
+def error_response(status: int, detail: str, headers: Mapping[str, str] | None = None, **extra: Any) -> Response[Any]:
+    body = ErrorBody(status_code=status, detail=detail, **extra)
+    return Response(body, status_code=status, headers=dict(headers or {}))
+
+
+def _rejected(_: Request[Any, Any, Any], exc: Rejected) -> Response[Any]:
+    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+    if exc.status == 503 and headers is None:
+        headers = RETRY
+    errors = [vars(item) for item in exc.invalid[:100]] if isinstance(exc, InvalidItems) else None
+    return error_response(exc.status, str(exc), headers, errors=errors)
+
+
+def _projection_unavailable(_: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[Any]:
+    return error_response(503, f"job status is unavailable while PostgreSQL is unreachable: {exc}", RETRY)
+
+
+def _log_unreadable(_: Request[Any, Any, Any], exc: LogUnreadable) -> Response[Any]:
+    return error_response(503, f"the log cannot be read: {exc}", RETRY)
+
+
+def broker_message(exc: BrokerUnavailable) -> str:
+    if isinstance(exc, PublishUnconfirmed):
+        return f"the job log did not confirm it in time ({exc}); it may still be recorded: retry"
+    return f"the job log (Kafka) is unreachable ({exc}); nothing was recorded by this request: retry later"
+
+
+def _broker_unavailable(_: Request[Any, Any, Any], exc: BrokerUnavailable) -> Response[Any]:
+    return error_response(503, broker_message(exc), RETRY)
+
+
+def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    if exc.status_code >= 500:
+        return _unexpected(request, exc)
+    extra = exc.extra if isinstance(exc.extra, (list, dict)) else None
+    return error_response(exc.status_code, exc.detail, exc.headers, extra=extra)
+
+
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """A bug: logged with its traceback (and its cause's), answered 500 without details."""
+    log.error("unexpected error", method=request.method, path=request.url.path, exc_info=exc)
+    return error_response(500, "internal error: the API's log has the details")
+
+
+EXCEPTION_HANDLERS: Final = {
+    Rejected: _rejected,
+    ProjectionUnavailable: _projection_unavailable,
+    BrokerUnavailable: _broker_unavailable,
+    LogUnreadable: _log_unreadable,
+    HTTPException: _http,
+    Exception: _unexpected,
+}

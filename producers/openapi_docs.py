@@ -1,0 +1,111 @@
+"""What Litestar cannot infer for /schema: the audio a route answers with, and a body read by hand.
+
+Routes whose 200 is audio in the format the request asked for use
+:class:`AudioOperation`, which lists every audio media type voxlog writes
+(a route answers one of them). ``POST /v1/documents`` reads its body itself
+(JSON, or a multipart upload), so :class:`DocumentOperation` documents both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, Operation, RequestBody, Schema
+from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
+from pydantic import BaseModel
+
+from foundation.audio_formats import media_type, supported_formats
+
+_BINARY: Final = Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY)
+
+
+def audio_media_types(formats: tuple[str, ...] | None = None) -> list[str]:
+    """Every media type voxlog answers audio with (``formats``: these only), without parameters."""
+    return sorted({media_type(fmt).split(";")[0] for fmt in formats or supported_formats()})
+
+
+@dataclass
+class AudioOperation(Operation):
+    """An operation whose 200 is audio (any of ``media_types``), and ``text/event-stream`` with ``events``."""
+
+    media_types: ClassVar[tuple[str, ...] | None] = None
+    events: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.responses is None or "200" not in self.responses:
+            return
+        ok = self.responses["200"]
+        if not isinstance(ok, OpenAPIResponse):
+            return
+        content = {kind: OpenAPIMediaType(schema=_BINARY) for kind in audio_media_types(self.media_types)}
+        if self.events:
+            content["text/event-stream"] = OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING))
+        ok.content = content
+
+
+@dataclass
+class WavOperation(AudioOperation):
+    media_types: ClassVar[tuple[str, ...] | None] = ("wav",)
+
+
+@dataclass
+class SpeechOperation(AudioOperation):
+    events: ClassVar[bool] = True
+
+
+@dataclass
+class StitchedOperation(AudioOperation):
+    """A document's stitched audio: the formats a document can be stitched in."""
+
+    media_types: ClassVar[tuple[str, ...] | None] = ("wav", "mp3", "pcm")
+
+
+def schema_of(json_schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Schema:
+    """A JSON Schema (pydantic's, of a flat model) as Litestar's OpenAPI schema object."""
+    defs = defs if defs is not None else json_schema.get("$defs", {})
+    if "$ref" in json_schema:
+        return schema_of(defs[json_schema["$ref"].rsplit("/", 1)[1]], defs)
+    kind = json_schema.get("type")
+    return Schema(
+        type=OpenAPIType(kind) if kind else None,
+        any_of=[schema_of(s, defs) for s in json_schema["anyOf"]] if "anyOf" in json_schema else None,
+        properties={k: schema_of(v, defs) for k, v in json_schema.get("properties", {}).items()} or None,
+        required=json_schema.get("required"),
+        items=schema_of(json_schema["items"], defs) if "items" in json_schema else None,
+        enum=json_schema.get("enum"),
+        const=json_schema.get("const"),
+        default=json_schema.get("default"),
+        description=json_schema.get("description"),
+        max_length=json_schema.get("maxLength"),
+        min_length=json_schema.get("minLength"),
+        format=OpenAPIFormat(json_schema["format"]) if "format" in json_schema else None,
+        title=json_schema.get("title"),
+    )
+
+
+def upload_schema(options: type[BaseModel]) -> Schema:
+    """A multipart upload: the document as ``file``, ``options``' fields as form fields."""
+    form = schema_of(options.model_json_schema())
+    properties = dict(form.properties or {})
+    properties["file"] = Schema(
+        type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY, description="The document: .epub, .md or text."
+    )
+    return Schema(type=OpenAPIType.OBJECT, properties=properties, required=["file", *(form.required or [])])
+
+
+def document_operation(body: type[BaseModel], options: type[BaseModel]) -> type[Operation]:
+    """The operation class of a route that takes ``body`` as JSON, or a file with ``options`` as form fields."""
+
+    @dataclass
+    class DocumentOperation(Operation):
+        def __post_init__(self) -> None:
+            self.request_body = RequestBody(
+                required=True,
+                content={
+                    "application/json": OpenAPIMediaType(schema=schema_of(body.model_json_schema())),
+                    "multipart/form-data": OpenAPIMediaType(schema=upload_schema(options)),
+                },
+            )
+
+    return DocumentOperation

@@ -1,0 +1,183 @@
+"""The projection's rows as the API reads them: typed from the query to the handler.
+
+Each row type names the columns it is read from (its fields), so a query
+selects exactly them (:func:`columns`) and a reader never indexes a record by
+a string literal. ``from_mapping`` builds a row from a record, or from what
+the audit folds from the log (``GET /v1/jobs/{id}?as_of=T``), which has the
+shape of a ``jobs`` row.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, ClassVar, Final, Self
+
+import msgspec
+
+from contracts import TERMINAL_STATES, AudioRef, JobState, SynthesisRequest
+
+
+def columns(row_type: type[Row], *, but: Iterable[str] = (), prefix: str = "") -> str:
+    """The row type's columns for a SELECT list (less ``but``, which a query computes itself)."""
+    skipped = {*but, *row_type._read_apart}
+    return ", ".join(prefix + name for name in row_type.__struct_fields__ if name not in skipped)
+
+
+class Row(msgspec.Struct, frozen=True, kw_only=True):
+    """A row read from a table: its fields are the columns it is read from."""
+
+    _decoded: ClassVar[dict[str, Any]] = {}
+    """Columns whose stored form is decoded on the way in, with the decoder of each."""
+    _read_apart: ClassVar[tuple[str, ...]] = ()
+    """Fields that are not columns of the row's table: read by another query, given to ``from_mapping``."""
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any], **given: Any) -> Self:
+        values = {
+            name: row[name] for name in cls.__struct_fields__ if name not in given and name not in cls._read_apart
+        }
+        for name, decode in cls._decoded.items():
+            values[name] = decode(values[name])
+        return cls(**values, **given)
+
+
+def _request(stored: str | Mapping[str, Any]) -> SynthesisRequest:
+    return SynthesisRequest.model_validate(json.loads(stored) if isinstance(stored, str) else stored)
+
+
+class StoredSegment(Row, frozen=True, kw_only=True):
+    """A segment of a job's audio: its place, where its audio is and how long it lasts."""
+
+    segment_index: int
+    audio_sha256: str
+    audio_uri: str
+    duration_ms: int
+
+    @property
+    def audio(self) -> AudioRef:
+        return AudioRef(sha256=self.audio_sha256, uri=self.audio_uri)
+
+
+class SegmentRow(StoredSegment, frozen=True, kw_only=True):
+    """A ``segments`` row: a job's segment with its text and how it was made."""
+
+    attempt: int
+    span_start: int
+    span_end: int
+    span_text: str
+    sample_rate: int
+    byte_length: int
+    produced_at: datetime
+    reused: bool
+
+
+SEGMENT_COLUMNS: Final = columns(SegmentRow)
+
+
+class JobRow(Row, frozen=True, kw_only=True):
+    """A ``jobs`` row and the segments that hold its audio (a cache hit's are its source job's)."""
+
+    _decoded: ClassVar[dict[str, Any]] = {"request": _request, "state": JobState}
+    _read_apart: ClassVar[tuple[str, ...]] = ("segments",)
+
+    job_id: uuid.UUID
+    fingerprint: str
+    state: JobState
+    attempt: int
+    request: SynthesisRequest
+    idempotency_key: str | None
+    worker_id: str | None
+    cache_hit: bool
+    source_job_id: uuid.UUID | None
+    segment_count: int | None
+    total_duration_ms: int | None
+    release_reason: str | None
+    not_before: datetime | None
+    error_code: str | None
+    error_message: str | None
+    submitted_at: datetime
+    claimed_at: datetime | None
+    completed_at: datetime | None
+    failed_at: datetime | None
+    cancelled_at: datetime | None
+    cancel_reason: str | None
+    segments: tuple[SegmentRow, ...] = ()
+
+    @property
+    def audio_job_id(self) -> uuid.UUID:
+        """The job whose segments are this job's audio."""
+        return self.source_job_id or self.job_id
+
+    @property
+    def ended(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+JOB_COLUMNS: Final = columns(JobRow)
+
+
+class JobStateRow(Row, frozen=True, kw_only=True):
+    """What a reader waiting for a job's audio needs to know of the job between its segments."""
+
+    _decoded: ClassVar[dict[str, Any]] = {"state": JobState}
+
+    state: JobState
+    source_job_id: uuid.UUID | None
+    error_code: str | None
+    error_message: str | None
+
+
+class PartRow(Row, frozen=True, kw_only=True):
+    """A document part's ``jobs`` row, as a document's progress needs it (``chars``: its text's length)."""
+
+    _decoded: ClassVar[dict[str, Any]] = {"state": JobState}
+
+    job_id: uuid.UUID
+    fingerprint: str
+    state: JobState
+    total_duration_ms: int | None
+    chars: int
+
+
+class ChapterRow(msgspec.Struct, frozen=True):
+    title: str
+    parts: int
+
+
+def _chapters(stored: str) -> tuple[ChapterRow, ...]:
+    return tuple(ChapterRow(c["title"], c["parts"]) for c in json.loads(stored))
+
+
+class DocumentRow(Row, frozen=True, kw_only=True):
+    _decoded: ClassVar[dict[str, Any]] = {"chapters": _chapters, "request": _request}
+
+    document_id: uuid.UUID
+    title: str
+    markup: str
+    chapters: tuple[ChapterRow, ...]
+    breaks: str
+    part_count: int
+    total_chars: int
+    request: SynthesisRequest
+    priority: str
+    idempotency_key: str | None
+    submitted_at: datetime
+
+    def chapter_parts(self, index: int) -> range:
+        """The part indexes of chapter ``index``, in reading order."""
+        first = sum(chapter.parts for chapter in self.chapters[:index])
+        return range(first, first + self.chapters[index].parts)
+
+
+class EngineVoices(msgspec.Struct, frozen=True):
+    """An engine's newest announced model version and what its workers offer."""
+
+    engine: str
+    model_version: str
+    sample_rate: int
+    voices: tuple[str, ...]
+    languages: tuple[str, ...]
+    workers: int

@@ -1,0 +1,286 @@
+"""What the API answers: one response model per body, so that /schema documents every one.
+
+Each model is built from typed rows (:mod:`producers.rows`) by the function
+beside it; handlers return models, never dicts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts import JobState, SynthesisRequest
+from producers.rows import JobRow
+
+
+class View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+def job_links(job_id: uuid.UUID) -> dict[str, str]:
+    return {"self": f"/v1/jobs/{job_id}", "audio": f"/v1/jobs/{job_id}/audio", "events": f"/v1/jobs/{job_id}/events"}
+
+
+class ErrorView(View):
+    code: str
+    message: str | None
+
+
+class ReleaseView(View):
+    reason: str
+    not_before: datetime | None
+
+
+class CancellationView(View):
+    reason: str
+    at: datetime | None
+
+
+class TimingsView(View):
+    submitted_at: datetime
+    claimed_at: datetime | None
+    completed_at: datetime | None
+    failed_at: datetime | None
+    cancelled_at: datetime | None
+    queue_wait_ms: int | None = Field(description="From submission to the (last) claim.")
+    total_ms: int | None = Field(description="From submission to completion.")
+
+
+class SegmentView(View):
+    index: int
+    text: str = Field(description="The segment's text, as written in the request.")
+    start: int
+    end: int
+    duration_ms: int
+    sample_rate: int
+    bytes: int
+    reused: bool = Field(description="The audio is an earlier identical sentence's (the segment cache).")
+    audio: str = Field(description="The segment's WAV.")
+
+
+class JobView(View):
+    """A job as the projection shows it (or, with ``as_of``, as the log had it then)."""
+
+    job_id: uuid.UUID
+    state: JobState
+    attempt: int
+    fingerprint: str
+    request: SynthesisRequest
+    cache_hit: bool
+    segments_reused: int
+    source_job_id: uuid.UUID | None = Field(description="A cache hit's: the job whose audio it reuses.")
+    worker_id: str | None
+    segment_count: int | None
+    total_duration_ms: int | None
+    error: ErrorView | None
+    release: ReleaseView | None
+    cancellation: CancellationView | None
+    timings: TimingsView
+    segments: list[SegmentView]
+    links: dict[str, str]
+    as_of: datetime | None = Field(None, description="Only with ?as_of=T: the moment of the log it shows.")
+
+
+def _ms(later: datetime | None, earlier: datetime | None) -> int | None:
+    return None if later is None or earlier is None else round((later - earlier).total_seconds() * 1000)
+
+
+def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
+    audio_job = job.audio_job_id
+    return JobView(
+        job_id=job.job_id,
+        state=job.state,
+        attempt=job.attempt,
+        fingerprint=job.fingerprint,
+        request=job.request,
+        cache_hit=job.cache_hit,
+        segments_reused=sum(1 for s in job.segments if s.reused),
+        source_job_id=job.source_job_id,
+        worker_id=job.worker_id,
+        segment_count=job.segment_count,
+        total_duration_ms=job.total_duration_ms,
+        error=ErrorView(code=job.error_code, message=job.error_message) if job.error_code else None,
+        release=ReleaseView(reason=job.release_reason, not_before=job.not_before) if job.release_reason else None,
+        cancellation=CancellationView(reason=job.cancel_reason, at=job.cancelled_at) if job.cancel_reason else None,
+        timings=TimingsView(
+            submitted_at=job.submitted_at,
+            claimed_at=job.claimed_at,
+            completed_at=job.completed_at,
+            failed_at=job.failed_at,
+            cancelled_at=job.cancelled_at,
+            queue_wait_ms=_ms(job.claimed_at, job.submitted_at),
+            total_ms=_ms(job.completed_at, job.submitted_at),
+        ),
+        segments=[
+            SegmentView(
+                index=s.segment_index,
+                text=s.span_text,
+                start=s.span_start,
+                end=s.span_end,
+                duration_ms=s.duration_ms,
+                sample_rate=s.sample_rate,
+                bytes=s.byte_length,
+                reused=s.reused,
+                audio=f"/v1/jobs/{audio_job}/segments/{s.segment_index}/audio",
+            )
+            for s in job.segments
+        ],
+        links=job_links(job.job_id),
+        as_of=as_of,
+    )
+
+
+class JobAccepted(View):
+    """A job on the log (202): it appears in GET /v1/jobs/{id} within a moment."""
+
+    job_id: uuid.UUID
+    fingerprint: str
+    state: JobState
+    links: dict[str, str]
+
+
+class BatchItemView(View):
+    index: int
+    job_id: uuid.UUID
+    fingerprint: str
+    state: JobState = Field(description="queued (a new job), or the state of the job that answers it.")
+
+
+class BatchAccepted(View):
+    queued: int = Field(description="Requests that became new jobs.")
+    cached: int = Field(description="Requests answered by a job that exists already (cached, or the key's).")
+    jobs: list[BatchItemView]
+
+
+class CancelView(View):
+    job_id: uuid.UUID
+    state: Literal["cancelling", "cancelled"]
+    links: dict[str, str]
+
+
+class EngineView(View):
+    engine: str
+    model_version: str
+    sample_rate: int
+    languages: list[str]
+    voices: list[str]
+    workers: int
+
+
+class VoicesView(View):
+    engines: list[EngineView]
+    formats: list[str]
+    sample_rates: list[int]
+
+
+class HealthView(View):
+    status: Literal["ok"]
+
+
+class ReadyView(View):
+    ready: bool
+    checks: dict[str, str] = Field(description="Per service (postgres, kafka): ok, or the error.")
+
+
+class ErrorBody(View):
+    """Every error this API answers (but the OpenAI route's, in OpenAI's shape)."""
+
+    status_code: int
+    detail: str = Field(description="What went wrong, and what to do about it.")
+    errors: list[dict[str, Any]] | None = Field(
+        None, description="A submission of several: each invalid request's index, status and detail."
+    )
+
+
+def document_links(document_id: uuid.UUID) -> dict[str, str]:
+    base = f"/v1/documents/{document_id}"
+    return {"self": base, "audio": f"{base}/audio", "toc": f"{base}/toc"}
+
+
+class ChapterAccepted(View):
+    index: int
+    title: str
+    parts: int
+
+
+class DocumentAccepted(View):
+    document_id: uuid.UUID
+    title: str
+    parts: int
+    chars: int
+    chapters: list[ChapterAccepted]
+    links: dict[str, str]
+
+
+class PartsView(View):
+    total: int
+    completed: int
+    failed: int
+    cancelled: int
+
+
+class ChapterProgressView(View):
+    index: int
+    title: str
+    parts: int
+    completed: int
+    audio_seconds: float
+    links: dict[str, str]
+
+
+class PartsRequestView(View):
+    """How every part is spoken (the parts' common request, less the text)."""
+
+    voice: str
+    speed: float
+    lang: str
+    engine: str
+    model_version: str
+    format: str
+    sample_rate: int
+    normalize: bool
+
+
+DocumentState = Literal["queued", "running", "completed", "failed", "cancelled"]
+
+
+class DocumentView(View):
+    document_id: uuid.UUID
+    title: str
+    state: DocumentState
+    submitted_at: datetime
+    priority: str
+    request: PartsRequestView
+    chars: int
+    parts: PartsView
+    audio_seconds: float
+    estimated_finish: datetime | None = Field(description="If the rest goes as fast as the document went so far.")
+    chapters: list[ChapterProgressView]
+    links: dict[str, str]
+
+
+class TocChapterView(View):
+    index: int
+    title: str
+    start_ms: int
+    duration_ms: int
+    parts: int
+    audio: str
+
+
+class TocView(View):
+    document_id: uuid.UUID
+    title: str
+    duration_ms: int
+    chapters: list[TocChapterView]
+
+
+class DocumentCancelView(View):
+    document_id: uuid.UUID
+    cancelled: int = Field(description="Parts whose JobCancelled was recorded now.")
+    ended_already: int
+    parts: int
+    visible: bool = Field(description="Whether the projection showed every cancellation before the answer.")

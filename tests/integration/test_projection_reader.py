@@ -1,0 +1,127 @@
+"""The API's reads of real projection tables (producers.queries, producers.document_queries): typed rows.
+
+The events go through the real projector into PostgreSQL; the reads are the
+ones the routes make, so a column renamed in a migration, or a row type that
+names a column its query does not select, fails here rather than as a 500.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from aiokafka.structs import TopicPartition
+
+from contracts import (
+    DocumentChapter,
+    DocumentSubmitted,
+    DocumentSubmittedPayload,
+    JobEvent,
+    JobState,
+    derive_event_id,
+    document_part_job_id,
+    encode_event,
+    event_headers,
+)
+from producers.document_queries import DocumentReader
+from producers.queries import ProjectionReader
+from projections.projector import Projector, ProjectorConfig
+from tests.support.events import PRODUCER, T0, node_announced, request
+from tests.support.job_logs import _Builder
+from tests.support.records import RecordedDeadLetters, raw_record, record_of
+
+CONFIG = ProjectorConfig(
+    name="reads", jobs_topic="jobs", nodes_topic="nodes", cache_ttl=timedelta(days=3650), max_batch=500
+)
+
+
+async def project(pool, events: list[JobEvent], nodes: list = ()) -> None:  # type: ignore[assignment]
+    projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
+    batch = {TopicPartition("jobs", 3): [record_of(event, "jobs", 3, offset) for offset, event in enumerate(events)]}
+    if nodes:
+        batch[TopicPartition("nodes", 0)] = [
+            raw_record("nodes", 0, offset, encode_event(node), event_headers(node)) for offset, node in enumerate(nodes)
+        ]
+    await projector.apply_batch(batch)
+
+
+def keyed(builder: _Builder, key: str) -> JobEvent:
+    queued = builder.queued()
+    return queued.model_copy(update={"payload": queued.payload.model_copy(update={"idempotency_key": key})})
+
+
+async def test_a_job_its_segments_its_progress_and_its_key_read_back_as_typed_rows(pool):
+    made, hit = (
+        _Builder(uuid.UUID(int=11), request_text="Read me."),
+        _Builder(uuid.UUID(int=12), request_text="Read me."),
+    )
+    events = [keyed(made, "anon/k1"), made.claimed(1), made.segment(1, 0), made.segment(1, 1), made.completed(1, 2)]
+    events += [hit.queued(), hit.completed(0, 2, cache_hit=True)]
+    events[-1] = events[-1].model_copy(
+        update={"payload": events[-1].payload.model_copy(update={"source_job_id": made.job_id})}
+    )
+    await project(pool, events, [node_announced()])
+    reader = ProjectionReader(pool)
+
+    job = await reader.job(made.job_id)
+    assert job is not None
+    assert (job.state, job.attempt, job.worker_id) == (JobState.COMPLETED, 1, "w1")
+    assert job.request.text == "Read me."
+    assert [s.segment_index for s in job.segments] == [0, 1]
+    assert job.segments[0].audio.sha256 == "cd" * 32
+
+    reused = await reader.job(hit.job_id)
+    assert reused is not None
+    assert reused.cache_hit
+    assert reused.audio_job_id == made.job_id
+    assert len(reused.segments) == 2, "a cache hit's audio is its source job's segments"
+
+    state, later = await reader.progress(made.job_id, 1)
+    assert state is not None
+    assert state.state is JobState.COMPLETED
+    assert [s.segment_index for s in later] == [1], "only the segments from the index asked for"
+    assert await reader.progress(uuid.UUID(int=99), 0) == (None, [])
+
+    by_key = await reader.jobs_by_keys(["anon/k1", "anon/unknown"])
+    assert list(by_key) == ["anon/k1"]
+    assert by_key["anon/k1"].job_id == made.job_id
+    assert (await reader.partitions_of([made.job_id])) == {made.job_id: 3}
+    assert set(await reader.cached_results([made.fingerprint])) == {made.fingerprint}
+    [engine] = await reader.engines()
+    assert engine.voices == ("jf_alpha",)
+
+
+async def test_a_document_and_its_parts_read_back_as_typed_rows(pool):
+    document_id = uuid.UUID(int=21)
+    parts = [_Builder(document_part_job_id(document_id, i), request_text=f"Part {i}.") for i in range(3)]
+    events: list[JobEvent] = [p.queued("batch") for p in parts]
+    events += [parts[0].claimed(1), parts[0].segment(1, 0), parts[0].completed(1, 1)]
+    submitted = DocumentSubmitted(
+        event_id=derive_event_id(document_id, "DocumentSubmitted", 0),
+        occurred_at=T0,
+        producer=PRODUCER,
+        payload=DocumentSubmittedPayload(
+            document_id=document_id,
+            title="A book",
+            markup="markdown",
+            chapters=(DocumentChapter(title="One", parts=1), DocumentChapter(title="Two", parts=2)),
+            breaks="cpc",
+            total_chars=21,
+            request=request("A book"),
+            priority="batch",
+            submitted_at=T0,
+        ),
+    )
+    await project(pool, events, [submitted])
+    documents = DocumentReader(pool)
+    document = await documents.document(document_id)
+    assert document is not None
+    assert [c.title for c in document.chapters] == ["One", "Two"]
+    assert list(document.chapter_parts(1)) == [1, 2]
+    read = await documents.parts(document_id, document.part_count)
+    assert [p.state if p else None for p in read] == [JobState.COMPLETED, JobState.QUEUED, JobState.QUEUED]
+    assert read[0] is not None
+    assert read[0].chars == len("Part 0.")
+    segments = await documents.segments([parts[0].job_id, parts[1].job_id])
+    assert list(segments) == [parts[0].job_id], "only completed parts have audio"
+    assert segments[parts[0].job_id][0].duration_ms == 100
