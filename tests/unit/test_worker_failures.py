@@ -10,8 +10,8 @@ from datetime import timedelta
 from aiokafka.errors import KafkaConnectionError
 
 import consumers.worker
+from consumers.attempts import AttemptResult
 from consumers.errors import LookupUnavailable
-from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
 from contracts import JobReleasedPayload, utc_now
 from foundation.errors import BrokerUnavailable
@@ -94,7 +94,7 @@ class FlakyRunner(RecordingRunner):
         super().__init__()
         self.refusals = 1
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         if self.refusals:
             self.refusals -= 1
             raise BrokerUnavailable("Kafka did not acknowledge")
@@ -132,7 +132,7 @@ class PollCountingRunner(RecordingRunner):
         self.consumer = consumer
         self.polls_before: list[int] = []
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         self.polls_before.append(self.consumer.polls)
         return await super().run(attempt)
 
@@ -195,11 +195,11 @@ class AbortRecordingRunner(RecordingRunner):
         self.entered, self.gate = asyncio.Event(), asyncio.Event()
         self.aborts: list[object] = []
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         if not self.jobs:
             self.entered.set()
             await self.gate.wait()
-        self.aborts.append(attempt.abort())
+        self.aborts.append(attempt.abort.reason)
         return await super().run(attempt)
 
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from consumers.job_runner import Outcome
+from consumers.attempts import AttemptResult
 from tests.support.job_logs import _Builder
 from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, settle
 from tests.unit.test_worker_failures import run_until_idle
@@ -51,7 +51,7 @@ class StopsAfterOneJob(RecordingRunner):
         super().__init__()
         self.stop = stop
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         outcome = await super().run(attempt)
         self.stop.set()
         return outcome

@@ -6,7 +6,7 @@ import asyncio
 
 from aiokafka.structs import TopicPartition
 
-from consumers.job_runner import Outcome
+from consumers.attempts import AttemptResult
 from consumers.ports import Outlook
 from tests.support.events import one_of_each
 from tests.support.worker_fakes import (
@@ -153,7 +153,7 @@ class RebalanceDuringJob(RecordingRunner):
         self.consumer = consumer
         self.revocation: asyncio.Task | None = None
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         self.consumer.rebalancing = True
 
         async def revoke() -> None:
