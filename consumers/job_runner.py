@@ -9,6 +9,11 @@ keeps heartbeating and polling while the model works, and a node never runs
 two syntheses at once. Each segment's audio is in the blob store before its
 ``SegmentProduced`` is published; every event id is derived from the job,
 attempt and index, so a repeated emission is applied once.
+
+Synthesis is a plan, then one step per segment (:meth:`JobRunner._step`): at
+its boundary the attempt stops if the worker asked for the job back or the
+job was cancelled; otherwise the segment's audio is made
+(:mod:`consumers.segment_audio`) and its event handed to the log.
 """
 
 from __future__ import annotations
@@ -16,13 +21,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, TypeVar
 
-import numpy as np
-import numpy.typing as npt
 import structlog
 
 from consumers.acknowledgements import Acknowledgements, Recorder
@@ -30,18 +33,9 @@ from consumers.activity import Activity
 from consumers.attempts import Attempt, AttemptResult
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
-from consumers.ports import (
-    AudioSink,
-    CachedResult,
-    EventLog,
-    PlannedSegment,
-    ReusableSegment,
-    SegmentReuse,
-    SpeechEngine,
-)
-from consumers.segment_reuse import LOOKUP_WORTH_S
+from consumers.ports import AudioSink, CachedResult, EventLog, PlannedSegment, SegmentReuse, SpeechEngine
+from consumers.segment_audio import SegmentAudio, SegmentMaker
 from contracts import (
-    AudioRef,
     JobClaimed,
     JobClaimedPayload,
     JobCompleted,
@@ -53,16 +47,13 @@ from contracts import (
     Producer,
     SegmentProduced,
     SegmentProducedPayload,
-    SynthesisRequest,
     TextSpan,
     derive_event_id,
     type_name,
     utc_now,
 )
 from contracts.events import ReleaseReason
-from contracts.fingerprint import segment_key
-from foundation.audio import encode_wav
-from foundation.metrics import JOB_PHASE_SECONDS, SEGMENTS_REUSED
+from foundation.metrics import JOB_PHASE_SECONDS
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
@@ -86,6 +77,18 @@ class RetryPolicy:
         return timedelta(seconds=random.uniform(ceiling / 2, ceiling))  # noqa: S311 - jitter, not crypto
 
 
+@dataclass
+class _Progress:
+    """How far an attempt's synthesis got: what each segment's step reads and moves on."""
+
+    attempt: Attempt
+    plan: Sequence[PlannedSegment]
+    claimed_at: float  # perf_counter() values
+    planned_at: float
+    total_ms: int = 0
+    for_duplicate: bool = False  # cancelled, but a duplicate waits: render the rest for it, record nothing
+
+
 class JobRunner:
     def __init__(
         self,
@@ -101,7 +104,7 @@ class JobRunner:
         segments: SegmentReuse | None = None,
     ) -> None:
         self._engine = engine
-        self._segments = segments
+        self._reuses_segments = segments is not None
         self._host = host
         self.activity = activity or Activity()
         self._blobs = blobs
@@ -109,12 +112,13 @@ class JobRunner:
         self._worker_id = worker_id
         self._retry = retry
         self._call = call
+        self._audio = SegmentMaker(engine, blobs, call, self.activity, segments)
         self.acknowledgements = Acknowledgements(publisher)
         """What this runner handed to the log and Kafka has not acknowledged yet: the worker waits for it."""
 
-    async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
-        result: T = await self._call(fn, *args)
-        return result
+    @property
+    def blobs(self) -> AudioSink:
+        return self._blobs
 
     async def run(self, attempt: Attempt) -> AttemptResult:
         """Run ``attempt``: claim, plan, render every segment, complete; or release, or fail.
@@ -129,19 +133,7 @@ class JobRunner:
             last = f"; the last: {job.last_error}" if job.last_error else ""
             message = f"{number - 1} attempts failed{last}"
             return await self._fail(ledger, job, number - 1, "attempts_exhausted", message, number - 1)
-        description = self._engine.description
-        claim = JobClaimedPayload(
-            worker_id=self._worker_id,
-            device=description.device,
-            engine=description.name,
-            model_version=description.model_version,
-            host=self._host,
-        )
-        # A fast node's claim travels with the first segment: one request to the broker instead of two.
-        hold = self.activity.surely_within(len(attempt.request.text), CLAIM_RIDES_ALONG_S)
-        await self._emit(ledger, JobClaimed, job, number, claim, wait=False, hold=hold)
-        if number == 1 and job.submitted_at is not None:
-            JOB_PHASE_SECONDS.labels("queued").observe(max((utc_now() - job.submitted_at).total_seconds(), 0.0))
+        await self._claim(attempt)
         self.activity.begin(job.job_id, job.fingerprint, number, len(attempt.request.text))
         completed = False
         try:
@@ -154,7 +146,7 @@ class JobRunner:
             if number >= self._retry.max_attempts:
                 code = "engine_error" if isinstance(exc, TransientEngineError) else "storage_error"
                 return await self._fail(ledger, job, number, code, str(exc), number)
-            return await self._release(ledger, job, number, "transient", str(exc), backoff=True)
+            return await self._release(attempt, "transient", str(exc), backoff=True)
         except asyncio.CancelledError:
             raise  # the watchdog gives the job back (abandon), and records what the attempt sent
         except BaseException:
@@ -166,122 +158,109 @@ class JobRunner:
     async def abandon(self, attempt: Attempt, message: str) -> AttemptResult:
         """Give the job back while its engine call never returns (the watchdog's last resort)."""
         self.activity.end(completed=False)
-        return await self._release(attempt.ledger, attempt.job, attempt.number, "transient", message, backoff=True)
+        return await self._release(attempt, "transient", message, backoff=True)
+
+    async def _claim(self, attempt: Attempt) -> None:
+        job, description = attempt.job, self._engine.description
+        claim = JobClaimedPayload(
+            worker_id=self._worker_id,
+            device=description.device,
+            engine=description.name,
+            model_version=description.model_version,
+            host=self._host,
+        )
+        # A fast node's claim travels with the first segment: one request to the broker instead of two.
+        hold = self.activity.surely_within(len(attempt.request.text), CLAIM_RIDES_ALONG_S)
+        await self._emit(attempt.ledger, JobClaimed, job, attempt.number, claim, wait=False, hold=hold)
+        if attempt.number == 1 and job.submitted_at is not None:
+            JOB_PHASE_SECONDS.labels("queued").observe(max((utc_now() - job.submitted_at).total_seconds(), 0.0))
 
     async def _synthesize(self, attempt: Attempt) -> AttemptResult:
-        claimed = time.perf_counter()
-        job, request, number, ledger = attempt.job, attempt.request, attempt.number, attempt.ledger
-        description = self._engine.description
+        claimed_at, request = time.perf_counter(), attempt.request
         plan = await self._blocking(self._engine.plan, request.text, request.lang, request.normalize)
         self.activity.planned(len(plan))
-        total_ms = 0
-        started = time.perf_counter()
-        for_duplicate = False  # cancelled, but a duplicate waits: render the rest for it, record nothing
+        progress = _Progress(attempt, plan, claimed_at, time.perf_counter())
         for segment in plan:
-            if (refused := self.acknowledgements.refusal()) is not None:
-                raise refused  # the rest are left to fail or land; the record is tried again as a new attempt
-            abort = attempt.abort.reason
-            if abort is not None:
-                if for_duplicate:  # the duplicate reuses what was rendered, and renders the rest itself
-                    return await self._cancelled(ledger, job, number, segment.index, len(plan))
-                message = f"released at segment {segment.index}: {abort.message}"
-                return await self._release(ledger, job, number, abort.reason, message, backoff=abort.backoff)
-            if not for_duplicate and attempt.cancel is not None and await attempt.cancel.cancelled():
-                if self._segments is None or not await attempt.cancel.wanted_elsewhere():
-                    return await self._cancelled(ledger, job, number, segment.index, len(plan))
-                for_duplicate = True
-                log.info("job cancelled; a duplicate waits: rendering the rest for it", job_id=str(job.job_id))
-            key = self._segment_key(segment, request)
-            reuse = None
-            if key and self._segments is not None:
-                speed = self.activity.chars_per_s  # unknown yet: assume the engine is slow enough to ask
-                worth = speed is None or len(segment.text) / speed > LOOKUP_WORTH_S
-                reuse = await self._segments.find(key, ask_projection=worth)
-            if reuse is not None and reuse.sample_rate == description.sample_rate and await self._still_stored(reuse):
-                ref, byte_length, duration_ms = reuse.audio, reuse.byte_length, reuse.duration_ms
-                self.activity.reused(len(segment.text))
-                SEGMENTS_REUSED.labels(description.name).inc()
-            else:
-                reuse = None
-                rendering = time.perf_counter()
-                samples = await self._blocking(self._engine.render, segment, request.voice, request.speed)
-                self.activity.rendered(time.perf_counter() - rendering)
-                try:  # encoded and written in one hop off the loop
-                    ref, byte_length = await asyncio.to_thread(self._store, samples, description.sample_rate)
-                except OSError as exc:
-                    raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
-                duration_ms = round(1000 * len(samples) / description.sample_rate)
-                if key and self._segments is not None:
-                    made = ReusableSegment(ref, duration_ms, byte_length, description.sample_rate)
-                    self._segments.remember(key, made)
-            total_ms += duration_ms
-            if for_duplicate:
-                continue
-            await self._emit(
-                ledger,
-                SegmentProduced,
-                job,
-                number,
-                SegmentProducedPayload(
-                    index=segment.index,
-                    span=TextSpan(start=segment.start, end=segment.end, text=segment.text),
-                    audio=ref,
-                    duration_ms=duration_ms,
-                    sample_rate=description.sample_rate,
-                    byte_length=byte_length,
-                    segment_key=key,
-                    reused=reuse is not None,
-                ),
-                segment.index,
-                wait=False,
-            )
-            if segment is plan[0]:
-                JOB_PHASE_SECONDS.labels("first_segment").observe(time.perf_counter() - claimed)
-        if for_duplicate:
-            return await self._cancelled(ledger, job, number, len(plan), len(plan))
-        payload = JobCompletedPayload(segment_count=len(plan), total_duration_ms=total_ms)
+            ended = await self._step(progress, segment)
+            if ended is not None:
+                return ended
+        return await self._complete(progress)
+
+    async def _step(self, progress: _Progress, segment: PlannedSegment) -> AttemptResult | None:
+        """One segment: stop at its boundary if the attempt must, else make its audio and hand its event to
+        the log. Returns how the attempt ended, or ``None`` to go on."""
+        if (refused := self.acknowledgements.refusal()) is not None:
+            raise refused  # the rest are left to fail or land; the worker tries the record again either way
+        ended = await self._at_boundary(progress, segment.index)
+        if ended is not None:
+            return ended
+        audio = await self._audio.make(segment, progress.attempt.request)
+        progress.total_ms += audio.duration_ms
+        if not progress.for_duplicate:
+            await self._emit_segment(progress, segment, audio)
+        return None
+
+    async def _at_boundary(self, progress: _Progress, index: int) -> AttemptResult | None:
+        """Before segment ``index``: release the job if the worker wants it back, stop if it was cancelled
+        (unless a duplicate waits for its audio: then the rest is rendered for it, and not recorded)."""
+        attempt, of = progress.attempt, len(progress.plan)
+        abort = attempt.abort.reason
+        if abort is not None:
+            if progress.for_duplicate:  # the duplicate reuses what was rendered, and renders the rest itself
+                return await self._cancelled(attempt, index, of)
+            message = f"released at segment {index}: {abort.message}"
+            return await self._release(attempt, abort.reason, message, backoff=abort.backoff)
+        if progress.for_duplicate or attempt.cancel is None or not await attempt.cancel.cancelled():
+            return None
+        if not self._reuses_segments or not await attempt.cancel.wanted_elsewhere():
+            return await self._cancelled(attempt, index, of)
+        progress.for_duplicate = True
+        log.info("job cancelled; a duplicate waits: rendering the rest for it", job_id=str(attempt.job.job_id))
+        return None
+
+    async def _emit_segment(self, progress: _Progress, segment: PlannedSegment, audio: SegmentAudio) -> None:
+        attempt = progress.attempt
+        payload = SegmentProducedPayload(
+            index=segment.index,
+            span=TextSpan(start=segment.start, end=segment.end, text=segment.text),
+            audio=audio.ref,
+            duration_ms=audio.duration_ms,
+            sample_rate=self._engine.description.sample_rate,
+            byte_length=audio.byte_length,
+            segment_key=audio.key,
+            reused=audio.reused,
+        )
+        await self._emit(
+            attempt.ledger, SegmentProduced, attempt.job, attempt.number, payload, segment.index, wait=False
+        )
+        if segment is progress.plan[0]:
+            JOB_PHASE_SECONDS.labels("first_segment").observe(time.perf_counter() - progress.claimed_at)
+
+    async def _complete(self, progress: _Progress) -> AttemptResult:
+        attempt, segments, total_ms = progress.attempt, len(progress.plan), progress.total_ms
+        if progress.for_duplicate:
+            return await self._cancelled(attempt, segments, segments)
+        payload = JobCompletedPayload(segment_count=segments, total_duration_ms=total_ms)
         wait = attempt.wait_for_completion
-        recorded = await self._emit(ledger, JobCompleted, job, number, payload, wait=wait)
+        recorded = await self._emit(attempt.ledger, JobCompleted, attempt.job, attempt.number, payload, wait=wait)
         log.info(
             "job completed",
-            job_id=str(job.job_id),
-            fingerprint=job.fingerprint,
-            attempt=number,
-            segments=len(plan),
+            job_id=str(attempt.job.job_id),
+            fingerprint=attempt.job.fingerprint,
+            attempt=attempt.number,
+            segments=segments,
             audio_ms=total_ms,
-            synthesis_ms=round(1000 * (time.perf_counter() - started)),
+            synthesis_ms=round(1000 * (time.perf_counter() - progress.planned_at)),
         )
-        return AttemptResult("completed", len(plan), total_ms, recorded=None if wait else recorded)
+        return AttemptResult("completed", segments, total_ms, recorded=None if wait else recorded)
 
-    async def _cancelled(self, ledger: Recorder, job: JobView, number: int, at: int, of: int) -> AttemptResult:
+    async def _cancelled(self, attempt: Attempt, at: int, of: int) -> AttemptResult:
         """End an attempt whose job was cancelled: nothing more is recorded (``JobCancelled`` is on the log
         already); what the attempt did record is acknowledged before the offset moves past the job."""
         await self.acknowledgements.wait_all()
-        log.info("job cancelled: synthesis stopped", job_id=str(job.job_id), attempt=number, segment=at, of=of)
+        job_id = str(attempt.job.job_id)
+        log.info("job cancelled: synthesis stopped", job_id=job_id, attempt=attempt.number, segment=at, of=of)
         return AttemptResult("cancelled", at)
-
-    def _segment_key(self, segment: PlannedSegment, request: SynthesisRequest) -> str | None:
-        if not segment.ids:
-            return None
-        description = self._engine.description
-        return segment_key(
-            engine=description.name,
-            model_version=description.model_version,
-            voice=request.voice,
-            speed=request.speed,
-            ids=segment.ids,
-        )
-
-    async def _still_stored(self, reuse: ReusableSegment) -> bool:
-        return await asyncio.to_thread(self._blobs.touch, [reuse.audio])
-
-    @property
-    def blobs(self) -> AudioSink:
-        return self._blobs
-
-    def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:
-        wav = encode_wav(samples, sample_rate)
-        return self._blobs.put(wav, ".wav"), len(wav)
 
     async def complete_from_cache(self, job: JobView, cached: CachedResult, ledger: Recorder) -> AttemptResult:
         """Coalesce: complete ``job`` with a live result another job produced, without synthesis."""
@@ -298,6 +277,10 @@ class JobRunner:
     async def fail_without_attempt(self, job: JobView, code: str, message: str, ledger: Recorder) -> AttemptResult:
         """Fail ``job`` before any attempt could start (its request cannot be found, say)."""
         return await self._fail(ledger, job, job.attempt, code, message, job.attempt)
+
+    async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
+        result: T = await self._call(fn, *args)
+        return result
 
     async def _emit(
         self,
@@ -333,12 +316,11 @@ class JobRunner:
             await self.acknowledgements.wait_all()
         return recorded
 
-    async def _release(
-        self, ledger: Recorder, job: JobView, number: int, reason: ReleaseReason, message: str, *, backoff: bool
-    ) -> AttemptResult:
+    async def _release(self, attempt: Attempt, reason: ReleaseReason, message: str, *, backoff: bool) -> AttemptResult:
+        job, number = attempt.job, attempt.number
         not_before = utc_now() + self._retry.backoff(number) if backoff else None
         payload = JobReleasedPayload(reason=reason, failed_attempt=number, not_before=not_before, message=message)
-        await self._emit(ledger, JobReleased, job, number, payload)
+        await self._emit(attempt.ledger, JobReleased, job, number, payload)
         log.warning("job released", job_id=str(job.job_id), attempt=number, reason=reason, message=message)
         return AttemptResult("released")
 

@@ -10,11 +10,13 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from consumers.attempts import Attempt
+from consumers.attempts import Abort, AbortSignal, Attempt
+from consumers.cancellation import CancelWatch
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.job_runner import CLAIM_RIDES_ALONG_S, JobRunner, RetryPolicy
 from consumers.ledger import Ledger
 from consumers.ports import CachedResult, EngineDescription, PlannedSegment
+from consumers.segment_reuse import SegmentCache
 from contracts import AudioRef, JobEvent, Producer, utc_now
 from foundation.errors import BrokerUnavailable
 from tests.support.job_logs import _Builder
@@ -307,3 +309,68 @@ async def test_a_refused_completion_not_waited_for_says_so_and_records_nothing_a
     assert result.recorded is not None
     assert result.recorded.result() is False, "the worker acts on the job again"
     assert view.state == "claimed", "the claim and segments count, the completion does not"
+
+
+class CancelledAfterFirstSegment:
+    """The projection shows the job cancelled from the second boundary on; ``waiting`` says a duplicate wants it."""
+
+    def __init__(self, waiting: bool) -> None:
+        self.asked, self.waiting = 0, waiting
+
+    async def cancelled(self, job_id) -> bool:
+        self.asked += 1
+        return self.asked > 1
+
+    async def wanted_elsewhere(self, fingerprint, job_id) -> bool:
+        return self.waiting
+
+
+class CountingEngine(FakeEngine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rendered: list[int] = []
+
+    def render(self, segment, voice: str, speed: float):
+        self.rendered.append(segment.index)
+        return super().render(segment, voice, speed)
+
+
+def watched_attempt(ledger, view, lookup) -> Attempt:
+    return Attempt(
+        view, view.request, 1, ledger, cancel=CancelWatch(lookup, view.job_id, view.fingerprint, every_s=0.0)
+    )
+
+
+async def test_a_job_cancelled_mid_synthesis_stops_at_the_next_segment_boundary_and_records_nothing_more():
+    engine = CountingEngine()
+    runner, log, ledger, _, _ = setup(engine=engine)
+    view = ledger.observe(_Builder(uuid.UUID(int=11), request_text="Three short words.").queued(), 1)
+    result = await runner.run(watched_attempt(ledger, view, CancelledAfterFirstSegment(waiting=False)))
+    assert (result.kind, result.segments) == ("cancelled", 1)
+    assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1)]
+    assert engine.rendered == [0]
+    assert view.state == "claimed", "what the attempt recorded is acknowledged before it returns"
+
+
+async def test_a_cancelled_job_that_a_duplicate_waits_for_renders_the_rest_without_recording_it():
+    engine = CountingEngine()
+    runner = JobRunner(
+        engine, Blobs(), log := Log(), Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), call,
+        segments=SegmentCache(None),
+    )  # fmt: skip
+    ledger = Ledger(timedelta(minutes=10))
+    view = ledger.observe(_Builder(uuid.UUID(int=12), request_text="Three short words.").queued(), 0)
+    result = await runner.run(watched_attempt(ledger, view, CancelledAfterFirstSegment(waiting=True)))
+    assert (result.kind, result.segments) == ("cancelled", 3)
+    assert engine.rendered == [0, 1, 2], "rendered for the duplicate, which reuses it"
+    assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1)], "nothing after the cancellation is recorded"
+
+
+async def test_a_job_the_worker_wants_back_is_released_at_the_next_segment_boundary():
+    runner, log, ledger, view, _ = setup()
+    signal = AbortSignal(Abort("rebalance", "its partition went to another worker"))
+    assert (await runner.run(Attempt(view, view.request, 1, ledger, abort=signal))).kind == "released"
+    assert kinds(log) == [("JobClaimed", 1), ("JobReleased", 1)]
+    released = log.events[-1].payload
+    assert (released.reason, released.not_before) == ("rebalance", None)
+    assert released.message == "released at segment 0: its partition went to another worker"
