@@ -79,7 +79,7 @@ ACTIONABLE: Final = frozenset({type_name(JobQueued), type_name(JobReleased)})
 POLL_BUDGET_S: Final = 5.0  # handling time after which the worker polls again before starting a job
 
 
-class _Deferred(Exception):
+class _Stopping(Exception):
     """The worker is stopping before it acted on a record: leave the record uncommitted."""
 
 
@@ -133,7 +133,7 @@ class SynthWorker(ConsumerRebalanceListener):
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         # The record in hand is finished first (up to the grace period); records of revoked
         # partitions still in the backlog are skipped once their ledger is gone.
-        self.partitions.settled.clear()
+        self.partitions.scanned.clear()
         try:
             await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
         except TimeoutError:  # give the job back at its next segment boundary
@@ -164,7 +164,7 @@ class SynthWorker(ConsumerRebalanceListener):
             while not stop.is_set():
                 # aiokafka hands out records of a new assignment before their tails are scanned:
                 # scan first, or the records would be acted on with an empty ledger.
-                if not await self.partitions.ensure_settled(stop):
+                if not await self.partitions.ensure_scanned(stop):
                     break
                 retry = self.retries.pop_due()
                 if retry is not None:
@@ -225,7 +225,7 @@ class SynthWorker(ConsumerRebalanceListener):
                 log.warning("the log refused an event; trying the record again", error=str(exc), retry_in_s=delay)
                 await wait_for_stop(self._stop, delay)
                 return
-            except _Deferred:
+            except _Stopping:
                 self._backlog.clear()  # stopping: the next owner takes these records
                 return
             finally:
@@ -299,7 +299,8 @@ class SynthWorker(ConsumerRebalanceListener):
             self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay, redo=retry.redo)
 
     async def _run_set_aside(self, aside: SetAside) -> None:
-        """A batch job whose turn came: act on it unless something settled it meanwhile."""
+        """A batch job whose turn came: act on it unless it settled meanwhile (a duplicate's result, a
+        cancellation)."""
         delay = await self._act_deferred(
             aside.tp, aside.offset, aside.job_id, lambda view: view.state is JobState.QUEUED
         )
@@ -318,19 +319,19 @@ class SynthWorker(ConsumerRebalanceListener):
         async with self._handling:
             ledger = self.partitions.ledger_for(tp, offset)
             view = ledger.jobs.get(job_id) if ledger is not None else None
-            settles_later = False
+            unacknowledged = False
             try:
                 if ledger is not None and view is not None and due(view):
-                    settles_later = await self._act(tp, ledger, view, offset)
+                    unacknowledged = await self._act(tp, ledger, view, offset)
             except BrokerUnavailable as exc:
                 delay = self._outage.next_delay()
                 log.warning("the log refused an event; the deferred job waits", error=str(exc), retry_in_s=delay)
                 return delay
-            except _Deferred:
+            except _Stopping:
                 return None  # stopping: the record stays deferred, for the next owner
             finally:
                 self._abort = AbortSignal()
-        if not settles_later:  # else resolved once its completion is acknowledged (see _act)
+        if not unacknowledged:  # else resolved once its completion is acknowledged (see _act)
             self.partitions.resolve(tp, offset)
         return None
 
@@ -338,7 +339,7 @@ class SynthWorker(ConsumerRebalanceListener):
         """Act on ``view``'s job, read at ``offset``; returns whether its completion is still being
         acknowledged: the record is then deferred until it is, and acted on again if it is refused."""
         if self._stop.is_set():
-            raise _Deferred
+            raise _Stopping
         if view.fingerprint in self._runner.acknowledgements.fingerprints():
             await self._acknowledged()  # a duplicate coalesces only onto a completion in the log
         request = view.request or await self._request_of(tp, view)
@@ -349,7 +350,7 @@ class SynthWorker(ConsumerRebalanceListener):
             outlook = await self._lookup.outlook(view.job_id, view.fingerprint, now)
         except LookupUnavailable as exc:
             log.warning("projection unreadable: coalescing from the ledger only", error=str(exc))
-            outlook = Outlook()  # not known to be cancelled: at worst wasted work, fenced by the log
+            outlook = Outlook()  # not known to be cancelled: at worst wasted work, its events fenced
         cached = await reusable_result(view, ledger, outlook.result, self._lookup, self._runner.blobs, now)
         if cached is not None:
             await self._runner.complete_from_cache(view, cached, ledger)
@@ -360,7 +361,7 @@ class SynthWorker(ConsumerRebalanceListener):
             return False
         if outlook.cancelled:
             log.info("the job was cancelled before its claim: not synthesized", job_id=str(view.job_id))
-            return False  # its JobCancelled, behind in the partition, settles the ledger when read
+            return False  # its JobCancelled, behind in the partition, ends the job in the ledger when read
         watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
         attempt = Attempt(view, request, view.attempt + 1, ledger, self._abort, watch, wait_for_completion=False)
         try:

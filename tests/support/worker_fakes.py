@@ -49,7 +49,7 @@ async def run_until(worker: SynthWorker, done: asyncio.Event, within_s: float = 
     await asyncio.wait_for(loop, 10)
 
 
-def settle(worker: SynthWorker) -> None:
+def tail_scanned(worker: SynthWorker) -> None:
     """What the tail scan of an assignment of TP leaves behind: an empty ledger, from offset 0."""
     worker.partitions.adopt({TP: 0}, {TP: Ledger(timedelta(minutes=10))})
 

@@ -19,7 +19,7 @@ from tests.support.worker_fakes import (
     make_worker,
     record,
     run_until,
-    settle,
+    tail_scanned,
 )
 from tests.unit.test_worker_failures import run_until_idle
 
@@ -44,7 +44,7 @@ async def test_consecutive_jobs_do_not_wait_for_each_other_but_every_commit_does
     runner = RecordingRunner()
     consumer = AcknowledgementWatchingConsumer({TP: [record(job.queued(), i) for i, job in enumerate(jobs)]}, runner)
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=60)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs == [job.job_id for job in jobs]
     assert sum(runner.acknowledgements.waits) == 3
@@ -61,7 +61,7 @@ async def test_a_duplicate_waits_for_the_completion_it_would_coalesce_onto():
     runner = RecordingRunner()
     consumer = FakeConsumer({TP: [record(first.queued(), 0), record(duplicate.queued(), 1)]})
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=60)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.acknowledgements.waits == [1, 1], "the first was acknowledged before the duplicate was looked at"
 
@@ -90,7 +90,7 @@ async def test_regression_a_refused_completion_is_not_committed_past_and_its_job
     runner.acknowledgements.refuse_next_wait = True
     consumer = runner.consumer = FakeConsumer({TP: [record(job.queued(), 0)]})
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until(worker, runner.enough)
     assert runner.jobs == [job.job_id, job.job_id], "acted on again after the refusal"
     before_redo = runner.commits_at_start[1]
@@ -105,7 +105,7 @@ async def test_a_completed_jobs_record_is_resolved_only_once_its_completion_is_a
     runner.acknowledgements.gate = gate = asyncio.Event()
     consumer = FakeConsumer({TP: [record(job.queued(), 0)]})
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     stop = asyncio.Event()
     loop = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(runner.acknowledgements.waiting.wait(), 10)  # the commit after the job waits
@@ -139,7 +139,7 @@ async def test_an_attempt_with_nothing_left_to_acknowledge_resolves_its_deferred
     runner = EndsAs(kind)
     consumer = FakeConsumer({TP: [record(job.queued("batch"), 0)]})
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs == [job.job_id]
     assert consumer.commits[-1] == {TP: 1}
