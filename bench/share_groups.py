@@ -148,9 +148,9 @@ def share_worker(spec: WorkerSpec, wid: int, events: EventQueue, stop: EventType
                 time.sleep(spec.hold_s)
                 for m in records:  # a zombie's acknowledgement, once SIGCONT lets it go on
                     consumer.acknowledge(m, AcknowledgeType.ACCEPT)
-                outcome = consumer.commit_sync(10.0)
+                errors = consumer.commit_sync(10.0)
                 events.put(
-                    ("zombie", wid, {f"{tp.partition}": None if e is None else str(e) for tp, e in outcome.items()})
+                    ("zombie", wid, {f"{tp.partition}": None if e is None else str(e) for tp, e in errors.items()})
                 )
                 return
             if not spec.report_each:
@@ -368,7 +368,7 @@ class BalanceRun:
 
 
 def balance(
-    broker: Broker, run: BalanceRun, records: int, workers: int, work_s: float, settle_s: float
+    broker: Broker, run: BalanceRun, records: int, workers: int, work_s: float, assignment_wait_s: float
 ) -> dict[str, Any]:
     """A backlog of ``records`` jobs of ``work_s`` each over ``workers`` processes; how evenly they share it."""
     kind, partitions = run.kind, run.partitions
@@ -404,15 +404,15 @@ def balance(
         start_deadline = time.monotonic() + 90
         _wait_ready(running, workers, start_deadline, note)
         if kind == "classic":  # until every member owns its share: the final assignment, disjoint and complete
-            while not _settled(assignment, workers, partitions):
+            while not _fully_assigned(assignment, workers, partitions):
                 if time.monotonic() > start_deadline:
-                    raise RuntimeError(f"the classic group did not settle: {assignment}")
+                    raise RuntimeError(f"the classic group never assigned every partition: {assignment}")
                 if (event := running.next_event(start_deadline)) is not None:
                     note(event)
         else:  # a member learns its assignment on a heartbeat (share.heartbeat.interval.ms, 5 s)
-            settle_until = time.monotonic() + settle_s
-            while time.monotonic() < settle_until:
-                if (event := running.next_event(settle_until)) is not None:
+            assigned_by = time.monotonic() + assignment_wait_s
+            while time.monotonic() < assigned_by:
+                if (event := running.next_event(assigned_by)) is not None:
                     note(event)
         started = broker.produce(topic, range(records), one_per_batch=run.one_per_batch)
         ideal_s = sum(spec.work_for(i) for i in range(records)) / workers
@@ -455,7 +455,7 @@ def balance(
     return out
 
 
-def _settled(assignment: dict[int, list[int]], workers: int, partitions: int) -> bool:
+def _fully_assigned(assignment: dict[int, list[int]], workers: int, partitions: int) -> bool:
     owned = [p for parts in assignment.values() for p in parts]
     return (
         len(assignment) == workers
@@ -466,7 +466,7 @@ def _settled(assignment: dict[int, list[int]], workers: int, partitions: int) ->
 
 
 def redelivery(
-    broker: Broker, fault: Literal["kill", "stop"], records: int, lock_ms: int, settle_s: float
+    broker: Broker, fault: Literal["kill", "stop"], records: int, lock_ms: int, assignment_wait_s: float
 ) -> dict[str, Any]:
     """A member that holds acquired records is SIGKILLed (its connection closes) or SIGSTOPped (it
     hangs with its connection open): when and how its records come back to another member. After a
@@ -504,7 +504,7 @@ def redelivery(
             faulted_at = time.monotonic()
         survivor.start(first_wid=1)
         _wait_ready(survivor, 1, time.monotonic() + 60, lambda _: None)
-        time.sleep(settle_s)  # the survivor's assignment arrives on a heartbeat
+        time.sleep(assignment_wait_s)  # the survivor's assignment arrives on a heartbeat
         if fault == "kill":
             os.kill(pid, signal.SIGKILL)
             faulted_at = time.monotonic()
@@ -682,13 +682,13 @@ def run(broker: Broker, args: argparse.Namespace, say: Callable[[str], None]) ->
     results["balance"] = []
     for spec in args.balance if "balance" in args.only else ():
         say(f"balance: {spec}, {args.workers} workers, {args.records} records")
-        found = balance(broker, spec, args.records, args.workers, args.work_ms / 1000, args.settle_s)
+        found = balance(broker, spec, args.records, args.workers, args.work_ms / 1000, args.assignment_wait_s)
         say(f"    {json.dumps(found)}")
         results["balance"].append(found)
     results["redelivery"] = []
     for fault in ("kill", "stop") if "redelivery" in args.only else ():
         say(f"redelivery: {args.held} records held by a member, then {fault}")
-        found = redelivery(broker, fault, args.held, args.lock_ms, args.settle_s)
+        found = redelivery(broker, fault, args.held, args.lock_ms, args.assignment_wait_s)
         say(f"    {json.dumps(found)}")
         results["redelivery"].append(found)
     results["per_record_cost"] = []
@@ -727,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[BalanceRun.parse(r) for r in DEFAULT_BALANCE],
         help=f"comma-separated KIND:PARTITIONS:single|batched[:mixed] (default: {','.join(DEFAULT_BALANCE)})",
     )
-    parser.add_argument("--settle-s", type=float, default=8.0, help="share members' wait for their assignment")
+    parser.add_argument("--assignment-wait-s", type=float, default=8.0, help="share members' wait for their assignment")
     parser.add_argument("--held", type=int, default=5, help="records the SIGKILLed (SIGSTOPped) member holds")
     parser.add_argument("--lock-ms", type=int, default=15000, help="share.record.lock.duration.ms of that group")
     parser.add_argument("--cost-records", type=int, default=20000)

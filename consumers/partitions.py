@@ -7,10 +7,11 @@ new partitions; the worker's loop does the scan, retrying while Kafka is
 unreachable, so a broker error can neither fail the callback nor leave the
 worker waiting for a scan nobody runs.
 
-A record's offset counts as handled once the worker is done with it (for a
-job: its attempt's terminal event is acknowledged). A record whose job waits
-for a retry is *deferred*: the partition is not committed past it until the
-retry is done, so a new owner reads it again. Commits are batched: at most
+A record's offset counts as handled once the worker is done with it. A
+record whose job is not done with yet (it waits for a retry or for its turn
+as a batch job, or its completion for Kafka's acknowledgement) is *deferred*:
+the partition is not committed past it until it is *resolved*, so a new
+owner reads it again. Commits are batched: at most
 one per ``commit_interval_s`` while jobs keep coming, and at once when the
 consumer is idle, on revocation and at shutdown. At zero synthesis time a
 commit per job was a quarter of the worker's broker requests; committing
@@ -51,7 +52,7 @@ class Partitions:
         self._deferred: dict[TopicPartition, set[int]] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._next_commit = 0.0  # monotonic time from which a handled job commits again at once
-        self.settled = asyncio.Event()  # set once every assigned partition's tail is scanned
+        self.scanned = asyncio.Event()  # set once every assigned partition's tail is scanned
         self._assigned = asyncio.Event()  # a new assignment arrived
 
     # -- assignment -----------------------------------------------------------
@@ -59,22 +60,22 @@ class Partitions:
         """The group gave this worker ``assigned``: their tails are scanned before their records are acted on."""
         self._pending |= assigned
         if self._pending:
-            self.settled.clear()
+            self.scanned.clear()
         else:
-            self.settled.set()
+            self.scanned.set()
         self._assigned.set()
 
-    async def ensure_settled(self, stop: asyncio.Event) -> bool:
+    async def ensure_scanned(self, stop: asyncio.Event) -> bool:
         """Scan what is pending (waiting out a broker outage); ``False`` when stopping instead."""
         try:
-            while not self.settled.is_set():
+            while not self.scanned.is_set():
                 if self._pending:
                     await until_available(
                         "Kafka (the tails of new partitions)", self._scan, stop, (KafkaError, OSError)
                     )
                     continue
                 self._assigned.clear()
-                waiters = {asyncio.ensure_future(e.wait()) for e in (self._assigned, self.settled, stop)}
+                waiters = {asyncio.ensure_future(e.wait()) for e in (self._assigned, self.scanned, stop)}
                 _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
                 for waiter in pending:
                     waiter.cancel()
@@ -106,11 +107,11 @@ class Partitions:
         self._starts.update(starts)
         self._pending -= set(starts)
         if not self._pending:
-            self.settled.set()
+            self.scanned.set()
 
     async def revoke(self, revoked: set[TopicPartition]) -> None:
         """Commit what was handled in ``revoked``, then forget them."""
-        self.settled.clear()
+        self.scanned.clear()
         self._pending -= revoked
         await self.commit(revoked)
         for tp in revoked:
@@ -138,10 +139,11 @@ class Partitions:
         self._handled[tp] = offset + 1
 
     def defer(self, tp: TopicPartition, offset: int) -> None:
-        """The record at ``offset`` waits for a retry: no commit passes it until :meth:`resolve`."""
+        """The job of the record at ``offset`` is not done with yet: no commit passes it until :meth:`resolve`."""
         self._deferred.setdefault(tp, set()).add(offset)
 
     def resolve(self, tp: TopicPartition, offset: int) -> None:
+        """The deferred record at ``offset`` is done with: commits may pass it."""
         self._deferred.get(tp, set()).discard(offset)
 
     def _position(self, tp: TopicPartition) -> int | None:

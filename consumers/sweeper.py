@@ -137,7 +137,9 @@ class Leadership(Protocol):
         """Whether this sweeper may act now (acquiring the lock if it is free)."""
         ...
 
-    async def release(self) -> None: ...
+    async def resign(self) -> None:
+        """Give up the lead (let go of the lock) if held."""
+        ...
 
 
 class Heartbeats(Protocol):
@@ -193,7 +195,7 @@ class Sweeper:
                     return
         finally:
             SWEEPER_LEADER.set(0)
-            await self._leadership.release()
+            await self._leadership.resign()
 
     async def _cache_round(self) -> None:
         if self._janitor is None or time.monotonic() < self._janitor_due:

@@ -148,7 +148,7 @@ class AdvisoryLeadership:
             # The session ended under it (terminated, cut off) and the driver already knows: the lock went
             # with it. Say so for this look, rather than connect again and maybe take the lock straight back.
             log.warning("lost the sweeper lock with its connection", error="the connection was closed")
-            await self.release()
+            await self.resign()
             return False
         try:
             if self._conn is None or self._conn.is_closed():
@@ -170,10 +170,10 @@ class AdvisoryLeadership:
             # Whatever happened to the session (terminated, cut off), the lock went with it.
             if self._held:
                 log.warning("lost the sweeper lock with its connection", error=str(exc))
-            await self.release()
+            await self.resign()
         return self._held
 
-    async def release(self) -> None:
+    async def resign(self) -> None:
         conn, self._conn, self._held = self._conn, None, False
         if conn is not None and not conn.is_closed():
-            conn.terminate()  # closing the session releases the lock
+            conn.terminate()  # the lock ends with the session

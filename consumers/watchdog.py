@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from consumers.activity import Activity
-from consumers.job_runner import Abort
+from consumers.attempts import Abort
 
 
 @dataclass(frozen=True)

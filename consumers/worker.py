@@ -17,6 +17,16 @@ the record stays at the head of the backlog and is handled again after a
 backoff: whatever the attempt had published is in the ledger, and the next
 try claims the job one attempt higher. Offsets and their batched commits are
 :class:`consumers.partitions.Partitions`' business.
+
+The runner (:mod:`consumers.job_runner`) returns what an attempt did
+(:mod:`consumers.attempts`); only the worker defers, resolves and commits
+records. A completion is not waited for: the next job goes on while Kafka
+acknowledges it, the job's record deferred meanwhile. The worker waits for
+the acknowledgements (:mod:`consumers.acknowledgements`) before any commit,
+before it looks at a duplicate of a job still being acknowledged (it
+coalesces only onto a completion in the log), at a revocation and when it is
+idle; then it resolves the record, or, if the log refused the completion,
+acts on the job again after the outage backoff.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import structlog
@@ -33,10 +44,11 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
+from consumers.attempts import Abort, AbortSignal, Attempt, AttemptResult
 from consumers.cancellation import CancelLookup, CancelWatch
 from consumers.coalescing import reusable_result
 from consumers.errors import EngineHung, LookupUnavailable
-from consumers.job_runner import Abort, Attempt, JobRunner
+from consumers.job_runner import JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.partitions import Partitions, TailScanner
 from consumers.ports import DeadLetter, Outlook, ResultLookup
@@ -67,36 +79,22 @@ ACTIONABLE: Final = frozenset({type_name(JobQueued), type_name(JobReleased)})
 POLL_BUDGET_S: Final = 5.0  # handling time after which the worker polls again before starting a job
 
 
-class _Deferred(Exception):
+class _Stopping(Exception):
     """The worker is stopping before it acted on a record: leave the record uncommitted."""
 
 
-class _Completion:
+@dataclass(frozen=True)
+class _Unacknowledged:
     """A completed attempt whose events the worker did not wait for (the next job goes on meanwhile).
 
-    Until they are acknowledged, the job's record is deferred: no commit passes it. Acknowledged, the
-    record is resolved; refused (or dropped with a refusal), the job is acted on again after the outage
-    backoff, and its ledger then says what is left to do (nothing, if the completion did land)."""
+    Until they are acknowledged, the job's record is deferred: no commit passes it. Recorded, the record
+    is resolved; refused (or dropped), the job is acted on again after the outage backoff, and its ledger
+    then says what is left to do (nothing, if the completion did land)."""
 
-    def __init__(self, worker: SynthWorker, tp: TopicPartition, offset: int, job_id: uuid.UUID) -> None:
-        self._worker, self.tp, self.offset, self.job_id = worker, tp, offset, job_id
-        self._outcome: bool | None = None
-        self._owned = False
-
-    def settled(self, ok: bool) -> None:
-        self._outcome = ok
-        if self._owned:
-            self._worker._settled(self, ok)
-
-    def hand_over(self) -> bool:
-        """After the attempt: whether the record now waits for the acknowledgement (it is deferred)."""
-        if self._outcome is True:
-            return False
-        self._owned = True
-        self._worker.partitions.defer(self.tp, self.offset)
-        if self._outcome is False:
-            self._worker._settled(self, False)
-        return True
+    tp: TopicPartition
+    offset: int
+    job_id: uuid.UUID
+    recorded: asyncio.Future[bool]
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -120,7 +118,8 @@ class SynthWorker(ConsumerRebalanceListener):
         self.retries = RetryQueue()
         self.batches = BatchQueue(config.interactive_per_batch, config.batch_lookahead)
         self._backlog: deque[tuple[TopicPartition, ConsumerRecord]] = deque()
-        self._abort: Abort | None = None  # why to give back the job of the record in hand
+        self._abort = AbortSignal()  # why to give back the job of the record in hand
+        self._unacknowledged: list[_Unacknowledged] = []  # completions not waited for, in the order run
         self._stop = asyncio.Event()
         self._handling = asyncio.Lock()
         self._fetched = False  # the last poll brought records (more may have been appended since)
@@ -134,14 +133,14 @@ class SynthWorker(ConsumerRebalanceListener):
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         # The record in hand is finished first (up to the grace period); records of revoked
         # partitions still in the backlog are skipped once their ledger is gone.
-        self.partitions.settled.clear()
+        self.partitions.scanned.clear()
         try:
             await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
         except TimeoutError:  # give the job back at its next segment boundary
-            self._abort = Abort("rebalance", "its partition went to another worker")
+            self._abort.reason = Abort("rebalance", "its partition went to another worker")
             await self._handling.acquire()
         try:
-            await self._settle_quietly()  # what the revoked partitions' jobs recorded, before they go
+            await self._acknowledged_quietly()  # what the revoked partitions' jobs recorded, before they go
             self.retries.drop(revoked)
             self.batches.drop(revoked)
             # Their records go too: if the partitions come back, they are read again from the commit.
@@ -165,7 +164,7 @@ class SynthWorker(ConsumerRebalanceListener):
             while not stop.is_set():
                 # aiokafka hands out records of a new assignment before their tails are scanned:
                 # scan first, or the records would be acted on with an empty ledger.
-                if not await self.partitions.ensure_settled(stop):
+                if not await self.partitions.ensure_scanned(stop):
                     break
                 retry = self.retries.pop_due()
                 if retry is not None:
@@ -197,7 +196,7 @@ class SynthWorker(ConsumerRebalanceListener):
             return True  # work off set-aside batch jobs before reading further ahead
         timeout_s = 0.0 if self._backlog or self.batches else min(0.5, self.retries.seconds_to_next() or 0.5)
         if timeout_s > 0:
-            await self._settle_quietly()  # idle: nothing to overlap the acknowledgements with
+            await self._acknowledged_quietly()  # idle: nothing to overlap the acknowledgements with
         try:
             batch = await self._consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=100)
         except KafkaError as exc:
@@ -226,11 +225,11 @@ class SynthWorker(ConsumerRebalanceListener):
                 log.warning("the log refused an event; trying the record again", error=str(exc), retry_in_s=delay)
                 await wait_for_stop(self._stop, delay)
                 return
-            except _Deferred:
+            except _Stopping:
                 self._backlog.clear()  # stopping: the next owner takes these records
                 return
             finally:
-                self._abort = None  # an abort is meant for the record in hand only
+                self._abort = AbortSignal()  # an abort is meant for the record in hand only
             self._backlog.popleft()
         self._outage.reset()
         if acted and self.partitions.commit_due:
@@ -250,7 +249,8 @@ class SynthWorker(ConsumerRebalanceListener):
                     await self._dead_letter(record, str(exc))
             else:
                 acted = await self._on_event(tp, ledger, event, record.offset)
-        # Only now, with the attempt's terminal event acknowledged, may the offset move past it.
+        # Done with: the offset may move past it, unless the record was deferred (its job waits for a turn,
+        # a retry, or its completion's acknowledgement).
         self.partitions.handled(tp, record.offset)
         return acted
 
@@ -299,7 +299,8 @@ class SynthWorker(ConsumerRebalanceListener):
             self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay, redo=retry.redo)
 
     async def _run_set_aside(self, aside: SetAside) -> None:
-        """A batch job whose turn came: act on it unless something settled it meanwhile."""
+        """A batch job whose turn came: act on it unless it settled meanwhile (a duplicate's result, a
+        cancellation)."""
         delay = await self._act_deferred(
             aside.tp, aside.offset, aside.job_id, lambda view: view.state is JobState.QUEUED
         )
@@ -318,19 +319,19 @@ class SynthWorker(ConsumerRebalanceListener):
         async with self._handling:
             ledger = self.partitions.ledger_for(tp, offset)
             view = ledger.jobs.get(job_id) if ledger is not None else None
-            settles_later = False
+            unacknowledged = False
             try:
                 if ledger is not None and view is not None and due(view):
-                    settles_later = await self._act(tp, ledger, view, offset)
+                    unacknowledged = await self._act(tp, ledger, view, offset)
             except BrokerUnavailable as exc:
                 delay = self._outage.next_delay()
                 log.warning("the log refused an event; the deferred job waits", error=str(exc), retry_in_s=delay)
                 return delay
-            except _Deferred:
+            except _Stopping:
                 return None  # stopping: the record stays deferred, for the next owner
             finally:
-                self._abort = None
-        if not settles_later:  # else resolved once its completion is acknowledged (see _act)
+                self._abort = AbortSignal()
+        if not unacknowledged:  # else resolved once its completion is acknowledged (see _act)
             self.partitions.resolve(tp, offset)
         return None
 
@@ -338,9 +339,9 @@ class SynthWorker(ConsumerRebalanceListener):
         """Act on ``view``'s job, read at ``offset``; returns whether its completion is still being
         acknowledged: the record is then deferred until it is, and acted on again if it is refused."""
         if self._stop.is_set():
-            raise _Deferred
-        if view.fingerprint in self._runner.pending_fingerprints():
-            await self._runner.settle()  # a duplicate coalesces only onto a completion in the log
+            raise _Stopping
+        if view.fingerprint in self._runner.acknowledgements.fingerprints():
+            await self._acknowledged()  # a duplicate coalesces only onto a completion in the log
         request = view.request or await self._request_of(tp, view)
         if request is not None and not self._serves(request):
             return False  # another engine's or model version's job: its own group acts on it
@@ -349,43 +350,67 @@ class SynthWorker(ConsumerRebalanceListener):
             outlook = await self._lookup.outlook(view.job_id, view.fingerprint, now)
         except LookupUnavailable as exc:
             log.warning("projection unreadable: coalescing from the ledger only", error=str(exc))
-            outlook = Outlook()  # not known to be cancelled: at worst wasted work, fenced by the log
+            outlook = Outlook()  # not known to be cancelled: at worst wasted work, its events fenced
         cached = await reusable_result(view, ledger, outlook.result, self._lookup, self._runner.blobs, now)
         if cached is not None:
-            await self._runner.complete_from_cache(view, cached, ledger.record_own)
+            await self._runner.complete_from_cache(view, cached, ledger)
             return False
         if request is None:
             message = "the job's JobQueued is neither in its partition nor in the projection"
-            await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger.record_own)
+            await self._runner.fail_without_attempt(view, "request_unavailable", message, ledger)
             return False
         if outlook.cancelled:
             log.info("the job was cancelled before its claim: not synthesized", job_id=str(view.job_id))
-            return False  # its JobCancelled, behind in the partition, settles the ledger when read
+            return False  # its JobCancelled, behind in the partition, ends the job in the ledger when read
         watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
-        completion = _Completion(self, tp, offset, view.job_id)
-        attempt = Attempt(
-            view, request, view.attempt + 1, ledger.record_own, self._abort_reason, watch, completion.settled
-        )
-        outcome = await self._keepalive(self._runner.run(attempt), attempt)
-        return outcome.kind == "completed" and completion.hand_over()
-
-    def _settled(self, completion: _Completion, ok: bool) -> None:
-        if ok:
-            self.partitions.resolve(completion.tp, completion.offset)
-        else:
-            delay = self._outage.next_delay()
-            log.warning("a completion was refused; the job is acted on again", job_id=str(completion.job_id))
-            self.retries.schedule(completion.tp, completion.offset, completion.job_id, -1, delay, redo=True)
-
-    async def _settle_quietly(self) -> None:
-        """Wait for the completions not waited for; a refusal is logged (their jobs are acted on again)."""
+        attempt = Attempt(view, request, view.attempt + 1, ledger, self._abort, watch, wait_for_completion=False)
         try:
-            await self._runner.settle()
+            result = await self._keepalive(self._runner.run(attempt), attempt)
+        finally:
+            self._resolve_acknowledged()  # the attempt's waits may have told how earlier completions went
+        return self._defer_unacknowledged(tp, offset, view.job_id, result)
+
+    def _defer_unacknowledged(self, tp: TopicPartition, offset: int, job_id: uuid.UUID, result: AttemptResult) -> bool:
+        """Whether the record now waits for its completion's acknowledgement (it is deferred until then)."""
+        if result.recorded is None or (result.recorded.done() and result.recorded.result()):
+            return False
+        self.partitions.defer(tp, offset)
+        self._unacknowledged.append(_Unacknowledged(tp, offset, job_id, result.recorded))
+        self._resolve_acknowledged()  # refused already: acted on again
+        return True
+
+    def _resolve_acknowledged(self) -> None:
+        """Resolve the records of completions now recorded; act again, after the outage backoff, on the jobs
+        of those refused or dropped."""
+        waiting = []
+        for completion in self._unacknowledged:
+            if not completion.recorded.done():
+                waiting.append(completion)
+            elif completion.recorded.result():
+                self.partitions.resolve(completion.tp, completion.offset)
+            else:
+                delay = self._outage.next_delay()
+                log.warning("a completion was refused; the job is acted on again", job_id=str(completion.job_id))
+                self.retries.schedule(completion.tp, completion.offset, completion.job_id, -1, delay, redo=True)
+        self._unacknowledged = waiting
+
+    async def _acknowledged(self) -> None:
+        """Wait for every event handed to the log, then resolve (or act again on) the completions among them;
+        raises the first refusal."""
+        try:
+            await self._runner.acknowledgements.wait_all()
+        finally:
+            self._resolve_acknowledged()
+
+    async def _acknowledged_quietly(self) -> None:
+        """:meth:`_acknowledged`, a refusal logged (the jobs it concerns are acted on again)."""
+        try:
+            await self._acknowledged()
         except BrokerUnavailable as exc:
             log.warning("the log refused a completion", error=str(exc))
 
     async def _commit(self) -> None:
-        await self._settle_quietly()  # a commit passes a job only once its events are acknowledged
+        await self._acknowledged_quietly()  # a commit passes a job only once its events are acknowledged
         await self.partitions.commit()
 
     def _serves(self, request: SynthesisRequest) -> bool:
@@ -408,9 +433,6 @@ class SynthWorker(ConsumerRebalanceListener):
         except (KafkaError, OSError) as exc:
             raise BrokerUnavailable(f"cannot read the job's request from the log: {exc}") from exc
 
-    def _abort_reason(self) -> Abort | None:
-        return self._abort
-
     async def _keepalive(self, work: Coroutine[Any, Any, T], attempt: Attempt) -> T:
         """Run ``work`` as a task under the :class:`~consumers.watchdog.Watchdog`: on shutdown, or without
         progress, the attempt is given back at a segment boundary; a hung engine's job is given back at
@@ -431,19 +453,14 @@ class SynthWorker(ConsumerRebalanceListener):
                 done, _ = await asyncio.wait({task}, timeout=1.0)
                 if done:
                     return task.result()
-                verdict = watchdog.check(stopping=self._stop.is_set(), aborting=self._abort is not None)
+                verdict = watchdog.check(stopping=self._stop.is_set(), aborting=attempt.abort.reason is not None)
                 if isinstance(verdict, Hung):
                     task.cancel()
                     await self._runner.abandon(attempt, verdict.message)
                     raise EngineHung(f"job {attempt.job.job_id} attempt {attempt.number}: {verdict.message}")
                 if isinstance(verdict, Abort):
                     log.warning("giving the attempt back at the next segment", reason=verdict.message)
-                    self._abort = verdict
+                    attempt.abort.reason = verdict
         finally:
             if not task.done():
                 task.cancel()
-
-
-def _still_queued(view: JobView) -> bool:
-    """A set-aside batch job still calls for an attempt (a duplicate's result or a failure may have settled it)."""
-    return view.state is JobState.QUEUED

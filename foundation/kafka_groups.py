@@ -53,7 +53,7 @@ async def wait_group_stable(bootstrap_servers: str, group: str, members: int, wi
                 if seen.state == "Stable" and seen.members == members:
                     return seen
             await asyncio.sleep(0.2)
-        raise BrokerUnavailable(f"group {group} did not settle with {members} members in {within_s:.0f}s; last: {seen}")
+        raise BrokerUnavailable(f"group {group} was not stable with {members} members in {within_s:.0f}s; last: {seen}")
     finally:
         await admin.close()
 

@@ -173,8 +173,8 @@ def _admin(args: argparse.Namespace) -> int:
         applied = asyncio.run(migrate_database(settings.database_url, settings.database_schema))
         print("applied: " + (", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"))
     else:
-        outcome = asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, topic_specs(settings)))
-        print("\n".join(f"{name}: {state}" for name, state in outcome.items()))
+        states = asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, topic_specs(settings)))
+        print("\n".join(f"{name}: {state}" for name, state in states.items()))
     return 0
 
 

@@ -52,7 +52,7 @@ async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec], ready_wi
         await admin.start()
         existing = set(await admin.list_topics())
         missing = [spec for spec in specs if spec.name not in existing]
-        outcome = {spec.name: "exists" for spec in specs if spec.name in existing}
+        states = {spec.name: "exists" for spec in specs if spec.name in existing}
         if missing:
             response = await admin.create_topics(
                 [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=s.config) for s in missing]
@@ -60,13 +60,13 @@ async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec], ready_wi
             for name, code, message in _topic_errors(response):
                 if code not in (0, TOPIC_ALREADY_EXISTS):
                     raise BrokerUnavailable(f"creating topic {name} failed (error {code}): {message}")
-                outcome[name] = "created" if code == 0 else "exists"
-        existing_specs = [s for s in specs if outcome[s.name] == "exists"]
+                states[name] = "created" if code == 0 else "exists"
+        existing_specs = [s for s in specs if states[s.name] == "exists"]
         await _check_partitions(admin, existing_specs)
         for name, change in (await _align_retention(admin, existing_specs)).items():
-            outcome[name] += f", {change}"
-        await _wait_visible(admin, [s for s in specs if outcome[s.name] == "created"], ready_within_s)
-        return outcome
+            states[name] += f", {change}"
+        await _wait_visible(admin, [s for s in specs if states[s.name] == "created"], ready_within_s)
+        return states
     except KafkaError as exc:
         raise BrokerUnavailable(f"Kafka at {bootstrap_servers} refused topic bootstrap: {exc}") from exc
     finally:

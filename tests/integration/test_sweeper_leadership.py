@@ -41,4 +41,4 @@ async def test_one_sweeper_leads_and_a_standby_takes_over_when_the_leader_loses_
         assert not await first.hold()
     finally:
         for leadership in (first, second, other_schema):
-            await leadership.release()
+            await leadership.resign()

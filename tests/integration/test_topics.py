@@ -72,10 +72,10 @@ async def test_retention_is_set_on_existing_topics_keeping_their_other_settings(
         await admin.close()
     await config_shows(topics.bootstrap, jobs, "max.message.bytes", "2000000")
     three_days = topics.settings.model_copy(update={"jobs_retention_ms": 259_200_000})
-    outcome = await ensure_topics(topics.bootstrap, topic_specs(three_days))
-    assert outcome[jobs] == "exists, retention.ms 259200000 (was -1)"
-    assert outcome[dlq] == "exists, retention.ms 259200000 (was -1)"
-    assert outcome[topics.settings.nodes_topic] == "exists", "the compacted topic keeps no retention of time"
+    states = await ensure_topics(topics.bootstrap, topic_specs(three_days))
+    assert states[jobs] == "exists, retention.ms 259200000 (was -1)"
+    assert states[dlq] == "exists, retention.ms 259200000 (was -1)"
+    assert states[topics.settings.nodes_topic] == "exists", "the compacted topic keeps no retention of time"
     await config_shows(topics.bootstrap, jobs, "retention.ms", "259200000")
     await config_shows(topics.bootstrap, dlq, "retention.ms", "259200000")
     _, configs = await _describe(topics.bootstrap, jobs)

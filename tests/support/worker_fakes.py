@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 
 from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
 
 from consumers.activity import Activity
-from consumers.job_runner import Outcome
+from consumers.attempts import AttemptResult
 from consumers.ledger import Ledger
 from consumers.ports import Outlook
 from consumers.worker import SynthWorker
@@ -50,7 +49,7 @@ async def run_until(worker: SynthWorker, done: asyncio.Event, within_s: float = 
     await asyncio.wait_for(loop, 10)
 
 
-def settle(worker: SynthWorker) -> None:
+def tail_scanned(worker: SynthWorker) -> None:
     """What the tail scan of an assignment of TP leaves behind: an empty ledger, from offset 0."""
     worker.partitions.adopt({TP: 0}, {TP: Ledger(timedelta(minutes=10))})
 
@@ -124,36 +123,54 @@ class StoredBlobs:
         return True
 
 
+class FakeAcknowledgements:
+    """The completions a RecordingRunner handed over, acknowledged (or refused) when the worker waits for them."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[str, asyncio.Future[bool]]] = []  # (fingerprint, recorded)
+        self.waits: list[int] = []  # how many completions each wait acknowledged
+        self.refuse_next_wait = False
+        self.gate: asyncio.Event | None = None  # given, Kafka answers a wait only once it is set
+        self.waiting = asyncio.Event()  # a wait for pending completions began
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def fingerprints(self) -> set[str]:
+        return {fingerprint for fingerprint, _ in self.pending}
+
+    async def wait_all(self) -> None:
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        self.waiting.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        ok = not self.refuse_next_wait
+        self.refuse_next_wait = False
+        for _, recorded in pending:
+            recorded.set_result(ok)
+        self.waits.append(len(pending))
+        if not ok:
+            raise BrokerUnavailable("Kafka did not acknowledge the completion")
+
+
 class RecordingRunner:
-    """Runs nothing: notes each job and attempt number it was handed."""
+    """Runs nothing: notes each job and attempt number it was handed, and completes it."""
 
     def __init__(self) -> None:
         self.jobs: list[uuid.UUID] = []
         self.attempts: list[tuple[uuid.UUID, int]] = []
-        self.unsettled: list[tuple[str, Callable[[bool], None]]] = []
-        self.settles: list[int] = []  # how many completions each settle acknowledged
-        self.refuse_next_settle = False
+        self.acknowledgements = FakeAcknowledgements()
         self.activity = Activity()
         self.blobs = StoredBlobs()
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         self.jobs.append(attempt.job.job_id)
         self.attempts.append((attempt.job.job_id, attempt.number))
-        if attempt.settled is not None:  # as the real runner: the completion is settled later
-            self.unsettled.append((attempt.job.fingerprint, attempt.settled))
-        return Outcome("completed")
-
-    def pending_fingerprints(self) -> set[str]:
-        return {fingerprint for fingerprint, _ in self.unsettled}
-
-    async def settle(self) -> None:
-        pending, self.unsettled = self.unsettled, []
-        if not pending:
-            return
-        ok = not self.refuse_next_settle
-        self.refuse_next_settle = False
-        for _, settled in pending:
-            settled(ok)
-        self.settles.append(len(pending))
-        if not ok:
-            raise BrokerUnavailable("Kafka did not acknowledge the completion")
+        if attempt.wait_for_completion:
+            return AttemptResult("completed")
+        # As the real runner: the completion is acknowledged once the worker waits for it.
+        recorded = asyncio.get_running_loop().create_future()
+        self.acknowledgements.pending.append((attempt.job.fingerprint, recorded))
+        return AttemptResult("completed", recorded=recorded)

@@ -203,13 +203,13 @@ def test_fault_modes_hang_or_fail_only_the_marked_segments():
 
     hanging = BenchSleepEngine(fault="hang:wedge")
     [wedged] = hanging.segment("A wedge.", "en-us")
-    outcome: list[BaseException] = []
+    raised: list[BaseException] = []
 
     def synthesize() -> None:
         try:
             hanging.synthesize(wedged, "bench_tone", 1.0)
         except EngineFailure as exc:
-            outcome.append(exc)
+            raised.append(exc)
 
     worker = threading.Thread(target=synthesize, daemon=True)
     worker.start()
@@ -218,6 +218,6 @@ def test_fault_modes_hang_or_fail_only_the_marked_segments():
     hanging.release_hung()
     worker.join(10)
     assert not worker.is_alive()
-    assert [str(e) for e in outcome] == ["released from a hang"]
+    assert [str(e) for e in raised] == ["released from a hang"]
     with pytest.raises(ValueError, match="hang:TEXT or fail:TEXT"):
         BenchSleepEngine(fault="explode:now")

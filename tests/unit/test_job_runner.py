@@ -10,10 +10,13 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+from consumers.attempts import Abort, AbortSignal, Attempt
+from consumers.cancellation import CancelWatch
 from consumers.errors import InputRejected, TransientEngineError
-from consumers.job_runner import CLAIM_RIDES_ALONG_S, Attempt, JobRunner, RetryPolicy
+from consumers.job_runner import CLAIM_RIDES_ALONG_S, JobRunner, RetryPolicy
 from consumers.ledger import Ledger
 from consumers.ports import CachedResult, EngineDescription, PlannedSegment
+from consumers.segment_reuse import SegmentCache
 from contracts import AudioRef, JobEvent, Producer, utc_now
 from foundation.errors import BrokerUnavailable
 from tests.support.job_logs import _Builder
@@ -97,7 +100,7 @@ def setup(engine=None, blobs=None, log=None, attempts: int = 3):
 
 
 def attempt(ledger, view, number: int = 1) -> Attempt:
-    return Attempt(view, view.request, number, ledger.record_own, lambda: None)
+    return Attempt(view, view.request, number, ledger)
 
 
 def kinds(log: Log) -> list[tuple[str, int]]:
@@ -121,7 +124,7 @@ async def test_every_event_of_an_attempt_goes_to_the_partition_its_job_is_in_not
     duplicate = ledger.observe(_Builder(uuid.UUID(int=10), request_text="Two words.").queued(), 9)
     cached = ledger.live_result(duplicate.fingerprint, view.completion.occurred_at)
     assert cached is not None
-    await runner.complete_from_cache(duplicate, cached, ledger.record_own)
+    await runner.complete_from_cache(duplicate, cached, ledger)
     assert [e.type for e in log.events][-1] == "JobCompleted"
     assert len(log.partitions) == len(log.events) == 5
     assert set(log.partitions) == {17}
@@ -177,7 +180,7 @@ async def test_regression_a_cache_hit_completion_has_an_id_of_its_own():
     projector dropped one of two facts."""
     runner, log, ledger, view, job = setup()
     source = CachedResult(uuid.UUID(int=99), 2, 200, utc_now() + timedelta(minutes=1))
-    await runner.complete_from_cache(view, source, ledger.record_own)
+    await runner.complete_from_cache(view, source, ledger)
     hit = log.events[-1]
     assert hit.payload.cache_hit
     assert hit.event_id != job.completed(0, 2).event_id
@@ -276,3 +279,98 @@ async def test_a_held_claim_is_recorded_before_whatever_ends_the_attempt():
     outcome = await runner.run(attempt(ledger, view))
     assert outcome.kind == "failed"
     assert kinds(log) == [("JobClaimed", 1), ("JobFailed", 1)]
+
+
+async def test_a_completion_not_waited_for_returns_at_once_and_says_how_it_went_once_the_worker_waits():
+    log = GatedLog()
+    runner, _, ledger, view, _ = setup(log=log)
+    result = await asyncio.wait_for(runner.run(Attempt(view, view.request, 1, ledger, wait_for_completion=False)), 5)
+    assert result.kind == "completed"
+    assert kinds(log)[-1] == ("JobCompleted", 1)
+    assert result.recorded is not None
+    assert not result.recorded.done(), "nothing acknowledged yet"
+    assert runner.acknowledgements.fingerprints() == {view.fingerprint}
+    for offset, ack in enumerate(log.acks, start=1):
+        ack.set_result(Appended(offset))
+    await runner.acknowledgements.wait_all()
+    assert result.recorded.result() is True
+    assert view.state == "completed"
+
+
+async def test_a_refused_completion_not_waited_for_says_so_and_records_nothing_after_the_refusal():
+    log = GatedLog()
+    runner, _, ledger, view, _ = setup(log=log)
+    result = await runner.run(Attempt(view, view.request, 1, ledger, wait_for_completion=False))
+    for offset, ack in enumerate(log.acks[:-1], start=1):
+        ack.set_result(Appended(offset))
+    log.acks[-1].set_exception(BrokerUnavailable("not acknowledged"))
+    with pytest.raises(BrokerUnavailable):
+        await runner.acknowledgements.wait_all()
+    assert result.recorded is not None
+    assert result.recorded.result() is False, "the worker acts on the job again"
+    assert view.state == "claimed", "the claim and segments count, the completion does not"
+
+
+class CancelledAfterFirstSegment:
+    """The projection shows the job cancelled from the second boundary on; ``waiting`` says a duplicate wants it."""
+
+    def __init__(self, waiting: bool) -> None:
+        self.asked, self.waiting = 0, waiting
+
+    async def cancelled(self, job_id) -> bool:
+        self.asked += 1
+        return self.asked > 1
+
+    async def wanted_elsewhere(self, fingerprint, job_id) -> bool:
+        return self.waiting
+
+
+class CountingEngine(FakeEngine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rendered: list[int] = []
+
+    def render(self, segment, voice: str, speed: float):
+        self.rendered.append(segment.index)
+        return super().render(segment, voice, speed)
+
+
+def watched_attempt(ledger, view, lookup) -> Attempt:
+    return Attempt(
+        view, view.request, 1, ledger, cancel=CancelWatch(lookup, view.job_id, view.fingerprint, every_s=0.0)
+    )
+
+
+async def test_a_job_cancelled_mid_synthesis_stops_at_the_next_segment_boundary_and_records_nothing_more():
+    engine = CountingEngine()
+    runner, log, ledger, _, _ = setup(engine=engine)
+    view = ledger.observe(_Builder(uuid.UUID(int=11), request_text="Three short words.").queued(), 1)
+    result = await runner.run(watched_attempt(ledger, view, CancelledAfterFirstSegment(waiting=False)))
+    assert (result.kind, result.segments) == ("cancelled", 1)
+    assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1)]
+    assert engine.rendered == [0]
+    assert view.state == "claimed", "what the attempt recorded is acknowledged before it returns"
+
+
+async def test_a_cancelled_job_that_a_duplicate_waits_for_renders_the_rest_without_recording_it():
+    engine = CountingEngine()
+    runner = JobRunner(
+        engine, Blobs(), log := Log(), Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), call,
+        segments=SegmentCache(None),
+    )  # fmt: skip
+    ledger = Ledger(timedelta(minutes=10))
+    view = ledger.observe(_Builder(uuid.UUID(int=12), request_text="Three short words.").queued(), 0)
+    result = await runner.run(watched_attempt(ledger, view, CancelledAfterFirstSegment(waiting=True)))
+    assert (result.kind, result.segments) == ("cancelled", 3)
+    assert engine.rendered == [0, 1, 2], "rendered for the duplicate, which reuses it"
+    assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1)], "nothing after the cancellation is recorded"
+
+
+async def test_a_job_the_worker_wants_back_is_released_at_the_next_segment_boundary():
+    runner, log, ledger, view, _ = setup()
+    signal = AbortSignal(Abort("rebalance", "its partition went to another worker"))
+    assert (await runner.run(Attempt(view, view.request, 1, ledger, abort=signal))).kind == "released"
+    assert kinds(log) == [("JobClaimed", 1), ("JobReleased", 1)]
+    released = log.events[-1].payload
+    assert (released.reason, released.not_before) == ("rebalance", None)
+    assert released.message == "released at segment 0: its partition went to another worker"

@@ -9,7 +9,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from consumers.job_runner import Attempt, JobRunner, RetryPolicy
+from consumers.attempts import Attempt
+from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.ledger import Ledger
 from consumers.ports import EngineDescription, PlannedSegment
 from consumers.segment_reuse import SegmentCache
@@ -41,23 +42,31 @@ class SentenceEngine:
         return (0.1 * np.sin(2 * np.pi * pitch * np.arange(2400) / 24000)).astype(np.float32)
 
 
-async def run(runner: JobRunner, job_id: int, text: str, voice: str = "v") -> list[SegmentProduced]:
-    log: Log = runner._publisher  # type: ignore[assignment]
+async def run(runner: LoggedRunner, job_id: int, text: str, voice: str = "v") -> list[SegmentProduced]:
+    log = runner.log
     before = len(log.events)
     job = _Builder(uuid.UUID(int=job_id), request_text=text)
     ledger = Ledger(timedelta(minutes=10))
     queued = job.queued()
     request = queued.payload.request.model_copy(update={"voice": voice})
     view = ledger.observe(queued.model_copy(update={"payload": queued.payload.model_copy(update={"request": request})}))
-    assert (await runner.run(Attempt(view, view.request, 1, ledger.record_own, lambda: None))).kind == "completed"
+    assert (await runner.run(Attempt(view, view.request, 1, ledger))).kind == "completed"
     return [e for e in log.events[before:] if isinstance(e, SegmentProduced)]
 
 
-def runner_with(engine: SentenceEngine, blobs: LocalBlobStore) -> JobRunner:
-    return JobRunner(
-        engine, blobs, Log(), Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), call,
-        segments=SegmentCache(None),
-    )  # fmt: skip
+class LoggedRunner(JobRunner):
+    """A runner over a test log, which the tests read."""
+
+    def __init__(self, engine: SentenceEngine, blobs: LocalBlobStore) -> None:
+        self.log = Log()
+        super().__init__(
+            engine, blobs, self.log, Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), call,
+            segments=SegmentCache(None),
+        )  # fmt: skip
+
+
+def runner_with(engine: SentenceEngine, blobs: LocalBlobStore) -> LoggedRunner:
+    return LoggedRunner(engine, blobs)
 
 
 async def test_a_request_that_shares_sentences_with_an_earlier_one_costs_only_its_new_sentences(tmp_path):

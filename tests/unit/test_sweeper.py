@@ -116,7 +116,7 @@ class Lead:
     async def hold(self) -> bool:
         return True
 
-    async def release(self) -> None: ...
+    async def resign(self) -> None: ...
 
 
 async def test_a_stale_claim_is_released_once_with_the_id_every_release_of_that_attempt_has_and_its_blobs_go_later():

@@ -10,8 +10,8 @@ from datetime import timedelta
 from aiokafka.errors import KafkaConnectionError
 
 import consumers.worker
+from consumers.attempts import AttemptResult
 from consumers.errors import LookupUnavailable
-from consumers.job_runner import Outcome
 from consumers.ledger import Ledger
 from contracts import JobReleasedPayload, utc_now
 from foundation.errors import BrokerUnavailable
@@ -24,7 +24,7 @@ from tests.support.worker_fakes import (
     WatchedLock,
     make_worker,
     record,
-    settle,
+    tail_scanned,
 )
 
 
@@ -54,7 +54,7 @@ async def test_regression_a_job_waiting_for_its_retry_holds_up_no_other_job_in_i
     ]
     consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
 
     assert other.job_id in runner.jobs, "the job behind the waiting one ran at once"
@@ -67,7 +67,7 @@ async def test_a_due_retry_runs_one_attempt_higher_and_then_commits_past_its_rec
     records = [record(job.queued(), 0), record(job.claimed(1), 1), record(released_until(job, 1, utc_now()), 2)]
     consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.attempts == [(job.job_id, 1), (job.job_id, 2)]
     assert consumer.commits[-1] == {TP: 3}
@@ -94,7 +94,7 @@ class FlakyRunner(RecordingRunner):
         super().__init__()
         self.refusals = 1
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         if self.refusals:
             self.refusals -= 1
             raise BrokerUnavailable("Kafka did not acknowledge")
@@ -106,7 +106,7 @@ async def test_regression_an_unreachable_broker_does_not_kill_the_worker_and_the
     first, second = _Builder(uuid.UUID(int=5)), _Builder(uuid.UUID(int=6))
     consumer, runner = FakeConsumer({TP: [record(first.queued(), 0), record(second.queued(), 1)]}), FlakyRunner()
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs == [first.job_id, second.job_id], "the refused record was handled again, in order"
     assert consumer.commits[-1] == {TP: 2}
@@ -120,7 +120,7 @@ async def test_regression_records_of_a_long_batch_wait_for_a_poll_between_jobs(m
     consumer = FakeConsumer({TP: [record(job.queued(), i) for i, job in enumerate(jobs)]})
     runner = PollCountingRunner(consumer)
     worker = make_worker(consumer, runner, NoCache())
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs == [job.job_id for job in jobs]
     assert runner.polls_before == sorted(set(runner.polls_before)), "a poll between every two jobs"
@@ -132,7 +132,7 @@ class PollCountingRunner(RecordingRunner):
         self.consumer = consumer
         self.polls_before: list[int] = []
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         self.polls_before.append(self.consumer.polls)
         return await super().run(attempt)
 
@@ -182,7 +182,7 @@ async def test_regression_a_postgres_error_in_a_lookup_does_not_stop_the_job():
     job = _Builder(uuid.UUID(int=30))
     consumer, runner = FakeConsumer({TP: [record(job.queued(), 0)]}), RecordingRunner()
     worker = make_worker(consumer, runner, UnreadableProjection())
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs == [job.job_id]
 
@@ -195,11 +195,11 @@ class AbortRecordingRunner(RecordingRunner):
         self.entered, self.gate = asyncio.Event(), asyncio.Event()
         self.aborts: list[object] = []
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         if not self.jobs:
             self.entered.set()
             await self.gate.wait()
-        self.aborts.append(attempt.abort())
+        self.aborts.append(attempt.abort.reason)
         return await super().run(attempt)
 
 
@@ -211,7 +211,7 @@ async def test_regression_an_abort_meant_for_one_job_does_not_release_the_next()
     runner = AbortRecordingRunner()
     worker = make_worker(consumer, runner, NoCache(), rebalance_grace_s=0.01)
     worker._handling = lock = WatchedLock()
-    settle(worker)
+    tail_scanned(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(runner.entered.wait(), 10)

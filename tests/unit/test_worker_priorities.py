@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from consumers.job_runner import Outcome
+from consumers.attempts import AttemptResult
 from tests.support.job_logs import _Builder
-from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, settle
+from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, tail_scanned
 from tests.unit.test_worker_failures import run_until_idle
 
 pytestmark = pytest.mark.unit
@@ -26,7 +26,7 @@ async def test_interactive_jobs_go_before_batch_jobs_read_earlier():
     records += [record(j.queued(), 3 + i) for i, j in enumerate(interactive)]
     consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs == [j.job_id for j in interactive] + [b.job_id for b in batch]
     assert consumer.commits[-1] == {TP: 5}, "every record done: the commit passes them all"
@@ -38,7 +38,7 @@ async def test_a_steady_stream_of_interactive_jobs_leaves_batch_work_its_turn():
     records += [record(j.queued(), 2 + i) for i, j in enumerate(interactive)]
     consumer, runner = FakeConsumer({TP: records}), RecordingRunner()
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0, interactive_per_batch=2)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     order = ["b" if job in {b.job_id for b in batch} else "i" for job in runner.jobs]
     assert order == ["i", "i", "b", "i", "i", "b", "i", "i"]
@@ -51,7 +51,7 @@ class StopsAfterOneJob(RecordingRunner):
         super().__init__()
         self.stop = stop
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         outcome = await super().run(attempt)
         self.stop.set()
         return outcome
@@ -65,7 +65,7 @@ async def test_a_set_aside_batch_job_holds_the_commit_until_it_is_done():
     stop = asyncio.Event()
     consumer, runner = FakeConsumer({TP: records}), StopsAfterOneJob(stop)
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await asyncio.wait_for(worker.run(stop), 10)
     assert runner.jobs == [interactive[0].job_id]
     assert len(worker.batches) == 1
@@ -83,7 +83,7 @@ async def test_regression_an_interactive_job_fetched_just_after_the_poll_waited_
     consumer, runner = FakeConsumer({TP: [record(batch[0].queued("batch"), 0)]}), RecordingRunner()
     consumer._batches.append({TP: [record(interactive[0].queued(), 1)]})  # what the next poll brings
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs == [interactive[0].job_id, batch[0].job_id]
 
@@ -95,7 +95,7 @@ async def test_the_look_before_a_batch_job_is_one_poll_so_a_stream_of_records_ne
     for i, job in enumerate(trickle):
         consumer._batches.append({TP: [record(job.queued("batch"), 1 + i)]})
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
-    settle(worker)
+    tail_scanned(worker)
     await run_until_idle(worker, consumer)
     assert runner.jobs[0] == batch[0].job_id, "taken after one more look, not after the whole trickle"
     assert sorted(runner.jobs) == sorted(j.job_id for j in [*batch, *trickle])

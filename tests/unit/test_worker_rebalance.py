@@ -6,7 +6,7 @@ import asyncio
 
 from aiokafka.structs import TopicPartition
 
-from consumers.job_runner import Outcome
+from consumers.attempts import AttemptResult
 from consumers.ports import Outlook
 from tests.support.events import one_of_each
 from tests.support.worker_fakes import (
@@ -18,7 +18,7 @@ from tests.support.worker_fakes import (
     make_worker,
     record,
     run_until,
-    settle,
+    tail_scanned,
 )
 
 
@@ -46,7 +46,7 @@ async def test_regression_revocation_waits_for_the_record_in_hand_and_drops_the_
     lookup, runner = GatedLookup(), RecordingRunner()
     worker = make_worker(consumer, runner, lookup)
     worker._handling = lock = WatchedLock()
-    settle(worker)
+    tail_scanned(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(lookup.entered.wait(), 5)
@@ -86,7 +86,7 @@ async def test_regression_a_batch_returned_after_a_revocation_is_dropped():
     consumer = RevokingConsumer({TP: [record(job, 0)]})
     runner = RecordingRunner()
     worker = make_worker(consumer, runner, GatedLookup())
-    settle(worker)
+    tail_scanned(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(consumer.idle.wait(), 5)
@@ -106,7 +106,7 @@ class ReassigningConsumer(FakeConsumer):
     async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
         if self._batches and not self.seeks:
             await self.listener.on_partitions_revoked(set())
-            settle(self.listener)
+            tail_scanned(self.listener)
         return await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -153,7 +153,7 @@ class RebalanceDuringJob(RecordingRunner):
         self.consumer = consumer
         self.revocation: asyncio.Task | None = None
 
-    async def run(self, attempt) -> Outcome:
+    async def run(self, attempt) -> AttemptResult:
         self.consumer.rebalancing = True
 
         async def revoke() -> None:
@@ -174,7 +174,7 @@ async def test_regression_committing_after_a_job_does_not_deadlock_a_rebalance()
     runner = RebalanceDuringJob(consumer)
     worker = make_worker(consumer, runner, NoCache())
     runner.worker = worker
-    settle(worker)
+    tail_scanned(worker)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(consumer.rebalance_over.wait(), 5)
@@ -193,11 +193,11 @@ async def test_regression_records_handed_out_before_the_tail_scan_finished_wait_
     worker = make_worker(consumer, runner, NoCache())
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
-    # The batch is in the worker's hands before the tail scan has settled: a worker that does not
+    # The batch is in the worker's hands before the tail scan is done: a worker that does not
     # wait for the scan drops its records right there, before this test runs again.
     await asyncio.wait_for(consumer.handed_out.wait(), 5)
-    assert runner.jobs == [], "nothing is handled before the assignment has settled"
-    settle(worker)
+    assert runner.jobs == [], "nothing is handled before the assignment's tails are scanned"
+    tail_scanned(worker)
     await asyncio.wait_for(consumer.idle.wait(), 5)
     stop.set()
     await asyncio.wait_for(loop_task, 5)
@@ -209,7 +209,7 @@ async def test_commits_are_batched_while_jobs_keep_coming_and_made_when_idle():
     consumer = FakeConsumer({TP: [record(job, offset) for offset, job in enumerate(jobs)]})
     runner = RecordingRunner()
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=3600)
-    settle(worker)
+    tail_scanned(worker)
     await run_until(worker, consumer.idle, within_s=5)
 
     assert runner.jobs == [job.job_id for job in jobs]

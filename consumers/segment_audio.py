@@ -1,0 +1,106 @@
+"""One segment's audio, in the blob store before its event is: reused when the same segment was said before,
+else rendered and stored.
+
+The engine renders on the node's FIFO (``call``), off the event loop; the
+encoded audio is written off the loop too. The segment cache
+(:mod:`consumers.segment_reuse`) is asked first, by the segment's key; a hit
+counts only once its blob is marked used (a blob the sweeper deleted
+meanwhile means a new rendering), and only at the engine's own sample rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from consumers.activity import Activity
+from consumers.errors import BlobWriteFailed
+from consumers.ports import AudioSink, PlannedSegment, ReusableSegment, SegmentReuse, SpeechEngine
+from consumers.segment_reuse import LOOKUP_WORTH_S
+from contracts import AudioRef, SynthesisRequest
+from contracts.fingerprint import segment_key
+from foundation.audio import encode_wav
+from foundation.metrics import SEGMENTS_REUSED
+
+
+@dataclass(frozen=True)
+class SegmentAudio:
+    """A segment's stored audio, and whether it was reused rather than rendered."""
+
+    ref: AudioRef
+    byte_length: int
+    duration_ms: int
+    key: str | None  # the segment's key in the segment cache (None: never reused)
+    reused: bool
+
+
+class SegmentMaker:
+    def __init__(
+        self,
+        engine: SpeechEngine,
+        blobs: AudioSink,
+        call: Callable[..., Awaitable[Any]],
+        activity: Activity,
+        segments: SegmentReuse | None,
+    ) -> None:
+        self._engine = engine
+        self._blobs = blobs
+        self._call = call
+        self._activity = activity
+        self._segments = segments
+
+    async def make(self, segment: PlannedSegment, request: SynthesisRequest) -> SegmentAudio:
+        """``segment``'s audio in the blob store. Raises what the engine raises, and :class:`BlobWriteFailed`."""
+        key = self._key(segment, request)
+        found = await self._reusable(segment, key)
+        if found is None:
+            return await self._render(segment, request, key)
+        self._activity.reused(len(segment.text))
+        SEGMENTS_REUSED.labels(self._engine.description.name).inc()
+        return SegmentAudio(found.audio, found.byte_length, found.duration_ms, key, reused=True)
+
+    async def _reusable(self, segment: PlannedSegment, key: str | None) -> ReusableSegment | None:
+        if not key or self._segments is None:
+            return None
+        speed = self._activity.chars_per_s  # unknown yet: assume the engine is slow enough to ask
+        worth = speed is None or len(segment.text) / speed > LOOKUP_WORTH_S
+        found = await self._segments.find(key, ask_projection=worth)
+        if found is None or found.sample_rate != self._engine.description.sample_rate:
+            return None
+        return found if await asyncio.to_thread(self._blobs.touch, [found.audio]) else None
+
+    async def _render(self, segment: PlannedSegment, request: SynthesisRequest, key: str | None) -> SegmentAudio:
+        sample_rate = self._engine.description.sample_rate
+        rendering = time.perf_counter()
+        samples = await self._call(self._engine.render, segment, request.voice, request.speed)
+        self._activity.rendered(time.perf_counter() - rendering)
+        try:  # encoded and written in one hop off the loop
+            ref, byte_length = await asyncio.to_thread(self._store, samples, sample_rate)
+        except OSError as exc:
+            raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
+        duration_ms = round(1000 * len(samples) / sample_rate)
+        if key and self._segments is not None:
+            self._segments.remember(key, ReusableSegment(ref, duration_ms, byte_length, sample_rate))
+        return SegmentAudio(ref, byte_length, duration_ms, key, reused=False)
+
+    def _key(self, segment: PlannedSegment, request: SynthesisRequest) -> str | None:
+        if not segment.ids:
+            return None
+        description = self._engine.description
+        return segment_key(
+            engine=description.name,
+            model_version=description.model_version,
+            voice=request.voice,
+            speed=request.speed,
+            ids=segment.ids,
+        )
+
+    def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:
+        wav = encode_wav(samples, sample_rate)
+        return self._blobs.put(wav, ".wav"), len(wav)
