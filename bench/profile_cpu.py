@@ -25,10 +25,11 @@ from typing import Final
 from bench.deploy import ROOT
 from bench.measure import Client
 from bench.profiles import FULL
-from bench.run import Progress, _lines, _stack
+from bench.run import Progress, _lines
 from bench.scenarios import BENCH_ENGINE, Context, _voice
 from foundation.settings import default_state_root
 from voxlog.corpus import corpus_dir
+from voxlog.devstack import scratch_stack
 
 OURS: Final = ("contracts/", "producers/", "consumers/", "projections/", "tts_node/", "foundation/", "voxlog/")
 
@@ -66,7 +67,7 @@ def summarize(raw: Path, top: int = 25) -> str:
 
 
 async def profile(workers: int, jobs: int, warmup: int, out: Path, say: Progress) -> None:
-    stack = _stack(default_state_root() / "bench" / "profile")
+    stack = scratch_stack(default_state_root() / "bench" / "profile")
     await stack.up()
     corpus = corpus_dir()
     ctx = Context(

@@ -36,10 +36,10 @@ from bench.scenarios import (
     warm_up,
 )
 from foundation.settings import default_cache_root, default_state_root
-from infra.processes import free_port
-from infra.stack import DevStack, StackConfig
+from infra.stack import DevStack
 from tts_node import load_engine
 from voxlog.corpus import corpus_dir
+from voxlog.devstack import scratch_stack
 
 
 def _lines(path: Path) -> tuple[str, ...]:
@@ -52,19 +52,6 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         print(f"[{time.monotonic() - self.started:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-
-def _stack(home: Path) -> DevStack:
-    return DevStack(
-        StackConfig(
-            home=home,
-            kafka_port=free_port(),
-            kafka_controller_port=free_port(),
-            kafka_heap="512m",
-            postgres_port=free_port(),
-            jar_cache=default_cache_root() / "kafka",
-        )
-    )
 
 
 def _service_pids(stack: DevStack) -> dict[str, list[int]]:
@@ -88,7 +75,7 @@ async def run(
     quick: bool, corpus: Path, home: Path, say: Progress, only: frozenset[str] = frozenset(SCENARIO_GROUPS)
 ) -> dict[str, Any]:
     profile = QUICK if quick else FULL
-    stack = _stack(home)
+    stack = scratch_stack(home)
     say(f"starting Kafka and PostgreSQL under {home}")
     try:
         await stack.up()

@@ -74,7 +74,7 @@ class Context:
 
 async def _voice(d: Deployment) -> str:
     table = "nodes" if d.system == "voxlog" else "bl_nodes"
-    return str(await d.fetchval(f"SELECT voices[1] FROM {table} LIMIT 1"))
+    return str(await d.scalar(f"SELECT voices[1] FROM {table} LIMIT 1"))
 
 
 def _wall(timings: Sequence[JobTiming]) -> float:
@@ -215,7 +215,7 @@ async def coalescing(ctx: Context) -> dict[str, Any]:
                     "submissions": len(texts),
                     "distinct_texts": len(distinct),
                     "syntheses": round(after["segments"] - before["segments"]),
-                    "claims": int(await d.fetchval(claims_sql)),
+                    "claims": int(await d.scalar(claims_sql)),
                     "wall_s": _wall(timings),
                     "originals": summarize(originals),
                     "duplicates": summarize(duplicates),
@@ -247,7 +247,7 @@ async def scale_out(ctx: Context) -> dict[str, Any]:
                 submissions, timings = await _backlog(c, ctx.texts(f"{d.tag}w{workers}", jobs))
                 wall = _wall(timings)
                 ideal = workers / (p.scale_synth_ms / 1000)
-                shares = await d.fetch(
+                shares = await d.rows(
                     "SELECT worker_id, count(*) AS n FROM "
                     + ("jobs" if system == "voxlog" else "bl_jobs")
                     + " WHERE job_id = ANY($1::uuid[]) GROUP BY worker_id",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from foundation.settings import DevSettings, TopicSettings
+from foundation.settings import DevSettings, TopicSettings, default_cache_root
 from infra.apps import AppProcesses, AppSpec
+from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 from infra.status import ServiceStatus
 from projections.migrations import migrate_database
@@ -28,6 +30,23 @@ def dev_stack(settings: DevSettings) -> DevStack:
             jar_cache=settings.dev_jar_cache,
             external_database_url=settings.database_url,
             ready_timeout=settings.dev_ready_timeout,
+        )
+    )
+
+
+def scratch_stack(home: Path, *, kafka_heap: str = "512m", ports: Mapping[str, int] | None = None) -> DevStack:
+    """A Kafka broker and a PostgreSQL cluster of their own under ``home``, for a benchmark run, a fault
+    campaign or a test session: on ``ports`` (``kafka``, ``controller``, ``postgres``), else on free loopback
+    ports; the broker's jars from the shared cache."""
+    chosen = ports or {"kafka": free_port(), "controller": free_port(), "postgres": free_port()}
+    return DevStack(
+        StackConfig(
+            home=home,
+            kafka_port=chosen["kafka"],
+            kafka_controller_port=chosen["controller"],
+            kafka_heap=kafka_heap,
+            postgres_port=chosen["postgres"],
+            jar_cache=default_cache_root() / "kafka",
         )
     )
 

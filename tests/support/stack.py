@@ -14,9 +14,10 @@ import socket
 import uuid
 from pathlib import Path
 
-from foundation.settings import default_cache_root, default_state_root
+from foundation.settings import default_state_root
 from infra.processes import free_port
-from infra.stack import DevStack, StackConfig
+from infra.stack import DevStack
+from voxlog.devstack import scratch_stack
 
 
 def port_free(port: int) -> bool:
@@ -43,16 +44,7 @@ def build_test_stack(home: Path, *, probe_running: bool) -> DevStack:
         ports = {"kafka": free_port(), "controller": free_port(), "postgres": free_port()}
         home.mkdir(parents=True, exist_ok=True)
         ports_file.write_text(json.dumps(ports))
-    return DevStack(
-        StackConfig(
-            home=home,
-            kafka_port=ports["kafka"],
-            kafka_controller_port=ports["controller"],
-            kafka_heap="512m",
-            postgres_port=ports["postgres"],
-            jar_cache=default_cache_root() / "kafka",
-        )
-    )
+    return scratch_stack(home, ports=ports)
 
 
 class PrivateStack:
@@ -65,16 +57,7 @@ class PrivateStack:
 
     def __init__(self) -> None:
         home = stack_home_for_tests().parent / "test-private" / uuid.uuid4().hex[:12]
-        self.stack = DevStack(
-            StackConfig(
-                home=home,
-                kafka_port=free_port(),
-                kafka_controller_port=free_port(),
-                kafka_heap="384m",
-                postgres_port=free_port(),
-                jar_cache=default_cache_root() / "kafka",
-            )
-        )
+        self.stack = scratch_stack(home, kafka_heap="384m")
 
     @property
     def bootstrap_servers(self) -> str:

@@ -13,34 +13,19 @@ import sys
 import time
 from pathlib import Path
 
-from foundation.settings import default_cache_root, default_state_root
-from infra.processes import free_port
-from infra.stack import DevStack, StackConfig
+from foundation.settings import default_state_root
 from voxlog.chaos.faults import FAULTS, FaultResult, Sizes
 from voxlog.chaos.report import render
-from voxlog.devstack import SOURCE_ROOT
+from voxlog.devstack import SOURCE_ROOT, scratch_stack
 
 QUICK = Sizes(kill_jobs=200, jobs=30)
 FULL = Sizes(kill_jobs=200, jobs=120)
 
 
-def chaos_stack(home: Path) -> DevStack:
-    return DevStack(
-        StackConfig(
-            home=home,
-            kafka_port=free_port(),
-            kafka_controller_port=free_port(),
-            kafka_heap="512m",
-            postgres_port=free_port(),
-            jar_cache=default_cache_root() / "kafka",
-        )
-    )
-
-
 async def campaign(sizes: Sizes, home: Path) -> list[FaultResult]:
     """Every fault, in turn, on a stack under ``home`` (emptied first: no data from an earlier run)."""
     await asyncio.to_thread(shutil.rmtree, home, True)
-    stack = chaos_stack(home / "stack")
+    stack = scratch_stack(home / "stack")
     results = []
     try:
         await stack.up()
