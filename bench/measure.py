@@ -21,8 +21,9 @@ import numpy as np
 
 from bench.deploy import Deployment
 from bench.errors import BenchError
+from contracts import TERMINAL_STATES
 
-TERMINAL: Final = ("completed", "failed")
+TERMINAL: Final = tuple(state.value for state in TERMINAL_STATES)
 
 _VOXLOG_TIMINGS: Final = (
     "SELECT j.job_id, j.state, j.submitted_at, j.claimed_at, j.completed_at,"

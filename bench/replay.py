@@ -35,9 +35,9 @@ from contracts import (
     SegmentProducedPayload,
     SynthesisRequest,
     TextSpan,
-    derive_event_id,
     encode_event,
     event_headers,
+    job_event,
     record_key,
     utc_now,
 )
@@ -59,7 +59,6 @@ def job_events(i: int) -> list[JobEvent]:
         model_version="sleep-0ms", format="wav", sample_rate=24000,
     )  # fmt: skip
     job, fp, now, sha = uuid.uuid4(), request.fingerprint(), utc_now(), f"{i:064x}"
-    common = {"job_id": job, "fingerprint": fp, "occurred_at": now, "producer": PRODUCER}
     claim = JobClaimedPayload(
         worker_id="w", device="cpu", engine="bench-sleep", model_version="sleep-0ms", host="bench"
     )
@@ -68,14 +67,14 @@ def job_events(i: int) -> list[JobEvent]:
         audio=AudioRef(sha256=sha, uri=f"file:///blobs/{sha}.wav"), duration_ms=1000, sample_rate=24000,
         byte_length=48044,
     )  # fmt: skip
+    queued = JobQueuedPayload(request=request, submitted_at=now)
+    completed = JobCompletedPayload(segment_count=1, total_duration_ms=1000)
     return [
-        JobQueued(event_id=derive_event_id(job, "JobQueued", 0), attempt=0,
-                  payload=JobQueuedPayload(request=request, submitted_at=now), **common),
-        JobClaimed(event_id=derive_event_id(job, "JobClaimed", 1), attempt=1, payload=claim, **common),
-        SegmentProduced(event_id=derive_event_id(job, "SegmentProduced", 1, 0), attempt=1, payload=segment, **common),
-        JobCompleted(event_id=derive_event_id(job, "JobCompleted", 1), attempt=1,
-                     payload=JobCompletedPayload(segment_count=1, total_duration_ms=1000), **common),
-    ]  # fmt: skip
+        job_event(JobQueued, job, fp, 0, PRODUCER, queued, at=now),
+        job_event(JobClaimed, job, fp, 1, PRODUCER, claim, at=now),
+        job_event(SegmentProduced, job, fp, 1, PRODUCER, segment, 0, at=now),
+        job_event(JobCompleted, job, fp, 1, PRODUCER, completed, at=now),
+    ]
 
 
 async def _publish(bootstrap: str, topic: str, jobs: int) -> int:

@@ -33,6 +33,13 @@ class CurrentAttempt:
     engine_s: float = 0.0
 
 
+def expected_seconds(text_chars: int, chars_per_s: float | None, floor_s: float) -> float:
+    """How long a text of ``text_chars`` should take on a node measured at ``chars_per_s`` (unknown: the
+    floor), and never less than ``floor_s``: what the watchdog and the sweeper allow an attempt, times their
+    factor."""
+    return floor_s if not chars_per_s else max(floor_s, text_chars / chars_per_s)
+
+
 class Activity:
     def __init__(self) -> None:
         self.current: CurrentAttempt | None = None
@@ -73,9 +80,7 @@ class Activity:
 
     def expected_s(self, text_chars: int, floor_s: float) -> float:
         """How long a text of ``text_chars`` should take on this node."""
-        if self.chars_per_s is None:
-            return floor_s
-        return max(floor_s, text_chars / self.chars_per_s)
+        return expected_seconds(text_chars, self.chars_per_s, floor_s)
 
     def surely_within(self, text_chars: int, seconds: float) -> bool:
         """Whether this node has measured a speed at which ``text_chars`` take less than ``seconds``."""

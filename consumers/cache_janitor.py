@@ -46,8 +46,7 @@ from contracts import (
     CacheEvictedPayload,
     EvictionReason,
     Producer,
-    derive_event_id,
-    type_name,
+    job_event,
 )
 from foundation.blobs import StoredBlob
 from foundation.metrics import BLOB_STORE_BYTES, BLOB_STORE_OVER_CAP, CACHE_EVICTIONS, SWEEPER_BLOBS_DELETED
@@ -134,15 +133,8 @@ def plan(
 
 def eviction(entry: Entry, reason: EvictionReason, now: datetime, producer: Producer) -> CacheEvicted:
     """The event that evicts ``entry``; its id is the job's, so a retried round records one eviction."""
-    return CacheEvicted(
-        event_id=derive_event_id(entry.job_id, type_name(CacheEvicted), 0),
-        job_id=entry.job_id,
-        fingerprint=entry.fingerprint,
-        attempt=0,
-        occurred_at=now,
-        producer=producer,
-        payload=CacheEvictedPayload(reason=reason, total_bytes=entry.total_bytes),
-    )
+    payload = CacheEvictedPayload(reason=reason, total_bytes=entry.total_bytes)
+    return job_event(CacheEvicted, entry.job_id, entry.fingerprint, 0, producer, payload, at=now)
 
 
 async def record_evictions(events: EventLog, evictions: list[tuple[CacheEvicted, int | None]]) -> None:

@@ -14,13 +14,12 @@ it from flapping around one value). An operator's own switch
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 import structlog
 
-from contracts import ModeSource, Producer, ServiceModeSet, ServiceModeSetPayload, utc_now
+from contracts import ModeSource, Producer, ServiceModeSet, ServiceModeSetPayload, node_event
 from foundation.backlog import Backlog
 
 log = structlog.get_logger("voxlog.sweeper")
@@ -30,12 +29,8 @@ PUBLISHED_FRESH_S: Final = 30.0
 
 
 def mode_event(enabled: bool, source: ModeSource, reason: str, producer: Producer) -> ServiceModeSet:
-    return ServiceModeSet(
-        event_id=uuid.uuid4(),
-        occurred_at=utc_now(),
-        producer=producer,
-        payload=ServiceModeSetPayload(mode="cache_only", enabled=enabled, source=source, reason=reason),
-    )
+    payload = ServiceModeSetPayload(mode="cache_only", enabled=enabled, source=source, reason=reason)
+    return node_event(ServiceModeSet, producer, payload)
 
 
 class BacklogSwitch:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Final
@@ -25,7 +24,16 @@ from aiokafka.structs import TopicPartition
 
 from consumers.activity import Activity
 from consumers.ports import EngineDescription
-from contracts import DecodeError, NodeEvent, NodeHeartbeat, NodeHeartbeatPayload, Producer, decode_node_event, utc_now
+from contracts import (
+    DecodeError,
+    NodeEvent,
+    NodeHeartbeat,
+    NodeHeartbeatPayload,
+    Producer,
+    decode_node_event,
+    node_event,
+    utc_now,
+)
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
 
@@ -39,11 +47,10 @@ def heartbeat(
 ) -> NodeHeartbeat:
     now = utc_now()
     current = activity.current
-    return NodeHeartbeat(
-        event_id=uuid.uuid4(),
-        occurred_at=now,
-        producer=producer,
-        payload=NodeHeartbeatPayload(
+    return node_event(
+        NodeHeartbeat,
+        producer,
+        NodeHeartbeatPayload(
             worker_id=worker_id,
             engine=engine.name,
             model_version=engine.model_version,
@@ -60,6 +67,7 @@ def heartbeat(
             chars_per_s=activity.chars_per_s,
             busy_s=activity.busy_s,
         ),
+        at=now,
     )
 
 

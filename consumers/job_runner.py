@@ -48,8 +48,7 @@ from contracts import (
     SegmentProduced,
     SegmentProducedPayload,
     TextSpan,
-    derive_event_id,
-    type_name,
+    job_event,
     utc_now,
 )
 from contracts.events import ReleaseReason
@@ -299,15 +298,7 @@ class JobRunner:
         acknowledges it, and consecutive events travel in one request. An attempt's last event waits for
         them all, in order, so that the worker's offset moves past a job only once everything its attempt
         recorded is acknowledged (acks=all). A held event (``hold``) goes with the next one, in its request."""
-        event = cls(
-            event_id=derive_event_id(job.job_id, type_name(cls), number, *parts),
-            job_id=job.job_id,
-            fingerprint=job.fingerprint,
-            attempt=number,
-            occurred_at=utc_now(),
-            producer=self._producer,
-            payload=payload,
-        )
+        event = job_event(cls, job.job_id, job.fingerprint, number, self._producer, payload, *parts)
         if hold:
             self.acknowledgements.hold(event, job.partition, ledger)
             return None

@@ -42,6 +42,7 @@ from typing import Protocol
 
 import structlog
 
+from consumers.activity import expected_seconds
 from consumers.cache_janitor import CacheJanitor
 from consumers.cache_only import BacklogSwitch
 from consumers.errors import LookupUnavailable
@@ -52,8 +53,7 @@ from contracts import (
     JobReleasedPayload,
     NodeHeartbeatPayload,
     Producer,
-    derive_event_id,
-    type_name,
+    job_event,
     utc_now,
 )
 from foundation.errors import BrokerUnavailable
@@ -107,10 +107,7 @@ def stale_reason(
     if pulse.job_id == claim.job_id and pulse.attempt == claim.attempt:
         if pulse.progress_at is None:
             return None
-        expected = config.min_expected_s
-        if pulse.chars_per_s:
-            expected = max(expected, claim.text_chars / pulse.chars_per_s)
-        allowed = config.stale_factor * expected
+        allowed = config.stale_factor * expected_seconds(claim.text_chars, pulse.chars_per_s, config.min_expected_s)
         stalled = (now - max(pulse.progress_at, heard_since)).total_seconds()
         if stalled > allowed:
             return f"no progress for {stalled:.0f}s (allowed {allowed:.0f}s)"
@@ -237,17 +234,9 @@ class Sweeper:
 
     async def _release(self, claim: Claim, reason: str, now: datetime) -> None:
         blobs = await self._store.attempt_blobs(claim.job_id, claim.attempt)
-        event_type = type_name(JobReleased)
+        payload = JobReleasedPayload(reason="stale", failed_attempt=claim.attempt, message=reason)
         await self._events.publish(
-            JobReleased(
-                event_id=derive_event_id(claim.job_id, event_type, claim.attempt),
-                job_id=claim.job_id,
-                fingerprint=claim.fingerprint,
-                attempt=claim.attempt,
-                occurred_at=now,
-                producer=self._producer,
-                payload=JobReleasedPayload(reason="stale", failed_attempt=claim.attempt, message=reason),
-            ),
+            job_event(JobReleased, claim.job_id, claim.fingerprint, claim.attempt, self._producer, payload, at=now),
             partition=claim.partition,
         )
         self._released[(claim.job_id, claim.attempt)] = now

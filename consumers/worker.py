@@ -161,34 +161,37 @@ class SynthWorker(ConsumerRebalanceListener):
                 continue
             polled_at = time.monotonic()
             # At least one step per poll, then more until the handling budget is spent.
-            while not stop.is_set():
-                # aiokafka hands out records of a new assignment before their tails are scanned:
-                # scan first, or the records would be acted on with an empty ledger.
-                if not await self.partitions.ensure_scanned(stop):
-                    break
-                retry = self.retries.pop_due()
-                if retry is not None:
-                    await self._retry(retry)
-                elif self.batches and not self._backlog and self._fetched and not self._looked:
-                    # One more look before a batch job: the poll that just drained some partitions could
-                    # not bring what has been appended to them since, and an interactive job among it
-                    # would otherwise wait behind the whole batch job.
-                    self._looked = True
-                    break
-                elif (aside := self.batches.next_batch(interactive_waiting=bool(self._backlog))) is not None:
-                    self._looked = False
-                    await self._run_set_aside(aside)
-                    if not self._backlog:
-                        break  # poll before the next one: interactive work may have come meanwhile
-                elif self._backlog:
-                    await self._next_record()
-                else:
-                    break
-                if time.monotonic() - polled_at >= POLL_BUDGET_S:
-                    break
+            while not stop.is_set() and await self._step() and time.monotonic() - polled_at < POLL_BUDGET_S:
+                pass
             if not self._backlog or self.partitions.commit_due:
                 await self._commit()
         await self._commit()
+
+    async def _step(self) -> bool:
+        """Do the next thing in hand: a retry that is due, a set-aside batch job's turn, the next record.
+        Returns whether to go on before polling again."""
+        # aiokafka hands out records of a new assignment before their tails are scanned:
+        # scan first, or the records would be acted on with an empty ledger.
+        if not await self.partitions.ensure_scanned(self._stop):
+            return False
+        retry = self.retries.pop_due()
+        if retry is not None:
+            await self._retry(retry)
+            return True
+        if self.batches and not self._backlog and self._fetched and not self._looked:
+            # One more look before a batch job: the poll that just drained some partitions could
+            # not bring what has been appended to them since, and an interactive job among it
+            # would otherwise wait behind the whole batch job.
+            self._looked = True
+            return False
+        if (aside := self.batches.next_batch(interactive_waiting=bool(self._backlog))) is not None:
+            self._looked = False
+            await self._run_set_aside(aside)
+            return bool(self._backlog)  # else poll before the next one: interactive work may have come meanwhile
+        if self._backlog:
+            await self._next_record()
+            return True
+        return False
 
     async def _poll(self, stop: asyncio.Event) -> bool:
         """Fetch more records into the backlog; ``False`` after an error (waited out)."""

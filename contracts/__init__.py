@@ -60,6 +60,8 @@ from contracts.events import (
     TextSpan,
     derive_event_id,
     document_part_job_id,
+    job_event,
+    node_event,
     type_name,
     utc_now,
 )
@@ -141,7 +143,9 @@ __all__ = [
     "fingerprint",
     "fold",
     "header_value",
+    "job_event",
     "new_traceparent",
+    "node_event",
     "normalize_text",
     "record_key",
     "status_implied_by",

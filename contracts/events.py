@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -155,7 +155,7 @@ class CacheEvictedPayload(_Frozen):
     """Why a completed job's result stopped answering duplicates: its TTL passed (``expired``), the blob
     store needed the room (``capacity``, least recently used first) or an operator purged it (``purge``).
 
-    Eviction ends reuse, not the jobs: every job keeps its audio for ``VOXLOG_JOB_RETENTION`` after its
+    Eviction ends reuse, not the jobs: every job keeps its audio for ``VOXLOG_JOB_RETENTION_S`` after its
     completion or last reuse, and the blobs go only when nothing keeps them any more."""
 
     reason: EvictionReason
@@ -416,3 +416,45 @@ def derive_event_id(job_id: uuid.UUID, event_type: str, attempt: int, *parts: st
 def utc_now() -> datetime:
     """The current time as an aware UTC datetime (the only clock events use)."""
     return datetime.now(UTC)
+
+
+JobEventT = TypeVar("JobEventT", bound=_Envelope)
+NodeEventT = TypeVar("NodeEventT", NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted)
+
+
+def job_event(
+    cls: type[JobEventT],
+    job_id: uuid.UUID,
+    fingerprint: str,
+    attempt: int,
+    producer: Producer,
+    payload: BaseModel,
+    *id_parts: str | int,
+    at: datetime | None = None,
+) -> JobEventT:
+    """A job event in its envelope: its id derived from the job, its type, ``attempt`` and ``id_parts`` (a
+    segment's index, say), so that emitting the same fact again gives the same id; ``at`` (default now) is
+    when it occurred."""
+    envelope: dict[str, object] = {
+        "event_id": derive_event_id(job_id, type_name(cls), attempt, *id_parts),
+        "job_id": job_id,
+        "fingerprint": fingerprint,
+        "attempt": attempt,
+        "occurred_at": at or utc_now(),
+        "producer": producer,
+        "payload": payload,
+    }
+    return cls(**envelope)
+
+
+def node_event(
+    cls: type[NodeEventT],
+    producer: Producer,
+    payload: BaseModel,
+    *,
+    event_id: uuid.UUID | None = None,
+    at: datetime | None = None,
+) -> NodeEventT:
+    """A node-topic event in its envelope; ``event_id`` when the fact has an identity of its own (a
+    document's), else a fresh one (every heartbeat, announcement or switch is a new fact)."""
+    return cls(event_id=event_id or uuid.uuid4(), occurred_at=at or utc_now(), producer=producer, payload=payload)

@@ -30,9 +30,7 @@ from contracts import (
     JobCancelledPayload,
     JobState,
     Producer,
-    derive_event_id,
-    type_name,
-    utc_now,
+    job_event,
 )
 from foundation.errors import BrokerUnavailable
 from producers.deps import ApiDeps, Injected
@@ -53,15 +51,8 @@ def cancellation(
     message: str = "",
     document_id: uuid.UUID | None = None,
 ) -> JobCancelled:
-    return JobCancelled(
-        event_id=derive_event_id(job_id, type_name(JobCancelled), 0),
-        job_id=job_id,
-        fingerprint=fingerprint,
-        attempt=0,
-        occurred_at=utc_now(),
-        producer=producer,
-        payload=JobCancelledPayload(reason=reason, message=message, document_id=document_id),
-    )
+    payload = JobCancelledPayload(reason=reason, message=message, document_id=document_id)
+    return job_event(JobCancelled, job_id, fingerprint, 0, producer, payload)
 
 
 @delete(

@@ -40,6 +40,7 @@ from contracts import (
     SynthesisRequest,
     derive_event_id,
     document_part_job_id,
+    node_event,
     utc_now,
 )
 from producers.deps import Injected
@@ -192,11 +193,10 @@ def _document_record(
 ) -> DocumentSubmitted:
     parts = [part for chapter in document.chapters for part in chapter.parts]
     now = utc_now()
-    return DocumentSubmitted(
-        event_id=derive_event_id(document_id, "DocumentSubmitted", 0),
-        occurred_at=now,
-        producer=producer,
-        payload=DocumentSubmittedPayload(
+    return node_event(
+        DocumentSubmitted,
+        producer,
+        DocumentSubmittedPayload(
             document_id=document_id,
             title=document.title[:500],
             markup=markup,
@@ -208,6 +208,8 @@ def _document_record(
             idempotency_key=key,
             submitted_at=now,
         ),
+        event_id=derive_event_id(document_id, "DocumentSubmitted", 0),
+        at=now,
     )
 
 

@@ -1,5 +1,10 @@
 """Errors of the producers package (the HTTP API)."""
 
+from typing import Final
+
+RETRY_AFTER_S: Final = 5
+"""When to come back after a refusal that names no time of its own (a service down, the log unsure)."""
+
 
 class ProducerError(Exception):
     """Base class of every error raised by ``producers``."""
@@ -17,7 +22,7 @@ class Rejected(ProducerError):
     def headers(self) -> dict[str, str] | None:
         if self.retry_after is not None:
             return {"Retry-After": str(self.retry_after)}
-        return {"Retry-After": "5"} if self.status == 503 else None
+        return {"Retry-After": str(RETRY_AFTER_S)} if self.status == 503 else None
 
 
 class LogUnreadable(ProducerError):

@@ -18,13 +18,12 @@ from litestar.exceptions import HTTPException
 from litestar.openapi.datastructures import ResponseSpec
 
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
-from producers.errors import LogUnreadable, Rejected
+from producers.errors import RETRY_AFTER_S, LogUnreadable, Rejected
 from producers.queries import ProjectionUnavailable
 from producers.submission import InvalidItems
 from producers.views import ErrorBody
 
 log = structlog.get_logger("voxlog.api")
-RETRY_AFTER_S: Final = 5
 RETRY: Final = {"Retry-After": str(RETRY_AFTER_S)}
 
 _MEANINGS: Final = {
@@ -53,9 +52,7 @@ def error_response(status: int, detail: str, headers: Mapping[str, str] | None =
 
 
 def _rejected(_: Request[Any, Any, Any], exc: Rejected) -> Response[Any]:
-    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
-    if exc.status == 503 and headers is None:
-        headers = RETRY
+    headers = exc.headers()
     errors = [vars(item) for item in exc.invalid[:100]] if isinstance(exc, InvalidItems) else None
     return error_response(exc.status, str(exc), headers, errors=errors)
 

@@ -19,7 +19,7 @@ import asyncpg
 from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
-from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE
+from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
 from producers.activity import Activity, activity
 from producers.errors import ProducerError
 from producers.rows import JOB_COLUMNS, SEGMENT_COLUMNS, EngineVoices, JobRow, JobStateRow, SegmentRow
@@ -93,12 +93,12 @@ class ProjectionReader:
         event of the job (a cancellation) goes there, wherever its fingerprint would hash."""
         async with _reading("the jobs' partitions"):
             rows = await self._pool.fetch(
-                "SELECT DISTINCT ON (job_id) job_id, kafka_partition FROM job_events WHERE job_id = ANY($1::uuid[])"
-                " ORDER BY job_id, kafka_offset",
+                f"SELECT job_id, {job_partition_sql('jobs')} AS kafka_partition FROM jobs"
+                " WHERE job_id = ANY($1::uuid[])",
                 job_ids,
                 timeout=QUERY_TIMEOUT_S,
             )
-        return {r["job_id"]: r["kafka_partition"] for r in rows}
+        return {r["job_id"]: r["kafka_partition"] for r in rows if r["kafka_partition"] is not None}
 
     async def progress(self, job_id: uuid.UUID, since: int) -> tuple[JobStateRow | None, list[SegmentRow]]:
         """The job's state and its segments from index ``since`` on, in one statement (so the state is never

@@ -58,48 +58,62 @@ class Limits:
 
 def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) -> SynthesisRequest:
     """The normalized request, or :class:`Rejected` saying what to fix."""
-    refused = first_refused_character(body.text)
-    if refused is not None:
-        raise Rejected(f"text contains {refused.describe()}; remove it (control characters have no sound)")
-    text = normalize_text(body.text)
-    if not text:
-        raise Rejected("text is empty (after folding whitespace and removing invisible characters)")
-    if len(text) > limits.max_text_chars:
-        raise Rejected(f"text has {len(text)} characters; the limit is {limits.max_text_chars}: split it", 413)
+    text = _text(body.text, limits)
     if not limits.min_speed <= body.speed <= limits.max_speed:
         raise Rejected(f"speed {body.speed} is outside [{limits.min_speed}, {limits.max_speed}]")
     try:
         fmt, rate = audio_formats.check(body.format, body.sample_rate)
     except audio_formats.UnsupportedAudio as exc:
         raise Rejected(str(exc)) from exc
-    engine_name = (body.engine or limits.default_engine).strip().lower()
-    engine = next((e for e in engines if e.engine == engine_name), None)
-    if engine is None:
-        known = ", ".join(e.engine for e in engines)
-        if not known:
-            raise Rejected("no speech worker has announced itself yet; start `voxlog worker` and retry", 503)
-        raise Rejected(f"engine {engine_name!r} has no worker; known engines: {known}")
+    engine = _engine((body.engine or limits.default_engine).strip().lower(), engines)
     lang = body.lang.strip().lower()
     if lang not in engine.languages:
         raise Rejected(
-            f"lang {body.lang!r} is not supported by {engine_name}; use one of: {', '.join(engine.languages)}"
+            f"lang {body.lang!r} is not supported by {engine.engine}; use one of: {', '.join(engine.languages)}"
         )
-    try:
-        voice = canonical_voice(body.voice)
-        parts = parse_voice_spec(voice)
-    except InvalidRequest as exc:
-        raise Rejected(str(exc)) from exc
-    unknown = [name for name, _ in parts if name not in engine.voices]
-    if unknown:
-        raise Rejected(f"voice {unknown[0]!r} is unknown to {engine_name}; known voices: {', '.join(engine.voices)}")
     return SynthesisRequest(
         text=text,
-        voice=voice,
+        voice=_voice(body.voice, engine),
         speed=body.speed,
         lang=lang,
-        engine=engine_name,
+        engine=engine.engine,
         model_version=engine.model_version,
         format=fmt,
         sample_rate=rate,
         normalize=body.normalize,
     )
+
+
+def _text(written: str, limits: Limits) -> str:
+    refused = first_refused_character(written)
+    if refused is not None:
+        raise Rejected(f"text contains {refused.describe()}; remove it (control characters have no sound)")
+    text = normalize_text(written)
+    if not text:
+        raise Rejected("text is empty (after folding whitespace and removing invisible characters)")
+    if len(text) > limits.max_text_chars:
+        raise Rejected(f"text has {len(text)} characters; the limit is {limits.max_text_chars}: split it", 413)
+    return text
+
+
+def _engine(name: str, engines: Sequence[EngineVoices]) -> EngineVoices:
+    engine = next((e for e in engines if e.engine == name), None)
+    if engine is not None:
+        return engine
+    known = ", ".join(e.engine for e in engines)
+    if not known:
+        raise Rejected("no speech worker has announced itself yet; start `voxlog worker` and retry", 503)
+    raise Rejected(f"engine {name!r} has no worker; known engines: {known}")
+
+
+def _voice(spec: str, engine: EngineVoices) -> str:
+    """The voice (a mix canonicalized), every part of it one the engine has."""
+    try:
+        voice = canonical_voice(spec)
+        parts = parse_voice_spec(voice)
+    except InvalidRequest as exc:
+        raise Rejected(str(exc)) from exc
+    unknown = [name for name, _ in parts if name not in engine.voices]
+    if unknown:
+        raise Rejected(f"voice {unknown[0]!r} is unknown to {engine.engine}; known voices: {', '.join(engine.voices)}")
+    return voice

@@ -47,7 +47,7 @@ from producers.audio_out import Audible, StreamEnd, audio_stream, render, segmen
 from producers.cancel import cancelled_when_abandoned
 from producers.deps import ApiDeps, Injected
 from producers.errors import ProducerError, Rejected
-from producers.http_errors import broker_message
+from producers.http_errors import RETRY, broker_message
 from producers.job_routes import IdempotencyKey, submit_one
 from producers.openapi_docs import SpeechOperation
 from producers.queries import ProjectionReader, ProjectionUnavailable
@@ -123,7 +123,7 @@ def _failed(_: Request[Any, Any, Any], exc: SpeechFailed) -> Response[OpenAIErro
 
 
 def _rejected(_: Request[Any, Any, Any], exc: Rejected) -> Response[OpenAIErrorBody]:
-    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+    headers = exc.headers()
     if exc.status == 429:  # OpenAI's own status for "slow down", with its code
         return openai_error(429, str(exc), code="rate_limit_exceeded", headers=headers)
     # OpenAI answers every invalid request with 400, whatever our own API would say.
@@ -141,11 +141,11 @@ def _bad_body(_: Request[Any, Any, Any], exc: HTTPException) -> Response[OpenAIE
 
 
 def _no_projection(_: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[OpenAIErrorBody]:
-    return openai_error(503, f"PostgreSQL is unreachable: {exc}", headers={"Retry-After": "5"})
+    return openai_error(503, f"PostgreSQL is unreachable: {exc}", headers=RETRY)
 
 
 def _no_log(_: Request[Any, Any, Any], exc: BrokerUnavailable) -> Response[OpenAIErrorBody]:
-    return openai_error(503, broker_message(exc), headers={"Retry-After": "5"})
+    return openai_error(503, broker_message(exc), headers=RETRY)
 
 
 def _voice(spec: str | dict[str, str], default_voice: str, voices: tuple[str, ...]) -> str:

@@ -44,7 +44,7 @@ from contracts import (
     Priority,
     Producer,
     SynthesisRequest,
-    derive_event_id,
+    job_event,
     utc_now,
 )
 from foundation.blobs import BlobStore
@@ -258,15 +258,8 @@ class Submissions:
     def _queued(self, request: SynthesisRequest, item: Item, key: str | None) -> JobQueued:
         job_id = item.job_id or job_id_for(key or "", request.fingerprint())
         now = utc_now()
-        return JobQueued(
-            event_id=derive_event_id(job_id, "JobQueued", 0),
-            job_id=job_id,
-            fingerprint=request.fingerprint(),
-            attempt=0,
-            occurred_at=now,
-            producer=self._producer,
-            payload=JobQueuedPayload(request=request, idempotency_key=key, submitted_at=now, priority=item.priority),
-        )
+        payload = JobQueuedPayload(request=request, idempotency_key=key, submitted_at=now, priority=item.priority)
+        return job_event(JobQueued, job_id, request.fingerprint(), 0, self._producer, payload, at=now)
 
     async def _publish(self, events: list[JobQueued], record: DocumentSubmitted | None, submission: Submission) -> None:
         try:
@@ -292,7 +285,6 @@ class Unrecorded(Rejected):
         super().__init__(
             f"{what}. Send it again with the header Idempotency-Key: {key} so that the retry names the same jobs",
             503,
-            retry_after=5,
         )
         self.key = key
 

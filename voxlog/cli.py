@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Final, NoReturn
 
 from consumers.errors import ConsumerError, EngineHung
 from contracts import ContractError
@@ -225,41 +225,39 @@ def _bench(bench_args: Sequence[str]) -> NoReturn:
     os.execv(sys.executable, [sys.executable, "-m", "bench", *bench_args])  # noqa: S606 - argv we built, no shell
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.command == "dev":
-        return _dev(args)
-    if args.command in {"api", "worker", "projector", "sweeper", "node"}:
-        return _services(args)
-    if args.command == "models":
-        return _models(args)
-    if args.command in {"migrate", "topics"}:
-        return _admin(args)
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "docs":
-        return _docs(args.check)
-    if args.command == "verify":
-        return _verify(args)
-    if args.command == "replay":
-        return replay_cli.run(args)
-    if args.command == "audit":
-        return audit_cli.run(args)
-    if args.command == "archive":
-        return archive_cli.run(args)
-    if args.command == "lag":
-        return lag_cli.run(args)
-    if args.command == "cache":
-        return cache_cli.run(args)
-    if args.command == "admin":
-        return admin_cli.run(args)
-    if args.command == "speak":
-        return speak_cli.run(args)
-    if args.command == "chaos":
-        from voxlog.chaos.run import main as chaos_main
+def _chaos(args: argparse.Namespace) -> int:
+    from voxlog.chaos.run import main as chaos_main  # the campaign's own modules load only for it
 
-        return chaos_main(args.quick, args.docs)
+    return chaos_main(args.quick, args.docs)
+
+
+def _config(_: argparse.Namespace) -> int:
     print(settings_table())
     return 0
+
+
+_COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
+    "dev": _dev,
+    **dict.fromkeys(("api", "worker", "projector", "sweeper", "node"), _services),
+    "models": _models,
+    **dict.fromkeys(("migrate", "topics"), _admin),
+    "demo": _demo,
+    "docs": lambda args: _docs(args.check),
+    "verify": _verify,
+    "replay": replay_cli.run,
+    "audit": audit_cli.run,
+    "archive": archive_cli.run,
+    "lag": lag_cli.run,
+    "cache": cache_cli.run,
+    "admin": admin_cli.run,
+    "speak": speak_cli.run,
+    "chaos": _chaos,
+    "config": _config,
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    return _COMMANDS[args.command](args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
+from contracts import TERMINAL_STATES
 from voxlog.errors import VoxlogError
+
+ENDED: Final = frozenset(state.value for state in TERMINAL_STATES)
 
 DEMO_TEXT = (
     "Welcome to voxlog. Every step of this job was an event on Kafka, "
@@ -40,7 +43,7 @@ def run_demo(api: str, text: str, voice: str | None, out: Path, within_s: float 
             response = client.get(f"/v1/jobs/{job_id}")
             if response.status_code == 200:
                 job = response.json()
-                if job["state"] in {"completed", "failed"}:
+                if job["state"] in ENDED:
                     break
             time.sleep(0.3)
         if job.get("state") != "completed":

@@ -17,7 +17,7 @@ import sys
 import time
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -320,68 +320,94 @@ def speak(
                 f" {document.get('chars')} characters"
             )
         out.mkdir(parents=True, exist_ok=True)
-        return _follow(client, document_id, options, out, progress, poll_s, deadline, timeout_s, _Outage(outage_s))
+        follower = _Follower(
+            client, document_id, options, out, progress, poll_s, deadline, timeout_s, _Outage(outage_s)
+        )
+        return _follow(follower)
     except KeyboardInterrupt:
         raise SpeakInterrupted(document_id) from None
 
 
-def _follow(
-    client: httpx.Client,
-    document_id: str,
-    options: SpeakOptions,
-    out: Path,
-    progress: ProgressBar | None,
-    poll_s: float,
-    deadline: float,
-    timeout_s: float,
-    outage: _Outage,
-) -> list[Path]:
-    written: dict[int, Path] = {}  # chapter index -> its file
-    status: dict[str, Any] = {}
-    while True:
-        polled = _poll(client, document_id, outage)
-        if polled is not None:
-            status = polled
-            if progress is not None:
-                progress.update(status)
-            state = str(status.get("state"))
-            if state in _TERMINAL_FAILURES:
-                raise _failure(document_id, status)
-            chapters = sorted(status.get("chapters") or [], key=lambda c: int(c["index"]))
-            for number, chapter in enumerate(chapters, start=1):
-                index = int(chapter["index"])
-                if index in written or not _chapter_done(chapter, state):
-                    continue
-                name = chapter_file_name(number, len(chapters), str(chapter.get("title") or ""), options.extension)
-                if _download(client, _chapter_url(document_id, chapter), out / name, outage):
-                    written[index] = out / name
-            if state == "completed" and len(written) == len(chapters):
-                break
-        if time.monotonic() >= deadline:
-            parts = status.get("parts") or {}
-            raise VoxlogError(
-                f"document {document_id} did not finish within {timeout_s:.0f}s ({parts.get('completed', '?')} of"
-                f" {parts.get('total', '?')} parts); it goes on on the server: run the same command again to resume"
-            )
-        if poll_s > 0:
-            time.sleep(poll_s)
-    paths = [written[index] for index in sorted(written)]
-    links = status.get("links") or {}
-    toc = client.get(str(links.get("toc") or f"/v1/documents/{document_id}/toc"))
-    if toc.status_code != 200:
-        raise _error(f"table of contents of document {document_id}", toc)
-    toc_path = out / "toc.json"
-    toc_path.write_text(json.dumps(toc.json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths.append(toc_path)
-    if options.whole:
-        whole = out / f"{slugify(str(status.get('title') or ''))}.{options.extension}"
-        url = str(links.get("audio") or f"/v1/documents/{document_id}/audio")
-        while not _download(client, url, whole, outage):
-            if time.monotonic() >= deadline:
-                raise VoxlogError(f"the whole audio of document {document_id} was not ready within {timeout_s:.0f}s")
-            if poll_s > 0:
-                time.sleep(poll_s)
-        paths.append(whole)
+@dataclass
+class _Follower:
+    """Follows one document on the server until every chapter, the table of contents and (``whole``) the whole
+    book are written, or the deadline."""
+
+    client: httpx.Client
+    document_id: str
+    options: SpeakOptions
+    out: Path
+    progress: ProgressBar | None
+    poll_s: float
+    deadline: float
+    timeout_s: float
+    outage: _Outage
+    written: dict[int, Path] = field(default_factory=dict)  # chapter index -> its file
+    status: dict[str, Any] = field(default_factory=dict)
+
+    def chapters(self) -> None:
+        """Write each chapter as soon as it is complete, until the document is."""
+        while True:
+            polled = _poll(self.client, self.document_id, self.outage)
+            if polled is not None and self._written_all(polled):
+                return
+            if time.monotonic() >= self.deadline:
+                parts = self.status.get("parts") or {}
+                raise VoxlogError(
+                    f"document {self.document_id} did not finish within {self.timeout_s:.0f}s"
+                    f" ({parts.get('completed', '?')} of {parts.get('total', '?')} parts); it goes on on the server:"
+                    " run the same command again to resume"
+                )
+            self._pause()
+
+    def _written_all(self, status: dict[str, Any]) -> bool:
+        self.status = status
+        if self.progress is not None:
+            self.progress.update(status)
+        state = str(status.get("state"))
+        if state in _TERMINAL_FAILURES:
+            raise _failure(self.document_id, status)
+        chapters = sorted(status.get("chapters") or [], key=lambda c: int(c["index"]))
+        for number, chapter in enumerate(chapters, start=1):
+            index = int(chapter["index"])
+            if index in self.written or not _chapter_done(chapter, state):
+                continue
+            name = chapter_file_name(number, len(chapters), str(chapter.get("title") or ""), self.options.extension)
+            if _download(self.client, _chapter_url(self.document_id, chapter), self.out / name, self.outage):
+                self.written[index] = self.out / name
+        return state == "completed" and len(self.written) == len(chapters)
+
+    def toc(self) -> Path:
+        links = self.status.get("links") or {}
+        toc = self.client.get(str(links.get("toc") or f"/v1/documents/{self.document_id}/toc"))
+        if toc.status_code != 200:
+            raise _error(f"table of contents of document {self.document_id}", toc)
+        path = self.out / "toc.json"
+        path.write_text(json.dumps(toc.json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return path
+
+    def whole(self) -> Path:
+        path = self.out / f"{slugify(str(self.status.get('title') or ''))}.{self.options.extension}"
+        url = str((self.status.get("links") or {}).get("audio") or f"/v1/documents/{self.document_id}/audio")
+        while not _download(self.client, url, path, self.outage):
+            if time.monotonic() >= self.deadline:
+                raise VoxlogError(
+                    f"the whole audio of document {self.document_id} was not ready within {self.timeout_s:.0f}s"
+                )
+            self._pause()
+        return path
+
+    def _pause(self) -> None:
+        if self.poll_s > 0:
+            time.sleep(self.poll_s)
+
+
+def _follow(follower: _Follower) -> list[Path]:
+    follower.chapters()
+    paths = [follower.written[index] for index in sorted(follower.written)]
+    paths.append(follower.toc())
+    if follower.options.whole:
+        paths.append(follower.whole())
     return paths
 
 

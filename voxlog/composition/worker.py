@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from contextlib import AsyncExitStack
 
 import structlog
@@ -15,7 +14,7 @@ from consumers.job_runner import JobRunner
 from consumers.segment_reuse import SegmentCache
 from consumers.store import PostgresResultLookup
 from consumers.worker import POLL_BUDGET_S, SynthWorker
-from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, utc_now
+from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, node_event, utc_now
 from foundation.blobs import LocalBlobStore
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
@@ -116,11 +115,10 @@ async def _announce(
 ) -> None:
     d = engine.description
     now = utc_now()
-    announcement = NodeAnnounced(
-        event_id=uuid.uuid4(),
-        occurred_at=now,
-        producer=producer,
-        payload=NodeAnnouncedPayload(
+    announcement = node_event(
+        NodeAnnounced,
+        producer,
+        NodeAnnouncedPayload(
             worker_id=worker_id,
             engine=d.name,
             model_version=d.model_version,
@@ -130,5 +128,6 @@ async def _announce(
             languages=d.languages,
             started_at=now,
         ),
+        at=now,
     )
     await publisher.publish(announcement, topic=topic)
