@@ -87,10 +87,25 @@ class LocalBlobStore:
         return AudioRef(sha256=digest, uri=path.as_uri())
 
     def _own_path(self, ref: AudioRef) -> Path | None:
-        path = Path(unquote(urlparse(ref.uri).path))
-        if path.parent.parent.parent != self.root or not path.name.startswith(ref.sha256):
+        """Where ``ref``'s blob lies in this store, or ``None`` when its URI names anything else.
+
+        A URI comes from an event on the log, which anything that can write to the topic could have
+        written: only the exact path the store itself would give the blob is taken (``file:``, under the
+        root, ``ab/cd/<sha256><suffix>``, no ``..``), and only when its directories resolve under the root
+        and it is no link (nothing out of the store), so that no read, touch or delete ever reaches a file
+        outside the store.
+        """
+        parsed = urlparse(ref.uri)
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
             return None
-        return path
+        path = Path(unquote(parsed.path))
+        match = _BLOB_NAME.fullmatch(path.name)
+        if match is None or match.group(1) != ref.sha256:
+            return None
+        own = self.path_for(ref.sha256, match.group(2) or "")
+        if path != own or os.path.realpath(own.parent) != str(own.parent) or own.is_symlink():
+            return None
+        return own
 
     def get(self, ref: AudioRef) -> bytes:
         path = self._own_path(ref)
