@@ -2,7 +2,9 @@
 
 The projection knows the text of every job not finished yet (queued, claimed,
 or released for a retry), and each worker's heartbeat carries its measured
-speed in characters of text per second of synthesis. Their ratio is how long
+speed in characters of text per second of synthesis. Work is counted per live
+fingerprint, not per job: duplicates of a request coalesce onto one
+synthesis, so a flood of the same few texts is the work of those texts. Their ratio is how long
 the fleet, working as it does now, needs before a job submitted now starts:
 the backlog the API compares with ``VOXLOG_MAX_BACKLOG_S`` (429 above it) and
 the sweeper with ``VOXLOG_CACHE_ONLY_BACKLOG_S`` (cache-only mode above it).
@@ -25,8 +27,9 @@ from foundation.live_jobs import LIVE_SQL
 # Heartbeats come every few seconds: a worker not heard from for this long is not counted as speed.
 SPEED_FRESH_S: Final = 30.0
 _PENDING: Final = (
-    "SELECT count(*) AS jobs, coalesce(sum(length(request->>'text')), 0) AS chars FROM jobs"
-    f" WHERE state IN ({LIVE_SQL})"
+    "SELECT count(*) AS syntheses, coalesce(sum(chars), 0) AS chars FROM"
+    " (SELECT DISTINCT ON (fingerprint) length(request->>'text') AS chars FROM jobs"
+    f" WHERE state IN ({LIVE_SQL})) AS work"
 )
 _SPEED: Final = (
     "SELECT sum(chars_per_s) FROM node_heartbeats"
@@ -36,8 +39,8 @@ _SPEED: Final = (
 
 @dataclass(frozen=True)
 class Backlog:
-    jobs: int
-    chars: int  # text of the jobs not finished yet
+    syntheses: int  # the live fingerprints: each is one synthesis ahead, however many jobs want it
+    chars: int  # their text
     chars_per_s: float | None  # the fleet's speed; None until a worker has measured its own
 
     def work_s(self, more_chars: int = 0) -> float | None:
@@ -51,4 +54,4 @@ async def read_backlog(pool: asyncpg.Pool, timeout_s: float) -> Backlog:
     """The backlog as the projection shows it (raises the driver's errors: the caller knows its outage)."""
     pending = await pool.fetchrow(_PENDING, timeout=timeout_s)
     speed = await pool.fetchval(_SPEED, SPEED_FRESH_S, timeout=timeout_s)
-    return Backlog(int(pending["jobs"]), int(pending["chars"]), float(speed) if speed else None)
+    return Backlog(int(pending["syntheses"]), int(pending["chars"]), float(speed) if speed else None)

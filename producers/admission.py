@@ -11,7 +11,10 @@ coalesces, costing no synthesis), is always taken. Any other is refused
 
 The backlog and the modes are read at most once per ``refresh_s`` (so a flood
 costs one query a second, not one per request); what this API accepted since
-the last reading is added to it. While PostgreSQL is unreachable nothing is
+the last reading is added to it. Work is counted per fingerprint, not per
+request (:mod:`foundation.backlog`): duplicates coalesce onto one synthesis,
+so a fingerprint accepted since the reading is counted once, however many
+times it is submitted again. While PostgreSQL is unreachable nothing is
 refused here: the log is the write side, and takes submissions without it.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -48,25 +52,27 @@ class Admission:
         self.max_backlog_s = max_backlog_s  # 0: no limit
         self._refresh_s = refresh_s
         self._reading: _Reading | None = None
-        self._accepted_chars = 0  # accepted since the last reading
+        self._accepted: dict[str, int] = {}  # fingerprint -> characters, accepted since the last reading
         self._lock = asyncio.Lock()
 
-    async def admit(self, fingerprints: list[str], chars: int) -> None:
-        """Take submissions of ``chars`` characters in all needing ``fingerprints``' syntheses, or raise
+    async def admit(self, work: Mapping[str, int]) -> None:
+        """Take submissions that need the syntheses ``work`` names (fingerprint -> characters of text), or raise
         :class:`Rejected` (429 or 503, with ``retry_after``) saying why and when to come back."""
         reading = await self._read()
         if reading is None:
             return
-        refusal = self._refusal(reading, chars)
+        new = {fingerprint: chars for fingerprint, chars in work.items() if fingerprint not in self._accepted}
+        refusal = self._refusal(reading, sum(new.values()))
         if refusal is not None:
             try:
-                coalescing = await self._reader.in_flight(fingerprints)
+                coalescing = await self._reader.in_flight(list(work))
             except ProjectionUnavailable:
                 coalescing = set()
-            if not set(fingerprints) <= coalescing:
+            if not set(work) <= coalescing:
                 SUBMISSIONS_REFUSED.labels("backlog" if refusal.status == 429 else "cache_only").inc()
                 raise refusal
-        self._accepted_chars += chars
+            return  # every one coalesces onto a synthesis the backlog counts already
+        self._accepted.update(new)
 
     def _refusal(self, reading: _Reading, chars: int) -> Rejected | None:
         if reading.cache_only:
@@ -77,7 +83,7 @@ class Admission:
                 503,
                 retry_after=CACHE_ONLY_RETRY_S,
             )
-        work_s = reading.backlog.work_s(self._accepted_chars + chars)
+        work_s = reading.backlog.work_s(sum(self._accepted.values()) + chars)
         if not self.max_backlog_s or work_s is None or work_s <= self.max_backlog_s:
             return None
         retry_after = min(MAX_RETRY_AFTER_S, max(1, math.ceil(work_s - self.max_backlog_s)))
@@ -99,7 +105,7 @@ class Admission:
             except ProjectionUnavailable as exc:
                 log.warning("admitting without the backlog", error=str(exc))
                 return None
-            self._reading, self._accepted_chars = _Reading(backlog, modes, time.monotonic()), 0
+            self._reading, self._accepted = _Reading(backlog, modes, time.monotonic()), {}
             work_s = backlog.work_s()
             BACKLOG_SECONDS.set(-1 if work_s is None else work_s)
             return self._reading

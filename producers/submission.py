@@ -253,7 +253,7 @@ class Submissions:
             return
         work = {e.fingerprint: len(e.payload.request.text) for e in events if e.fingerprint not in live}
         if work:
-            await self._admission.admit(list(work), sum(work.values()))
+            await self._admission.admit(work)
 
     def _queued(self, request: SynthesisRequest, item: Item, key: str | None) -> JobQueued:
         job_id = item.job_id or job_id_for(key or "", request.fingerprint())

@@ -76,7 +76,7 @@ async def _status(settings: ModeSettings) -> dict[str, Any]:
     return {
         "cache_only": any(s["enabled"] for s in switches.values()),
         "switches": switches,
-        "backlog": {"jobs": backlog.jobs, "chars": backlog.chars, "chars_per_s": backlog.chars_per_s,
+        "backlog": {"syntheses": backlog.syntheses, "chars": backlog.chars, "chars_per_s": backlog.chars_per_s,
                     "work_s": backlog.work_s()},
     }  # fmt: skip
 
@@ -89,5 +89,5 @@ def _lines(status: dict[str, Any]) -> list[str]:
         )
     backlog = status["backlog"]
     work = "unknown (no worker has measured its speed)" if backlog["work_s"] is None else f"{backlog['work_s']:.0f} s"
-    lines.append(f"backlog   {backlog['jobs']} jobs, {backlog['chars']:,} characters: {work} of work")
+    lines.append(f"backlog   {backlog['syntheses']} syntheses, {backlog['chars']:,} characters: {work} of work")
     return lines

@@ -97,6 +97,28 @@ async def test_a_flood_gets_429_while_cached_requests_get_200_and_no_accepted_jo
         assert (await wait_for_job(client, again.json()["job_id"]))["state"] == "completed"
 
 
+async def test_a_duplicate_heavy_flood_is_refused_only_when_its_distinct_work_is_over_the_limit(apps, topics):
+    """10 texts submitted 30 times each are 2.5 s of distinct work (75 s counted per request) under a limit of
+    8 s: all taken. 60 new texts are 15 s more: the limit refuses some of them."""
+    app, voice, _ = await start(apps, VOXLOG_MAX_BACKLOG_S="8")
+    async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+
+        async def submit(text: str) -> httpx.Response:
+            return await client.post("/v1/jobs", json={"text": text, "voice": voice})
+
+        duplicates = await asyncio.gather(*(submit(t) for t in flood_texts(10, "dup") * 30))
+        codes = [a.status_code for a in duplicates]
+        assert 429 not in codes, f"{codes.count(429)} of 300 duplicates refused though their distinct work fits"
+        distinct = await asyncio.gather(*(submit(t) for t in flood_texts(60, "new")))
+        assert 429 in [a.status_code for a in distinct], "distinct work over the limit is refused"
+        accepted = [a.json()["job_id"] for a in (*duplicates, *distinct) if a.status_code in (200, 202)]
+        jobs = await asyncio.gather(*(wait_for_job(client, job_id, 240) for job_id in accepted))
+        assert {job["state"] for job in jobs} == {"completed"}, "no accepted job is lost"
+        # A cached answer names the job whose audio it is: count the syntheses, not the answers.
+        synthesized = {job["job_id"] for job in jobs[: len(duplicates)] if not job["cache_hit"]}
+        assert len(synthesized) == 10, "300 duplicates, 10 syntheses"
+
+
 async def test_cache_only_mode_follows_the_operator_and_the_backlog(apps, topics):
     app, voice, cached = await start(apps, sweeper=True, VOXLOG_CACHE_ONLY_BACKLOG_S="3", VOXLOG_SWEEP_INTERVAL_S="0.5")
     async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:

@@ -125,3 +125,12 @@ async def test_a_document_and_its_parts_read_back_as_typed_rows(pool):
     segments = await documents.segments([parts[0].job_id, parts[1].job_id])
     assert list(segments) == [parts[0].job_id], "only completed parts have audio"
     assert segments[parts[0].job_id][0].duration_ms == 100
+
+
+async def test_regression_the_backlog_counted_every_duplicate_as_a_synthesis_of_its_own(pool):
+    """Duplicates coalesce onto one synthesis, but the backlog summed the text of every live job."""
+    same = [_Builder(uuid.UUID(int=30 + i), request_text="One text, wanted four times.") for i in range(4)]
+    other = _Builder(uuid.UUID(int=40), request_text="Another.")
+    await project(pool, [*(job.queued() for job in same), other.queued(), other.claimed(1)])
+    backlog = await ProjectionReader(pool).backlog()
+    assert (backlog.syntheses, backlog.chars) == (2, len("One text, wanted four times.") + len("Another."))
