@@ -320,7 +320,7 @@ class ServiceModeSet(_Frozen):
 
 
 Markup = Literal["markdown", "plain", "epub"]
-PartBreak = Literal["s", "p", "c"]
+PartBreak = Literal["s", "p", "b", "c"]
 
 
 class DocumentChapter(_Frozen):
@@ -335,14 +335,15 @@ class DocumentSubmittedPayload(_Frozen):
 
     The part jobs' ids are derived (:func:`document_part_job_id`), so the record names them without
     listing them. ``breaks`` has one letter per part, the pause a listener expects after it: ``s`` (the
-    paragraph goes on in the next part), ``p`` (a paragraph ends), ``c`` (a chapter ends). ``request`` is
+    paragraph goes on in the next part), ``p`` (a paragraph ends), ``b`` (a scene break: a part with nothing
+    to speak, such as ``* * *``, stood there; version 2), ``c`` (a chapter ends). ``request`` is
     the parts' common request (its ``text`` is the document's title)."""
 
     document_id: uuid.UUID
     title: Annotated[str, Field(max_length=500)]
     markup: Markup
     chapters: tuple[DocumentChapter, ...]
-    breaks: Annotated[str, Field(pattern=r"^[spc]+$")]
+    breaks: Annotated[str, Field(pattern=r"^[spbc]+$")]
     total_chars: NonNegative
     request: SynthesisRequest
     priority: Priority = "batch"
@@ -351,10 +352,11 @@ class DocumentSubmittedPayload(_Frozen):
 
 
 class DocumentSubmitted(_Frozen):
-    """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts."""
+    """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts. Version 2 added
+    the scene break ``b`` to ``breaks``."""
 
     type: Literal["DocumentSubmitted"] = "DocumentSubmitted"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     event_id: uuid.UUID
     occurred_at: AwareDatetime
     producer: Producer

@@ -26,6 +26,15 @@ class RefusedCharacter:
         return f"{kind} U+{ord(self.character):04X} at position {self.position}"
 
 
+def has_words(text: str) -> bool:
+    """Whether ``text`` has anything to speak: a letter or a digit (Unicode categories L and N).
+
+    Punctuation, symbols, emoji and marks alone (``...``, ``* * *``, ``⁂``) have no sound: the engines'
+    G2P gives them no phoneme, so a request of only those is refused when it is submitted, and a document's
+    part of only those becomes a pause."""
+    return any(unicodedata.category(character)[0] in "LN" for character in text)
+
+
 def first_refused_character(text: str) -> RefusedCharacter | None:
     """The first character of ``text`` that a request may not contain, if any."""
     for position, character in enumerate(text):

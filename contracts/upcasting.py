@@ -45,11 +45,18 @@ def _segment_v1_to_v2(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _document_v1_to_v2(raw: RawEvent) -> RawEvent:
+    """``DocumentSubmitted`` 2 may hold the scene break ``b`` in ``breaks``; a version-1 record has none, and
+    reads as it is."""
+    return raw
+
+
 # (event type, version it reads) -> function producing version + 1.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("JobClaimed", 1): _claim_v1_to_v2,
     ("JobQueued", 1): _queued_v1_to_v2,
     ("SegmentProduced", 1): _segment_v1_to_v2,
+    ("DocumentSubmitted", 1): _document_v1_to_v2,
 }
 
 

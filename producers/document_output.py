@@ -15,7 +15,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath
 from litestar.response import Stream
 
-from contracts import JobState, Producer, document_part_job_id
+from contracts import Producer, document_part_job_id
 from contracts.job_state import LIVE_STATES
 from foundation.audio_formats import media_type
 from foundation.blobs import BlobStore
@@ -43,7 +43,7 @@ async def _layout(
     if chapter is not None and not 0 <= chapter < len(document.chapters):
         raise NotFoundException(f"document {document_id} has chapters 0 to {len(document.chapters) - 1}")
     wanted = document.chapter_parts(chapter) if chapter is not None else range(len(parts))
-    pending = [i for i in wanted if (part := parts[i]) is None or part.state is not JobState.COMPLETED]
+    pending = [i for i in wanted if (part := parts[i]) is None or not part.done]
     if pending:
         what = f"chapter {chapter}" if chapter is not None else "the document"
         raise HTTPException(

@@ -17,8 +17,10 @@ Pure and stdlib-only: the same input always gives the same :class:`Document`. Th
    zero-width spaces, soft hyphens, BOMs) are removed, any run of whitespace becomes one space, ends
    are stripped; empty parts are dropped, and so is a chapter left with no parts.
 5. ``break_after`` is the pause a listener expects after a part: "sentence" when the paragraph continues
-   in the next part, "paragraph" after the end of a paragraph, heading, list item or table row, and
-   "chapter" after the last part of a chapter.
+   in the next part, "paragraph" after the end of a paragraph, heading, list item or table row, "scene"
+   before a paragraph with nothing to speak (a horizontal rule, ``* * *``, ``⁂``, a line of emoji or
+   symbols: no word or number, see ``contracts.request_text.has_words``), which is dropped, and "chapter"
+   after the last part of a chapter. A chapter opening with such a paragraph starts at its first words.
 6. Markdown: chapters start at each heading of the highest level that occurs (``#`` if any, else ``##``, ...; setext
    ``===``/``---`` underlines are levels 1 and 2), except when that level occurs once, as the first heading, above
    lower ones: that is the book's title, and chapters start at the next level. The heading is the chapter's title
@@ -28,7 +30,8 @@ Pure and stdlib-only: the same input always gives the same :class:`Document`. Th
    leading ``---`` YAML front matter block (whose ``title:`` names the document). Kept as text: emphasis and
    strikethrough content, inline code, link and reference-link text, autolinked URLs, the text inside HTML tags,
    block quote content, list items (one part each, without their markers or task boxes), table rows (one part each,
-   cells joined by ", ", the separator row dropped); HTML entities are unescaped. A horizontal rule ends a paragraph.
+   cells joined by ", ", the separator row dropped); HTML entities are unescaped. A horizontal rule ends a
+   paragraph and is a scene break (rule 5).
 7. Plain text: one chapter, unless a line such as "Chapter 1", "CHAPTER IV" or "Chapter One: The
    Beginning" stands alone at the start of a paragraph; each starts a chapter, is its title and is its
    first part. Mid-paragraph, such a line is a hard-wrapped sentence ("see\nChapter 3. Then ...").
@@ -48,7 +51,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-BreakKind = Literal["sentence", "paragraph", "chapter"]
+from contracts.request_text import has_words
+
+BreakKind = Literal["sentence", "paragraph", "scene", "chapter"]
+SCENE_BREAK: Final = "⁂"
+"""What a horizontal rule (a scene break) stands as among the blocks: a paragraph with nothing to speak."""
 Markup = Literal["markdown", "plain"]
 _Block = tuple[int, str]  # (heading level, or 0 for a paragraph; its text)
 
@@ -172,13 +179,20 @@ def _assemble(
         raise ValueError(f"max_part_chars must be at least 1, not {max_part_chars}")
     kept: list[Chapter] = []
     for name, paragraphs in chapters:
-        parts = [part for paragraph in paragraphs for part in _paragraph_parts(_clean(paragraph), max_part_chars)]
+        parts: list[Part] = []
+        for paragraph in paragraphs:
+            text = _clean(paragraph)
+            if has_words(text):
+                parts += _paragraph_parts(text, max_part_chars)
+            elif text and parts:  # a scene break, a lone symbol: a pause after the part before it (rule 5)
+                parts[-1] = replace(parts[-1], break_after="scene")
         if parts:
             parts[-1] = replace(parts[-1], break_after="chapter")
             kept.append(Chapter(_clean(name or "") or f"Chapter {len(kept) + 1}", tuple(parts)))
     if not kept:
         raise DocumentError(
-            "the document has no text to read: it is empty or holds only markup, code, images or blank pages"
+            "the document has no text to read: it is empty or holds only markup, code, images, blank pages or"
+            " scene breaks"
         )
     return Document(title, tuple(kept))
 
@@ -312,6 +326,7 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:
             para = []
         elif _RULE.fullmatch(line):
             flush()
+            blocks.append((0, SCENE_BREAK))  # a scene break: a pause after the part before it (rule 5)
             in_list = False
         elif m := _ATX.fullmatch(line):
             flush()

@@ -67,7 +67,7 @@ from producers.views import (
 )
 
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
-BREAKS: Final[dict[BreakKind, PartBreak]] = {"sentence": "s", "paragraph": "p", "chapter": "c"}
+BREAKS: Final[dict[BreakKind, PartBreak]] = {"sentence": "s", "paragraph": "p", "scene": "b", "chapter": "c"}
 
 
 class DocumentOptions(SpeechOptions):
@@ -233,17 +233,24 @@ async def document_and_parts(
     return document, await documents.parts(document_id, document.part_count)
 
 
+def _done(parts: Sequence[PartRow | None]) -> int:
+    """Parts whose audio (or pause) is ready: completed, or with nothing to speak."""
+    return sum(1 for p in parts if p is not None and p.done)
+
+
 def _count(parts: Sequence[PartRow | None], state: JobState) -> int:
-    return sum(1 for p in parts if p is not None and p.state is state)
+    return sum(1 for p in parts if p is not None and p.state is state and not p.silent)
 
 
 def document_state(parts: Sequence[PartRow | None]) -> DocumentState:
-    states = {p.state if p else JobState.QUEUED for p in parts}
-    if states == {JobState.COMPLETED}:
+    """A document fails only when a part fails for a reason other than its text: a part with nothing to
+    speak is a pause (:attr:`PartRow.silent`)."""
+    if all(p is not None and p.done for p in parts):
         return "completed"
+    states = {p.state if p else JobState.QUEUED for p in parts}
     if JobState.CANCELLED in states:
         return "cancelled"
-    if JobState.FAILED in states:
+    if any(p is not None and p.state is JobState.FAILED and not p.silent for p in parts):
         return "failed"
     return "running" if states != {JobState.QUEUED} else "queued"
 
@@ -273,7 +280,7 @@ async def get_document(document_id: FromPath[uuid.UUID], documents: Injected[Doc
                 index=index,
                 title=chapter.title,
                 parts=chapter.parts,
-                completed=_count(mine, JobState.COMPLETED),
+                completed=_done(mine),
                 audio_seconds=_audio_s(mine),
                 links={"audio": f"/v1/documents/{document_id}/chapters/{index}/audio"},
             )
@@ -288,7 +295,7 @@ async def get_document(document_id: FromPath[uuid.UUID], documents: Injected[Doc
         chars=document.total_chars,
         parts=PartsView(
             total=len(parts),
-            completed=_count(parts, JobState.COMPLETED),
+            completed=_done(parts),
             failed=_count(parts, JobState.FAILED),
             cancelled=_count(parts, JobState.CANCELLED),
         ),

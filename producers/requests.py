@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import InvalidRequest, Priority, SynthesisRequest, normalize_text
-from contracts.request_text import first_refused_character
+from contracts.request_text import first_refused_character, has_words
 from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
 from producers.errors import Rejected
@@ -93,6 +93,11 @@ def _text(written: str, limits: Limits) -> str:
         raise Rejected("text is empty (after folding whitespace and removing invisible characters)")
     if len(text) > limits.max_text_chars:
         raise Rejected(f"text has {len(text)} characters; the limit is {limits.max_text_chars}: split it", 413)
+    if not has_words(text):
+        raise Rejected(
+            "text has nothing to speak: it needs at least one word or number, not only punctuation, symbols or"
+            " emoji (a scene break such as '* * *' is a pause inside a document, POST /v1/documents)"
+        )
     return text
 
 

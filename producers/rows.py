@@ -139,7 +139,18 @@ class PartRow(Row, frozen=True, kw_only=True):
     fingerprint: str
     state: JobState
     total_duration_ms: int | None
+    error_code: str | None
     chars: int
+
+    @property
+    def silent(self) -> bool:
+        """The engine found nothing to speak in it: it is a pause in the document's audio, not a failure."""
+        return self.state is JobState.FAILED and self.error_code == "input_rejected"
+
+    @property
+    def done(self) -> bool:
+        """Its audio (or its pause) is in the document's audio."""
+        return self.state is JobState.COMPLETED or self.silent
 
 
 class ChapterRow(msgspec.Struct, frozen=True):
