@@ -168,6 +168,12 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSetti
     max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
     publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
+    max_record_bytes: int = Field(
+        1_000_000,
+        ge=10_000,
+        description="Largest record a submission may write (the broker refuses more: message.max.bytes, 1 MiB by"
+        " default); a document whose record would be larger is a 413 before anything is recorded.",
+    )
     speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
     stream_poll_s: float = Field(
         0.1,

@@ -5,12 +5,13 @@ each part its own job with its own fingerprint, at batch priority unless the
 request says otherwise: the parts fan out over every worker, and a part that
 repeats (in this document or any other) is synthesized once. The parts go
 through the submission pipeline as any request does
-(:mod:`producers.submission`: every part validated before anything is
-recorded, admission, placement): their ``JobQueued`` go to the log first, then
-the ``DocumentSubmitted`` that names them (by derived ids), so a document is
-visible only once all its parts are recorded, and a submission the log took in
-part (503) is retried with the Idempotency-Key the 503 names, which names the
-same document and parts.
+(:mod:`producers.submission`: every part validated, and every record checked
+against the size the log takes, before anything is recorded; admission,
+placement): the ``DocumentSubmitted`` that names the parts (by derived ids)
+goes to the log first, then their ``JobQueued``, so a submission the log took
+in part (503) leaves no part without its document, and its retry with the
+Idempotency-Key the 503 names sends the parts the projection does not show
+yet, never a second document or a second job of a part.
 """
 
 from __future__ import annotations
@@ -164,8 +165,7 @@ async def submit_document(
         )
     digest = hashlib.sha256(raw + options.model_dump_json().encode()).hexdigest()
     document_id = document_id_for(key, digest)
-    if sent and await documents.document_by_key(key) == document_id:
-        return Response(_accepted(document_id, document), status_code=200)
+    known = sent and await documents.document_by_key(key) == document_id
     common = options.model_dump(include=set(SpeechOptions.model_fields))
     parts = [part for chapter in document.chapters for part in chapter.parts]
     items = [
@@ -176,7 +176,10 @@ async def submit_document(
     def record(requests: Sequence[SynthesisRequest]) -> DocumentSubmitted:
         return _document_record(document_id, document, markup, requests[0], options, key if sent else None, producer)
 
-    await submissions.submit(Submission(items, key, sent, from_cache=False, record=record))
+    # A retry of a document the log holds sends only the parts it lacks (the pipeline knows the others).
+    await submissions.submit(Submission(items, key, sent, from_cache=False, record=None if known else record))
+    if known:
+        return Response(_accepted(document_id, document), status_code=200)
     return Response(
         _accepted(document_id, document), status_code=202, headers={"Location": f"/v1/documents/{document_id}"}
     )

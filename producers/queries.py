@@ -129,6 +129,14 @@ class ProjectionReader:
             )
         return {row["idempotency_key"]: JobRow.from_mapping(row) for row in rows}
 
+    async def jobs_by_ids(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, JobRow]:
+        """Of ``job_ids``, the jobs the projection shows (no segments)."""
+        async with _reading("jobs by id"):
+            rows = await self._pool.fetch(
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = ANY($1::uuid[])", job_ids, timeout=QUERY_TIMEOUT_S
+            )
+        return {row["job_id"]: JobRow.from_mapping(row) for row in rows}
+
     async def segments(self, job_id: uuid.UUID, since: int = 0) -> list[SegmentRow]:
         """The job's segments from index ``since`` on, in order (a stream asks only for those it has not sent)."""
         async with _reading(f"the segments of job {job_id}"):

@@ -54,6 +54,7 @@ class Limits:
     job_retention_s: float = 86400.0
     max_document_chars: int = 2_000_000
     document_part_chars: int = 1500
+    max_record_bytes: int = 1_000_000
 
 
 def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) -> SynthesisRequest:

@@ -9,17 +9,20 @@ every route:
 1. **validate** every item (nothing is recorded unless all are valid: one bad
    request of many is a 422 listing each bad one by index);
 2. **answer what is known**: an item whose idempotency key named a job before
-   is answered with that job (409 if it named another request); an item whose
+   is answered with that job (409 if it named another request), as is an item
+   with a fixed id (a document's part) the projection shows already; an item whose
    audio is cached is answered with the cached job, once its blobs are marked
    used (a document's parts are always queued, as jobs of their own, and a
    worker completes a cached one at once);
 3. **admit** what needs a synthesis (:mod:`producers.admission`: 429 over the
    backlog limit, 503 in cache-only mode);
 4. **place** each new job in a partition (:mod:`producers.placement`);
-5. **publish** the jobs, then the record that names them (a document), and
-   return once the log acknowledged them (acks=all). A submission the log took
-   in part, or could not confirm, is a 503 that names the idempotency key to
-   retry with; the retry names the same jobs and document.
+5. **publish** the record that names the items (a document), then the jobs,
+   once every record is checked against the largest the log takes (413
+   before anything is sent), and return once the log acknowledged them
+   (acks=all). A submission the log took in part, or could not confirm, is a
+   503 that names the idempotency key to retry with; the retry names the same
+   jobs and document, and sends only what the projection does not show.
 
 While PostgreSQL cannot be read, step 2 answers nothing from it and step 3
 admits everything (the log is the write side): a retry still names the same
@@ -44,6 +47,7 @@ from contracts import (
     Priority,
     Producer,
     SynthesisRequest,
+    encode_event,
     job_event,
     utc_now,
 )
@@ -196,23 +200,29 @@ class Submissions:
     async def _known(
         self, submission: Submission, keys: list[str | None], fingerprints: list[str]
     ) -> dict[int, Answered]:
-        """The items whose key named a job before: that job answers them (409 if it was another request)."""
-        named = {key: i for i, key in enumerate(keys) if key is not None}
-        if not submission.client_sent_key or not named:
+        """The items the client's key named before: by the key, that job answers them (409 if it was another
+        request); by a fixed id (a document's part), the job the projection shows already is not sent again,
+        so that a retry completes a submission the log took in part."""
+        if not submission.client_sent_key:
             return {}
+        named = {key: i for i, key in enumerate(keys) if key is not None}
+        fixed = {item.job_id: i for i, item in enumerate(submission.items) if item.job_id is not None}
         try:
-            earlier = await self._reader.jobs_by_keys(list(named))
+            by_key = await self._reader.jobs_by_keys(list(named)) if named else {}
+            by_id = await self._reader.jobs_by_ids(list(fixed)) if fixed else {}
         except ProjectionUnavailable as exc:
             log.warning("submitting without the projection", error=str(exc))
             return {}
         answered = {}
-        for key, job in earlier.items():
+        for key, job in by_key.items():
             index = named[key]
             if job.fingerprint != fingerprints[index]:
                 raise Rejected(
                     "this Idempotency-Key was used for another request; send a new key with a new request", 409
                 )
             answered[index] = Answered(index, job.job_id, job.fingerprint, Answer.KNOWN, job)
+        for job_id, job in by_id.items():
+            answered[fixed[job_id]] = Answered(fixed[job_id], job_id, job.fingerprint, Answer.KNOWN, job)
         return answered
 
     async def _live_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
@@ -262,16 +272,39 @@ class Submissions:
         return job_event(JobQueued, job_id, request.fingerprint(), 0, self._producer, payload, at=now)
 
     async def _publish(self, events: list[JobQueued], record: DocumentSubmitted | None, submission: Submission) -> None:
+        """The record that names the items first, then the items: a 503 midway leaves nothing its retry (with
+        the key the 503 names) does not complete, and no record is ever sent that the broker would refuse."""
+        self._check_sizes(events, record)
         try:
-            if events:
-                partitions = await self._placement.place(events) if self._placement is not None else None
-                await self._publisher.publish_all(events, partitions)
             if record is not None:
                 if self._document_log is None:
                     raise Rejected("this API records no documents", 404)
                 await self._document_log.publish(record)
+            if events:
+                partitions = await self._placement.place(events) if self._placement is not None else None
+                await self._publisher.publish_all(events, partitions)
         except BrokerUnavailable as exc:
             raise Unrecorded(exc, client_key(submission.key)) from exc
+
+    def _check_sizes(self, events: list[JobQueued], record: DocumentSubmitted | None) -> None:
+        """413 before the first record is sent when one would be over ``max_record_bytes`` (a job's record is
+        encoded only when its text could make it that large)."""
+        limit = self.limits.max_record_bytes
+        too_big = [e for e in events if 4 * len(e.payload.request.text) + 4096 > limit and len(encode_event(e)) > limit]
+        if record is not None and len(encode_event(record)) > limit:
+            parts = len(record.payload.breaks)
+            raise Rejected(
+                f"the document's record would be {len(encode_event(record)):,} bytes ({parts:,} parts,"
+                f" {len(record.payload.chapters):,} chapters), over the largest record the log takes"
+                f" (VOXLOG_MAX_RECORD_BYTES, {limit:,}): split the document, or give it fewer chapters",
+                413,
+            )
+        if too_big:
+            raise Rejected(
+                f"a job's record would be {len(encode_event(too_big[0])):,} bytes, over the largest record the log"
+                f" takes (VOXLOG_MAX_RECORD_BYTES, {limit:,}): send shorter texts",
+                413,
+            )
 
 
 class Unrecorded(Rejected):

@@ -149,6 +149,10 @@ class Reader:
                 found.setdefault(job.idempotency_key, job)
         return found
 
+    async def jobs_by_ids(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, JobRow]:
+        self._raise_if_down()
+        return {job_id: job for job_id, job in self.jobs.items() if job_id in job_ids}
+
     async def cached_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
         self._raise_if_down()
         return {fp: found for fp, found in self.cached.items() if fp in fingerprints}

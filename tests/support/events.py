@@ -9,6 +9,9 @@ from contracts import (
     AudioRef,
     CacheEvicted,
     CacheEvictedPayload,
+    DocumentChapter,
+    DocumentSubmitted,
+    DocumentSubmittedPayload,
     JobCancelled,
     JobCancelledPayload,
     JobClaimed,
@@ -30,6 +33,7 @@ from contracts import (
     SynthesisRequest,
     TextSpan,
     derive_event_id,
+    node_event,
 )
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -164,3 +168,21 @@ def late_work_of_a_dead_attempt(events: list[JobEvent], job_id: uuid.UUID, index
         payload=JobCompletedPayload(segment_count=index + 1, total_duration_ms=1),
     )
     return [late_segment, completion, claim]
+
+
+def document_submitted(document_id: uuid.UUID, parts: int, title: str = "A book") -> DocumentSubmitted:
+    """A document of one chapter of ``parts`` parts, each a paragraph."""
+    payload = DocumentSubmittedPayload(
+        document_id=document_id,
+        title=title,
+        markup="markdown",
+        chapters=(DocumentChapter(title=title, parts=parts),),
+        breaks="p" * (parts - 1) + "c",
+        total_chars=10 * parts,
+        request=request(title),
+        priority="batch",
+        submitted_at=T0,
+    )
+    return node_event(
+        DocumentSubmitted, PRODUCER, payload, event_id=derive_event_id(document_id, "DocumentSubmitted", 0)
+    )

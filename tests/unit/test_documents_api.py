@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from litestar.testing import TestClient
 
 from contracts import DocumentSubmitted, JobQueued, document_part_job_id
 from producers.app import create_app
-from tests.support.api_fakes import Documents, Log, Reader, deps
+from tests.support.api_fakes import LIMITS, Documents, Log, Reader, deps
 from tests.support.epub import epub
 
 pytestmark = pytest.mark.unit
@@ -18,7 +20,7 @@ def client() -> tuple[TestClient, Log]:
     return TestClient(create_app(deps(Reader(), log, documents=Documents()))), log
 
 
-def test_a_markdown_document_records_its_parts_then_the_document_that_names_them():
+def test_a_markdown_document_records_the_document_then_the_parts_it_names():
     test, log = client()
     text = "# Book\n\nIntro.\n\n# One\n\nFirst paragraph.\n\nRepeated.\n\n# Two\n\nRepeated.\n\n```\ncode()\n```\n"
     with test:
@@ -26,7 +28,7 @@ def test_a_markdown_document_records_its_parts_then_the_document_that_names_them
     assert answer.status_code == 202, answer.text
     body = answer.json()
     assert [c["title"] for c in body["chapters"]] == ["Book", "One", "Two"]
-    *parts, document = log.published
+    document, *parts = log.published
     assert isinstance(document, DocumentSubmitted)
     assert all(isinstance(p, JobQueued) for p in parts)
     assert [p.job_id for p in parts] == [document_part_job_id(document.payload.document_id, i) for i in range(7)]
@@ -82,5 +84,52 @@ def test_an_epub_upload_is_read_chapter_by_chapter():
     assert answer.status_code == 202, answer.text
     assert answer.json()["title"] == "Tiny"
     assert [c["title"] for c in answer.json()["chapters"]] == ["Start", "End"]
-    assert isinstance(log.published[-1], DocumentSubmitted)
-    assert log.published[-1].payload.markup == "epub"
+    assert isinstance(log.published[0], DocumentSubmitted)
+    assert log.published[0].payload.markup == "epub"
+
+
+def test_regression_a_document_whose_record_was_over_the_brokers_limit_had_its_parts_published_first():
+    """Its parts went to the log, then the DocumentSubmitted (over 1 MiB) was refused: 503 "retry with the same
+    key" forever while the parts were synthesized. Now every record is checked before the first is sent."""
+    log = Log()
+    small = replace(LIMITS, max_record_bytes=8_000)
+    text = "\n\n".join(f"# Chapter {i}\n\nWords." for i in range(300))  # 300 chapter titles: a large record
+    with TestClient(create_app(deps(Reader(), log, limits=small, documents=Documents()))) as api:
+        answer = api.post("/v1/documents", json={"text": text, "voice": "af_heart"})
+    assert answer.status_code == 413, answer.text
+    assert "VOXLOG_MAX_RECORD_BYTES" in answer.json()["detail"]
+    assert log.published == [], "nothing is recorded"
+
+
+class KnownDocuments:
+    """The projection knows the document its key names (its first try recorded it, and some of its parts)."""
+
+    def __init__(self) -> None:
+        self.document_id: object = None
+
+    async def document_by_key(self, key: str) -> object:
+        return self.document_id
+
+
+def test_a_retry_of_a_document_the_log_took_in_part_sends_only_the_parts_the_projection_lacks():
+    text = "# Book\n\nOne.\n\nTwo.\n\nThree."
+    first_log = Log(takes=2)  # the document and one part, then the log fails
+    documents, reader = KnownDocuments(), Reader()
+    with TestClient(create_app(deps(reader, first_log, documents=documents))) as api:
+        refused = api.post("/v1/documents", json={"text": text, "voice": "af_heart"}, headers={"Idempotency-Key": "b1"})
+    assert refused.status_code == 503, refused.text
+    assert "Idempotency-Key: b1" in refused.json()["detail"]
+    document, recorded = first_log.published
+    assert isinstance(document, DocumentSubmitted)
+    assert isinstance(recorded, JobQueued)
+    documents.document_id, _ = document.payload.document_id, reader.project(recorded)
+
+    retry_log = Log()
+    with TestClient(create_app(deps(reader, retry_log, documents=documents))) as api:
+        again = api.post("/v1/documents", json={"text": text, "voice": "af_heart"}, headers={"Idempotency-Key": "b1"})
+    assert again.status_code == 200, again.text
+    assert again.json()["document_id"] == str(document.payload.document_id)
+    assert not any(isinstance(e, DocumentSubmitted) for e in retry_log.published), "no second document"
+    sent = [e.job_id for e in retry_log.published]
+    assert recorded.job_id not in sent, "a part the projection shows is not sent again"
+    assert sorted(sent) == sorted(document_part_job_id(document.payload.document_id, i) for i in (1, 2, 3))

@@ -77,7 +77,7 @@ def test_a_document_with_scene_breaks_records_them_as_pauses_not_parts():
     with TestClient(create_app(deps(Reader(), log, documents=Documents()))) as api:
         answer = api.post("/v1/documents", json={"text": text, "voice": "af_heart"})
     assert answer.status_code == 202, answer.text
-    *parts, document = log.published
+    document, *parts = log.published
     assert isinstance(document, DocumentSubmitted)
     assert [p.payload.request.text for p in parts] == ["Tale", "Once.", "Twice.", "Thrice."]
     assert document.payload.breaks == "pbbc"

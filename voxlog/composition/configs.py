@@ -36,6 +36,7 @@ def limits(settings: ApiSettings) -> Limits:
         settings.job_retention_s,
         settings.max_document_chars,
         min(settings.document_part_chars, settings.max_text_chars),
+        settings.max_record_bytes,
     )
 
 
