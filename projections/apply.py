@@ -36,7 +36,7 @@ from contracts import (
 )
 from contracts.job_state import CACHE_HIT, RULES, AttemptRule, Rule
 from foundation.kafka import RecordPosition
-from projections.reducer import DocumentRow, as_record, columns, document_row, event_row
+from projections.rows import DocumentRow, as_record, columns, document_row, event_row
 
 
 def guard(rule: Rule, attempt_param: str) -> str:

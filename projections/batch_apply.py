@@ -42,17 +42,8 @@ from contracts import JobEvent
 from foundation.job_changes import notify_payloads
 from foundation.kafka import RecordPosition
 from projections.apply import Outcome
-from projections.reducer import (
-    Applied,
-    CacheRow,
-    EventRow,
-    JobRow,
-    Projection,
-    SegmentRow,
-    as_record,
-    columns,
-    event_row,
-)
+from projections.reducer import Applied, Projection
+from projections.rows import CacheRow, EventRow, JobRow, SegmentRow, as_record, columns, event_row
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Writing a rebuilt projection into a schema, and comparing two schemas row by row.
 
 A rebuilt projection (:class:`projections.reducer.Projection`) is copied in
-whole with ``COPY`` (one per table), not one statement per event. Two schemas
+whole with ``COPY`` (one per table of :data:`projections.rows.TABLES`), not
+one statement per event. Two schemas
 are compared table by table on every column the log determines; the columns
 that record when or by whom a row was written, not what the log says, are
 left out and named (:data:`NOT_FROM_THE_LOG`).
@@ -25,38 +26,8 @@ from typing import Any, Final, get_args, get_type_hints
 import asyncpg
 
 from projections.migrations import quote_schema
-from projections.reducer import (
-    CacheRow,
-    DocumentRow,
-    EventRow,
-    HeartbeatRow,
-    JobRow,
-    ModeRow,
-    NodeRow,
-    Projection,
-    SegmentRow,
-    columns,
-)
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    row_type: type
-    key: tuple[str, ...]
-    json_columns: tuple[str, ...] = ()
-
-
-TABLES: Final = (
-    Table("jobs", JobRow, ("job_id",), ("request",)),
-    Table("segments", SegmentRow, ("job_id", "segment_index")),
-    Table("job_events", EventRow, ("event_id",), ("payload",)),
-    Table("result_cache", CacheRow, ("fingerprint",)),
-    Table("nodes", NodeRow, ("worker_id",)),
-    Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
-    Table("service_modes", ModeRow, ("mode", "source")),
-    Table("documents", DocumentRow, ("document_id",), ("chapters", "request")),
-)
+from projections.reducer import Projection
+from projections.rows import TABLES, Table, array_literal, columns
 
 
 @dataclass(frozen=True)
@@ -121,9 +92,8 @@ def _text(value: str) -> str:
     return value.translate(_ESCAPES) if _SPECIAL.search(value) else value
 
 
-def _array(values: list[str]) -> str:  # text[]: every element quoted
-    inner = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
-    return _text("{" + inner + "}")
+def _array(values: list[str]) -> str:
+    return _text(array_literal(values))
 
 
 _CONVERTERS: Final[dict[object, Callable[[Any], str]]] = {

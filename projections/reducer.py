@@ -1,21 +1,18 @@
 """The projection tables as a fold of the log, in memory: what replay builds and then copies in whole.
 
-Each table row is a dataclass whose fields follow the table's columns, in
-order. :meth:`Projection.apply` does to them what the live projector's SQL
-(:mod:`projections.apply`) does to the tables, event by event: the same
-state machine (``contracts.job_state.transition``), the same columns, the
-same deduplication by event id. A property test keeps the two equal on
-generated logs, and ``voxlog replay --verify`` compares them on a real one.
+The rows are :mod:`projections.rows`'s dataclasses. :meth:`Projection.apply`
+does to them what the live projector's SQL (:mod:`projections.apply`) does to
+the tables, event by event: the same state machine
+(``contracts.job_state.transition``), the same columns, the same
+deduplication by event id. A property test keeps the two equal on generated
+logs, and ``voxlog replay --verify`` compares them on a real one.
 """
 
 from __future__ import annotations
 
-import json
-import operator
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 
 from contracts import (
@@ -38,181 +35,18 @@ from contracts import (
 )
 from contracts.job_state import Fenced, transition
 from foundation.kafka import RecordPosition
-
-
-@dataclass
-class JobRow:
-    job_id: uuid.UUID
-    fingerprint: str
-    state: str
-    attempt: int
-    request: str  # JSON
-    idempotency_key: str | None
-    worker_id: str | None
-    cache_hit: bool
-    source_job_id: uuid.UUID | None
-    segment_count: int | None
-    total_duration_ms: int | None
-    release_reason: str | None
-    not_before: datetime | None
-    error_code: str | None
-    error_message: str | None
-    submitted_at: datetime
-    claimed_at: datetime | None
-    completed_at: datetime | None
-    failed_at: datetime | None
-    updated_at: datetime
-    last_event_id: uuid.UUID
-    cancelled_at: datetime | None = None
-    cancel_reason: str | None = None
-
-
-@dataclass
-class SegmentRow:
-    job_id: uuid.UUID
-    segment_index: int
-    attempt: int
-    span_start: int
-    span_end: int
-    span_text: str
-    audio_sha256: str
-    audio_uri: str
-    duration_ms: int
-    sample_rate: int
-    byte_length: int
-    produced_at: datetime
-    segment_key: str | None
-    reused: bool
-
-
-@dataclass
-class EventRow:
-    event_id: uuid.UUID
-    job_id: uuid.UUID
-    fingerprint: str
-    type: str
-    schema_version: int
-    attempt: int
-    occurred_at: datetime
-    producer: str
-    topic: str
-    kafka_partition: int
-    kafka_offset: int
-    payload: str  # JSON
-
-
-@dataclass
-class CacheRow:
-    fingerprint: str
-    job_id: uuid.UUID
-    segment_count: int
-    total_duration_ms: int
-    total_bytes: int
-    created_at: datetime
-    expires_at: datetime
-    last_hit_at: datetime
-
-
-@dataclass
-class NodeRow:
-    worker_id: str
-    engine: str
-    model_version: str
-    device: str
-    sample_rate: int
-    voices: list[str]
-    languages: list[str]
-    started_at: datetime
-    announced_at: datetime
-    last_event_id: uuid.UUID
-
-
-@dataclass
-class HeartbeatRow:
-    worker_id: str
-    engine: str
-    model_version: str
-    device: str
-    started_at: datetime
-    sent_at: datetime
-    job_id: uuid.UUID | None
-    fingerprint: str | None
-    attempt: int | None
-    segments_done: int
-    segments_total: int | None
-    text_chars: int | None
-    progress_at: datetime | None
-    chars_per_s: float | None
-    busy_s: float
-    last_event_id: uuid.UUID
-
-
-@dataclass
-class DocumentRow:
-    document_id: uuid.UUID
-    title: str
-    markup: str
-    chapters: str  # JSON
-    breaks: str
-    part_count: int
-    total_chars: int
-    request: str  # JSON
-    priority: str
-    idempotency_key: str | None
-    submitted_at: datetime
-    last_event_id: uuid.UUID
-
-
-def document_row(event: DocumentSubmitted) -> DocumentRow:
-    d = event.payload
-    chapters = json.dumps([chapter.model_dump() for chapter in d.chapters])
-    return DocumentRow(
-        d.document_id, d.title, d.markup, chapters, d.breaks, len(d.breaks), d.total_chars,
-        d.request.model_dump_json(), d.priority, d.idempotency_key, d.submitted_at, event.event_id,
-    )  # fmt: skip
-
-
-@dataclass
-class ModeRow:
-    mode: str
-    source: str
-    enabled: bool
-    reason: str
-    set_at: datetime
-    last_event_id: uuid.UUID
-
-
-def columns(row_type: type) -> list[str]:
-    return [f.name for f in fields(row_type)]
-
-
-_GETTERS: dict[type, Callable[[object], tuple[object, ...]]] = {}
-
-
-def as_record(row: object) -> tuple[object, ...]:
-    """The row's values in column order (not ``dataclasses.astuple``, which deep-copies every value)."""
-    getter = _GETTERS.get(type(row))
-    if getter is None:
-        getter = _GETTERS[type(row)] = operator.attrgetter(*columns(type(row)))
-    return getter(row)
-
-
-def event_row(event: JobEvent, at: RecordPosition) -> EventRow:
-    """The ``job_events`` row of ``event``, read at ``at``."""
-    return EventRow(
-        event.event_id,
-        event.job_id,
-        event.fingerprint,
-        event.type,
-        event.schema_version,
-        event.attempt,
-        event.occurred_at,
-        f"{event.producer.service}/{event.producer.instance}",
-        at.topic,
-        at.partition,
-        at.offset,
-        event.payload.model_dump_json(),
-    )
+from projections.rows import (
+    CacheRow,
+    DocumentRow,
+    EventRow,
+    HeartbeatRow,
+    JobRow,
+    ModeRow,
+    NodeRow,
+    SegmentRow,
+    document_row,
+    event_row,
+)
 
 
 class Applied(StrEnum):

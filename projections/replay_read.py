@@ -24,7 +24,8 @@ from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition, bulk_reader, wait_for_partitions
 from projections.archive import ArchiveError, Manifest, read_file
 from projections.errors import ProjectionError
-from projections.reducer import Applied, EventRow, Projection
+from projections.reducer import Applied, Projection
+from projections.rows import EventRow
 
 Progress = Callable[[int, int, float], None]
 """(records read, records to read, seconds so far)."""
