@@ -55,16 +55,6 @@ async def write(
     value through the driver cost more than folding the event. They go in chunks, so that the server
     parses one (on another core) while the next is written.
     """
-    rows: dict[str, Iterable[object]] = {
-        "jobs": projection.jobs.values(),
-        "segments": projection.all_segments(),
-        "job_events": projection.events.values(),
-        "result_cache": projection.cache.values(),
-        "nodes": projection.nodes.values(),
-        "node_heartbeats": projection.heartbeats.values(),
-        "service_modes": projection.modes.values(),
-        "documents": projection.documents.values(),
-    }
     offsets = [OffsetRow(consumer, topic, partition, at) for (topic, partition), at in projection.offsets.items()]
     async with conn.transaction():
         for table in TABLES:
@@ -72,7 +62,7 @@ async def write(
                 continue
             await conn.copy_to_table(
                 table.name,
-                source=copy_chunks(rows[table.name], table.row_type),
+                source=copy_chunks(projection.rows(table.name), table.row_type),
                 schema_name=schema,
                 columns=columns(table.row_type),
             )

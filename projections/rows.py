@@ -5,8 +5,9 @@ migrations in ``projections/migrations`` make the tables). :data:`TABLES`
 names each table's key, the columns a batch's rows are read by, and the SQL
 type of every column, taken from the field's Python type except where one
 Python type maps to two SQL types (``jsonb`` beside ``text``, ``bigint`` beside
-``integer``). Replay's writer (:mod:`projections.rebuild`) builds its
-statements from it; an integration test keeps it equal to the migrated tables.
+``integer``). The live projector's writer (:mod:`projections.batch_apply`) and
+replay's (:mod:`projections.rebuild`) both build their statements from it; an
+integration test keeps it equal to the migrated tables.
 """
 
 from __future__ import annotations
@@ -189,15 +190,10 @@ def columns(row_type: type) -> list[str]:
     return [f.name for f in fields(row_type)]
 
 
-_GETTERS: dict[type, Callable[[object], tuple[object, ...]]] = {}
-
-
-def as_record(row: object) -> tuple[object, ...]:
-    """The row's values in column order (not ``dataclasses.astuple``, which deep-copies every value)."""
-    getter = _GETTERS.get(type(row))
-    if getter is None:
-        getter = _GETTERS[type(row)] = operator.attrgetter(*columns(type(row)))
-    return getter(row)
+@functools.cache
+def record_of(row_type: type) -> Callable[[object], tuple[object, ...]]:
+    """What gives a row's values in column order (not ``dataclasses.astuple``, which deep-copies every value)."""
+    return operator.attrgetter(*columns(row_type))
 
 
 def array_literal(values: list[str]) -> str:

@@ -12,7 +12,8 @@ from contracts import Producer
 from foundation.kafka import RecordPosition
 from producers.queries import EngineVoices
 from producers.submit import JobRequest, Limits, Rejected, queued_event, scoped_key, validate
-from projections.apply import Outcome, apply_job_event
+from projections.batch_apply import apply_events
+from projections.reducer import Outcome
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart",), ("en-us",), 1)]
 LIMITS = Limits(max_text_chars=5000, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")
@@ -32,5 +33,4 @@ async def test_regression_text_the_api_accepts_is_never_refused_by_the_projector
         assert refused.status in (413, 422)  # noqa: PT017 - refusing is one of the two outcomes, not the test's subject
         return
     event = queued_event(request, uuid.uuid4(), key, Producer(service="api", instance="test"))
-    async with pg.transaction():
-        assert await apply_job_event(pg, event, AT, cache_ttl=timedelta(minutes=1)) == Outcome.APPLIED
+    assert await apply_events(pg, [(event, AT)], cache_ttl=timedelta(minutes=1)) == [(event, Outcome.APPLIED)]

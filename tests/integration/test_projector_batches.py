@@ -132,19 +132,19 @@ def _sorted(tables: dict[str, list[dict[str, object]]]) -> dict[str, list[str]]:
 
 @given(events=realistic_logs(), cuts=st.lists(st.integers(0, 200), max_size=4))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-async def test_set_based_batches_write_what_the_per_event_statements_write(pool, pg, monkeypatch, events, cuts):
-    """The set-based path, in batches of random sizes, ends with the same rows as the per-event statements
-    (the fallback for a batch with a refused record), and a clean batch never runs those statements."""
+async def test_set_based_batches_write_what_the_record_by_record_fallback_writes(pool, pg, monkeypatch, events, cuts):
+    """Batches of random sizes end with the same rows as the fallback for a batch with a refused record
+    (each record a batch of its own), and a clean batch never takes that fallback."""
     records = [of(e, 0, i) for i, e in enumerate(events)]
     await pg.execute("TRUNCATE jobs, segments, job_events, result_cache, projection_offsets")
     per_event = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
     decoded = [(record, decode_event(record.value)) for record in records]
-    await per_event._in_transaction({TopicPartition(JOBS, 0): records}, per_event._one_by_one, decoded)
+    await per_event._one_by_one(decoded, {(JOBS, 0): len(records)})
     reference = _sorted(await _tables(pg))
 
     await pg.execute("TRUNCATE jobs, segments, job_events, result_cache, projection_offsets")
     with monkeypatch.context() as patched:
-        patched.setattr("projections.projector.apply_job_event", _refuse)
+        patched.setattr(Projector, "_one_by_one", _refuse)
         projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
         bounds = sorted({0, len(records), *(c % (len(records) + 1) for c in cuts)})
         for start, end in itertools.pairwise(bounds):
@@ -152,5 +152,5 @@ async def test_set_based_batches_write_what_the_per_event_statements_write(pool,
     assert _sorted(await _tables(pg)) == reference
 
 
-def _refuse(*_: object) -> None:
-    raise AssertionError("the per-event statements ran for a clean batch")
+async def _refuse(*_: object) -> None:
+    raise AssertionError("a clean batch was applied record by record")
