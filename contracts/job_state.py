@@ -28,9 +28,9 @@ nothing (a claim's attempt never comes back, a terminal state never leaves).
 a completed job as it is, and is fenced for any other (a job that never
 completed has no result to evict).
 
-The worker's ledger folds events with :func:`transition`; the projector's SQL
-guards are built from :data:`RULES`, and property tests check that both end
-where :func:`fold` does.
+The worker's ledger and the projection (``projections.reducer``) fold events
+with :func:`transition`, and property tests check that both end where
+:func:`fold` does.
 """
 
 from __future__ import annotations

@@ -41,9 +41,6 @@ def notify_payloads(job_ids: Sequence[uuid.UUID]) -> list[str]:
     return [",".join(ids[i : i + _PAYLOAD_IDS]) for i in range(0, len(ids), _PAYLOAD_IDS)]
 
 
-NOTIFY_SQL: Final = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload"
-
-
 class Watch:
     """One waiter's interest in one job: ``wait`` returns when the job changed, or after a poll interval."""
 

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from contracts import (
@@ -32,6 +31,7 @@ from contracts import (
 )
 from contracts.job_state import Fenced, event_attempt, transition
 from foundation.kafka import RecordPosition
+from projections.reducer import Outcome
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,6 @@ class LoggedEvent:
     position: RecordPosition
     appended_at: datetime  # the record's timestamp
     event: JobEvent
-
-
-class Outcome(StrEnum):
-    APPLIED = "applied"
-    FENCED = "fenced"
-    DUPLICATE = "duplicate"  # a copy of an event id applied before (a producer's retry): changes nothing
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition, wait_for_partitions
 from projections.audit import JobHistory, LoggedEvent, as_json, history_of
-from projections.reducer import Projection, columns
+from projections.reducer import Projection
+from projections.rows import columns
 
 Keep = Callable[["ConsumerRecord[bytes, bytes]"], bool]
 

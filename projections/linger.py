@@ -25,7 +25,7 @@ from typing import Final
 
 from contracts import JobEvent, JobQueued
 from contracts.job_state import RULES, TERMINAL_STATES, rule_name
-from projections.apply import Outcome
+from projections.reducer import Outcome
 
 
 @dataclass(frozen=True)

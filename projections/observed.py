@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contracts import JobCompleted, JobEvent, JobFailed, JobReleased, utc_now
 from foundation.metrics import JOB_EVENTS, JOB_PHASE_SECONDS, JOB_RELEASES, JOBS_COMPLETED, JOBS_FAILED
-from projections.apply import Outcome
+from projections.reducer import Outcome
 
 
 def observe(seen: list[tuple[JobEvent, Outcome]]) -> None:

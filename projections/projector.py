@@ -4,9 +4,11 @@ It assigns itself every partition of the jobs and nodes topics (no consumer
 group: its position lives in Postgres). On start it seeks each partition to
 the ``projection_offsets`` row written by its last committed batch, so a
 crash replays at most one uncommitted batch, which idempotent application
-absorbs. Each batch of records is applied in one transaction together with
-the new offsets. A record that cannot be decoded, or whose application
-violates a constraint, is copied to the DLQ with the reason and skipped.
+absorbs. Each batch of records, job and node events alike, is applied in one
+read and one write together with the new offsets (projections.batch_apply),
+folded by the one projection (projections.reducer). A record that cannot be
+decoded, or that the tables refuse, is copied to the DLQ with the reason and
+skipped.
 """
 
 from __future__ import annotations
@@ -25,36 +27,23 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
-from contracts import (
-    DecodeError,
-    DocumentSubmitted,
-    JobEvent,
-    NodeAnnounced,
-    NodeEvent,
-    NodeHeartbeat,
-    ServiceModeSet,
-    decode_event,
-    decode_node_event,
-)
+from contracts import DecodeError, JobEvent, NodeEvent, decode_event, decode_node_event
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
-from foundation.job_changes import NOTIFY_SQL, notify_payloads
 from foundation.kafka import RecordPosition
 from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
 from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
-from projections.apply import Outcome, apply_job_event, apply_node_event
-from projections.batch_apply import Offsets, apply_job_events
+from projections.batch_apply import Offsets, apply_events
 from projections.errors import ProjectionGap
 from projections.linger import NEVER, Linger, LiveJobs
 from projections.observed import observe
+from projections.reducer import Outcome
 
 log = structlog.get_logger("voxlog.projector")
 
 _OUTAGES: Final = (*DATABASE_OUTAGES, KafkaError, BrokerUnavailable)
 _REFUSALS: Final = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
-_NODE_EVENTS: Final = (NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted)
 _Decoded = tuple[ConsumerRecord, JobEvent | NodeEvent]
-_Apply = Callable[[asyncpg.Connection, list[_Decoded]], Awaitable[list[tuple[JobEvent, Outcome]]]]
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
 """Port: keeps a record the projector cannot decode or apply, with the reason, and goes on."""
 
@@ -159,9 +148,8 @@ class Projector:
             self._consumer.seek(tp, position)
 
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-        """Apply ``batch`` in one transaction with the offsets past it: set-based, or record by record
-        (each in a savepoint) when the tables refuse something in it, so that only that record is dead-lettered.
-        """
+        """Apply ``batch`` with the offsets past it, set-based in one write; when the tables refuse something
+        in it, record by record (each a batch of its own), so that only that record is dead-lettered."""
         started = time.monotonic()
         decoded: list[_Decoded] = []
         for records in batch.values():
@@ -173,89 +161,43 @@ class Projector:
                         decoded.append((record, decode_event(record.value)))
                 except DecodeError as exc:
                     await self._reject(record, str(exc))
+        past_the_batch = {(tp.topic, tp.partition): records[-1].offset + 1 for tp, records in batch.items()}
         try:
-            if any(isinstance(event, _NODE_EVENTS) for _, event in decoded):
-                seen = await self._in_transaction(batch, self._set_based, decoded)
-            else:
-                seen = await self._two_statements(batch, decoded)
+            seen = await self._write(decoded, past_the_batch)
         except _REFUSALS as exc:
             log.info("the tables refused a record; applying its batch record by record", error=str(exc))
-            seen = await self._in_transaction(batch, self._one_by_one, decoded)
+            seen = await self._one_by_one(decoded, past_the_batch)
         # Counted once the batch is committed: a batch applied again after a failure counts once.
         PROJECTOR_BATCH_SECONDS.observe(time.monotonic() - started)
         PROJECTOR_BATCH_RECORDS.observe(sum(len(records) for records in batch.values()))
         observe(seen)
         self.live.observe(seen)
 
-    async def _two_statements(
-        self, batch: dict[TopicPartition, list[ConsumerRecord]], decoded: list[_Decoded]
-    ) -> list[tuple[JobEvent, Outcome]]:
-        """A batch of job events only (the usual case): one read, then one write that lands with the offsets
-        and the NOTIFY, or not at all; no transaction round trips (projections.batch_apply)."""
-        jobs = [
-            (event, RecordPosition(r.topic, r.partition, r.offset))
-            for r, event in decoded
-            if not isinstance(event, _NODE_EVENTS)  # none: checked by the caller
-        ]
-        offsets = Offsets(
-            self.config.name, {(tp.topic, tp.partition): records[-1].offset + 1 for tp, records in batch.items()}
-        )
+    async def _write(self, decoded: list[_Decoded], past: dict[tuple[str, int], int]) -> list[tuple[JobEvent, Outcome]]:
+        """Apply ``decoded`` and move the offsets to ``past`` in one read and one write, or not at all
+        (projections.batch_apply); no transaction round trips."""
+        events = [(event, RecordPosition(r.topic, r.partition, r.offset)) for r, event in decoded]
         async with self._pool.acquire() as conn, _replaced_if_broken(conn):
-            seen = await apply_job_events(
-                conn,
-                jobs,
-                self.config.cache_ttl,
-                offsets,
-                self.config.changes_channel,
+            seen = await apply_events(
+                conn, events, self.config.cache_ttl, Offsets(self.config.name, past), self.config.changes_channel
             )
         self.applied += len(decoded)
         return seen
 
-    async def _in_transaction(
-        self, batch: dict[TopicPartition, list[ConsumerRecord]], apply: _Apply, decoded: list[_Decoded]
+    async def _one_by_one(
+        self, decoded: list[_Decoded], past_the_batch: dict[tuple[str, int], int]
     ) -> list[tuple[JobEvent, Outcome]]:
-        async with self._pool.acquire() as conn, _replaced_if_broken(conn), conn.transaction():
-            seen = await apply(conn, decoded)
-            changed = [event.job_id for event, outcome in seen if outcome is Outcome.APPLIED]
-            if changed and self.config.changes_channel is not None:  # delivered at the commit, not before
-                await conn.execute(NOTIFY_SQL, self.config.changes_channel, notify_payloads(changed))
-            tps = list(batch)
-            await conn.execute(
-                "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
-                " SELECT $1, * , now() FROM unnest($2::text[], $3::int[], $4::bigint[])"
-                " ON CONFLICT (consumer, topic, partition)"
-                " DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
-                self.config.name,
-                [tp.topic for tp in tps],
-                [tp.partition for tp in tps],
-                [batch[tp][-1].offset + 1 for tp in tps],
-            )
-        return seen
-
-    async def _set_based(self, conn: asyncpg.Connection, decoded: list[_Decoded]) -> list[tuple[JobEvent, Outcome]]:
-        jobs: list[tuple[JobEvent, RecordPosition]] = []
-        for record, event in decoded:
-            if isinstance(event, _NODE_EVENTS):
-                await apply_node_event(conn, event)
-            else:
-                jobs.append((event, RecordPosition(record.topic, record.partition, record.offset)))
-        seen = await apply_job_events(conn, jobs, self.config.cache_ttl)
-        self.applied += len(decoded)
-        return seen
-
-    async def _one_by_one(self, conn: asyncpg.Connection, decoded: list[_Decoded]) -> list[tuple[JobEvent, Outcome]]:
+        """Each record lands with the offset past it, or is dead-lettered and passed: a crash in between
+        leaves the stored offsets where the applied records end, so none is applied twice or lost."""
         seen: list[tuple[JobEvent, Outcome]] = []
         for record, event in decoded:
-            at = RecordPosition(record.topic, record.partition, record.offset)
+            past = {(record.topic, record.partition): record.offset + 1}
             try:
-                async with conn.transaction():  # a savepoint: one bad event must not sink the batch
-                    if isinstance(event, _NODE_EVENTS):
-                        await apply_node_event(conn, event)
-                    else:
-                        seen.append((event, await apply_job_event(conn, event, at, self.config.cache_ttl)))
-                self.applied += 1
+                seen += await self._write([(record, event)], past)
             except _REFUSALS as exc:
                 await self._reject(record, f"cannot apply: {exc}")
+                await self._write([], past)
+        await self._write([], past_the_batch)  # past the records at the batch's end that did not decode
         return seen
 
     async def _reject(self, record: ConsumerRecord, reason: str) -> None:

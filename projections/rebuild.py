@@ -1,7 +1,8 @@
 """Writing a rebuilt projection into a schema, and comparing two schemas row by row.
 
 A rebuilt projection (:class:`projections.reducer.Projection`) is copied in
-whole with ``COPY`` (one per table), not one statement per event. Two schemas
+whole with ``COPY`` (one per table of :data:`projections.rows.TABLES`), not
+one statement per event. Two schemas
 are compared table by table on every column the log determines; the columns
 that record when or by whom a row was written, not what the log says, are
 left out and named (:data:`NOT_FROM_THE_LOG`).
@@ -25,38 +26,8 @@ from typing import Any, Final, get_args, get_type_hints
 import asyncpg
 
 from projections.migrations import quote_schema
-from projections.reducer import (
-    CacheRow,
-    DocumentRow,
-    EventRow,
-    HeartbeatRow,
-    JobRow,
-    ModeRow,
-    NodeRow,
-    Projection,
-    SegmentRow,
-    columns,
-)
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    row_type: type
-    key: tuple[str, ...]
-    json_columns: tuple[str, ...] = ()
-
-
-TABLES: Final = (
-    Table("jobs", JobRow, ("job_id",), ("request",)),
-    Table("segments", SegmentRow, ("job_id", "segment_index")),
-    Table("job_events", EventRow, ("event_id",), ("payload",)),
-    Table("result_cache", CacheRow, ("fingerprint",)),
-    Table("nodes", NodeRow, ("worker_id",)),
-    Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
-    Table("service_modes", ModeRow, ("mode", "source")),
-    Table("documents", DocumentRow, ("document_id",), ("chapters", "request")),
-)
+from projections.reducer import Projection
+from projections.rows import TABLES, Table, array_literal, columns
 
 
 @dataclass(frozen=True)
@@ -84,16 +55,6 @@ async def write(
     value through the driver cost more than folding the event. They go in chunks, so that the server
     parses one (on another core) while the next is written.
     """
-    rows: dict[str, Iterable[object]] = {
-        "jobs": projection.jobs.values(),
-        "segments": projection.all_segments(),
-        "job_events": projection.events.values(),
-        "result_cache": projection.cache.values(),
-        "nodes": projection.nodes.values(),
-        "node_heartbeats": projection.heartbeats.values(),
-        "service_modes": projection.modes.values(),
-        "documents": projection.documents.values(),
-    }
     offsets = [OffsetRow(consumer, topic, partition, at) for (topic, partition), at in projection.offsets.items()]
     async with conn.transaction():
         for table in TABLES:
@@ -101,7 +62,7 @@ async def write(
                 continue
             await conn.copy_to_table(
                 table.name,
-                source=copy_chunks(rows[table.name], table.row_type),
+                source=copy_chunks(projection.rows(table.name), table.row_type),
                 schema_name=schema,
                 columns=columns(table.row_type),
             )
@@ -121,9 +82,8 @@ def _text(value: str) -> str:
     return value.translate(_ESCAPES) if _SPECIAL.search(value) else value
 
 
-def _array(values: list[str]) -> str:  # text[]: every element quoted
-    inner = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
-    return _text("{" + inner + "}")
+def _array(values: list[str]) -> str:
+    return _text(array_literal(values))
 
 
 _CONVERTERS: Final[dict[object, Callable[[Any], str]]] = {

@@ -1,22 +1,23 @@
-"""The projection tables as a fold of the log, in memory: what replay builds and then copies in whole.
+"""What every event does to the projection tables: the one definition, as a fold of rows in memory.
 
-Each table row is a dataclass whose fields follow the table's columns, in
-order. :meth:`Projection.apply` does to them what the live projector's SQL
-(:mod:`projections.apply`) does to the tables, event by event: the same
-state machine (``contracts.job_state.transition``), the same columns, the
-same deduplication by event id. A property test keeps the two equal on
-generated logs, and ``voxlog replay --verify`` compares them on a real one.
+:class:`Projection` holds the tables' rows (:mod:`projections.rows`) and
+applies events to them in log order: job events through the state machine
+(``contracts.job_state.transition``) and deduplicated by event id, node events
+by their own clocks. Every writer of the tables folds with it: the live
+projector folds each batch onto the rows the batch builds on and writes what
+changed (:mod:`projections.batch_apply`), replay folds the whole log and
+copies the result in (:mod:`projections.rebuild`), and the audit's
+as-of view folds a fingerprint's events. Property tests check the projector's
+tables against the pure fold (``contracts.fold``) and against this one.
 """
 
 from __future__ import annotations
 
-import json
-import operator
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
 from enum import StrEnum
+from typing import Any, Final, TypeGuard, cast
 
 from contracts import (
     CacheEvicted,
@@ -38,186 +39,63 @@ from contracts import (
 )
 from contracts.job_state import Fenced, transition
 from foundation.kafka import RecordPosition
+from projections.rows import (
+    CacheRow,
+    DocumentRow,
+    EventRow,
+    HeartbeatRow,
+    JobRow,
+    ModeRow,
+    NodeRow,
+    SegmentRow,
+    document_row,
+    event_row,
+)
 
 
-@dataclass
-class JobRow:
-    job_id: uuid.UUID
-    fingerprint: str
-    state: str
-    attempt: int
-    request: str  # JSON
-    idempotency_key: str | None
-    worker_id: str | None
-    cache_hit: bool
-    source_job_id: uuid.UUID | None
-    segment_count: int | None
-    total_duration_ms: int | None
-    release_reason: str | None
-    not_before: datetime | None
-    error_code: str | None
-    error_message: str | None
-    submitted_at: datetime
-    claimed_at: datetime | None
-    completed_at: datetime | None
-    failed_at: datetime | None
-    updated_at: datetime
-    last_event_id: uuid.UUID
-    cancelled_at: datetime | None = None
-    cancel_reason: str | None = None
+class Outcome(StrEnum):
+    """What became of a job event."""
 
-
-@dataclass
-class SegmentRow:
-    job_id: uuid.UUID
-    segment_index: int
-    attempt: int
-    span_start: int
-    span_end: int
-    span_text: str
-    audio_sha256: str
-    audio_uri: str
-    duration_ms: int
-    sample_rate: int
-    byte_length: int
-    produced_at: datetime
-    segment_key: str | None
-    reused: bool
-
-
-@dataclass
-class EventRow:
-    event_id: uuid.UUID
-    job_id: uuid.UUID
-    fingerprint: str
-    type: str
-    schema_version: int
-    attempt: int
-    occurred_at: datetime
-    producer: str
-    topic: str
-    kafka_partition: int
-    kafka_offset: int
-    payload: str  # JSON
-
-
-@dataclass
-class CacheRow:
-    fingerprint: str
-    job_id: uuid.UUID
-    segment_count: int
-    total_duration_ms: int
-    total_bytes: int
-    created_at: datetime
-    expires_at: datetime
-    last_hit_at: datetime
-
-
-@dataclass
-class NodeRow:
-    worker_id: str
-    engine: str
-    model_version: str
-    device: str
-    sample_rate: int
-    voices: list[str]
-    languages: list[str]
-    started_at: datetime
-    announced_at: datetime
-    last_event_id: uuid.UUID
-
-
-@dataclass
-class HeartbeatRow:
-    worker_id: str
-    engine: str
-    model_version: str
-    device: str
-    started_at: datetime
-    sent_at: datetime
-    job_id: uuid.UUID | None
-    fingerprint: str | None
-    attempt: int | None
-    segments_done: int
-    segments_total: int | None
-    text_chars: int | None
-    progress_at: datetime | None
-    chars_per_s: float | None
-    busy_s: float
-    last_event_id: uuid.UUID
-
-
-@dataclass
-class DocumentRow:
-    document_id: uuid.UUID
-    title: str
-    markup: str
-    chapters: str  # JSON
-    breaks: str
-    part_count: int
-    total_chars: int
-    request: str  # JSON
-    priority: str
-    idempotency_key: str | None
-    submitted_at: datetime
-    last_event_id: uuid.UUID
-
-
-def document_row(event: DocumentSubmitted) -> DocumentRow:
-    d = event.payload
-    chapters = json.dumps([chapter.model_dump() for chapter in d.chapters])
-    return DocumentRow(
-        d.document_id, d.title, d.markup, chapters, d.breaks, len(d.breaks), d.total_chars,
-        d.request.model_dump_json(), d.priority, d.idempotency_key, d.submitted_at, event.event_id,
-    )  # fmt: skip
-
-
-@dataclass
-class ModeRow:
-    mode: str
-    source: str
-    enabled: bool
-    reason: str
-    set_at: datetime
-    last_event_id: uuid.UUID
-
-
-def columns(row_type: type) -> list[str]:
-    return [f.name for f in fields(row_type)]
-
-
-_GETTERS: dict[type, Callable[[object], tuple[object, ...]]] = {}
-
-
-def as_record(row: object) -> tuple[object, ...]:
-    """The row's values in column order (not ``dataclasses.astuple``, which deep-copies every value)."""
-    getter = _GETTERS.get(type(row))
-    if getter is None:
-        getter = _GETTERS[type(row)] = operator.attrgetter(*columns(type(row)))
-    return getter(row)
-
-
-def event_row(event: JobEvent, at: RecordPosition) -> EventRow:
-    """The ``job_events`` row of ``event``, read at ``at``."""
-    return EventRow(
-        event.event_id,
-        event.job_id,
-        event.fingerprint,
-        event.type,
-        event.schema_version,
-        event.attempt,
-        event.occurred_at,
-        f"{event.producer.service}/{event.producer.instance}",
-        at.topic,
-        at.partition,
-        at.offset,
-        event.payload.model_dump_json(),
-    )
-
-
-class Applied(StrEnum):
     APPLIED = "applied"
-    DUPLICATE = "duplicate"  # this event id was applied before: nothing happens
+    FENCED = "fenced"  # recorded in job_events, changing nothing else (contracts.job_state)
+    DUPLICATE = "duplicate"  # a copy of an event id applied before (a producer's retry): changes nothing
+
+
+Lookup = tuple[str, object]
+"""A table (by name) and the value of its lookup column, or a tuple of values where it has several
+(``projections.rows.Table.lookup``)."""
+
+# By the event's class, not isinstance: pydantic's classes answer isinstance through ABCMeta (a negative
+# answer costs about 0.1 us per class), a writer asks for every event of every batch, and no event class has
+# subclasses.
+_NODE_ROWS: Final[dict[type, Callable[[Any], Lookup]]] = {
+    NodeAnnounced: lambda e: ("nodes", e.payload.worker_id),
+    NodeHeartbeat: lambda e: ("node_heartbeats", e.payload.worker_id),
+    ServiceModeSet: lambda e: ("service_modes", (e.payload.mode, e.payload.source)),
+    DocumentSubmitted: lambda e: ("documents", e.payload.document_id),
+}
+_READ_SEGMENTS: Final = frozenset({JobClaimed, SegmentProduced, JobCompleted, JobReleased})  # drop, replace, sum
+_READ_CACHE: Final = frozenset({JobCompleted, CacheEvicted})
+
+
+def builds_on(event: JobEvent | NodeEvent) -> list[Lookup]:
+    """The rows the fold of ``event`` reads or replaces: a writer seeds a :class:`Projection` with them."""
+    kind = type(event)
+    node_row = _NODE_ROWS.get(kind)
+    if node_row is not None:
+        return [node_row(event)]
+    job = cast("JobEvent", event)
+    found: list[Lookup] = [("job_events", job.event_id), ("jobs", job.job_id)]
+    if kind in _READ_SEGMENTS:
+        found.append(("segments", job.job_id))
+    if kind in _READ_CACHE:
+        found.append(("result_cache", job.fingerprint))
+    return found
+
+
+def is_node_event(event: JobEvent | NodeEvent) -> TypeGuard[NodeEvent]:
+    """Whether ``event`` came from the nodes topic (by its class, as :func:`builds_on` tells)."""
+    return type(event) in _NODE_ROWS
 
 
 class Projection:
@@ -241,20 +119,55 @@ class Projection:
     def all_segments(self) -> Iterator[SegmentRow]:
         return (row for rows in self.segments.values() for row in rows.values())
 
-    def apply(self, event: JobEvent, at: RecordPosition) -> Applied | Fenced:
-        """Apply one job event read at ``at``; what the projector's statements would do."""
+    def rows(self, table: str) -> Iterable[object]:
+        """Every row of ``table`` (a name in ``projections.rows.TABLES``)."""
+        tables: dict[str, Callable[[], Iterable[object]]] = {
+            "jobs": self.jobs.values,
+            "segments": self.all_segments,
+            "job_events": self.events.values,
+            "result_cache": self.cache.values,
+            "nodes": self.nodes.values,
+            "node_heartbeats": self.heartbeats.values,
+            "service_modes": self.modes.values,
+            "documents": self.documents.values,
+        }
+        return tables[table]()
+
+    def keep(self, row: object) -> None:
+        """Hold ``row``, as the tables hold it, for the events that follow to build on."""
+        match row:
+            case JobRow():
+                self.jobs[row.job_id] = row
+            case SegmentRow():
+                self.segments.setdefault(row.job_id, {})[row.segment_index] = row
+            case EventRow():
+                self.events[row.event_id] = row
+            case CacheRow():
+                self.cache[row.fingerprint] = row
+            case NodeRow():
+                self.nodes[row.worker_id] = row
+            case HeartbeatRow():
+                self.heartbeats[row.worker_id] = row
+            case ModeRow():
+                self.modes[(row.mode, row.source)] = row
+            case DocumentRow():
+                self.documents[row.document_id] = row
+            case _:
+                raise TypeError(f"not a projection row: {row!r}")
+
+    def apply(self, event: JobEvent, at: RecordPosition) -> Outcome:
+        """Apply one job event read at ``at``: recorded once in ``job_events``, and folded."""
         self.offsets[(at.topic, at.partition)] = at.offset + 1
         if event.event_id in self.events:
-            return Applied.DUPLICATE
+            return Outcome.DUPLICATE
         self.events[event.event_id] = event_row(event, at)
-        return self.fold(event)
+        return self._fold(event)
 
-    def fold(self, event: JobEvent) -> Applied | Fenced:
-        """Change the tables as ``event``, an event not seen before, does (its ``job_events`` row aside)."""
+    def _fold(self, event: JobEvent) -> Outcome:
         row = self.jobs.get(event.job_id)
         outcome = transition(JobStatus(JobState(row.state), row.attempt) if row else None, event)
         if isinstance(outcome, Fenced):
-            return outcome  # recorded in job_events, and nothing else (a second JobQueued included)
+            return Outcome.FENCED  # recorded in job_events, and nothing else (a second JobQueued included)
         match event:
             case JobQueued():
                 queued = event.payload
@@ -279,6 +192,7 @@ class Projection:
                 release = event.payload
                 row.state, row.release_reason, row.not_before = outcome.state.value, release.reason, release.not_before
                 row.updated_at, row.last_event_id = event.occurred_at, event.event_id
+                # The released attempt's partial segments are discarded.
                 self._drop_segments(event.job_id, lambda attempt: attempt <= release.failed_attempt)
             case JobFailed():
                 assert row is not None
@@ -296,7 +210,7 @@ class Projection:
                 cached = self.cache.get(event.fingerprint)
                 if cached is not None and cached.job_id == event.job_id:
                     del self.cache[event.fingerprint]
-        return Applied.APPLIED
+        return Outcome.APPLIED
 
     def _segment(self, e: SegmentProduced) -> None:
         p = e.payload
@@ -337,35 +251,35 @@ class Projection:
         self.offsets[(at.topic, at.partition)] = at.offset + 1
 
     def apply_node(self, event: NodeEvent, at: RecordPosition) -> None:
+        """Apply one node event read at ``at``. Each row keeps its latest record by the record's own clock
+        (an older announcement, heartbeat or switch never replaces a newer one); a document is kept once."""
         self.offsets[(at.topic, at.partition)] = at.offset + 1
-        if isinstance(event, DocumentSubmitted):
-            # A document is submitted once; a second record of it (a retry) changes nothing.
-            self.documents.setdefault(event.payload.document_id, document_row(event))
-            return
-        if isinstance(event, ServiceModeSet):
-            m = event.payload
-            known_mode = self.modes.get((m.mode, m.source))
-            if known_mode is None or known_mode.set_at <= event.occurred_at:
-                self.modes[(m.mode, m.source)] = ModeRow(
-                    m.mode, m.source, m.enabled, m.reason, event.occurred_at, event.event_id
-                )
-            return
-        p = event.payload
-        if isinstance(event, NodeHeartbeat):
-            known_beat = self.heartbeats.get(p.worker_id)
-            if known_beat is None or known_beat.sent_at <= event.payload.sent_at:
+        match event:
+            case DocumentSubmitted():
+                # A document is submitted once; a second record of it (a retry) changes nothing.
+                self.documents.setdefault(event.payload.document_id, document_row(event))
+            case ServiceModeSet():
+                m = event.payload
+                known_mode = self.modes.get((m.mode, m.source))
+                if known_mode is None or known_mode.set_at <= event.occurred_at:
+                    self.modes[(m.mode, m.source)] = ModeRow(
+                        m.mode, m.source, m.enabled, m.reason, event.occurred_at, event.event_id
+                    )
+            case NodeHeartbeat():
                 b = event.payload
-                self.heartbeats[b.worker_id] = HeartbeatRow(
-                    b.worker_id, b.engine, b.model_version, b.device, b.started_at, b.sent_at, b.job_id,
-                    b.fingerprint, b.attempt, b.segments_done, b.segments_total, b.text_chars, b.progress_at,
-                    b.chars_per_s, b.busy_s, event.event_id,
-                )  # fmt: skip
-            return
-        assert isinstance(event, NodeAnnounced)
-        a = event.payload
-        known = self.nodes.get(a.worker_id)
-        if known is None or (known.announced_at <= event.occurred_at and known.last_event_id != event.event_id):
-            self.nodes[a.worker_id] = NodeRow(
-                a.worker_id, a.engine, a.model_version, a.device, a.sample_rate, list(a.voices), list(a.languages),
-                a.started_at, event.occurred_at, event.event_id,
-            )  # fmt: skip
+                known_beat = self.heartbeats.get(b.worker_id)
+                if known_beat is None or known_beat.sent_at <= b.sent_at:
+                    self.heartbeats[b.worker_id] = HeartbeatRow(
+                        b.worker_id, b.engine, b.model_version, b.device, b.started_at, b.sent_at, b.job_id,
+                        b.fingerprint, b.attempt, b.segments_done, b.segments_total, b.text_chars, b.progress_at,
+                        b.chars_per_s, b.busy_s, event.event_id,
+                    )  # fmt: skip
+            case NodeAnnounced():
+                a = event.payload
+                known = self.nodes.get(a.worker_id)
+                # Not a second copy of the announcement it holds (the same event id: a producer's retry).
+                if known is None or (known.announced_at <= event.occurred_at and known.last_event_id != event.event_id):
+                    self.nodes[a.worker_id] = NodeRow(
+                        a.worker_id, a.engine, a.model_version, a.device, a.sample_rate, list(a.voices),
+                        list(a.languages), a.started_at, event.occurred_at, event.event_id,
+                    )  # fmt: skip

@@ -25,8 +25,8 @@ from aiokafka import AIOKafkaConsumer
 from foundation.kafka import wait_for_partitions
 from projections.migrations import migrate, quote_schema
 from projections.rebuild import Difference, compare, copy_text, write
-from projections.reducer import EventRow, columns
 from projections.replay_read import Limit, Progress, ReplayError, ReplayStats, fold_log
+from projections.rows import EventRow, columns
 
 
 @contextlib.contextmanager

@@ -24,7 +24,8 @@ from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition, bulk_reader, wait_for_partitions
 from projections.archive import ArchiveError, Manifest, read_file
 from projections.errors import ProjectionError
-from projections.reducer import Applied, EventRow, Projection
+from projections.reducer import Outcome, Projection
+from projections.rows import EventRow
 
 Progress = Callable[[int, int, float], None]
 """(records read, records to read, seconds so far)."""
@@ -197,6 +198,6 @@ def _fold(projection: Projection, value: bytes | None, at: RecordPosition, jobs_
     except DecodeError:
         projection.skip(at)  # in the DLQ; the live projector moved past it too
         return None
-    if projection.apply(event, at) is Applied.DUPLICATE:
+    if projection.apply(event, at) is Outcome.DUPLICATE:
         return None
     return projection.events[event.event_id]

@@ -12,7 +12,8 @@ from producers.errors import Rejected
 from producers.idempotency import fresh_key, scoped_key
 from producers.requests import JobRequest, Limits
 from producers.submission import Item, Submission, Submissions
-from projections.apply import Outcome, apply_job_event
+from projections.batch_apply import apply_events
+from projections.reducer import Outcome
 from tests.support.api_fakes import PRODUCER, Blobs, Log, Reader
 
 LIMITS = Limits(max_text_chars=5000, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")
@@ -35,5 +36,4 @@ async def test_regression_text_the_api_accepts_is_never_refused_by_the_projector
         assert refused.status in (413, 422)  # noqa: PT017 - refusing is one of the two outcomes, not the test's subject
         return
     [event] = log.published
-    async with pg.transaction():
-        assert await apply_job_event(pg, event, AT, cache_ttl=timedelta(minutes=1)) == Outcome.APPLIED
+    assert await apply_events(pg, [(event, AT)], cache_ttl=timedelta(minutes=1)) == [(event, Outcome.APPLIED)]

@@ -2,8 +2,10 @@
 
 Hypothesis plays partitions of the jobs topic (tests.support.job_logs): duplicates,
 stale attempts' late events interleaved after newer claims, cache hits, and
-arbitrary sequences. The projector applies them in batches of random sizes,
-as its consumer would hand them over.
+arbitrary sequences; and the nodes topic beside them (tests.support.node_logs):
+announcements, heartbeats, mode switches and documents, out of their clocks'
+order and repeated. The projector applies them in batches of random sizes that
+hold records of both topics, as its consumer would hand them over.
 """
 
 from __future__ import annotations
@@ -11,23 +13,38 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
+from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contracts import JobEvent, JobState, JobStatus, fold
+from contracts import (
+    DocumentSubmitted,
+    JobEvent,
+    JobState,
+    JobStatus,
+    NodeAnnounced,
+    NodeEvent,
+    NodeHeartbeat,
+    ServiceModeSet,
+    fold,
+)
 from contracts.job_state import Fenced, transition
 from projections.projector import Projector, ProjectorConfig
+from projections.reducer import is_node_event
+from projections.rows import TABLES
 from tests.support.job_logs import arbitrary_logs, realistic_logs
+from tests.support.node_logs import with_node_events
 from tests.support.records import RecordedDeadLetters, record_of
 
-TOPIC = "jobs"
+TOPIC, NODES = "jobs", "nodes"
 CONFIG = ProjectorConfig(
-    name="props", jobs_topic=TOPIC, nodes_topic="nodes", cache_ttl=timedelta(minutes=10), max_batch=50
+    name="props", jobs_topic=TOPIC, nodes_topic=NODES, cache_ttl=timedelta(minutes=10), max_batch=50
 )
+Log = list[JobEvent | NodeEvent]
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -48,14 +65,52 @@ def expected_segments(events: list[JobEvent]) -> dict[uuid.UUID, dict[int, int]]
     return {job_id: segments for job_id, segments in kept.items() if segments}
 
 
-async def project(pool: asyncpg.Pool, events: list[JobEvent], cuts: list[int]) -> None:
+def expected_node_rows(log: Log) -> dict[str, dict[tuple[object, ...], uuid.UUID]]:
+    """Per node table, the event each row holds: of a worker's announcements, heartbeats, and each source's
+    mode switches, the last in log order of those with the latest clock; of a document's records, the first."""
+    latest: dict[str, dict[tuple[object, ...], tuple[datetime, uuid.UUID]]] = defaultdict(dict)
+    for event in log:
+        match event:
+            case NodeAnnounced():
+                table, key, clock = "nodes", (event.payload.worker_id,), event.occurred_at
+            case NodeHeartbeat():
+                table, key, clock = "node_heartbeats", (event.payload.worker_id,), event.payload.sent_at
+            case ServiceModeSet():
+                table, key, clock = "service_modes", (event.payload.mode, event.payload.source), event.occurred_at
+            case DocumentSubmitted():
+                latest["documents"].setdefault((event.payload.document_id,), (event.occurred_at, event.event_id))
+                continue
+            case _:
+                continue
+        held = latest[table].get(key)
+        if held is None or clock >= held[0]:
+            latest[table][key] = (clock, event.event_id)
+    return {table: {key: event_id for key, (_, event_id) in rows.items()} for table, rows in latest.items()}
+
+
+def positions(log: Log) -> list[tuple[str, int]]:
+    """Where each event of ``log`` lies: job events in the jobs topic, node events in the nodes topic."""
+    next_offset: dict[str, int] = defaultdict(int)
+    found = []
+    for event in log:
+        topic = NODES if is_node_event(event) else TOPIC
+        found.append((topic, next_offset[topic]))
+        next_offset[topic] += 1
+    return found
+
+
+async def project(pool: asyncpg.Pool, log: Log, cuts: list[int]) -> None:
+    """Apply ``log`` through the projector, cut into batches at ``cuts`` (each batch holds both topics)."""
     async with pool.acquire() as conn:
-        await conn.execute("TRUNCATE jobs, segments, job_events, result_cache, projection_offsets")
+        await conn.execute(f"TRUNCATE {', '.join(t.name for t in TABLES)}, projection_offsets")
     projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
-    records = [record_of(event, TOPIC, 0, offset) for offset, event in enumerate(events)]
+    records = [record_of(event, topic, 0, offset) for event, (topic, offset) in zip(log, positions(log), strict=True)]
     bounds = sorted({0, len(records), *(c % (len(records) + 1) for c in cuts)})
     for start, end in itertools.pairwise(bounds):
-        await projector.apply_batch({TopicPartition(TOPIC, 0): records[start:end]})
+        batch: dict[TopicPartition, list[ConsumerRecord]] = defaultdict(list)
+        for record in records[start:end]:
+            batch[TopicPartition(record.topic, 0)].append(record)
+        await projector.apply_batch(batch)
 
 
 async def projected(pool: asyncpg.Pool) -> tuple[dict[uuid.UUID, JobStatus], dict[uuid.UUID, dict[int, int]]]:
@@ -69,11 +124,23 @@ async def projected(pool: asyncpg.Pool) -> tuple[dict[uuid.UUID, JobStatus], dic
     return jobs, dict(segments)
 
 
-async def assert_projection_is_the_fold(pool: asyncpg.Pool, events: list[JobEvent], cuts: list[int]) -> None:
-    await project(pool, events, cuts)
+async def projected_node_rows(pool: asyncpg.Pool) -> dict[str, dict[tuple[object, ...], uuid.UUID]]:
+    found = {}
+    async with pool.acquire() as conn:
+        for table in (t for t in TABLES if t.name in ("nodes", "node_heartbeats", "service_modes", "documents")):
+            rows = await conn.fetch(f"SELECT {', '.join(table.key)}, last_event_id FROM {table.name}")
+            if rows:
+                found[table.name] = {tuple(r)[:-1]: r["last_event_id"] for r in rows}
+    return found
+
+
+async def assert_projection_is_the_fold(pool: asyncpg.Pool, log: Log, cuts: list[int]) -> None:
+    await project(pool, log, cuts)
     jobs, segments = await projected(pool)
+    events = [event for event in log if not is_node_event(event)]
     assert jobs == fold(events)
     assert segments == expected_segments(events)
+    assert await projected_node_rows(pool) == expected_node_rows(log)
 
 
 CUTS = st.lists(st.integers(0, 200), max_size=4)
@@ -89,3 +156,9 @@ async def test_the_projector_ends_where_the_fold_does_on_realistic_logs(pool, ev
 @given(events=arbitrary_logs(), cuts=CUTS)
 async def test_the_projector_ends_where_the_fold_does_on_any_sequence(pool, events, cuts):
     await assert_projection_is_the_fold(pool, events, cuts)
+
+
+@PROPERTY
+@given(log=with_node_events(arbitrary_logs()), cuts=CUTS)
+async def test_the_projector_ends_where_the_fold_does_with_node_events_in_its_batches(pool, log, cuts):
+    await assert_projection_is_the_fold(pool, log, cuts)

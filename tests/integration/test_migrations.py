@@ -7,7 +7,9 @@ import asyncpg
 import pytest
 
 from projections.errors import MigrationError
-from projections.migrations import Migration, drop_schema, load_migrations, migrate, migrate_database
+from projections.migrations import Migration, drop_schema, load_migrations, migrate, migrate_database, quote_schema
+from projections.rebuild import NOT_FROM_THE_LOG
+from projections.rows import TABLES as PROJECTED
 
 TABLES = {
     "jobs",
@@ -69,3 +71,23 @@ async def test_a_failing_migration_leaves_nothing_behind(stack):
     finally:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         await conn.close()
+
+
+async def test_the_table_descriptions_are_the_migrated_tables(pg, schema):
+    """The writers build their statements from projections.rows.TABLES: every column of each table, with its
+    SQL type, in the migrated order (the columns the log does not determine aside), and its primary key."""
+    for table in PROJECTED:
+        found = await pg.fetch(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            f"{quote_schema(schema)}.{table.name}",
+        )
+        described = list(zip(table.columns, table.types, strict=True))
+        assert [tuple(r) for r in found if f"{table.name}.{r[0]}" not in NOT_FROM_THE_LOG] == described
+        key = await pg.fetchval(
+            "SELECT array_agg(a.attname ORDER BY array_position(i.indkey, a.attnum)) FROM pg_index i"
+            " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)"
+            " WHERE i.indrelid = $1::regclass AND i.indisprimary",
+            f"{quote_schema(schema)}.{table.name}",
+        )
+        assert tuple(key) == table.key, table.name

@@ -11,7 +11,7 @@ import pytest
 
 from foundation.kafka import RecordPosition
 from producers.placement import BalancedPlacement
-from projections.batch_apply import apply_job_events
+from projections.batch_apply import apply_events
 from tests.support.job_logs import _Builder
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ async def project(pool, events_at) -> None:
     """Project ``(event, partition)`` pairs, as the projector would have read them."""
     async with pool.acquire() as conn:
         positions = [(e, RecordPosition("jobs", p, i)) for i, (e, p) in enumerate(events_at)]
-        await apply_job_events(conn, positions, TTL)
+        await apply_events(conn, positions, TTL)
 
 
 async def test_two_apis_racing_with_one_text_place_every_copy_in_one_partition(pool):

@@ -1,4 +1,9 @@
-"""A projection rebuilt from the log in memory and copied in whole equals the live projector's, row by row."""
+"""A projection rebuilt from the log in memory and copied in whole equals the live projector's, row by row.
+
+Both fold with the one projection (projections.reducer); what differs is the way there: the live projector
+folds each batch onto the rows it reads back from PostgreSQL and writes what changed, replay folds the
+whole log in memory and copies it in. Node events ride in the same batches as job events.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +20,14 @@ from contracts import JobEvent
 from foundation.kafka import RecordPosition
 from projections.migrations import drop_schema, migrate_database, quote_schema
 from projections.rebuild import compare, write
-from projections.reducer import Projection
-from tests.integration.test_fencing_properties import CONFIG, TOPIC, project
+from projections.reducer import Projection, is_node_event
+from projections.rows import TABLES
+from tests.integration.test_fencing_properties import CONFIG, Log, positions, project
 from tests.support.events import T0, node_announced
 from tests.support.job_logs import _Builder, arbitrary_logs, realistic_logs
+from tests.support.node_logs import with_node_events
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-TABLES = "jobs, segments, job_events, result_cache, nodes, node_heartbeats, projection_offsets"
 
 
 @pytest_asyncio.fixture
@@ -32,13 +38,17 @@ async def rebuilt(stack) -> AsyncIterator[str]:
     await drop_schema(stack.database_url, name)
 
 
-async def rebuild_and_compare(pool: asyncpg.Pool, schema: str, rebuilt: str, events: list[JobEvent], cuts) -> None:
-    await project(pool, events, cuts)
+async def rebuild_and_compare(pool: asyncpg.Pool, schema: str, rebuilt: str, log: Log, cuts) -> None:
+    await project(pool, log, cuts)
     projection = Projection(CONFIG.cache_ttl)
-    for offset, event in enumerate(events):
-        projection.apply(event, RecordPosition(TOPIC, 0, offset))
+    for event, (topic, offset) in zip(log, positions(log), strict=True):
+        if is_node_event(event):
+            projection.apply_node(event, RecordPosition(topic, 0, offset))
+        else:
+            projection.apply(event, RecordPosition(topic, 0, offset))
     async with pool.acquire() as conn:
-        await conn.execute(f"TRUNCATE {', '.join(f'{quote_schema(rebuilt)}.{t.strip()}' for t in TABLES.split(','))}")
+        tables = [*(t.name for t in TABLES), "projection_offsets"]
+        await conn.execute(f"TRUNCATE {', '.join(f'{quote_schema(rebuilt)}.{t}' for t in tables)}")
         await write(conn, rebuilt, projection, "replay")
         assert await compare(conn, schema, rebuilt, (CONFIG.name, "replay")) == []
 
@@ -70,6 +80,14 @@ async def test_a_rebuilt_projection_equals_the_live_one_on_realistic_logs(pool, 
 @given(events=arbitrary_logs(), cuts=CUTS)
 async def test_a_rebuilt_projection_equals_the_live_one_on_any_sequence(pool, schema, rebuilt, events, cuts):
     await rebuild_and_compare(pool, schema, rebuilt, events, cuts)
+
+
+@PROPERTY
+@given(log=with_node_events(realistic_logs()), cuts=CUTS)
+async def test_a_rebuilt_projection_equals_the_live_one_with_node_events_in_its_batches(
+    pool, schema, rebuilt, log, cuts
+):
+    await rebuild_and_compare(pool, schema, rebuilt, log, cuts)
 
 
 async def test_a_difference_is_reported_by_table_key_and_column(pool, schema, rebuilt):

@@ -8,7 +8,7 @@ from datetime import timedelta
 from consumers.ports import Outlook
 from consumers.store import PostgresResultLookup
 from foundation.kafka import RecordPosition
-from projections.batch_apply import apply_job_events
+from projections.batch_apply import apply_events
 from tests.support.job_logs import T0, _Builder
 
 TTL = timedelta(minutes=10)
@@ -16,7 +16,7 @@ TTL = timedelta(minutes=10)
 
 async def project(pool, *events) -> None:
     async with pool.acquire() as conn:
-        await apply_job_events(conn, [(e, RecordPosition("jobs", 0, i)) for i, e in enumerate(events)], TTL)
+        await apply_events(conn, [(e, RecordPosition("jobs", 0, i)) for i, e in enumerate(events)], TTL)
 
 
 async def test_the_outlook_tells_a_cancelled_job_and_a_live_result_of_its_fingerprint(pool):

@@ -27,9 +27,13 @@ from contracts import (
     JobReleasedPayload,
     NodeAnnounced,
     NodeAnnouncedPayload,
+    NodeHeartbeat,
+    NodeHeartbeatPayload,
     Producer,
     SegmentProduced,
     SegmentProducedPayload,
+    ServiceModeSet,
+    ServiceModeSetPayload,
     SynthesisRequest,
     TextSpan,
     derive_event_id,
@@ -144,6 +148,23 @@ def node_announced(worker_id: str = "w-test", engine: str = "kokoro-onnx", devic
             languages=("en-us",),
             started_at=T0,
         ),
+    )
+
+
+def heartbeat(worker_id: str = "w-test", seconds: int = 0, segments_done: int = 0) -> NodeHeartbeat:
+    sent = T0 + timedelta(seconds=seconds)
+    payload = NodeHeartbeatPayload(
+        worker_id=worker_id, engine="kokoro-onnx", model_version="6e742170d309", device="cpu", started_at=T0,
+        sent_at=sent, segments_done=segments_done,
+    )  # fmt: skip
+    return NodeHeartbeat(event_id=uuid.uuid4(), occurred_at=sent, producer=PRODUCER, payload=payload)
+
+
+def mode_set(enabled: bool, seconds: int = 0, reason: str = "") -> ServiceModeSet:
+    """The operator's switch of cache-only mode."""
+    payload = ServiceModeSetPayload(mode="cache_only", enabled=enabled, source="operator", reason=reason)
+    return ServiceModeSet(
+        event_id=uuid.uuid4(), occurred_at=T0 + timedelta(seconds=seconds), producer=PRODUCER, payload=payload
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiokafka import ConsumerRecord
 
-from contracts import JobEvent, encode_event, event_headers
+from contracts import AnyEvent, encode_event, event_headers, record_key
 
 
 def raw_record(
@@ -25,9 +25,9 @@ def raw_record(
     )
 
 
-def record_of(event: JobEvent, topic: str, partition: int, offset: int) -> ConsumerRecord:
+def record_of(event: AnyEvent, topic: str, partition: int, offset: int) -> ConsumerRecord:
     """``event`` as the record a producer would have written: value, key and headers."""
-    return raw_record(topic, partition, offset, encode_event(event), event_headers(event), event.fingerprint.encode())
+    return raw_record(topic, partition, offset, encode_event(event), event_headers(event), record_key(event))
 
 
 class RecordedDeadLetters:

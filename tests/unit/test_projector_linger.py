@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from projections.apply import Outcome
 from projections.linger import Linger, LiveJobs, ends_a_job
+from projections.reducer import Outcome
 from tests.support.job_logs import _Builder
 
 LINGER = Linger(seconds=0.01, backlog=3)

@@ -1,0 +1,270 @@
+"""The projection tables, described once: a row dataclass per table and what the writers need to know of it.
+
+Each row dataclass's fields follow its table's columns, in order (the
+migrations in ``projections/migrations`` make the tables). :data:`TABLES`
+names each table's key, the columns a batch's rows are read by, and the SQL
+type of every column, taken from the field's Python type except where one
+Python type maps to two SQL types (``jsonb`` beside ``text``, ``bigint`` beside
+``integer``). The live projector's writer (:mod:`projections.batch_apply`) and
+replay's (:mod:`projections.rebuild`) both build their statements from it; an
+integration test keeps it equal to the migrated tables.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import operator
+import types
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Final, get_args, get_type_hints
+
+from contracts import DocumentSubmitted, JobEvent
+from foundation.kafka import RecordPosition
+
+
+@dataclass
+class JobRow:
+    job_id: uuid.UUID
+    fingerprint: str
+    state: str
+    attempt: int
+    request: str  # JSON
+    idempotency_key: str | None
+    worker_id: str | None
+    cache_hit: bool
+    source_job_id: uuid.UUID | None
+    segment_count: int | None
+    total_duration_ms: int | None
+    release_reason: str | None
+    not_before: datetime | None
+    error_code: str | None
+    error_message: str | None
+    submitted_at: datetime
+    claimed_at: datetime | None
+    completed_at: datetime | None
+    failed_at: datetime | None
+    updated_at: datetime
+    last_event_id: uuid.UUID
+    cancelled_at: datetime | None = None
+    cancel_reason: str | None = None
+
+
+@dataclass
+class SegmentRow:
+    job_id: uuid.UUID
+    segment_index: int
+    attempt: int
+    span_start: int
+    span_end: int
+    span_text: str
+    audio_sha256: str
+    audio_uri: str
+    duration_ms: int
+    sample_rate: int
+    byte_length: int
+    produced_at: datetime
+    segment_key: str | None
+    reused: bool
+
+
+@dataclass
+class EventRow:
+    event_id: uuid.UUID
+    job_id: uuid.UUID
+    fingerprint: str
+    type: str
+    schema_version: int
+    attempt: int
+    occurred_at: datetime
+    producer: str
+    topic: str
+    kafka_partition: int
+    kafka_offset: int
+    payload: str  # JSON
+
+
+@dataclass
+class CacheRow:
+    fingerprint: str
+    job_id: uuid.UUID
+    segment_count: int
+    total_duration_ms: int
+    total_bytes: int
+    created_at: datetime
+    expires_at: datetime
+    last_hit_at: datetime
+
+
+@dataclass
+class NodeRow:
+    worker_id: str
+    engine: str
+    model_version: str
+    device: str
+    sample_rate: int
+    voices: list[str]
+    languages: list[str]
+    started_at: datetime
+    announced_at: datetime
+    last_event_id: uuid.UUID
+
+
+@dataclass
+class HeartbeatRow:
+    worker_id: str
+    engine: str
+    model_version: str
+    device: str
+    started_at: datetime
+    sent_at: datetime
+    job_id: uuid.UUID | None
+    fingerprint: str | None
+    attempt: int | None
+    segments_done: int
+    segments_total: int | None
+    text_chars: int | None
+    progress_at: datetime | None
+    chars_per_s: float | None
+    busy_s: float
+    last_event_id: uuid.UUID
+
+
+@dataclass
+class ModeRow:
+    mode: str
+    source: str
+    enabled: bool
+    reason: str
+    set_at: datetime
+    last_event_id: uuid.UUID
+
+
+@dataclass
+class DocumentRow:
+    document_id: uuid.UUID
+    title: str
+    markup: str
+    chapters: str  # JSON
+    breaks: str
+    part_count: int
+    total_chars: int
+    request: str  # JSON
+    priority: str
+    idempotency_key: str | None
+    submitted_at: datetime
+    last_event_id: uuid.UUID
+
+
+def event_row(event: JobEvent, at: RecordPosition) -> EventRow:
+    """The ``job_events`` row of ``event``, read at ``at``."""
+    return EventRow(
+        event.event_id,
+        event.job_id,
+        event.fingerprint,
+        event.type,
+        event.schema_version,
+        event.attempt,
+        event.occurred_at,
+        f"{event.producer.service}/{event.producer.instance}",
+        at.topic,
+        at.partition,
+        at.offset,
+        event.payload.model_dump_json(),
+    )
+
+
+def document_row(event: DocumentSubmitted) -> DocumentRow:
+    d = event.payload
+    chapters = json.dumps([chapter.model_dump() for chapter in d.chapters])
+    return DocumentRow(
+        d.document_id, d.title, d.markup, chapters, d.breaks, len(d.breaks), d.total_chars,
+        d.request.model_dump_json(), d.priority, d.idempotency_key, d.submitted_at, event.event_id,
+    )  # fmt: skip
+
+
+def columns(row_type: type) -> list[str]:
+    return [f.name for f in fields(row_type)]
+
+
+@functools.cache
+def record_of(row_type: type) -> Callable[[object], tuple[object, ...]]:
+    """What gives a row's values in column order (not ``dataclasses.astuple``, which deep-copies every value)."""
+    return operator.attrgetter(*columns(row_type))
+
+
+def array_literal(values: list[str]) -> str:
+    """A ``text[]`` value as PostgreSQL's array input reads it: every element quoted."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+
+
+_SQL_TYPES: Final[dict[object, str]] = {
+    uuid.UUID: "uuid",
+    str: "text",
+    int: "integer",
+    bool: "boolean",
+    float: "double precision",
+    datetime: "timestamp with time zone",
+    list[str]: "text[]",
+}
+"""The SQL type of each Python type of a row's fields, spelled as PostgreSQL's ``format_type`` spells it."""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    row_type: type
+    key: tuple[str, ...]
+    read_by: tuple[str, ...] = ()
+    """The columns a batch's writer reads this table's rows by (the key when empty)."""
+    json_columns: tuple[str, ...] = ()  # jsonb
+    bigint_columns: tuple[str, ...] = ()
+
+    @property
+    def lookup(self) -> tuple[str, ...]:
+        return self.read_by or self.key
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(columns(self.row_type))
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """The SQL type of each column, in column order."""
+        return _types(self)
+
+    def type_of(self, column: str) -> str:
+        return self.types[self.columns.index(column)]
+
+
+@functools.cache
+def _types(table: Table) -> tuple[str, ...]:
+    hints = get_type_hints(table.row_type)
+    found = []
+    for name in columns(table.row_type):
+        hint = hints[name]
+        if isinstance(hint, types.UnionType):  # X | None: the column is nullable, its type is X's
+            (hint,) = (member for member in get_args(hint) if member is not type(None))
+        if name in table.json_columns:
+            found.append("jsonb")
+        elif name in table.bigint_columns:
+            found.append("bigint")
+        else:
+            found.append(_SQL_TYPES[hint])
+    return tuple(found)
+
+
+TABLES: Final = (
+    Table("jobs", JobRow, ("job_id",), json_columns=("request",)),
+    Table("segments", SegmentRow, ("job_id", "segment_index"), read_by=("job_id",)),  # a job's, all at once
+    Table("job_events", EventRow, ("event_id",), json_columns=("payload",), bigint_columns=("kafka_offset",)),
+    Table("result_cache", CacheRow, ("fingerprint",), bigint_columns=("total_bytes",)),
+    Table("nodes", NodeRow, ("worker_id",)),
+    Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
+    Table("service_modes", ModeRow, ("mode", "source")),
+    Table("documents", DocumentRow, ("document_id",), json_columns=("chapters", "request")),
+)
+"""Every table the projection makes from the log (``projection_offsets`` aside: where it stands in the log)."""

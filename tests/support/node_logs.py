@@ -1,0 +1,151 @@
+"""Hypothesis strategies for the nodes topic, and for a projector's batches that hold both topics.
+
+``node_logs`` plays what the nodes topic holds: a few workers' announcements
+and heartbeats, cache-only switches of both sources, and documents, each
+stamped by its producer's clock, which takes few values (so a later record of
+the log can carry an older time), with any record delivered again later (an
+exact copy) or followed by another record of the same row at the same clock
+(an id and a content of its own: a tie the rows' rules must break the same
+way everywhere). Text fields hold what ``COPY`` and array literals must
+escape.
+
+``with_node_events`` merges a jobs log with a nodes log in any order that
+keeps each one's own: the projector reads both topics, and its batches hold
+records of both.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from hypothesis import strategies as st
+
+from contracts import (
+    DocumentChapter,
+    DocumentSubmitted,
+    DocumentSubmittedPayload,
+    JobEvent,
+    NodeAnnounced,
+    NodeAnnouncedPayload,
+    NodeEvent,
+    NodeHeartbeat,
+    NodeHeartbeatPayload,
+    ServiceModeSet,
+    ServiceModeSetPayload,
+)
+from tests.support.events import PRODUCER, T0, request
+
+_TRICKY = 'Say "\\N",\ta back\\slash\nand {braces}, ünïcödé'
+_WORKERS = st.sampled_from(["w-a", 'w "b"\t\\'])
+_CLOCK = st.integers(0, 3).map(lambda s: T0 + timedelta(seconds=s))
+_VOICES = st.lists(st.sampled_from(["af_heart", 'a"b', "c,d", "", "{x}", "back\\slash", "NULL"]), max_size=3)
+_DOCUMENTS = (uuid.UUID(int=7001), uuid.UUID(int=7002))
+
+
+def _announced(draw: st.DrawFn, common: dict) -> NodeAnnounced:
+    payload = NodeAnnouncedPayload(
+        worker_id=draw(_WORKERS),
+        engine="kokoro-onnx",
+        model_version=draw(st.sampled_from(["m1", "m2"])),
+        device=draw(st.sampled_from(["cpu", "cuda:0"])),
+        sample_rate=24000,
+        voices=tuple(draw(_VOICES)),
+        languages=tuple(draw(st.sampled_from([[], ["en-us"], ["en-us", "ja"]]))),
+        started_at=T0,
+    )
+    return NodeAnnounced(payload=payload, **common)
+
+
+def _heartbeat(draw: st.DrawFn, common: dict) -> NodeHeartbeat:
+    busy = draw(st.booleans())
+    payload = NodeHeartbeatPayload(
+        worker_id=draw(_WORKERS),
+        engine="kokoro-onnx",
+        model_version="m1",
+        device="cpu",
+        started_at=T0,
+        sent_at=common["occurred_at"],
+        job_id=uuid.UUID(int=draw(st.integers(1, 3))) if busy else None,
+        fingerprint="ab" * 32 if busy else None,
+        attempt=draw(st.integers(1, 3)) if busy else None,
+        segments_done=draw(st.integers(0, 4)),
+        segments_total=draw(st.none() | st.integers(0, 4)),
+        text_chars=draw(st.none() | st.integers(0, 5000)),
+        progress_at=common["occurred_at"] if busy else None,
+        chars_per_s=draw(st.none() | st.floats(0.5, 500.0)),
+        busy_s=draw(st.floats(0.0, 1e4, allow_subnormal=False)),
+    )
+    return NodeHeartbeat(payload=payload, **common)
+
+
+def _mode(draw: st.DrawFn, common: dict) -> ServiceModeSet:
+    payload = ServiceModeSetPayload(
+        mode="cache_only",
+        enabled=draw(st.booleans()),
+        source=draw(st.sampled_from(["operator", "backlog"])),
+        reason=draw(st.sampled_from(["", "backlog 2000 s", _TRICKY])),
+    )
+    return ServiceModeSet(payload=payload, **common)
+
+
+def _document(draw: st.DrawFn, common: dict) -> DocumentSubmitted:
+    payload = DocumentSubmittedPayload(
+        document_id=draw(st.sampled_from(_DOCUMENTS)),
+        title=draw(st.sampled_from(["A book", _TRICKY])),
+        markup="markdown",
+        chapters=(DocumentChapter(title=_TRICKY, parts=2), DocumentChapter(title="Two", parts=1)),
+        breaks="spc",
+        total_chars=120,
+        request=request("A book"),
+        idempotency_key=draw(st.none() | st.just("client-key")),
+        submitted_at=common["occurred_at"],
+    )
+    return DocumentSubmitted(payload=payload, **common)
+
+
+_KINDS = {"announced": _announced, "heartbeat": _heartbeat, "mode": _mode, "document": _document}
+
+
+@st.composite
+def _node_event(draw: st.DrawFn) -> NodeEvent:
+    common = {"event_id": draw(st.uuids()), "occurred_at": draw(_CLOCK), "producer": PRODUCER}
+    event: NodeEvent = _KINDS[draw(st.sampled_from(sorted(_KINDS)))](draw, common)
+    return event
+
+
+def _sibling(event: NodeEvent, event_id: uuid.UUID) -> NodeEvent:
+    """Another record of the same row at the same clock (a restarted worker's, a second switch, a retried
+    submission): an id and a content of its own."""
+    match event:
+        case NodeAnnounced():
+            change: dict[str, object] = {"device": "cuda:1"}
+        case NodeHeartbeat():
+            change = {"segments_done": event.payload.segments_done + 1}
+        case ServiceModeSet():
+            change = {"enabled": not event.payload.enabled}
+        case DocumentSubmitted():
+            change = {"title": "Submitted again"}
+    return event.model_copy(update={"event_id": event_id, "payload": event.payload.model_copy(update=change)})
+
+
+@st.composite
+def node_logs(draw: st.DrawFn) -> list[NodeEvent]:
+    log = draw(st.lists(_node_event(), max_size=12))
+    for original in draw(st.lists(st.integers(0, len(log) - 1), max_size=4)) if log else []:
+        # Later: the same record again (a producer's retry), or another of the same row at the same clock.
+        again = log[original] if draw(st.booleans()) else _sibling(log[original], draw(st.uuids()))
+        log.insert(draw(st.integers(original + 1, len(log))), again)
+    return log
+
+
+@st.composite
+def with_node_events(draw: st.DrawFn, jobs: st.SearchStrategy[list[JobEvent]]) -> list[JobEvent | NodeEvent]:
+    """A log of ``jobs`` and a nodes log, merged in any order that keeps each one's own."""
+    merged: list[JobEvent | NodeEvent] = list(draw(jobs))
+    position = 0
+    for event in draw(node_logs()):
+        position = draw(st.integers(position, len(merged)))
+        merged.insert(position, event)
+        position += 1
+    return merged

@@ -1,0 +1,108 @@
+"""The one projection (projections.reducer): what node events do to their rows, and what a batch must read."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from contracts import DocumentChapter, DocumentSubmitted, DocumentSubmittedPayload
+from foundation.kafka import RecordPosition
+from projections.reducer import Outcome, Projection, builds_on
+from projections.rows import TABLES, JobRow, array_literal
+from tests.support.events import PRODUCER, T0, heartbeat, mode_set, node_announced, one_of_each, request
+
+AT = RecordPosition("nodes", 0, 0)
+
+
+def document(document_id: uuid.UUID, title: str) -> DocumentSubmitted:
+    payload = DocumentSubmittedPayload(
+        document_id=document_id, title=title, markup="plain", chapters=(DocumentChapter(title="One", parts=1),),
+        breaks="c", total_chars=5, request=request("Title."), submitted_at=T0,
+    )  # fmt: skip
+    return DocumentSubmitted(event_id=uuid.uuid4(), occurred_at=T0, producer=PRODUCER, payload=payload)
+
+
+def test_an_older_announcement_never_replaces_a_newer_one():
+    projection = Projection(timedelta(minutes=1))
+    newer = node_announced("w1", device="cuda:0").model_copy(update={"occurred_at": T0 + timedelta(seconds=5)})
+    older = node_announced("w1", device="cpu")
+    tied = node_announced("w1", device="cuda:1").model_copy(update={"occurred_at": newer.occurred_at})
+    projection.apply_node(newer, AT)
+    projection.apply_node(older, AT)
+    assert projection.nodes["w1"].device == "cuda:0"
+    projection.apply_node(tied, AT)  # as recent: the later record wins
+    assert (projection.nodes["w1"].device, projection.nodes["w1"].last_event_id) == ("cuda:1", tied.event_id)
+
+
+def test_heartbeats_go_by_their_sent_time_and_modes_by_their_set_time():
+    projection = Projection(timedelta(minutes=1))
+    for beat in (heartbeat("w1", 3, segments_done=3), heartbeat("w1", 1, segments_done=1)):
+        projection.apply_node(beat, AT)
+    for switch in (mode_set(True, seconds=2), mode_set(False, seconds=1)):
+        projection.apply_node(switch, AT)
+    assert projection.heartbeats["w1"].segments_done == 3
+    assert projection.modes[("cache_only", "operator")].enabled is True
+
+
+def test_a_document_is_kept_once():
+    projection = Projection(timedelta(minutes=1))
+    document_id = uuid.uuid4()
+    first, retry = document(document_id, "First"), document(document_id, "Retried")
+    projection.apply_node(first, AT)
+    projection.apply_node(retry, AT)
+    assert (projection.documents[document_id].title, projection.documents[document_id].last_event_id) == (
+        "First",
+        first.event_id,
+    )
+
+
+def test_a_job_event_is_applied_once_and_a_fenced_one_changes_only_the_events():
+    projection = Projection(timedelta(minutes=1))
+    queued, claimed, *_ = one_of_each()
+    assert projection.apply(queued, RecordPosition("jobs", 0, 0)) is Outcome.APPLIED
+    assert projection.apply(queued, RecordPosition("jobs", 0, 1)) is Outcome.DUPLICATE
+    stale = claimed.model_copy(update={"event_id": uuid.uuid4(), "attempt": 0})
+    assert projection.apply(stale, RecordPosition("jobs", 0, 2)) is Outcome.FENCED
+    assert projection.jobs[queued.job_id].state == "queued"
+    assert set(projection.events) == {queued.event_id, stale.event_id}
+    assert projection.offsets == {("jobs", 0): 3}
+
+
+def test_what_a_batch_reads_names_each_table_by_its_lookup_columns():
+    lookups = {table.name: len(table.lookup) for table in TABLES}
+    events = [*one_of_each(), node_announced(), heartbeat(), mode_set(True), document(uuid.uuid4(), "T")]
+    read = [lookup for event in events for lookup in builds_on(event)]
+    assert {table for table, _ in read} == set(lookups)
+    assert all(lookups[table] == 1 or len(value) == lookups[table] for table, value in read)  # type: ignore[arg-type]
+
+
+def test_a_row_kept_is_a_row_of_its_table():
+    projection = Projection(timedelta(minutes=1))
+    queued = one_of_each()[0]
+    projection.apply(queued, RecordPosition("jobs", 0, 0))
+    copy = Projection(timedelta(minutes=1))
+    for table in TABLES:
+        for row in projection.rows(table.name):
+            copy.keep(row)
+    assert copy.jobs == projection.jobs
+    assert copy.events == projection.events
+    with pytest.raises(TypeError):
+        copy.keep(object())
+
+
+def test_every_column_has_a_sql_type():
+    for table in TABLES:
+        assert len(table.types) == len(table.columns), table.name
+        assert set(table.key) | set(table.lookup) <= set(table.columns), table.name
+    jobs = next(table for table in TABLES if table.row_type is JobRow)
+    assert jobs.type_of("request") == "jsonb"
+    assert jobs.type_of("not_before") == "timestamp with time zone"
+
+
+def test_an_array_literal_quotes_every_element():
+    assert array_literal(['a"b', "c,d", "", "{x}", "back\\slash", "NULL"]) == (
+        '{"a\\"b","c,d","","{x}","back\\\\slash","NULL"}'
+    )
+    assert array_literal([]) == "{}"
