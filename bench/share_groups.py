@@ -367,7 +367,7 @@ class BalanceRun:
         return f"{self.kind}:{self.partitions}:{batching}" + (":mixed" if self.mixed else "")
 
 
-def balance(
+def balance(  # noqa: C901 - listed in pyproject.toml
     broker: Broker, run: BalanceRun, records: int, workers: int, work_s: float, assignment_wait_s: float
 ) -> dict[str, Any]:
     """A backlog of ``records`` jobs of ``work_s`` each over ``workers`` processes; how evenly they share it."""
@@ -465,7 +465,7 @@ def _fully_assigned(assignment: dict[int, list[int]], workers: int, partitions: 
     )
 
 
-def redelivery(
+def redelivery(  # noqa: C901 - listed in pyproject.toml
     broker: Broker, fault: Literal["kill", "stop"], records: int, lock_ms: int, assignment_wait_s: float
 ) -> dict[str, Any]:
     """A member that holds acquired records is SIGKILLed (its connection closes) or SIGSTOPped (it

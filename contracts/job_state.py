@@ -147,7 +147,7 @@ def rule_name(event: JobEvent) -> str:
     return event.type
 
 
-def transition(status: JobStatus | None, event: JobEvent) -> JobStatus | Fenced:
+def transition(status: JobStatus | None, event: JobEvent) -> JobStatus | Fenced:  # noqa: C901 - listed in pyproject.toml
     """The job's status after ``event``, or why ``event`` is fenced. ``status`` ``None``: an unknown job."""
     if isinstance(event, JobQueued):
         if status is None:

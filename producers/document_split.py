@@ -281,7 +281,7 @@ def _plain_blocks(text: str) -> list[_Block]:
     return blocks
 
 
-def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:
+def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:  # noqa: C901 - listed in pyproject.toml
     lines = text.split("\n")
     front_title = None
     if lines[0].lstrip("\ufeff").rstrip() == "---":

@@ -141,7 +141,14 @@ def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
             last = history.spans[-1]
             history.spans[-1] = StateSpan(last.state, last.attempt, last.since, event.occurred_at)
         history.spans.append(StateSpan(outcome.state, outcome.attempt, event.occurred_at, None))
-    current = history.attempts.get(outcome.attempt)
+    _record(history, event, before, history.attempts.get(outcome.attempt))
+    if outcome.terminal:
+        last = history.spans[-1]
+        history.spans[-1] = StateSpan(last.state, last.attempt, last.since, last.since)
+
+
+def _record(history: JobHistory, event: JobEvent, before: JobStatus | None, current: AttemptRecord | None) -> None:  # noqa: C901 - listed in pyproject.toml
+    """What an applied event tells of the job and of its attempt ``current``."""
     match event:
         case JobQueued():
             history.request = event.payload.request
@@ -174,9 +181,6 @@ def _applied(history: JobHistory, event: JobEvent, outcome: JobStatus) -> None:
             cancel = event.payload
             history.cancelled = cancel.reason + (f": {cancel.message}" if cancel.message else "")
             _end(current, event, f"cancelled ({cancel.reason})")
-    if outcome.terminal:
-        last = history.spans[-1]
-        history.spans[-1] = StateSpan(last.state, last.attempt, last.since, last.since)
 
 
 def _end(attempt: AttemptRecord | None, event: JobEvent, how: str) -> None:

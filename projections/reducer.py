@@ -168,6 +168,11 @@ class Projection:
         outcome = transition(JobStatus(JobState(row.state), row.attempt) if row else None, event)
         if isinstance(outcome, Fenced):
             return Outcome.FENCED  # recorded in job_events, and nothing else (a second JobQueued included)
+        self._change(row, outcome, event)
+        return Outcome.APPLIED
+
+    def _change(self, row: JobRow | None, outcome: JobStatus, event: JobEvent) -> None:
+        """What ``event``, which the state machine applies (taking the job to ``outcome``), does to the rows."""
         match event:
             case JobQueued():
                 queued = event.payload
@@ -210,7 +215,6 @@ class Projection:
                 cached = self.cache.get(event.fingerprint)
                 if cached is not None and cached.job_id == event.job_id:
                     del self.cache[event.fingerprint]
-        return Outcome.APPLIED
 
     def _segment(self, e: SegmentProduced) -> None:
         p = e.payload

@@ -1,4 +1,4 @@
-"""Request validation (producers.submit.validate): every refusal says what to fix, and what passes is normalized."""
+"""Request validation (producers.requests.validate): every refusal says what to fix, and what passes is normalized."""
 
 from __future__ import annotations
 
