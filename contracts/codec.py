@@ -19,6 +19,8 @@ from contracts.events import (
     CURRENT_SCHEMA_VERSIONS,
     JOB_EVENT_ADAPTER,
     NODE_EVENT_ADAPTER,
+    ApiKeyIssued,
+    ApiKeyRevoked,
     DocumentSubmitted,
     JobEvent,
     NodeAnnounced,
@@ -47,7 +49,7 @@ def is_traceparent(value: str) -> bool:
     return bool(_TRACEPARENT.match(value)) and "0" * 32 not in value and "-" + "0" * 16 + "-" not in value
 
 
-AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted
+AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted | ApiKeyIssued | ApiKeyRevoked
 
 
 def encode_event(event: AnyEvent) -> bytes:
@@ -65,6 +67,8 @@ def record_key(event: AnyEvent) -> bytes:
         return f"mode/{event.payload.mode}/{event.payload.source}".encode()
     if isinstance(event, DocumentSubmitted):  # compaction keeps every document (one record each)
         return f"document/{event.payload.document_id}".encode()
+    if isinstance(event, ApiKeyIssued | ApiKeyRevoked):  # compaction keeps a key's last word: its revocation
+        return f"key/{event.payload.key_id}".encode()
     return event.fingerprint.encode()
 
 

@@ -54,6 +54,9 @@ class SynthesisRequest(_Frozen):
     # Whether numbers, dates, units, ... are spelled out before G2P (the rules' version is part of the
     # engine's model_version). Added in JobQueued version 2; version 1 requests upcast to True.
     normalize: bool = True
+    # Whose cache the audio belongs to: None, shared by every tenant (VOXLOG_CACHE_SCOPE=shared); a tenant,
+    # that tenant's alone (=tenant). Part of the fingerprint only when set. Added in JobQueued version 3.
+    cache_scope: Annotated[str | None, Field(max_length=64)] = None
 
     def fingerprint(self) -> str:
         """The request's fingerprint (see :mod:`contracts.fingerprint`)."""
@@ -67,21 +70,29 @@ class SynthesisRequest(_Frozen):
             audio_format=self.format,
             sample_rate=self.sample_rate,
             normalize=self.normalize,
+            cache_scope=self.cache_scope,
         )
 
 
 Priority = Literal["interactive", "batch"]
+Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+"""Who owns a job, a document or a key: lower-case letters, digits, ``_``, ``.``, ``-``."""
+DEFAULT_TENANT: Final = "default"
+"""The tenant of everything recorded before tenants existed, and of every request while auth is off."""
 
 
 class JobQueuedPayload(_Frozen):
     """``priority`` (version 2): workers take interactive jobs first, and one batch job after every few
     interactive ones so that batch work never starves. Not part of the fingerprint: it changes when a
-    job is synthesized, not what it sounds like."""
+    job is synthesized, not what it sounds like. ``tenant`` and ``key_id`` (version 3): who owns the job,
+    and the API key it was submitted with (its public prefix; ``None`` while auth is off)."""
 
     request: SynthesisRequest
     idempotency_key: Annotated[str | None, Field(max_length=256)] = None
     submitted_at: AwareDatetime
     priority: Priority = "interactive"
+    tenant: Tenant = DEFAULT_TENANT
+    key_id: Annotated[str | None, Field(max_length=64)] = None
 
 
 class JobClaimedPayload(_Frozen):
@@ -187,10 +198,11 @@ class _Envelope(_Frozen):
 
 
 class JobQueued(_Envelope):
-    """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``."""
+    """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``;
+    version 3 ``tenant``, ``key_id`` and ``request.cache_scope``."""
 
     type: Literal["JobQueued"] = "JobQueued"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     payload: JobQueuedPayload
 
 
@@ -319,6 +331,54 @@ class ServiceModeSet(_Frozen):
     payload: ServiceModeSetPayload
 
 
+Scope = Literal["submit", "read", "admin", "operator"]
+"""What an API key may do: submit jobs and documents; read its tenant's jobs, documents and usage; administer
+(the lexicon, cache-only mode, cache purges, every tenant's usage); operate (the dashboard, consumer lag)."""
+KeyId = Annotated[str, Field(pattern=r"^[0-9a-f]{12}$")]
+
+
+class ApiKeyIssuedPayload(_Frozen):
+    """A key's public part and what it may do; the secret is never recorded, only its sha256."""
+
+    key_id: KeyId
+    tenant: Tenant
+    scopes: tuple[Scope, ...]
+    name: Annotated[str, Field(max_length=200)] = ""
+    secret_sha256: Sha256Hex
+    issued_at: AwareDatetime
+    expires_at: AwareDatetime | None = None
+
+
+class ApiKeyIssued(_Frozen):
+    """On the compacted nodes topic, key = ``key/<key_id>``: an API key, issued by ``voxlog keys create``."""
+
+    type: Literal["ApiKeyIssued"] = "ApiKeyIssued"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: ApiKeyIssuedPayload
+
+
+class ApiKeyRevokedPayload(_Frozen):
+    key_id: KeyId
+    tenant: Tenant
+    revoked_at: AwareDatetime
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class ApiKeyRevoked(_Frozen):
+    """Same key as the issue (``key/<key_id>``), so compaction keeps the revocation: a key revoked stays
+    revoked, whatever the topic forgot."""
+
+    type: Literal["ApiKeyRevoked"] = "ApiKeyRevoked"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: ApiKeyRevokedPayload
+
+
 Markup = Literal["markdown", "plain", "epub"]
 PartBreak = Literal["s", "p", "b", "c"]
 
@@ -349,14 +409,15 @@ class DocumentSubmittedPayload(_Frozen):
     priority: Priority = "batch"
     idempotency_key: Annotated[str | None, Field(max_length=256)] = None
     submitted_at: AwareDatetime
+    tenant: Tenant = DEFAULT_TENANT  # version 3: who owns the document
 
 
 class DocumentSubmitted(_Frozen):
     """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts. Version 2 added
-    the scene break ``b`` to ``breaks``."""
+    the scene break ``b`` to ``breaks``, version 3 the ``tenant`` that owns it."""
 
     type: Literal["DocumentSubmitted"] = "DocumentSubmitted"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     event_id: uuid.UUID
     occurred_at: AwareDatetime
     producer: Producer
@@ -371,7 +432,10 @@ def document_part_job_id(document_id: uuid.UUID, index: int) -> uuid.UUID:
     return uuid.uuid5(DOCUMENT_NAMESPACE, f"{document_id}/{index}")
 
 
-NodeEvent = Annotated[NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted, Field(discriminator="type")]
+NodeEvent = Annotated[
+    NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted | ApiKeyIssued | ApiKeyRevoked,
+    Field(discriminator="type"),
+]
 
 JobEvent = Annotated[
     JobQueued | JobClaimed | SegmentProduced | JobCompleted | JobReleased | JobFailed | CacheEvicted | JobCancelled,
@@ -390,6 +454,14 @@ EVENT_CLASSES: Final = (
     JobCancelled,
 )
 NODE_EVENT_ADAPTER: Final[TypeAdapter[NodeEvent]] = TypeAdapter(NodeEvent)
+NODE_EVENT_CLASSES: Final = (
+    NodeAnnounced,
+    NodeHeartbeat,
+    ServiceModeSet,
+    DocumentSubmitted,
+    ApiKeyIssued,
+    ApiKeyRevoked,
+)
 
 
 def type_name(cls: type[BaseModel]) -> str:
@@ -400,8 +472,7 @@ def type_name(cls: type[BaseModel]) -> str:
 
 JOB_EVENT_TYPES: Final = frozenset(type_name(cls) for cls in EVENT_CLASSES)
 CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
-    type_name(cls): cls.model_fields["schema_version"].default
-    for cls in (*EVENT_CLASSES, NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted)
+    type_name(cls): cls.model_fields["schema_version"].default for cls in (*EVENT_CLASSES, *NODE_EVENT_CLASSES)
 }
 
 
@@ -421,7 +492,9 @@ def utc_now() -> datetime:
 
 
 JobEventT = TypeVar("JobEventT", bound=_Envelope)
-NodeEventT = TypeVar("NodeEventT", NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted)
+NodeEventT = TypeVar(
+    "NodeEventT", NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted, ApiKeyIssued, ApiKeyRevoked
+)
 
 
 def job_event(

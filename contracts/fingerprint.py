@@ -20,6 +20,9 @@ idempotency key or a timestamp). Normalization rules, applied before hashing:
 * normalize: hashed only when ``False`` (the text goes to G2P as written), so
   a request that normalizes, the default, keeps the fingerprint it had before
   the field existed.
+* cache_scope: hashed only when set (``VOXLOG_CACHE_SCOPE=tenant`` sets it to
+  the tenant), so that identical requests of different tenants have different
+  fingerprints and share nothing; unset, they share one synthesis.
 
 Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 without
 escaping non-ASCII, plus a ``fingerprint_version`` field so that a change of
@@ -69,6 +72,7 @@ def fingerprint(
     audio_format: str,
     sample_rate: int,
     normalize: bool = True,
+    cache_scope: str | None = None,
 ) -> str:
     """Hex sha256 identifying the audio a request produces."""
     document = {
@@ -84,6 +88,8 @@ def fingerprint(
     }
     if not normalize:
         document["normalize"] = False
+    if cache_scope is not None:
+        document["cache_scope"] = cache_scope
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 

@@ -51,12 +51,31 @@ def _document_v1_to_v2(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _queued_v2_to_v3(raw: RawEvent) -> RawEvent:
+    """``JobQueued`` 3 names the tenant that owns the job and the API key it came with; a version-2 job was
+    the default tenant's (there was one), under no key, its audio shared (no cache scope)."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):
+        raw = {**raw, "payload": {**payload, "tenant": "default", "key_id": None}}
+    return raw
+
+
+def _document_v2_to_v3(raw: RawEvent) -> RawEvent:
+    """``DocumentSubmitted`` 3 names the tenant that owns the document: version 2's was the default one."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):
+        raw = {**raw, "payload": {**payload, "tenant": "default"}}
+    return raw
+
+
 # (event type, version it reads) -> function producing version + 1.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("JobClaimed", 1): _claim_v1_to_v2,
     ("JobQueued", 1): _queued_v1_to_v2,
     ("SegmentProduced", 1): _segment_v1_to_v2,
     ("DocumentSubmitted", 1): _document_v1_to_v2,
+    ("JobQueued", 2): _queued_v2_to_v3,
+    ("DocumentSubmitted", 2): _document_v2_to_v3,
 }
 
 

@@ -112,7 +112,11 @@ def _upserts(table: Table, params: _Params) -> str:
     names = ", ".join(table.columns)
     values = ", ".join(params.array(sql_type) for sql_type in table.types)
     selected = ", ".join(_value(column, sql_type) for column, sql_type in zip(table.columns, table.types, strict=True))
-    updates = ", ".join(f"{column} = EXCLUDED.{column}" for column in table.columns if column not in table.key)
+    kept = (column for column in table.columns if column not in table.key)
+    if table.counters:  # the batch's counts add to the stored ones
+        updates = ", ".join(f"{column} = {table.name}.{column} + EXCLUDED.{column}" for column in kept)
+    else:
+        updates = ", ".join(f"{column} = EXCLUDED.{column}" for column in kept)
     return (
         f"INSERT INTO {table.name} ({names}) SELECT {selected} FROM unnest({values}) AS new({names})"
         f" ON CONFLICT ({', '.join(table.key)}) DO UPDATE SET {updates}"

@@ -20,7 +20,7 @@ import types
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Final, get_args, get_type_hints
 
 import asyncpg
@@ -93,6 +93,7 @@ _CONVERTERS: Final[dict[object, Callable[[Any], str]]] = {
     str: _text,
     uuid.UUID: str,
     datetime: datetime.isoformat,
+    date: date.isoformat,
     list[str]: _array,
 }
 

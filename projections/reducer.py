@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from datetime import timedelta
+from datetime import date, timedelta
 from enum import StrEnum
 from typing import Any, Final, TypeGuard, cast
 
 from contracts import (
+    ApiKeyIssued,
+    ApiKeyRevoked,
     CacheEvicted,
     DocumentSubmitted,
     JobCancelled,
@@ -39,7 +41,9 @@ from contracts import (
 )
 from contracts.job_state import Fenced, transition
 from foundation.kafka import RecordPosition
+from projections import accounts
 from projections.rows import (
+    ApiKeyRow,
     CacheRow,
     DocumentRow,
     EventRow,
@@ -48,6 +52,7 @@ from projections.rows import (
     ModeRow,
     NodeRow,
     SegmentRow,
+    UsageRow,
     document_row,
     event_row,
 )
@@ -73,6 +78,8 @@ _NODE_ROWS: Final[dict[type, Callable[[Any], Lookup]]] = {
     NodeHeartbeat: lambda e: ("node_heartbeats", e.payload.worker_id),
     ServiceModeSet: lambda e: ("service_modes", (e.payload.mode, e.payload.source)),
     DocumentSubmitted: lambda e: ("documents", e.payload.document_id),
+    ApiKeyIssued: lambda e: ("api_keys", e.payload.key_id),
+    ApiKeyRevoked: lambda e: ("api_keys", e.payload.key_id),
 }
 _READ_SEGMENTS: Final = frozenset({JobClaimed, SegmentProduced, JobCompleted, JobReleased})  # drop, replace, sum
 _READ_CACHE: Final = frozenset({JobCompleted, CacheEvicted})
@@ -98,6 +105,25 @@ def is_node_event(event: JobEvent | NodeEvent) -> TypeGuard[NodeEvent]:
     return type(event) in _NODE_ROWS
 
 
+def _hold_segment(projection: Projection, row: SegmentRow) -> None:
+    projection.segments.setdefault(row.job_id, {})[row.segment_index] = row
+
+
+_HOLD: Final[dict[type, Callable[[Any, Any], None]]] = {
+    JobRow: lambda p, r: p.jobs.__setitem__(r.job_id, r),
+    SegmentRow: _hold_segment,
+    EventRow: lambda p, r: p.events.__setitem__(r.event_id, r),
+    CacheRow: lambda p, r: p.cache.__setitem__(r.fingerprint, r),
+    NodeRow: lambda p, r: p.nodes.__setitem__(r.worker_id, r),
+    HeartbeatRow: lambda p, r: p.heartbeats.__setitem__(r.worker_id, r),
+    ModeRow: lambda p, r: p.modes.__setitem__((r.mode, r.source), r),
+    DocumentRow: lambda p, r: p.documents.__setitem__(r.document_id, r),
+    ApiKeyRow: lambda p, r: p.api_keys.__setitem__(r.key_id, r),
+    UsageRow: lambda p, r: p.usage.__setitem__((r.tenant, r.day), r),
+}
+"""How a :class:`Projection` holds a row of each table, by the row's class."""
+
+
 class Projection:
     """Every projected table, as rows in memory."""
 
@@ -111,6 +137,8 @@ class Projection:
         self.heartbeats: dict[str, HeartbeatRow] = {}
         self.modes: dict[tuple[str, str], ModeRow] = {}
         self.documents: dict[uuid.UUID, DocumentRow] = {}
+        self.api_keys: dict[str, ApiKeyRow] = {}
+        self.usage: dict[tuple[str, date], UsageRow] = {}  # only what this fold counted (Table.counters)
         self.offsets: dict[tuple[str, int], int] = {}
 
     def segments_of(self, job_id: uuid.UUID) -> Iterator[SegmentRow]:
@@ -130,30 +158,17 @@ class Projection:
             "node_heartbeats": self.heartbeats.values,
             "service_modes": self.modes.values,
             "documents": self.documents.values,
+            "api_keys": self.api_keys.values,
+            "usage_daily": self.usage.values,
         }
         return tables[table]()
 
     def keep(self, row: object) -> None:
         """Hold ``row``, as the tables hold it, for the events that follow to build on."""
-        match row:
-            case JobRow():
-                self.jobs[row.job_id] = row
-            case SegmentRow():
-                self.segments.setdefault(row.job_id, {})[row.segment_index] = row
-            case EventRow():
-                self.events[row.event_id] = row
-            case CacheRow():
-                self.cache[row.fingerprint] = row
-            case NodeRow():
-                self.nodes[row.worker_id] = row
-            case HeartbeatRow():
-                self.heartbeats[row.worker_id] = row
-            case ModeRow():
-                self.modes[(row.mode, row.source)] = row
-            case DocumentRow():
-                self.documents[row.document_id] = row
-            case _:
-                raise TypeError(f"not a projection row: {row!r}")
+        hold = _HOLD.get(type(row))
+        if hold is None:
+            raise TypeError(f"not a projection row: {row!r}")
+        hold(self, row)
 
     def apply(self, event: JobEvent, at: RecordPosition) -> Outcome:
         """Apply one job event read at ``at``: recorded once in ``job_events``, and folded."""
@@ -180,7 +195,9 @@ class Projection:
                     event.job_id, event.fingerprint, outcome.state.value, event.attempt,
                     queued.request.model_dump_json(), queued.idempotency_key, None, False, None, None, None, None,
                     None, None, None, queued.submitted_at, None, None, None, event.occurred_at, event.event_id,
+                    tenant=queued.tenant, key_id=queued.key_id,
                 )  # fmt: skip
+                accounts.submitted(self.usage, event)
             case JobClaimed():
                 assert row is not None
                 row.state, row.attempt, row.worker_id = outcome.state.value, outcome.attempt, event.payload.worker_id
@@ -227,6 +244,7 @@ class Projection:
             )  # fmt: skip
 
     def _completed(self, row: JobRow, e: JobCompleted) -> None:
+        accounts.completed(self.usage, row, e)
         p = e.payload
         row.state = JobState.COMPLETED.value
         row.segment_count, row.total_duration_ms = p.segment_count, p.total_duration_ms
@@ -278,6 +296,10 @@ class Projection:
                         b.fingerprint, b.attempt, b.segments_done, b.segments_total, b.text_chars, b.progress_at,
                         b.chars_per_s, b.busy_s, event.event_id,
                     )  # fmt: skip
+            case ApiKeyIssued():
+                accounts.key_issued(self.api_keys, event)
+            case ApiKeyRevoked():
+                accounts.key_revoked(self.api_keys, event)
             case NodeAnnounced():
                 a = event.payload
                 known = self.nodes.get(a.worker_id)

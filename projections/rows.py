@@ -19,10 +19,10 @@ import types
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import date, datetime
 from typing import Final, get_args, get_type_hints
 
-from contracts import DocumentSubmitted, JobEvent
+from contracts import DEFAULT_TENANT, DocumentSubmitted, JobEvent
 from foundation.kafka import RecordPosition
 
 
@@ -51,6 +51,8 @@ class JobRow:
     last_event_id: uuid.UUID
     cancelled_at: datetime | None = None
     cancel_reason: str | None = None
+    tenant: str = DEFAULT_TENANT
+    key_id: str | None = None
 
 
 @dataclass
@@ -157,6 +159,34 @@ class DocumentRow:
     idempotency_key: str | None
     submitted_at: datetime
     last_event_id: uuid.UUID
+    tenant: str = DEFAULT_TENANT
+
+
+@dataclass
+class ApiKeyRow:
+    key_id: str
+    tenant: str
+    name: str
+    scopes: list[str]
+    secret_sha256: str  # empty for a key known only by its revocation (compaction forgot its issue)
+    issued_at: datetime | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    revoke_reason: str | None
+    last_event_id: uuid.UUID
+
+
+@dataclass
+class UsageRow:
+    """A tenant's use of voxlog on one day (UTC), counted by the day its jobs were submitted."""
+
+    tenant: str
+    day: date
+    requests: int  # jobs submitted
+    chars: int  # their text
+    syntheses: int  # of them, completed by a synthesis
+    audio_ms_synthesized: int  # the audio those syntheses made
+    audio_ms_reused: int  # the audio served from the cache or a coalesced duplicate's synthesis
 
 
 def event_row(event: JobEvent, at: RecordPosition) -> EventRow:
@@ -182,7 +212,7 @@ def document_row(event: DocumentSubmitted) -> DocumentRow:
     chapters = json.dumps([chapter.model_dump() for chapter in d.chapters])
     return DocumentRow(
         d.document_id, d.title, d.markup, chapters, d.breaks, len(d.breaks), d.total_chars,
-        d.request.model_dump_json(), d.priority, d.idempotency_key, d.submitted_at, event.event_id,
+        d.request.model_dump_json(), d.priority, d.idempotency_key, d.submitted_at, event.event_id, d.tenant,
     )  # fmt: skip
 
 
@@ -208,6 +238,7 @@ _SQL_TYPES: Final[dict[object, str]] = {
     bool: "boolean",
     float: "double precision",
     datetime: "timestamp with time zone",
+    date: "date",
     list[str]: "text[]",
 }
 """The SQL type of each Python type of a row's fields, spelled as PostgreSQL's ``format_type`` spells it."""
@@ -222,6 +253,8 @@ class Table:
     """The columns a batch's writer reads this table's rows by (the key when empty)."""
     json_columns: tuple[str, ...] = ()  # jsonb
     bigint_columns: tuple[str, ...] = ()
+    counters: bool = False
+    """Its rows are counts a batch adds to (never read by a batch: the fold's rows are the batch's own)."""
 
     @property
     def lookup(self) -> tuple[str, ...]:
@@ -257,6 +290,7 @@ def _types(table: Table) -> tuple[str, ...]:
     return tuple(found)
 
 
+_USAGE_COUNTS: Final = ("requests", "chars", "syntheses", "audio_ms_synthesized", "audio_ms_reused")
 TABLES: Final = (
     Table("jobs", JobRow, ("job_id",), json_columns=("request",)),
     Table("segments", SegmentRow, ("job_id", "segment_index"), read_by=("job_id",)),  # a job's, all at once
@@ -266,5 +300,7 @@ TABLES: Final = (
     Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
     Table("service_modes", ModeRow, ("mode", "source")),
     Table("documents", DocumentRow, ("document_id",), json_columns=("chapters", "request")),
+    Table("api_keys", ApiKeyRow, ("key_id",)),
+    Table("usage_daily", UsageRow, ("tenant", "day"), bigint_columns=_USAGE_COUNTS, counters=True),
 )
 """Every table the projection makes from the log (``projection_offsets`` aside: where it stands in the log)."""

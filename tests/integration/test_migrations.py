@@ -22,6 +22,9 @@ TABLES = {
     "service_modes",
     "documents",
     "placements",
+    "api_keys",
+    "usage_daily",
+    "rate_buckets",
     "schema_migrations",
 }
 

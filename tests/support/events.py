@@ -6,6 +6,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from contracts import (
+    ApiKeyIssued,
+    ApiKeyIssuedPayload,
+    ApiKeyRevoked,
+    ApiKeyRevokedPayload,
     AudioRef,
     CacheEvicted,
     CacheEvictedPayload,
@@ -207,3 +211,22 @@ def document_submitted(document_id: uuid.UUID, parts: int, title: str = "A book"
     return node_event(
         DocumentSubmitted, PRODUCER, payload, event_id=derive_event_id(document_id, "DocumentSubmitted", 0)
     )
+
+
+def key_issued(
+    key_id: str = "0123456789ab", tenant: str = "acme", scopes: tuple[str, ...] = ("submit", "read")
+) -> ApiKeyIssued:
+    payload = ApiKeyIssuedPayload(
+        key_id=key_id,
+        tenant=tenant,
+        scopes=scopes,
+        name="test",
+        secret_sha256="ab" * 32,
+        issued_at=T0,  # type: ignore[arg-type]
+    )
+    return node_event(ApiKeyIssued, PRODUCER, payload, at=T0)
+
+
+def key_revoked(key_id: str = "0123456789ab", tenant: str = "acme", at: datetime = T0) -> ApiKeyRevoked:
+    payload = ApiKeyRevokedPayload(key_id=key_id, tenant=tenant, revoked_at=at, reason="rotated")
+    return node_event(ApiKeyRevoked, PRODUCER, payload, at=at)

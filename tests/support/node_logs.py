@@ -22,6 +22,10 @@ from datetime import timedelta
 from hypothesis import strategies as st
 
 from contracts import (
+    ApiKeyIssued,
+    ApiKeyIssuedPayload,
+    ApiKeyRevoked,
+    ApiKeyRevokedPayload,
     DocumentChapter,
     DocumentSubmitted,
     DocumentSubmittedPayload,
@@ -104,7 +108,37 @@ def _document(draw: st.DrawFn, common: dict) -> DocumentSubmitted:
     return DocumentSubmitted(payload=payload, **common)
 
 
-_KINDS = {"announced": _announced, "heartbeat": _heartbeat, "mode": _mode, "document": _document}
+_KEYS = st.sampled_from(["0123456789ab", "ba9876543210"])
+
+
+def _issued(draw: st.DrawFn, common: dict) -> ApiKeyIssued:
+    payload = ApiKeyIssuedPayload(
+        key_id=draw(_KEYS),
+        tenant=draw(st.sampled_from(["acme", "default"])),
+        scopes=tuple(draw(st.lists(st.sampled_from(["submit", "read", "admin", "operator"]), unique=True))),
+        name=draw(st.sampled_from(["", _TRICKY])),
+        secret_sha256="cd" * 32,
+        issued_at=common["occurred_at"],
+        expires_at=draw(st.none() | st.just(T0 + timedelta(days=30))),
+    )
+    return ApiKeyIssued(payload=payload, **common)
+
+
+def _revoked(draw: st.DrawFn, common: dict) -> ApiKeyRevoked:
+    payload = ApiKeyRevokedPayload(
+        key_id=draw(_KEYS), tenant="acme", revoked_at=common["occurred_at"], reason=draw(st.sampled_from(["", _TRICKY]))
+    )
+    return ApiKeyRevoked(payload=payload, **common)
+
+
+_KINDS = {
+    "announced": _announced,
+    "heartbeat": _heartbeat,
+    "mode": _mode,
+    "document": _document,
+    "issued": _issued,
+    "revoked": _revoked,
+}
 
 
 @st.composite
@@ -126,6 +160,10 @@ def _sibling(event: NodeEvent, event_id: uuid.UUID) -> NodeEvent:
             change = {"enabled": not event.payload.enabled}
         case DocumentSubmitted():
             change = {"title": "Submitted again"}
+        case ApiKeyIssued():
+            change = {"name": "issued again"}
+        case ApiKeyRevoked():
+            change = {"reason": "revoked again"}
     return event.model_copy(update={"event_id": event_id, "payload": event.payload.model_copy(update=change)})
 
 

@@ -21,6 +21,7 @@ from contracts import (
     header_value,
 )
 from contracts.codec import is_traceparent
+from contracts.events import CURRENT_SCHEMA_VERSIONS
 from tests.support.events import one_of_each
 
 
@@ -86,7 +87,7 @@ def test_extra_fields_are_rejected():
 
 def test_a_newer_schema_version_is_refused_with_advice():
     raw = json.loads(encode_event(one_of_each()[0]))
-    raw["schema_version"] = 3
+    raw["schema_version"] = CURRENT_SCHEMA_VERSIONS["JobQueued"] + 1
     with pytest.raises(UnsupportedSchemaVersion, match="upgrade voxlog"):
         decode_event(json.dumps(raw).encode())
 
