@@ -146,7 +146,30 @@ class LagRuleSettings(ProjectorNameSettings, SynthGroupSettings):
     lag_interval_s: float = Field(5.0, gt=0, description="How often the API samples consumer lag for /v1/lag.")
 
 
-class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings):
+class AuthSettings(_Settings):
+    auth: Literal["on", "off"] = Field(
+        "on",
+        description="on: every route but health, readiness, the schema and the dashboard's page needs an API key"
+        " (`voxlog keys create`); off: everyone is the tenant default with every scope (a laptop's setting, warned"
+        " of at every start).",
+    )
+    auth_cache_s: float = Field(
+        2.0,
+        ge=0,
+        description="How long the API trusts what it read of a key: a revoked key is refused by every API instance"
+        " at most this long after the projector applied the revocation.",
+    )
+    auth_failures_per_minute: int = Field(
+        20, ge=1, description="Failed authentications a client address may make per minute (per API) before 429s."
+    )
+    cache_scope: Literal["shared", "tenant"] = Field(
+        "shared",
+        description="shared: identical requests of different tenants share one synthesis (each tenant has its own"
+        " jobs); tenant: the tenant is part of every fingerprint, and tenants share nothing.",
+    )
+
+
+class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings, AuthSettings):
     """`voxlog api`: the HTTP front door."""
 
     process = "api"

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Litestar, MediaType, Response, get
+from litestar.middleware.base import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.prometheus import PrometheusConfig
 
 from foundation.audio_formats import SUPPORTED_RATES, supported_formats
 from foundation.errors import BrokerUnavailable
+from producers.auth import PUBLIC_PATHS, READ, KeyAuthentication
 from producers.batches import submit_batch
 from producers.cancel import cancel_job
 from producers.deps import ApiDeps, Injected, dependencies
@@ -26,7 +29,12 @@ from producers.speech import openai_speech
 from producers.views import EngineView, HealthView, ReadyView, VoicesView
 
 
-@get("/v1/voices", summary="Voices and model versions announced by the workers", responses=responses(503))
+@get(
+    "/v1/voices",
+    summary="Voices and model versions announced by the workers",
+    guards=READ,
+    responses=responses(401, 403, 503),
+)
 async def list_voices(reader: Injected[ProjectionReader]) -> VoicesView:
     return VoicesView(
         engines=[
@@ -103,12 +111,23 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
     return Litestar(
         route_handlers=ROUTES,
         dependencies=dependencies(deps),
-        openapi_config=OpenAPIConfig(title="voxlog", version="1"),
-        # Requests by route (its template, not the path), method and status, and their duration.
+        openapi_config=OpenAPIConfig(
+            title="voxlog",
+            version="1",
+            security=[{"apiKey": []}, {"bearer": []}],
+            components=Components(
+                security_schemes={
+                    "apiKey": SecurityScheme(type="apiKey", name="X-API-Key", security_scheme_in="header"),
+                    "bearer": SecurityScheme(type="http", scheme="bearer", description="vxl_<id>_<secret>"),
+                }
+            ),
+        ),
         middleware=[
+            # Requests by route (its template, not the path), method and status, and their duration.
             PrometheusConfig(
                 app_name="voxlog-api", prefix="voxlog_http", group_path=True, exclude=["/metrics"]
-            ).middleware
+            ).middleware,
+            DefineMiddleware(KeyAuthentication, book=deps.keys, exclude=list(PUBLIC_PATHS)),
         ],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         on_startup=on_startup or [],

@@ -24,6 +24,8 @@ from litestar.params import JSONBody
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import JobState
+from producers.api_keys import Principal
+from producers.auth import SUBMIT
 from producers.deps import Injected
 from producers.errors import Rejected
 from producers.http_errors import responses
@@ -50,11 +52,13 @@ class BatchRequest(BaseModel):
     status_code=202,
     summary="Submit many requests at once, each its own job",
     request_max_body_size=MAX_BODY_BYTES,
-    responses=responses(400, 409, 413, 422, 429, 503),
+    guards=SUBMIT,
+    responses=responses(400, 401, 403, 409, 413, 422, 429, 503),
 )
 async def submit_batch(
     data: JSONBody[BatchRequest],
     submissions: Injected[Submissions],
+    principal: Injected[Principal],
     request: Request[Any, Any, Any],
     idempotency_key: IdempotencyKey = None,
 ) -> Response[BatchAccepted]:
@@ -63,9 +67,9 @@ async def submit_batch(
     count, most = len(data.requests), submissions.limits.max_batch
     if not 1 <= count <= most:
         raise Rejected(f"a batch holds 1 to {most} requests, not {count}: split it", 413)
-    key, sent = submission_key(idempotency_key, request)
+    key, sent = submission_key(idempotency_key, principal, request)
     items = [Item(body, body.priority if "priority" in body.model_fields_set else "batch") for body in data.requests]
-    submitted = await submissions.submit(Submission(items, key, sent))
+    submitted = await submissions.submit(Submission(items, key, sent, principal))
     jobs = [
         BatchItemView(
             index=a.index,

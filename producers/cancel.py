@@ -33,6 +33,8 @@ from contracts import (
     job_event,
 )
 from foundation.errors import BrokerUnavailable
+from producers.api_keys import Principal
+from producers.auth import SUBMIT
 from producers.deps import ApiDeps, Injected
 from producers.http_errors import responses
 from producers.job_routes import known_job
@@ -59,17 +61,21 @@ def cancellation(
     "/v1/jobs/{job_id:uuid}",
     status_code=202,
     summary="Cancel a job nobody wants any more",
-    responses=responses(404, 409, 503, _200=ResponseSpec(CancelView, description="It was cancelled already.")),
+    guards=SUBMIT,
+    responses=responses(
+        401, 403, 404, 409, 503, _200=ResponseSpec(CancelView, description="It was cancelled already.")
+    ),
 )
 async def cancel_job(
     job_id: FromPath[uuid.UUID],
     reader: Injected[ProjectionReader],
     publisher: Injected[JobLog],
     producer: Injected[Producer],
+    principal: Injected[Principal],
 ) -> Response[CancelView]:
     """202: recorded; a queued job is never synthesized, a running one stops at its next segment boundary
     (unless another request waits for the same audio). 200 when it was cancelled already; 409 when it ended."""
-    job = await known_job(reader, job_id)
+    job = await known_job(reader, job_id, principal)
     links = {"self": f"/v1/jobs/{job_id}", "events": f"/v1/jobs/{job_id}/events"}
     if job.state is JobState.CANCELLED:
         return Response(CancelView(job_id=job_id, state="cancelled", links=links), status_code=200)

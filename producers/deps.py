@@ -12,12 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, TypeAlias, TypeVar
 
+from litestar import Request
 from litestar.di import Dependency, Provide
 from litestar.params import SkipValidationMarker
 
 from contracts import Producer
 from foundation.blobs import BlobStore
 from foundation.lifecycle import OwnedTasks
+from producers.api_keys import Principal
+from producers.auth import KeyBook
 from producers.document_queries import DocumentReader
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
@@ -42,6 +45,7 @@ class ApiDeps:
     audit: JobAudit
     lag: LagView
     documents: DocumentReader
+    keys: KeyBook | None = None  # None: auth is off, every request is the default tenant's with every scope
     changes: JobChangeFeed = field(default_factory=Polling)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""
@@ -55,8 +59,18 @@ def _constant(value: T) -> Callable[[], T]:
     return provide
 
 
+def _principal(request: Request[Any, Any, Any]) -> Principal:
+    """Whom the request speaks for, as the authentication middleware found (producers.auth)."""
+    principal: Principal = request.user
+    return principal
+
+
 def dependencies(deps: ApiDeps) -> dict[str, Provide]:
-    """Each field of ``deps`` as a dependency of its name, and ``deps`` itself."""
+    """Each field of ``deps`` as a dependency of its name, ``deps`` itself, and the request's ``principal``."""
     provided: dict[str, Any] = {f.name: getattr(deps, f.name) for f in fields(deps)}
     provided["deps"] = deps
-    return {name: Provide(_constant(value), use_cache=True, sync_to_thread=False) for name, value in provided.items()}
+    injected = {
+        name: Provide(_constant(value), use_cache=True, sync_to_thread=False) for name, value in provided.items()
+    }
+    injected["principal"] = Provide(_principal, sync_to_thread=False)
+    return injected

@@ -19,6 +19,8 @@ from contracts import Producer, document_part_job_id
 from contracts.job_state import LIVE_STATES
 from foundation.audio_formats import media_type
 from foundation.blobs import BlobStore
+from producers.api_keys import Principal
+from producers.auth import READ, SUBMIT
 from producers.cancel import cancellation
 from producers.deps import Injected
 from producers.document_audio import ChapterSpan, chapter_spans, stitched
@@ -35,11 +37,11 @@ CANCEL_VISIBLE_WITHIN_S: Final = 5.0  # then 202 with "visible": false; the canc
 
 
 async def _layout(
-    documents: DocumentReader, document_id: uuid.UUID, chapter: int | None = None
+    documents: DocumentReader, document_id: uuid.UUID, principal: Principal, chapter: int | None = None
 ) -> tuple[DocumentRow, list[ChapterSpan], dict[int, list[StoredSegment]]]:
     """The document, its chapters' places in the audio, and the completed parts' segments (by part index).
     409 when the parts asked for (one chapter's, or all) are not all completed."""
-    document, parts = await document_and_parts(documents, document_id)
+    document, parts = await document_and_parts(documents, document_id, principal)
     if chapter is not None and not 0 <= chapter < len(document.chapters):
         raise NotFoundException(f"document {document_id} has chapters 0 to {len(document.chapters) - 1}")
     wanted = document.chapter_parts(chapter) if chapter is not None else range(len(parts))
@@ -81,42 +83,49 @@ def _stream(
 @get(
     "/v1/documents/{document_id:uuid}/audio",
     summary="The whole document as one file, chapters marked",
+    guards=READ,
     operation_class=StitchedOperation,
-    responses=responses(404, 409, 503),
+    responses=responses(401, 403, 404, 409, 503),
 )
 async def get_document_audio(
     document_id: FromPath[uuid.UUID],
     documents: Injected[DocumentReader],
     blobs: Injected[BlobStore],
+    principal: Injected[Principal],
 ) -> Stream:
-    document, spans, segments = await _layout(documents, document_id)
+    document, spans, segments = await _layout(documents, document_id, principal)
     return _stream(blobs, document, spans, segments, str(document_id))
 
 
 @get(
     "/v1/documents/{document_id:uuid}/chapters/{index:int}/audio",
     summary="One chapter as one file",
+    guards=READ,
     operation_class=StitchedOperation,
-    responses=responses(404, 409, 503),
+    responses=responses(401, 403, 404, 409, 503),
 )
 async def get_chapter_audio(
     document_id: FromPath[uuid.UUID],
     index: FromPath[int],
     documents: Injected[DocumentReader],
     blobs: Injected[BlobStore],
+    principal: Injected[Principal],
 ) -> Stream:
-    document, spans, segments = await _layout(documents, document_id, index)
+    document, spans, segments = await _layout(documents, document_id, principal, index)
     return _stream(blobs, document, [spans[index]], segments, f"{document_id}-{index:03d}")
 
 
 @get(
     "/v1/documents/{document_id:uuid}/toc",
     summary="The table of contents: each chapter's start and length",
-    responses=responses(404, 409, 503),
+    guards=READ,
+    responses=responses(401, 403, 404, 409, 503),
 )
-async def get_toc(document_id: FromPath[uuid.UUID], documents: Injected[DocumentReader]) -> TocView:
+async def get_toc(
+    document_id: FromPath[uuid.UUID], documents: Injected[DocumentReader], principal: Injected[Principal]
+) -> TocView:
     """Times are those of GET .../audio (the whole document); 409 until every part is completed."""
-    document, spans, _ = await _layout(documents, document_id)
+    document, spans, _ = await _layout(documents, document_id, principal)
     return TocView(
         document_id=document_id,
         title=document.title,
@@ -139,6 +148,7 @@ async def get_toc(document_id: FromPath[uuid.UUID], documents: Injected[Document
     "/v1/documents/{document_id:uuid}",
     status_code=202,
     summary="Cancel a document's remaining parts",
+    guards=SUBMIT,
     responses=responses(404, 503, _200=ResponseSpec(DocumentCancelView, description="Every part had ended already.")),
 )
 async def cancel_document(
@@ -148,11 +158,12 @@ async def cancel_document(
     publisher: Injected[JobLog],
     producer: Injected[Producer],
     changes: Injected[JobChangeFeed],
+    principal: Injected[Principal],
 ) -> Response[DocumentCancelView]:
     """Every part not ended yet is cancelled (its own ``JobCancelled``); finished parts keep their audio.
     Answers once the projection shows it (``visible``), or after ``CANCEL_VISIBLE_WITHIN_S``; 200 when nothing
     was left to cancel."""
-    _, parts = await document_and_parts(documents, document_id)
+    _, parts = await document_and_parts(documents, document_id, principal)
     events = [
         cancellation(
             document_part_job_id(document_id, i),

@@ -28,11 +28,14 @@ class DocumentReader:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def document(self, document_id: uuid.UUID) -> DocumentRow | None:
+    async def document(self, document_id: uuid.UUID, tenant: str | None = None) -> DocumentRow | None:
+        """The document (``tenant``'s only, when given: another tenant's is unknown)."""
         async with reading(f"document {document_id}", ProjectionUnavailable):
             row = await self._pool.fetchrow(
-                f"SELECT {columns(DocumentRow)} FROM documents WHERE document_id = $1",
+                f"SELECT {columns(DocumentRow)} FROM documents WHERE document_id = $1"
+                " AND ($2::text IS NULL OR tenant = $2)",
                 document_id,
+                tenant,
                 timeout=QUERY_TIMEOUT_S,
             )
         return None if row is None else DocumentRow.from_mapping(row)

@@ -44,6 +44,8 @@ from contracts import (
     node_event,
     utc_now,
 )
+from producers.api_keys import Principal
+from producers.auth import READ, SUBMIT
 from producers.deps import Injected
 from producers.document_audio import STREAMED_FORMATS
 from producers.document_queries import DocumentReader
@@ -68,6 +70,7 @@ from producers.views import (
 )
 
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
+THE_KEYS: Final = "The document the Idempotency-Key named before (its missing parts sent again)."
 BREAKS: Final[dict[BreakKind, PartBreak]] = {"sentence": "s", "paragraph": "p", "scene": "b", "chapter": "c"}
 
 
@@ -133,10 +136,20 @@ async def _read_body(
     "/v1/documents",
     status_code=202,
     summary="Submit a long document: chapters and parts, each part a job",
+    guards=SUBMIT,
     operation_class=document_operation(DocumentRequest, DocumentOptions),
     request_max_body_size=MAX_UPLOAD_BYTES,
     responses=responses(
-        400, 404, 409, 413, 422, 429, 503, _200=ResponseSpec(DocumentAccepted, description="The key's document.")
+        400,
+        401,
+        403,
+        404,
+        409,
+        413,
+        422,
+        429,
+        503,
+        _200=ResponseSpec(DocumentAccepted, description="The key's document."),
     ),
 )
 async def submit_document(
@@ -144,11 +157,12 @@ async def submit_document(
     submissions: Injected[Submissions],
     documents: Injected[DocumentReader],
     producer: Injected[Producer],
+    principal: Injected[Principal],
     idempotency_key: IdempotencyKey = None,
 ) -> Response[DocumentAccepted]:
     """202 with the document's chapters and parts; 200 with the same when the Idempotency-Key named it before."""
     limits = submissions.limits
-    key, sent = submission_key(idempotency_key, request)
+    key, sent = submission_key(idempotency_key, principal, request)
     try:
         document, markup, raw, options = await _read_body(
             request, limits.max_document_chars, limits.document_part_chars
@@ -174,10 +188,13 @@ async def submit_document(
     ]
 
     def record(requests: Sequence[SynthesisRequest]) -> DocumentSubmitted:
-        return _document_record(document_id, document, markup, requests[0], options, key if sent else None, producer)
+        return _document_record(
+            document_id, document, markup, requests[0], options, key if sent else None, producer, principal.tenant
+        )
 
     # A retry of a document the log holds sends only the parts it lacks (the pipeline knows the others).
-    await submissions.submit(Submission(items, key, sent, from_cache=False, record=None if known else record))
+    submission = Submission(items, key, sent, principal, from_cache=False, record=None if known else record)
+    await submissions.submit(submission)
     if known:
         return Response(_accepted(document_id, document), status_code=200)
     return Response(
@@ -193,6 +210,7 @@ def _document_record(
     options: DocumentOptions,
     key: str | None,
     producer: Producer,
+    tenant: str,
 ) -> DocumentSubmitted:
     parts = [part for chapter in document.chapters for part in chapter.parts]
     now = utc_now()
@@ -210,6 +228,7 @@ def _document_record(
             priority=options.priority,
             idempotency_key=key,
             submitted_at=now,
+            tenant=tenant,
         ),
         event_id=derive_event_id(document_id, "DocumentSubmitted", 0),
         at=now,
@@ -228,9 +247,10 @@ def _accepted(document_id: uuid.UUID, document: Document) -> DocumentAccepted:
 
 
 async def document_and_parts(
-    documents: DocumentReader, document_id: uuid.UUID
+    documents: DocumentReader, document_id: uuid.UUID, principal: Principal
 ) -> tuple[DocumentRow, list[PartRow | None]]:
-    document = await documents.document(document_id)
+    """The document and its parts, if it is the principal's tenant's (another tenant's: 404, as none)."""
+    document = await documents.document(document_id, principal.tenant)
     if document is None:
         raise NotFoundException(f"no document {document_id} (a document just submitted appears within a moment)")
     return document, await documents.parts(document_id, document.part_count)
@@ -265,10 +285,13 @@ def _audio_s(parts: Sequence[PartRow | None]) -> float:
 @get(
     "/v1/documents/{document_id:uuid}",
     summary="A document's progress: parts done, audio so far, estimated finish",
-    responses=responses(404, 503),
+    guards=READ,
+    responses=responses(401, 403, 404, 503),
 )
-async def get_document(document_id: FromPath[uuid.UUID], documents: Injected[DocumentReader]) -> DocumentView:
-    document, parts = await document_and_parts(documents, document_id)
+async def get_document(
+    document_id: FromPath[uuid.UUID], documents: Injected[DocumentReader], principal: Injected[Principal]
+) -> DocumentView:
+    document, parts = await document_and_parts(documents, document_id, principal)
     state = document_state(parts)
     done_chars = sum(p.chars for p in parts if p is not None and p.state is JobState.COMPLETED)
     elapsed = (utc_now() - document.submitted_at).total_seconds()

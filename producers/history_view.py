@@ -11,7 +11,9 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 from pydantic import Field
 
-from contracts import JobState
+from contracts import DEFAULT_TENANT, JobState
+from producers.api_keys import Principal
+from producers.auth import READ
 from producers.deps import Injected
 from producers.http_errors import responses
 from producers.ports import JobAudit
@@ -68,6 +70,7 @@ class StateSpanView(View):
 
 class JobHistoryView(View):
     job_id: uuid.UUID
+    tenant: str | None
     fingerprint: str
     state: JobState | None
     attempt: int | None
@@ -83,12 +86,15 @@ class JobHistoryView(View):
 @get(
     "/v1/jobs/{job_id:uuid}/events",
     summary="The job's history read from the log: every event, applied or fenced",
-    responses=responses(404, 503),
+    guards=READ,
+    responses=responses(401, 403, 404, 503),
 )
-async def get_job_events(job_id: FromPath[uuid.UUID], audit: Injected[JobAudit]) -> JobHistoryView:
+async def get_job_events(
+    job_id: FromPath[uuid.UUID], audit: Injected[JobAudit], principal: Injected[Principal]
+) -> JobHistoryView:
     """Each event with its partition, offset and time, its producer, its attempt and whether the projection
     applied it or fenced it (and why); the job's attempts, and the time it spent in each state."""
     history = await audit.events(job_id)
-    if history is None:
+    if history is None or (history.get("tenant") or DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no event of job {job_id} in the log")
     return JobHistoryView.model_validate(history)

@@ -28,7 +28,9 @@ RETRY: Final = {"Retry-After": str(RETRY_AFTER_S)}
 
 _MEANINGS: Final = {
     400: "The body is not what the route takes (Litestar names the field).",
-    404: "Unknown (or not yet projected: a job just submitted appears within a moment).",
+    401: "No API key, or not a good one (malformed, unknown, revoked, expired): the message says which.",
+    403: "The API key lacks the scope this route needs: the message names it.",
+    404: "Unknown (or not yet projected: a job just submitted appears within a moment); another tenant's too.",
     409: "The state of the resource does not allow it (not finished yet, finished already, key reused).",
     410: "The audio expired (VOXLOG_JOB_RETENTION_S).",
     413: "Over a size limit (the message names it).",

@@ -25,16 +25,19 @@ DOCUMENT_NAMESPACE: Final = uuid.UUID("a41f7c3e-0d2b-4e58-8f6a-2b9c5d1e7f30")
 MAX_IDEMPOTENCY_KEY: Final = 200
 
 
-def scope_of(authorization: str | None) -> str:
-    """The client's scope: a hash of its ``Authorization`` header (``anon`` without one)."""
+def scope_of(authorization: str | None, tenant: str | None = None) -> str:
+    """The client's scope: its tenant (``t/<tenant>``), else, while auth is off, a hash of its ``Authorization``
+    header (``anon`` without one)."""
+    if tenant is not None:
+        return f"t/{tenant}"
     return "anon" if not authorization else "c" + hashlib.sha256(authorization.encode()).hexdigest()[:16]
 
 
-def scoped_key(idempotency_key: str, authorization: str | None) -> str:
-    """The key as the log records it: scoped to the client that sent it.
+def scoped_key(idempotency_key: str, authorization: str | None, tenant: str | None = None) -> str:
+    """The key as the log records it: scoped to the client that sent it (its tenant, with API keys).
 
-    Two clients that pick the same key are two keys. The scoped key, not the client's alone, is what
-    ``jobs.idempotency_key`` holds.
+    Two clients that pick the same key are two keys, and another tenant cannot name this tenant's jobs and
+    documents. The scoped key, not the client's alone, is what ``jobs.idempotency_key`` holds.
     """
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
         raise Rejected(f"Idempotency-Key has {len(idempotency_key)} characters; the limit is {MAX_IDEMPOTENCY_KEY}")
@@ -43,17 +46,18 @@ def scoped_key(idempotency_key: str, authorization: str | None) -> str:
         raise Rejected(
             "Idempotency-Key must be printable text" + (f": it contains {refused.describe()}" if refused else "")
         )
-    return f"{scope_of(authorization)}/{idempotency_key}"
+    return f"{scope_of(authorization, tenant)}/{idempotency_key}"
 
 
 def client_key(scoped: str) -> str:
     """What the client sends as ``Idempotency-Key`` for the scoped key ``scoped``."""
-    return scoped.partition("/")[2]
+    scope, _, key = scoped.partition("/")
+    return key.partition("/")[2] if scope == "t" else key
 
 
-def fresh_key(authorization: str | None) -> str:
+def fresh_key(authorization: str | None, tenant: str | None = None) -> str:
     """A new scoped key, for a submission sent without one."""
-    return f"{scope_of(authorization)}/{uuid.uuid4()}"
+    return f"{scope_of(authorization, tenant)}/{uuid.uuid4()}"
 
 
 def job_id_for(key: str, fingerprint: str) -> uuid.UUID:

@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
+import msgspec
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 
-from contracts import JobState
+from contracts import DEFAULT_TENANT, JobState, utc_now
 from foundation.audio_formats import media_type
 from foundation.blobs import BlobNotFound, BlobStore
+from producers.api_keys import Principal
 from producers.audio_out import render
+from producers.auth import READ, SUBMIT
 from producers.deps import Injected
 from producers.http_errors import responses
 from producers.idempotency import fresh_key, scoped_key
@@ -24,7 +27,7 @@ from producers.ports import JobAudit
 from producers.queries import ProjectionReader
 from producers.requests import JobRequest, Limits
 from producers.rows import JobRow, SegmentRow
-from producers.submission import Answer, Item, Submission, Submissions
+from producers.submission import Answer, Answered, Item, Submission, Submissions
 from producers.views import JobAccepted, JobView, job_links, job_view
 
 IdempotencyKey = Annotated[
@@ -36,59 +39,97 @@ IdempotencyKey = Annotated[
 ]
 
 
-def submission_key(idempotency_key: str | None, request: Request[Any, Any, Any]) -> tuple[str, bool]:
-    """The scoped key a submission is named by, and whether the client sent it."""
+CACHED_OR_KNOWN: Final = "Completed at once from the cache, or the key's finished job."
+
+
+def submission_key(
+    idempotency_key: str | None, principal: Principal, request: Request[Any, Any, Any]
+) -> tuple[str, bool]:
+    """The scoped key a submission is named by (its tenant's, with API keys), and whether the client sent it."""
     authorization = request.headers.get("authorization")
+    tenant = principal.tenant if principal.key_id is not None else None
     if idempotency_key:
-        return scoped_key(idempotency_key, authorization), True
-    return fresh_key(authorization), False
+        return scoped_key(idempotency_key, authorization, tenant), True
+    return fresh_key(authorization, tenant), False
 
 
 async def submit_one(
-    submissions: Submissions, body: JobRequest, idempotency_key: str | None, request: Request[Any, Any, Any]
-) -> tuple[uuid.UUID, str, Answer]:
-    """One request through the pipeline: its job, fingerprint and how it was answered."""
-    key, sent = submission_key(idempotency_key, request)
-    submitted = await submissions.submit(Submission([Item(body, body.priority)], key, sent))
-    answer = submitted.answers[0]
-    return answer.job_id, answer.fingerprint, answer.answer
+    submissions: Submissions,
+    body: JobRequest,
+    idempotency_key: str | None,
+    principal: Principal,
+    request: Request[Any, Any, Any],
+) -> Answered:
+    """One request through the pipeline: its job, and how it was answered."""
+    key, sent = submission_key(idempotency_key, principal, request)
+    submitted = await submissions.submit(Submission([Item(body, body.priority)], key, sent, principal))
+    return submitted.answers[0]
 
 
 @post(
     "/v1/jobs",
     status_code=202,
     summary="Submit text for synthesis",
+    guards=SUBMIT,
     responses=responses(
-        400, 409, 413, 422, 429, 503, _200=ResponseSpec(JobView, description="Cached, or the key's finished job.")
+        400, 401, 403, 409, 413, 422, 429, 503, _200=ResponseSpec(JobView, description=CACHED_OR_KNOWN)
     ),
 )
 async def submit_job(
     data: JSONBody[JobRequest],
     submissions: Injected[Submissions],
     reader: Injected[ProjectionReader],
+    principal: Injected[Principal],
     request: Request[Any, Any, Any],
     idempotency_key: IdempotencyKey = None,
 ) -> Response[JobAccepted | JobView]:
-    """202 with the new job; 200 with the finished job when the same request is cached or was already submitted.
+    """202 with the new job; 200 with the finished job when the same request is cached (a job of this client's
+    own, completed at once) or was already submitted.
 
     A client that got no answer (a timeout, a dropped connection) retries with the same
     Idempotency-Key: the retry names the same job whether or not the first attempt was recorded.
     """
-    job_id, fingerprint, answer = await submit_one(submissions, data, idempotency_key, request)
-    job = await reader.job(job_id) if answer is not Answer.QUEUED else None
+    answered = await submit_one(submissions, data, idempotency_key, principal, request)
+    job_id = answered.job_id
+    if answered.source is not None:
+        source = await reader.job(answered.source.job_id)
+        if source is not None:
+            return Response(job_view(cached_job(source, answered, principal)), status_code=200)
+    job = await reader.job(job_id, principal.tenant) if answered.answer is Answer.KNOWN else None
     if job is not None and job.state is JobState.COMPLETED:
         return Response(job_view(job), status_code=200)
-    state = job.state if job is not None else JobState.QUEUED
-    accepted = JobAccepted(job_id=job_id, fingerprint=fingerprint, state=state, links=job_links(job_id))
+    state = JobState.COMPLETED if answered.answer is Answer.CACHED else job.state if job else JobState.QUEUED
+    accepted = JobAccepted(job_id=job_id, fingerprint=answered.fingerprint, state=state, links=job_links(job_id))
     return Response(accepted, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
+
+
+def cached_job(source: JobRow, answered: Answered, principal: Principal) -> JobRow:
+    """The client's own job that a live result completed at once, as the projection will show it: the source's
+    audio, its own id, times and tenant (the source job's id only when it is the same tenant's)."""
+    now = utc_now()
+    return msgspec.structs.replace(
+        source,
+        job_id=answered.job_id,
+        attempt=0,
+        cache_hit=True,
+        source_job_id=source.job_id if source.tenant == principal.tenant else None,
+        worker_id=None,
+        submitted_at=now,
+        claimed_at=None,
+        completed_at=now,
+        idempotency_key=None,
+        tenant=principal.tenant,
+        key_id=principal.key_id,
+    )
 
 
 def unknown_job(job_id: uuid.UUID) -> NotFoundException:
     return NotFoundException(f"no job {job_id} (a job just submitted appears within a moment)")
 
 
-async def known_job(reader: ProjectionReader, job_id: uuid.UUID) -> JobRow:
-    job = await reader.job(job_id)
+async def known_job(reader: ProjectionReader, job_id: uuid.UUID, principal: Principal) -> JobRow:
+    """The job, if it is the principal's tenant's (another tenant's is unknown: 404, exactly as no job)."""
+    job = await reader.job(job_id, principal.tenant)
     if job is None:
         raise unknown_job(job_id)
     return job
@@ -97,22 +138,24 @@ async def known_job(reader: ProjectionReader, job_id: uuid.UUID) -> JobRow:
 @get(
     "/v1/jobs/{job_id:uuid}",
     summary="A job's state, attempt, timings and segments so far, or as of a time",
-    responses=responses(404, 503),
+    guards=READ,
+    responses=responses(401, 403, 404, 503),
 )
 async def get_job(
     job_id: FromPath[uuid.UUID],
     reader: Injected[ProjectionReader],
     audit: Injected[JobAudit],
+    principal: Injected[Principal],
     as_of: Annotated[
         datetime | None,
         QueryParameter(name="as_of", description="ISO 8601 (UTC if no zone): the job as the log had it then"),
     ] = None,
 ) -> JobView:
     if as_of is None:
-        return job_view(await known_job(reader, job_id))
+        return job_view(await known_job(reader, job_id, principal))
     moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
     past = await audit.job_as_of(job_id, moment)
-    if past is None:
+    if past is None or past.get("tenant", DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no job {job_id} in the log as of {moment.isoformat()}")
     folded = JobRow.from_mapping(past, segments=tuple(map(SegmentRow.from_mapping, past["segments"])))
     return job_view(folded, as_of=moment)
@@ -130,15 +173,17 @@ def expired(job_id: uuid.UUID, limits: Limits, cause: Exception) -> str:
     "/v1/jobs/{job_id:uuid}/audio",
     summary="The whole job in its requested format and rate",
     operation_class=AudioOperation,
-    responses=responses(404, 409, 410, 503),
+    guards=READ,
+    responses=responses(401, 403, 404, 409, 410, 503),
 )
 async def get_audio(
     job_id: FromPath[uuid.UUID],
     reader: Injected[ProjectionReader],
     blobs: Injected[BlobStore],
     limits: Injected[Limits],
+    principal: Injected[Principal],
 ) -> Response[bytes]:
-    job = await known_job(reader, job_id)
+    job = await known_job(reader, job_id, principal)
     if job.state is not JobState.COMPLETED:
         raise HTTPException(detail=f"job {job_id} is {job.state.value}, not completed", status_code=409)
     fmt, rate = job.request.format, job.request.sample_rate
@@ -159,7 +204,8 @@ async def get_audio(
     summary="One segment as WAV",
     operation_class=WavOperation,
     media_type="audio/wav",
-    responses=responses(404, 410, 503),
+    guards=READ,
+    responses=responses(401, 403, 404, 410, 503),
 )
 async def get_segment_audio(
     job_id: FromPath[uuid.UUID],
@@ -167,8 +213,9 @@ async def get_segment_audio(
     reader: Injected[ProjectionReader],
     blobs: Injected[BlobStore],
     limits: Injected[Limits],
+    principal: Injected[Principal],
 ) -> Response[bytes]:
-    job = await known_job(reader, job_id)
+    job = await known_job(reader, job_id, principal)
     segment = next((s for s in job.segments if s.segment_index == index), None)
     if segment is None:
         raise NotFoundException(f"job {job_id} has no segment {index} (yet)")

@@ -6,8 +6,10 @@ from litestar import MediaType, Response, get
 from prometheus_client import generate_latest
 
 from producers.activity import Activity
+from producers.auth import OPERATOR
 from producers.dashboard_page import PAGE
 from producers.deps import Injected
+from producers.http_errors import responses
 from producers.ports import LagView
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.views import View
@@ -51,7 +53,12 @@ class DashboardView(View):
     activity: Activity | None  # None while PostgreSQL is unreachable (lag comes from Kafka, and is still shown)
 
 
-@get("/v1/lag", summary="Consumer lag of the synthesis groups and the projector, as last sampled")
+@get(
+    "/v1/lag",
+    summary="Consumer lag of the synthesis groups and the projector, as last sampled",
+    guards=OPERATOR,
+    responses=responses(401, 403),
+)
 async def get_lag(lag: Injected[LagView]) -> LagReport:
     """Per group and partition: records and seconds behind, rate, time to drain, and a Burrow-style status."""
     return LagReport.model_validate(lag.latest())
@@ -67,7 +74,12 @@ async def dashboard() -> str:
     return PAGE
 
 
-@get("/v1/dashboard", summary="What /dashboard shows: consumer lag (as /v1/lag) and the projection's recent activity")
+@get(
+    "/v1/dashboard",
+    summary="What /dashboard shows: consumer lag (as /v1/lag) and the projection's recent activity",
+    guards=OPERATOR,
+    responses=responses(401, 403),
+)
 async def get_dashboard(lag: Injected[LagView], reader: Injected[ProjectionReader]) -> DashboardView:
     try:
         recent: Activity | None = await reader.activity()
@@ -76,6 +88,12 @@ async def get_dashboard(lag: Injected[LagView], reader: Injected[ProjectionReade
     return DashboardView(lag=LagReport.model_validate(lag.latest()), activity=recent)
 
 
-@get("/metrics", summary="Prometheus metrics of this API process", media_type="text/plain; version=0.0.4")
+@get(
+    "/metrics",
+    summary="Prometheus metrics of this API process",
+    media_type="text/plain; version=0.0.4",
+    guards=OPERATOR,
+    responses=responses(401, 403),
+)
 async def metrics() -> Response[bytes]:
     return Response(generate_latest(), media_type="text/plain; version=0.0.4; charset=utf-8")

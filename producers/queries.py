@@ -15,14 +15,16 @@ from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 import asyncpg
+import msgspec
 
 from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
 from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
 from producers.activity import Activity, activity
+from producers.api_keys import StoredKey
 from producers.errors import ProducerError
-from producers.rows import JOB_COLUMNS, SEGMENT_COLUMNS, EngineVoices, JobRow, JobStateRow, SegmentRow
+from producers.rows import JOB_COLUMNS, SEGMENT_COLUMNS, EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow
 
 ENGINES_FRESH_S: Final = 1.0
 QUERY_TIMEOUT_S: Final = 5.0
@@ -77,16 +79,40 @@ class ProjectionReader:
         self._engines_read_at = time.monotonic()
         return self._engines
 
-    async def job(self, job_id: uuid.UUID) -> JobRow | None:
-        """The job and the segments that hold its audio (a cache hit's are its source job's)."""
+    async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRow | None:
+        """The job (``tenant``'s only, when given: another tenant's is unknown) and the segments that hold its
+        audio: a cache hit's are its source job's, whose id it shows only when the source is the same tenant's
+        (a reused result never tells who asked first)."""
         async with _reading(f"job {job_id}"):
             row = await self._pool.fetchrow(
-                f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
+                f"SELECT {JOB_COLUMNS}, (SELECT s.tenant FROM jobs s WHERE s.job_id = j.source_job_id) AS source_tenant"
+                " FROM jobs j WHERE job_id = $1 AND ($2::text IS NULL OR tenant = $2)",
+                job_id,
+                tenant,
+                timeout=QUERY_TIMEOUT_S,
             )
         if row is None:
             return None
         segments = await self.segments(row["source_job_id"] or job_id)
-        return JobRow.from_mapping(row, segments=tuple(segments))
+        job = JobRow.from_mapping(row, segments=tuple(segments))
+        if job.source_job_id is not None and row["source_tenant"] != job.tenant:
+            job = msgspec.structs.replace(job, source_job_id=None)
+        return job
+
+    async def api_key(self, key_id: str) -> StoredKey | None:
+        """The key's row, as the API judges a presented key by it."""
+        async with _reading("an API key"):
+            row = await self._pool.fetchrow(
+                "SELECT key_id, tenant, scopes, secret_sha256, expires_at, revoked_at FROM api_keys WHERE key_id = $1",
+                key_id,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        if row is None:
+            return None
+        return StoredKey(
+            row["key_id"], row["tenant"], frozenset(row["scopes"]), row["secret_sha256"], row["expires_at"],
+            row["revoked_at"],
+        )  # fmt: skip
 
     async def partitions_of(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
         """The partition each job's events are in, for the jobs the projection shows an event of: a later
@@ -154,11 +180,12 @@ class ProjectionReader:
         async with _reading("the recent activity"):
             return await activity(self._pool, QUERY_TIMEOUT_S)
 
-    async def cached_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
+    async def cached_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         """Of ``fingerprints``, those with a live result: the completed job that holds it, and its blobs."""
         async with _reading("the result cache"):
             rows = await self._pool.fetch(
-                "SELECT rc.fingerprint, rc.job_id, array_remove(array_agg(s.audio_sha256), NULL) AS shas,"
+                "SELECT rc.fingerprint, rc.job_id, rc.segment_count, rc.total_duration_ms,"
+                " array_remove(array_agg(s.audio_sha256), NULL) AS shas,"
                 " array_remove(array_agg(s.audio_uri), NULL) AS uris"
                 " FROM result_cache rc LEFT JOIN segments s ON s.job_id = rc.job_id"
                 " WHERE rc.fingerprint = ANY($1::text[]) AND rc.expires_at > now() GROUP BY rc.fingerprint",
@@ -166,9 +193,11 @@ class ProjectionReader:
                 timeout=QUERY_TIMEOUT_S,
             )
         return {
-            row["fingerprint"]: (
-                row["job_id"],
-                [AudioRef(sha256=sha, uri=uri) for sha, uri in zip(row["shas"], row["uris"], strict=True)],
+            row["fingerprint"]: LiveResult(
+                job_id=row["job_id"],
+                refs=tuple(AudioRef(sha256=sha, uri=uri) for sha, uri in zip(row["shas"], row["uris"], strict=True)),
+                segment_count=row["segment_count"],
+                total_duration_ms=row["total_duration_ms"],
             )
             for row in rows
         }

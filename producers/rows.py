@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final, Self
 
 import msgspec
 
-from contracts import TERMINAL_STATES, AudioRef, JobState, SynthesisRequest
+from contracts import DEFAULT_TENANT, TERMINAL_STATES, AudioRef, JobState, SynthesisRequest
 
 
 def columns(row_type: type[Row], *, but: Iterable[str] = (), prefix: str = "") -> str:
@@ -104,6 +104,8 @@ class JobRow(Row, frozen=True, kw_only=True):
     failed_at: datetime | None
     cancelled_at: datetime | None
     cancel_reason: str | None
+    tenant: str = DEFAULT_TENANT
+    key_id: str | None = None
     segments: tuple[SegmentRow, ...] = ()
 
     @property
@@ -176,11 +178,21 @@ class DocumentRow(Row, frozen=True, kw_only=True):
     priority: str
     idempotency_key: str | None
     submitted_at: datetime
+    tenant: str
 
     def chapter_parts(self, index: int) -> range:
         """The part indexes of chapter ``index``, in reading order."""
         first = sum(chapter.parts for chapter in self.chapters[:index])
         return range(first, first + self.chapters[index].parts)
+
+
+class LiveResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A fingerprint's result in the cache: the job that made it, its audio and its length."""
+
+    job_id: uuid.UUID
+    refs: tuple[AudioRef, ...]
+    segment_count: int
+    total_duration_ms: int
 
 
 class EngineVoices(msgspec.Struct, frozen=True):

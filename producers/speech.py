@@ -43,7 +43,9 @@ from contracts import JobState
 from foundation.audio_formats import encode, media_type, stream_header, streamable
 from foundation.blobs import BlobNotFound, BlobStore
 from foundation.errors import BrokerUnavailable
+from producers.api_keys import Principal
 from producers.audio_out import Audible, StreamEnd, audio_stream, render, segment_samples, segments_as_they_appear
+from producers.auth import SUBMIT
 from producers.cancel import cancelled_when_abandoned
 from producers.deps import ApiDeps, Injected
 from producers.errors import ProducerError, Rejected
@@ -181,6 +183,8 @@ _OPENAI_ERRORS: Final = {
     status: ResponseSpec(OpenAIErrorBody, description=description)
     for status, description in {
         400: "Invalid request (OpenAI's status for every invalid request), or the job could not be spoken.",
+        401: "No API key, or not a valid one.",
+        403: "The key lacks the submit scope.",
         429: "Over the backlog limit: code rate_limit_exceeded; retry after Retry-After.",
         500: "The job failed, or its audio is gone.",
         503: "Kafka or PostgreSQL is unreachable, or cache-only mode.",
@@ -192,6 +196,7 @@ _OPENAI_ERRORS: Final = {
 @post(
     "/v1/audio/speech",
     summary="OpenAI-compatible speech",
+    guards=SUBMIT,
     operation_class=SpeechOperation,
     status_code=200,
     responses=_OPENAI_ERRORS,
@@ -206,11 +211,13 @@ _OPENAI_ERRORS: Final = {
 async def openai_speech(
     data: JSONBody[SpeechRequest],
     deps: Injected[ApiDeps],
+    principal: Injected[Principal],
     request: Request[Any, Any, Any],
     idempotency_key: IdempotencyKey = None,
 ) -> Response[bytes] | Stream:
     body = await _job_request(data, deps)
-    job_id, fingerprint, _ = await submit_one(deps.submissions, body, idempotency_key, request)
+    answered = await submit_one(deps.submissions, body, idempotency_key, principal, request)
+    job_id, fingerprint = answered.job_id, answered.fingerprint
     try:
         return await _answer(deps, data, job_id, fingerprint, body.format.strip().lower(), body.sample_rate)
     except ProjectionUnavailable as exc:

@@ -10,19 +10,26 @@ every route:
    request of many is a 422 listing each bad one by index);
 2. **answer what is known**: an item whose idempotency key named a job before
    is answered with that job (409 if it named another request), as is an item
-   with a fixed id (a document's part) the projection shows already; an item whose
-   audio is cached is answered with the cached job, once its blobs are marked
-   used (a document's parts are always queued, as jobs of their own, and a
-   worker completes a cached one at once);
+   with a fixed id (a document's part) the projection shows already; an item
+   whose audio is cached is answered at once by a job of its own completed from
+   the cache, once the result's blobs are marked used (a document's parts are
+   always queued, as jobs of their own, and a worker completes a cached one);
 3. **admit** what needs a synthesis (:mod:`producers.admission`: 429 over the
    backlog limit, 503 in cache-only mode);
 4. **place** each new job in a partition (:mod:`producers.placement`);
-5. **publish** the record that names the items (a document), then the jobs,
-   once every record is checked against the largest the log takes (413
-   before anything is sent), and return once the log acknowledged them
-   (acks=all). A submission the log took in part, or could not confirm, is a
-   503 that names the idempotency key to retry with; the retry names the same
-   jobs and document, and sends only what the projection does not show.
+5. **publish** (:mod:`producers.submission_log`) the record that names the
+   items (a document), then the jobs, once every record is checked against
+   the largest the log takes (413 before anything is sent), and return once
+   the log acknowledged them (acks=all). A submission the log took in part,
+   or could not confirm, is a 503 that names the idempotency key to retry
+   with; the retry names the same jobs and document, and sends only what the
+   projection does not show.
+
+Every job is its submitter's: the tenant and the API key of the
+:class:`~producers.api_keys.Principal` are in its ``JobQueued``, and an item a
+live result answers becomes the tenant's own completed job (never the job of
+whoever asked first). With ``cache_scope="tenant"`` the tenant is part of every
+fingerprint, so tenants share no synthesis.
 
 While PostgreSQL cannot be read, step 2 answers nothing from it and step 3
 admits everything (the log is the write side): a retry still names the same
@@ -36,33 +43,34 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 import structlog
 
 from contracts import (
-    AudioRef,
     DocumentSubmitted,
+    JobCompleted,
     JobQueued,
     JobQueuedPayload,
     Priority,
     Producer,
     SynthesisRequest,
-    encode_event,
     job_event,
     utc_now,
 )
 from foundation.blobs import BlobStore
-from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from foundation.metrics import SUBMISSIONS
 from producers.admission import Admission
+from producers.api_keys import Principal
 from producers.errors import Rejected
 from producers.idempotency import client_key, item_key, job_id_for
-from producers.ports import DocumentLog, JobLog, Placement
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.requests import JobRequest, Limits, validate
-from producers.rows import JobRow
+from producers.rows import JobRow, LiveResult
+from producers.submission_log import SubmissionLog, cache_hit
 
 log = structlog.get_logger("voxlog.api")
+CacheScope = Literal["shared", "tenant"]
 
 
 @dataclass(frozen=True)
@@ -81,15 +89,17 @@ class Submission:
     """The scoped idempotency key (:mod:`producers.idempotency`): the client's, or a fresh one."""
     client_sent_key: bool
     """Whether the client sent ``key`` (only then can it have named jobs before)."""
+    principal: Principal
+    """Whom the jobs belong to."""
     from_cache: bool = True
-    """Answer an item whose audio is cached with the cached job (a document's parts: no, they are its own)."""
+    """Answer an item whose audio is cached at once (a document's parts: no, a worker completes them)."""
     record: Callable[[Sequence[SynthesisRequest]], DocumentSubmitted] | None = None
     """The record that names the items (a document), made from their validated requests."""
 
 
 class Answer(StrEnum):
     QUEUED = "queued"  # a new job, on the log
-    CACHED = "cached"  # a finished job whose audio is cached answers it
+    CACHED = "cached"  # a new job, completed at once from a live result
     KNOWN = "known"  # the idempotency key named this job before
 
 
@@ -101,7 +111,8 @@ class Answered:
     job_id: uuid.UUID
     fingerprint: str
     answer: Answer
-    job: JobRow | None = None  # the cached or known job, as the projection shows it (no segments)
+    job: JobRow | None = None  # a known job, as the projection shows it (no segments)
+    source: LiveResult | None = None  # the result a cached answer reuses
 
 
 @dataclass(frozen=True)
@@ -138,56 +149,61 @@ class Submissions:
     def __init__(
         self,
         reader: ProjectionReader,
-        publisher: JobLog,
+        log_: SubmissionLog,
         blobs: BlobStore,
         limits: Limits,
         producer: Producer,
         *,
         admission: Admission | None = None,
-        placement: Placement | None = None,
-        document_log: DocumentLog | None = None,
+        cache_scope: CacheScope = "shared",
     ) -> None:
         self._reader = reader
-        self._publisher = publisher
+        self._log = log_
         self._blobs = blobs
         self.limits = limits
         self._producer = producer
         self._admission = admission
-        self._placement = placement
-        self._document_log = document_log
+        self._cache_scope = cache_scope
 
     async def submit(self, submission: Submission) -> Submitted:
-        requests = await self._validate(submission.items)
+        requests = await self._validate(submission)
         keys = [self._key_of(submission, i) for i in range(len(requests))]
         fingerprints = [request.fingerprint() for request in requests]
         answered = await self._known(submission, keys, fingerprints)
         live = await self._live_results([fp for i, fp in enumerate(fingerprints) if i not in answered])
-        if submission.from_cache:
-            answered |= await self._cached(fingerprints, live, answered)
-        events = [
-            self._queued(requests[i], item, keys[i]) for i, item in enumerate(submission.items) if i not in answered
-        ]
-        await self._admit(events, live)
+        cached = await self._cached(fingerprints, live, answered) if submission.from_cache else {}
+        queued: list[JobQueued] = []
+        completions: dict[int, JobCompleted] = {}
+        for i, item in enumerate(submission.items):
+            if i in answered:
+                continue
+            event = self._queued(requests[i], item, keys[i], submission.principal)
+            if i in cached:
+                completions[len(queued)] = cache_hit(event, cached[i])
+            queued.append(event)
+        await self._admit(queued, live)
         record = submission.record(requests) if submission.record is not None else None
-        await self._publish(events, record, submission)
-        queued = iter(events)
-        answers = [answered[i] if i in answered else _queued_answer(i, next(queued)) for i in range(len(requests))]
+        await self._log.publish(queued, completions, record, client_key(submission.key))
+        answers = self._answers(len(requests), answered, queued, cached)
         for answer in answers:
             SUBMISSIONS.labels(answer.answer.value).inc()
         return Submitted(answers, submission.key, requests)
 
-    async def _validate(self, items: Sequence[Item]) -> list[SynthesisRequest]:
+    async def _validate(self, submission: Submission) -> list[SynthesisRequest]:
         engines = await self._reader.engines()
+        scope = submission.principal.tenant if self._cache_scope == "tenant" else None
         requests, invalid = [], []
-        for index, item in enumerate(items):
+        for index, item in enumerate(submission.items):
             try:
-                requests.append(validate(item.request, self.limits, engines))
+                request = validate(item.request, self.limits, engines)
             except Rejected as exc:
-                if len(items) == 1 or exc.status == 503:  # one request, or none can be taken: say it as it is
+                if len(submission.items) == 1 or exc.status == 503:  # one request, or none can be taken
                     raise
                 invalid.append(InvalidItem(index, exc.status, str(exc)))
+                continue
+            requests.append(request if scope is None else request.model_copy(update={"cache_scope": scope}))
         if invalid:
-            raise InvalidItems(invalid, len(items))
+            raise InvalidItems(invalid, len(submission.items))
         return requests
 
     @staticmethod
@@ -225,8 +241,8 @@ class Submissions:
             answered[fixed[job_id]] = Answered(fixed[job_id], job_id, job.fingerprint, Answer.KNOWN, job)
         return answered
 
-    async def _live_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
-        """Of ``fingerprints``, those with a live result: its job and blobs (none while PostgreSQL is down)."""
+    async def _live_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
+        """Of ``fingerprints``, those with a live result (none while PostgreSQL is down)."""
         if not fingerprints:
             return {}
         try:
@@ -236,91 +252,52 @@ class Submissions:
             return {}
 
     async def _cached(
-        self,
-        fingerprints: list[str],
-        live: dict[str, tuple[uuid.UUID, list[AudioRef]]],
-        answered: dict[int, Answered],
-    ) -> dict[int, Answered]:
+        self, fingerprints: list[str], live: dict[str, LiveResult], answered: dict[int, Answered]
+    ) -> dict[int, LiveResult]:
         """The items a live result answers, once its blobs are marked used (the sweeper then keeps them for the
         retention; a result whose blobs are already gone is synthesized afresh)."""
         if not live:
             return {}
 
-        def touched() -> dict[str, uuid.UUID]:
-            return {fp: job_id for fp, (job_id, refs) in live.items() if self._blobs.touch(refs)}
+        def touched() -> set[str]:
+            return {fp for fp, result in live.items() if self._blobs.touch(list(result.refs))}
 
         kept = await asyncio.to_thread(touched)
-        return {
-            i: Answered(i, kept[fp], fp, Answer.CACHED)
-            for i, fp in enumerate(fingerprints)
-            if i not in answered and fp in kept
-        }
+        return {i: live[fp] for i, fp in enumerate(fingerprints) if i not in answered and fp in kept}
 
-    async def _admit(self, events: list[JobQueued], live: dict[str, tuple[uuid.UUID, list[AudioRef]]]) -> None:
+    async def _admit(self, queued: list[JobQueued], live: dict[str, LiveResult]) -> None:
         """Ask admission for the work the new jobs bring: each fingerprint once (duplicates coalesce onto one
-        synthesis), and none whose result is live (a worker completes such a job from the cache)."""
+        synthesis), and none whose result is live (it is completed from the cache)."""
         if self._admission is None:
             return
-        work = {e.fingerprint: len(e.payload.request.text) for e in events if e.fingerprint not in live}
+        work = {e.fingerprint: len(e.payload.request.text) for e in queued if e.fingerprint not in live}
         if work:
             await self._admission.admit(work)
 
-    def _queued(self, request: SynthesisRequest, item: Item, key: str | None) -> JobQueued:
+    def _queued(self, request: SynthesisRequest, item: Item, key: str | None, principal: Principal) -> JobQueued:
         job_id = item.job_id or job_id_for(key or "", request.fingerprint())
         now = utc_now()
-        payload = JobQueuedPayload(request=request, idempotency_key=key, submitted_at=now, priority=item.priority)
+        payload = JobQueuedPayload(
+            request=request,
+            idempotency_key=key,
+            submitted_at=now,
+            priority=item.priority,
+            tenant=principal.tenant,
+            key_id=principal.key_id,
+        )
         return job_event(JobQueued, job_id, request.fingerprint(), 0, self._producer, payload, at=now)
 
-    async def _publish(self, events: list[JobQueued], record: DocumentSubmitted | None, submission: Submission) -> None:
-        """The record that names the items first, then the items: a 503 midway leaves nothing its retry (with
-        the key the 503 names) does not complete, and no record is ever sent that the broker would refuse."""
-        self._check_sizes(events, record)
-        try:
-            if record is not None:
-                if self._document_log is None:
-                    raise Rejected("this API records no documents", 404)
-                await self._document_log.publish(record)
-            if events:
-                partitions = await self._placement.place(events) if self._placement is not None else None
-                await self._publisher.publish_all(events, partitions)
-        except BrokerUnavailable as exc:
-            raise Unrecorded(exc, client_key(submission.key)) from exc
-
-    def _check_sizes(self, events: list[JobQueued], record: DocumentSubmitted | None) -> None:
-        """413 before the first record is sent when one would be over ``max_record_bytes`` (a job's record is
-        encoded only when its text could make it that large)."""
-        limit = self.limits.max_record_bytes
-        too_big = [e for e in events if 4 * len(e.payload.request.text) + 4096 > limit and len(encode_event(e)) > limit]
-        if record is not None and len(encode_event(record)) > limit:
-            parts = len(record.payload.breaks)
-            raise Rejected(
-                f"the document's record would be {len(encode_event(record)):,} bytes ({parts:,} parts,"
-                f" {len(record.payload.chapters):,} chapters), over the largest record the log takes"
-                f" (VOXLOG_MAX_RECORD_BYTES, {limit:,}): split the document, or give it fewer chapters",
-                413,
-            )
-        if too_big:
-            raise Rejected(
-                f"a job's record would be {len(encode_event(too_big[0])):,} bytes, over the largest record the log"
-                f" takes (VOXLOG_MAX_RECORD_BYTES, {limit:,}): send shorter texts",
-                413,
-            )
-
-
-class Unrecorded(Rejected):
-    """The log did not take (or confirm) the whole submission: a 503 naming the key to retry with."""
-
-    def __init__(self, cause: BrokerUnavailable, key: str) -> None:
-        if isinstance(cause, PublishUnconfirmed):
-            what = f"the job log did not confirm the submission in time ({cause}); part of it may be recorded"
-        else:
-            what = f"the job log is unreachable ({cause}); part of the submission may be recorded"
-        super().__init__(
-            f"{what}. Send it again with the header Idempotency-Key: {key} so that the retry names the same jobs",
-            503,
-        )
-        self.key = key
-
-
-def _queued_answer(index: int, event: JobQueued) -> Answered:
-    return Answered(index, event.job_id, event.fingerprint, Answer.QUEUED)
+    @staticmethod
+    def _answers(
+        count: int, answered: dict[int, Answered], queued: list[JobQueued], cached: dict[int, LiveResult]
+    ) -> list[Answered]:
+        new = iter(queued)
+        answers = []
+        for i in range(count):
+            if i in answered:
+                answers.append(answered[i])
+                continue
+            event = next(new)
+            kind = Answer.CACHED if i in cached else Answer.QUEUED
+            answers.append(Answered(i, event.job_id, event.fingerprint, kind, source=cached.get(i)))
+        return answers

@@ -89,7 +89,6 @@ def _ms(later: datetime | None, earlier: datetime | None) -> int | None:
 
 
 def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
-    audio_job = job.audio_job_id
     return JobView(
         job_id=job.job_id,
         state=job.state,
@@ -124,7 +123,7 @@ def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
                 sample_rate=s.sample_rate,
                 bytes=s.byte_length,
                 reused=s.reused,
-                audio=f"/v1/jobs/{audio_job}/segments/{s.segment_index}/audio",
+                audio=f"/v1/jobs/{job.job_id}/segments/{s.segment_index}/audio",
             )
             for s in job.segments
         ],

@@ -96,6 +96,7 @@ class JobHistory:
     reused_from: uuid.UUID | None = None  # the job whose synthesis a cache hit or coalesced duplicate served
     evicted: str | None = None  # why its result left the result cache (CacheEvicted), if it did
     cancelled: str | None = None  # why it was cancelled (JobCancelled's reason and message), if it was
+    tenant: str | None = None  # who owns it (its JobQueued's tenant)
 
     @property
     def found(self) -> bool:
@@ -151,7 +152,7 @@ def _record(history: JobHistory, event: JobEvent, before: JobStatus | None, curr
     """What an applied event tells of the job and of its attempt ``current``."""
     match event:
         case JobQueued():
-            history.request = event.payload.request
+            history.request, history.tenant = event.payload.request, event.payload.tenant
         case JobClaimed():
             if before is not None and before.state is JobState.CLAIMED:
                 _end(history.attempts.get(before.attempt), event, f"taken over by attempt {event.attempt}")
@@ -192,6 +193,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
     """The history as JSON-ready values: what ``voxlog audit --json`` prints and the API returns."""
     return {
         "job_id": str(history.job_id),
+        "tenant": history.tenant,
         "fingerprint": history.fingerprint,
         "state": history.status.state.value if history.status else None,
         "attempt": history.status.attempt if history.status else None,

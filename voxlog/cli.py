@@ -29,7 +29,18 @@ from infra.errors import InfraError
 from producers.errors import ProducerError
 from projections.errors import ProjectionError
 from tts_node import TtsNodeError
-from voxlog import admin_cli, archive_cli, audit_cli, cache_cli, devstack, docs, lag_cli, replay_cli, speak_cli
+from voxlog import (
+    admin_cli,
+    archive_cli,
+    audit_cli,
+    cache_cli,
+    devstack,
+    docs,
+    keys_cli,
+    lag_cli,
+    replay_cli,
+    speak_cli,
+)
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
 
@@ -95,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     lag_cli.add_parser(commands)
     cache_cli.add_parser(commands)
     admin_cli.add_parser(commands)
+    keys_cli.add_parser(commands)
     speak_cli.add_parser(commands)
     chaos = commands.add_parser(
         "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
@@ -250,6 +262,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
     "lag": lag_cli.run,
     "cache": cache_cli.run,
     "admin": admin_cli.run,
+    "keys": keys_cli.run,
     "speak": speak_cli.run,
     "chaos": _chaos,
     "config": _config,

@@ -9,6 +9,7 @@ from typing import Any, Final
 import httpx
 
 from contracts import TERMINAL_STATES
+from voxlog.client_key import client_headers
 from voxlog.errors import VoxlogError
 
 ENDED: Final = frozenset(state.value for state in TERMINAL_STATES)
@@ -31,7 +32,7 @@ def first_voice(client: httpx.Client, within_s: float) -> str:
 
 
 def run_demo(api: str, text: str, voice: str | None, out: Path, within_s: float = 300.0) -> dict[str, Any]:
-    with httpx.Client(base_url=api, timeout=30) as client:
+    with httpx.Client(base_url=api, timeout=30, headers=client_headers()) as client:
         chosen = voice or first_voice(client, within_s)
         submitted = client.post("/v1/jobs", json={"text": text, "voice": chosen})
         if submitted.status_code not in (200, 202):

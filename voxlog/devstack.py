@@ -8,12 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from foundation.settings import DevSettings, TopicSettings, default_cache_root
+from contracts import DEFAULT_TENANT
+from foundation.settings import DevSettings, ModeSettings, TopicSettings, default_cache_root
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 from infra.status import ServiceStatus
+from producers.api_keys import ALL_SCOPES
 from projections.migrations import migrate_database
+from voxlog.client_key import client_key_file, save_client_key, saved_key_id
+from voxlog.errors import VoxlogError
 from voxlog.topics import ensure_topics, topic_specs
 
 SOURCE_ROOT: Final = Path(__file__).resolve().parents[1]
@@ -75,6 +79,9 @@ def isolated_env(
         "VOXLOG_PROJECTOR_NAME": f"projector-{schema}",
         "VOXLOG_BLOB_DIR": str(home / "blobs"),
         "VOXLOG_API_PORT": str(api_port),
+        # A deployment of tests, benchmarks or faults speaks for one tenant: keys are what the tests of
+        # authentication turn on (VOXLOG_AUTH=on), and the others measure and break the orchestration.
+        "VOXLOG_AUTH": "off",
     }
 
 
@@ -114,13 +121,37 @@ async def up(settings: DevSettings) -> list[str]:
         apps.start(spec)
     for spec in specs:
         await apps.wait_ready(spec, settings.dev_ready_timeout)
+    key_line = await dev_key(settings, stack)
     return [
         "topics:     " + ", ".join(f"{name} ({state})" for name, state in created.items()),
         f"migrations: {len(applied)} applied",
         f"api:        {api_url(settings)} (OpenAPI at {api_url(settings)}/schema)",
         f"export VOXLOG_KAFKA_BOOTSTRAP_SERVERS={stack.bootstrap_servers}",
         f"export VOXLOG_DATABASE_URL={stack.database_url}",
+        key_line,
     ]
+
+
+async def dev_key(settings: DevSettings, stack: DevStack) -> str:
+    """The stack's API key, for ``voxlog demo`` and ``voxlog speak``: the saved one while the projection
+    knows it and it is live, else a new one (tenant ``default``, every scope), saved once projected."""
+    from voxlog import keys_cli  # the Kafka and PostgreSQL clients load for `dev up` only
+
+    mode = ModeSettings(
+        kafka_bootstrap_servers=stack.bootstrap_servers,
+        database_url=stack.database_url,
+        database_schema=settings.database_schema,
+        nodes_topic=settings.nodes_topic,
+    )
+    saved = saved_key_id()
+    rows = {row["key_id"]: row for row in await keys_cli.keys(mode)}
+    if saved in rows and rows[saved]["revoked_at"] is None and rows[saved]["expires_at"] is None:
+        return f"api key:    {saved} (in {client_key_file()}; `voxlog demo` and `voxlog speak` send it)"
+    key = await keys_cli.issue(mode, DEFAULT_TENANT, tuple(sorted(ALL_SCOPES)), name="voxlog dev up")
+    if not await keys_cli.wait_projected(mode, key.key_id, within_s=settings.dev_ready_timeout):
+        raise VoxlogError(f"the projector did not apply key {key.key_id} within {settings.dev_ready_timeout} s")
+    path = save_client_key(key.token)
+    return f"api key:    {key.token}\n            (saved to {path}; `voxlog demo` and `voxlog speak` send it)"
 
 
 def down(settings: DevSettings, *, purge: bool) -> None:

@@ -1,4 +1,5 @@
-"""`voxlog dev up|status|down` as a user runs them, and the broker's durability across SIGKILL."""
+"""`voxlog dev up|status|down` as a user runs them, the stack's API key, and the broker's durability across
+SIGKILL."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import signal
 import uuid
 from pathlib import Path
+
+import httpx
 
 from contracts import decode_event
 from foundation.kafka import KafkaEventPublisher
@@ -31,7 +34,10 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         "VOXLOG_DATABASE_SCHEMA": schema,
         "VOXLOG_DEV_API_PORT": str(free_port()),
         "VOXLOG_DEV_WORKERS": "0",  # the pipeline has its own tests; here the broker is the subject
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),  # where `dev up` saves its key, not the user's
     }
+    env.pop("VOXLOG_API_KEY", None)
+    env.pop("VOXLOG_AUTH", None)  # the stack as a user gets it: keys required
     bootstrap = f"127.0.0.1:{kafka_port}"
     try:
         up = voxlog(env, "dev", "up")
@@ -41,6 +47,12 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert status.returncode == 0, status.stdout
         states = {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()}
         assert states == {"kafka": "up", "postgres": "up", "projector": "up", "sweeper": "up", "api": "up"}
+        key = (tmp_path / "config" / "voxlog" / "api-key").read_text().strip()
+        assert key in up.stdout
+        assert (tmp_path / "config" / "voxlog" / "api-key").stat().st_mode & 0o077 == 0
+        api = f"http://127.0.0.1:{env['VOXLOG_DEV_API_PORT']}"
+        assert httpx.get(f"{api}/v1/voices", timeout=30).status_code == 401
+        assert httpx.get(f"{api}/v1/voices", headers={"Authorization": f"Bearer {key}"}, timeout=30).is_success
 
         events = [event for i in range(30) for event in one_of_each(f"Durable sentence {i}.")]
         async with KafkaEventPublisher(bootstrap, "voxlog.jobs.v1") as publisher:
@@ -56,6 +68,8 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         again = voxlog(env, "dev", "up")
         assert again.returncode == 0, again.stderr
         assert "voxlog.jobs.v1 (exists)" in again.stdout
+        assert key.split("_")[1] in again.stdout  # the saved key is kept while the projection knows it
+        assert (tmp_path / "config" / "voxlog" / "api-key").read_text().strip() == key
 
         records = await read_topic(bootstrap, "voxlog.jobs.v1", expected=len(events), within_s=60)
         assert len(records) == len(events)

@@ -8,10 +8,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from foundation.kafka import RecordPosition
+from producers.auth import ANONYMOUS
 from producers.errors import Rejected
 from producers.idempotency import fresh_key, scoped_key
 from producers.requests import JobRequest, Limits
 from producers.submission import Item, Submission, Submissions
+from producers.submission_log import SubmissionLog
 from projections.batch_apply import apply_events
 from projections.reducer import Outcome
 from tests.support.api_fakes import PRODUCER, Blobs, Log, Reader
@@ -27,11 +29,11 @@ AT = RecordPosition("jobs", 0, 0)
 async def test_regression_text_the_api_accepts_is_never_refused_by_the_projector(pg, text, key):
     """Text with NUL was accepted (202), then Postgres refused its JobQueued and the job was 404 forever."""
     log = Log()
-    submissions = Submissions(Reader(), log, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
+    submissions = Submissions(Reader(), SubmissionLog(log, LIMITS.max_record_bytes), Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
     try:
         scoped = scoped_key(key, None) if key is not None else fresh_key(None)
         body = JobRequest(text=text, voice="af_heart")
-        await submissions.submit(Submission([Item(body, "interactive")], scoped, key is not None))
+        await submissions.submit(Submission([Item(body, "interactive")], scoped, key is not None, ANONYMOUS))
     except Rejected as refused:
         assert refused.status in (413, 422)  # noqa: PT017 - refusing is one of the two outcomes, not the test's subject
         return

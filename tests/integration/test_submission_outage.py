@@ -20,9 +20,11 @@ import pytest_asyncio
 from contracts import DocumentSubmitted, JobQueued, decode_event, decode_node_event, document_part_job_id
 from foundation.kafka import ReconnectingPublisher
 from foundation.settings import TopicSettings
+from producers.auth import ANONYMOUS
 from producers.idempotency import fresh_key, scoped_key
 from producers.requests import JobRequest
-from producers.submission import Item, Submission, Submissions, Unrecorded
+from producers.submission import Item, Submission, Submissions
+from producers.submission_log import SubmissionLog, Unrecorded
 from tests.support.api_fakes import LIMITS, PRODUCER, Blobs, Reader
 from tests.support.events import document_submitted
 from tests.support.kafka import read_to_end
@@ -71,16 +73,17 @@ async def test_a_batch_the_broker_took_in_part_is_completed_by_its_retry_and_no_
     jobs_log = publisher(broker, TOPICS.jobs_topic)
     try:
         gate = KillsTheBrokerMidway(broker, jobs_log, first=40)
-        submissions = Submissions(Reader(), gate, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
+        journal = SubmissionLog(gate, LIMITS.max_record_bytes)  # type: ignore[arg-type]
+        submissions = Submissions(Reader(), journal, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
         items = [Item(JobRequest(text=f"Request number {i}.", voice="af_heart"), "batch") for i in range(100)]
         with pytest.raises(Unrecorded) as refused:
-            await submissions.submit(Submission(items, fresh_key(None), client_sent_key=False))
+            await submissions.submit(Submission(items, fresh_key(None), client_sent_key=False, principal=ANONYMOUS))
         assert refused.value.status == 503
         assert f"Idempotency-Key: {refused.value.key}" in str(refused.value)
 
         await broker.start_broker()
         retry = scoped_key(refused.value.key, None)  # what the client sends back, scoped as the API scopes it
-        retried = await submissions.submit(Submission(items, retry, client_sent_key=True))
+        retried = await submissions.submit(Submission(items, retry, client_sent_key=True, principal=ANONYMOUS))
     finally:
         await jobs_log.stop()
     assert retried.queued == 100, "nothing is projected here, so the retry sends every job again"
@@ -102,7 +105,8 @@ async def test_a_document_whose_parts_the_broker_did_not_take_is_completed_by_it
     document_id = uuid.uuid4()
     try:
         gate = KillsTheBrokerMidway(broker, jobs_log, first=3)
-        submissions = Submissions(Reader(), gate, Blobs(), LIMITS, PRODUCER, document_log=nodes_log)  # type: ignore[arg-type]
+        journal = SubmissionLog(gate, LIMITS.max_record_bytes, document_log=nodes_log)  # type: ignore[arg-type]
+        submissions = Submissions(Reader(), journal, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
         items = [
             Item(JobRequest(text=f"Part number {i}.", voice="af_heart"), "batch", document_part_job_id(document_id, i))
             for i in range(10)
@@ -113,9 +117,9 @@ async def test_a_document_whose_parts_the_broker_did_not_take_is_completed_by_it
 
         key = scoped_key("book-1", None)
         with pytest.raises(Unrecorded):
-            await submissions.submit(Submission(items, key, True, from_cache=False, record=record))
+            await submissions.submit(Submission(items, key, True, ANONYMOUS, from_cache=False, record=record))
         await broker.start_broker()
-        await submissions.submit(Submission(items, key, True, from_cache=False, record=None))
+        await submissions.submit(Submission(items, key, True, ANONYMOUS, from_cache=False, record=None))
     finally:
         await jobs_log.stop()
         await nodes_log.stop()

@@ -22,8 +22,9 @@ from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.ports import Polling
 from producers.requests import Limits
-from producers.rows import EngineVoices, JobRow, JobStateRow, SegmentRow
+from producers.rows import EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow
 from producers.submission import Submissions
+from producers.submission_log import SubmissionLog
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us",), 1)]
 LIMITS = Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10, max_document_chars=20_000, document_part_chars=200)
@@ -107,7 +108,7 @@ class Reader:
     def __init__(self, down: Exception | None = None) -> None:
         self.down = down
         self.jobs: dict[uuid.UUID, JobRow] = {}
-        self.cached: dict[str, tuple[uuid.UUID, list[AudioRef]]] = {}
+        self.cached: dict[str, LiveResult] = {}
         self.script: list[tuple[JobStateRow | None, list[SegmentRow]] | Exception] = []
         self.progress_reads: list[int] = []
 
@@ -153,7 +154,7 @@ class Reader:
         self._raise_if_down()
         return {job_id: job for job_id, job in self.jobs.items() if job_id in job_ids}
 
-    async def cached_results(self, fingerprints: list[str]) -> dict[str, tuple[uuid.UUID, list[AudioRef]]]:
+    async def cached_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         self._raise_if_down()
         return {fp: found for fp, found in self.cached.items() if fp in fingerprints}
 
@@ -229,6 +230,11 @@ class Documents:
         return None
 
 
+def live(job_id: uuid.UUID, segments: int = 1) -> LiveResult:
+    """A live result of ``segments`` segments of 100 ms, its blob named after its job."""
+    return LiveResult(job_id=job_id, refs=(ref(str(job_id)),), segment_count=segments, total_duration_ms=100 * segments)
+
+
 def deps(
     reader: Reader,
     log: Log | None = None,
@@ -244,13 +250,12 @@ def deps(
     blobs = blobs if blobs is not None else Blobs()
     submissions = Submissions(
         reader,  # type: ignore[arg-type]
-        log,
+        SubmissionLog(log, limits.max_record_bytes, placement, document_log=log),
         blobs,
         limits,
         PRODUCER,
         admission=admission,
-        placement=placement,
-        document_log=log,
+        cache_scope=fields.pop("cache_scope", "shared"),
     )
     return ApiDeps(
         reader=reader,  # type: ignore[arg-type]

@@ -8,12 +8,12 @@ from typing import Any
 import httpx
 
 from producers.queries import ProjectionUnavailable
-from tests.support.api_fakes import Blobs, Log, Reader, client, deps, ref
+from tests.support.api_fakes import Blobs, Log, Reader, client, deps, live, ref
 
 
 def reader(cached: dict[str, uuid.UUID] | None = None, down: Exception | None = None) -> Reader:
     projection = Reader(down)
-    projection.cached = {fp: (job, [ref(str(job))]) for fp, job in (cached or {}).items()}
+    projection.cached = {fp: live(job) for fp, job in (cached or {}).items()}
     return projection
 
 
@@ -57,7 +57,7 @@ async def test_the_same_key_names_the_same_jobs_and_another_key_other_ones():
     assert set(ids[0]).isdisjoint(ids[2])
 
 
-async def test_live_results_are_answered_from_the_cache_and_only_the_rest_is_published():
+async def test_live_results_answer_with_jobs_of_the_clients_own_completed_at_once_and_only_the_rest_is_queued():
     log = Log()
     probe = Log()
     await post(reader(), probe, requests("Cached."))
@@ -66,8 +66,18 @@ async def test_live_results_are_answered_from_the_cache_and_only_the_rest_is_pub
     assert answer.status_code == 202, answer.text
     body = answer.json()
     assert (body["queued"], body["cached"]) == (1, 1)
-    assert body["jobs"][0] == {"index": 0, "job_id": str(done), "fingerprint": fingerprint, "state": "completed"}
-    assert [event.payload.request.text for event in log.published] == ["Not cached."]
+    own = body["jobs"][0]
+    assert (own["fingerprint"], own["state"]) == (fingerprint, "completed")
+    assert own["job_id"] != str(done), "the client's own job, never the job of whoever asked first"
+    cached_queued, completed, fresh = log.published
+    assert (cached_queued.type, str(cached_queued.job_id)) == ("JobQueued", own["job_id"])
+    assert (completed.type, completed.job_id, completed.payload.cache_hit) == (
+        "JobCompleted",
+        cached_queued.job_id,
+        True,
+    )
+    assert completed.payload.source_job_id == done
+    assert fresh.payload.request.text == "Not cached."
 
 
 async def test_a_cached_result_is_marked_used_before_it_is_handed_out_and_one_whose_audio_is_gone_is_queued():
@@ -80,7 +90,10 @@ async def test_a_cached_result_is_marked_used_before_it_is_handed_out_and_one_wh
     assert answer.status_code == 202, answer.text
     assert [job["state"] for job in answer.json()["jobs"]] == ["completed", "queued"]
     assert blobs.touched == [ref(str(kept_job)).sha256]
-    assert [event.payload.request.text for event in log.published] == ["Evicted."]
+    synthesized = [e.payload.request.text for e in log.published if e.type == "JobQueued"]
+    completed = [e for e in log.published if e.type == "JobCompleted"]
+    assert synthesized == ["Kept.", "Evicted."], "each its own job"
+    assert [e.payload.source_job_id for e in completed] == [kept_job], "only the kept result answers"
 
 
 async def test_without_the_projection_every_request_is_queued():

@@ -6,20 +6,23 @@ from __future__ import annotations
 import pytest
 
 from contracts import JobQueued
+from producers.auth import ANONYMOUS
 from producers.errors import Rejected
 from producers.idempotency import job_id_for, scoped_key
 from producers.requests import JobRequest
 from producers.submission import Answer, Answered, Item, Submission, Submissions
+from producers.submission_log import SubmissionLog
 from tests.support.api_fakes import LIMITS, PRODUCER, Blobs, Log, Reader
 
 
 def pipeline(projection: Reader, log: Log) -> Submissions:
-    return Submissions(projection, log, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
+    return Submissions(projection, SubmissionLog(log, LIMITS.max_record_bytes), Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
 
 
 async def submit(projection: Reader, log: Log, text: str, key: str) -> Answered:
     body = JobRequest(text=text, voice="af_heart")
-    submitted = await pipeline(projection, log).submit(Submission([Item(body, "interactive")], key, True))
+    submission = Submission([Item(body, "interactive")], key, True, ANONYMOUS)
+    submitted = await pipeline(projection, log).submit(submission)
     return submitted.answers[0]
 
 

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from producers.auth import ANONYMOUS
 from producers.placement import BalancedPlacement, least_loaded
 from producers.requests import JobRequest
 from producers.submission import Item, Submission, Submissions
+from producers.submission_log import SubmissionLog
 from tests.support.api_fakes import LIMITS, PRODUCER, Blobs, Log, Reader
 from tests.support.job_logs import _Builder
 
@@ -65,13 +67,14 @@ class Placing:
 
 async def test_the_submission_pipeline_publishes_each_new_job_where_the_placement_puts_it():
     placing, log, projection = Placing(), Log(), Reader()
-    submissions = Submissions(projection, log, Blobs(), LIMITS, PRODUCER, placement=placing)  # type: ignore[arg-type]
+    journal = SubmissionLog(log, LIMITS.max_record_bytes, placing)  # type: ignore[arg-type]
+    submissions = Submissions(projection, journal, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
     known = JobRequest(text="Known.", voice="af_heart")
-    first = await submissions.submit(Submission([Item(known, "interactive")], "anon/k", True))
+    first = await submissions.submit(Submission([Item(known, "interactive")], "anon/k", True, ANONYMOUS))
     projection.project(log.published[0])
     items = [Item(JobRequest(text=text, voice="af_heart"), "batch") for text in ("One.", "Two.")]
-    await submissions.submit(Submission(items, "anon/batch", True))
-    again = await submissions.submit(Submission([Item(known, "interactive")], "anon/k", True))
+    await submissions.submit(Submission(items, "anon/batch", True, ANONYMOUS))
+    again = await submissions.submit(Submission([Item(known, "interactive")], "anon/k", True, ANONYMOUS))
     assert log.partitions == [10, 10, 11], "each call's new jobs, in order, where the placement put them"
     assert [[e.payload.request.text for e in asked] for asked in placing.asked] == [["Known."], ["One.", "Two."]]
     assert again.answers[0].job_id == first.answers[0].job_id, "a known job is neither placed nor published again"

@@ -33,12 +33,14 @@ from foundation.settings import (
 )
 from producers.admission import Admission
 from producers.app import create_app
+from producers.auth import KeyBook
 from producers.deps import ApiDeps
 from producers.document_queries import DocumentReader
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
 from producers.queries import ProjectionReader
 from producers.submission import Submissions
+from producers.submission_log import SubmissionLog
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
@@ -88,15 +90,20 @@ async def run_api(settings: ApiSettings) -> None:
         reader = ProjectionReader(pool)
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
+        api_limits = limits(settings)
         submissions = Submissions(
             reader,
-            publisher,
+            SubmissionLog(publisher, api_limits.max_record_bytes, placement, document_log),
             blobs,
-            limits(settings),
+            api_limits,
             producer,
             admission=Admission(reader, settings.max_backlog_s),
-            placement=placement,
-            document_log=document_log,
+            cache_scope=settings.cache_scope,
+        )
+        if settings.auth == "off":
+            log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
+        keys = (
+            KeyBook(reader, settings.auth_cache_s, settings.auth_failures_per_minute) if settings.auth == "on" else None
         )
         deps = ApiDeps(
             reader=reader,
@@ -119,6 +126,7 @@ async def run_api(settings: ApiSettings) -> None:
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
             documents=DocumentReader(pool),
+            keys=keys,
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()

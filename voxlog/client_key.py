@@ -1,0 +1,45 @@
+"""The key a command-line client sends: ``VOXLOG_API_KEY``, else the file ``voxlog dev up`` saved.
+
+The file is ``$XDG_CONFIG_HOME/voxlog/api-key`` (``~/.config/voxlog/api-key``),
+readable by its owner only. Kept apart from ``voxlog keys`` so that a client
+(``voxlog demo``, ``voxlog speak``) loads no Kafka or PostgreSQL driver.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from producers.api_keys import KEY_PATTERN
+
+
+def client_key_file() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "voxlog" / "api-key"
+
+
+def client_key() -> str | None:
+    """The key a CLI client sends: ``VOXLOG_API_KEY``, else the one ``voxlog dev up`` saved, else none."""
+    if key := os.environ.get("VOXLOG_API_KEY"):
+        return key.strip()
+    path = client_key_file()
+    return path.read_text().strip() if path.is_file() else None
+
+
+def client_headers() -> dict[str, str]:
+    """What a CLI client sends with every request: its key, when it has one."""
+    key = client_key()
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def saved_key_id() -> str | None:
+    path = client_key_file()
+    match = KEY_PATTERN.fullmatch(path.read_text().strip()) if path.is_file() else None
+    return match.group(1) if match else None
+
+
+def save_client_key(token: str) -> Path:
+    path = client_key_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(token + "\n")
+    return path
