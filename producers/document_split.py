@@ -37,6 +37,12 @@ Pure and stdlib-only: the same input always gives the same :class:`Document`. Th
    Markdown heading, else "Untitled". A chapter with no title of its own is "Chapter N" (N counts the
    chapters kept).
 10. A document with no text left raises :class:`DocumentError`.
+
+Every pattern here that sees the text does work linear in what it reads (a backtracking engine on a quadratic
+pattern spent 10 s on 30,000 full stops): a run is matched from its first character only (a lookbehind refuses
+the others), repeats that need not give characters back are possessive, and what a pattern could only say with
+nested or adjacent repeats of the same characters (a heading's closing ``#``s, a table's separator row) is a
+few lines of Python. ``tests/unit/test_linear_patterns.py`` counts every pattern's steps on adversarial runs.
 """
 
 from __future__ import annotations
@@ -86,7 +92,8 @@ class DocumentError(ValueError):
     """The document cannot be read; the message says what to fix (shown to API clients as a 4xx)."""
 
 
-_SENTENCE_END: Final = re.compile("[.!?\u2026]+[\"'\u201d\u2019)\\]]*(?= )")
+# From a run's first terminator only, possessive: one try per run, not one per character of it.
+_SENTENCE_END: Final = re.compile("(?<![.!?\u2026])[.!?\u2026]++[\"'\u201d\u2019)\\]]*+(?= )")
 _CLAUSE_END: Final = re.compile("[,;:\u2014\u2013](?= )")  # a cut at a space: packing rejoins with one
 _INITIALS: Final = re.compile(r"(?:[^\W\d_]\.)+")
 _ABBREVIATION: Final = re.compile(
@@ -105,19 +112,24 @@ _CHAPTER_MARKER: Final = re.compile(
 _MAX_MARKER_CHARS: Final = 120  # a longer line is prose that happens to start with "Chapter one: ..."
 
 _FENCE: Final = re.compile(r" {0,3}(`{3,}|~{3,})")
-_ATX: Final = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+_ATX: Final = re.compile(r" {0,3}(#{1,6})(?:[ \t]++(.*+))?")  # the closing #s: _atx_text
 _SETEXT: Final = re.compile(r" {0,3}(=+|-+)[ \t]*")
 _RULE: Final = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
 _LIST_ITEM: Final = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+(?:\[[ xX]\][ \t]+)?(.*))?")
 _QUOTES: Final = re.compile(r"(?: {0,3}> ?)*")
 _REF_DEF: Final = re.compile(r" {0,3}\[([^\]]+)\]:[ \t]*\S.*")
-_TABLE_SEP: Final = re.compile(r"[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)*[ \t]*:?-+:?[ \t]*\|?[ \t]*")
+_SEPARATOR_CELL: Final = re.compile(r"[ \t]*+:?-++:?[ \t]*+")
 _CELL_SEP: Final = re.compile(r"(?<!\\)\|")
-_FRONT_TITLE: Final = re.compile(r"title:[ \t]*(.*?)[ \t]*")
+_FRONT_TITLE: Final = re.compile(r"title:[ \t]*+(.*+)")
 
 _BACKTICKS: Final = re.compile("`+")
 _ESCAPED: Final = re.compile(r"\\([!-/:-@\[-`{-~])")
 _HIDDEN_START: Final = re.compile(r"<!--|<(script|style)\b", re.IGNORECASE)
+_HIDDEN_END: Final = {
+    "": re.compile("-->"),
+    "script": re.compile(r"</script\s*+>", re.IGNORECASE),
+    "style": re.compile(r"</style\s*+>", re.IGNORECASE),
+}
 _AUTOLINK: Final = re.compile(r"<((?:https?|ftp)://[^<>\s]+|mailto:[^<>\s]+|[^<>\s@]+@[^<>\s@.]+(?:\.[^<>\s@.]+)+)>")
 _DESTINATION: Final = r"\((?:[^()]|\([^()]*\))*\)"
 _IMAGE: Final = re.compile(rf"!\[[^\[\]]*\](?:{_DESTINATION}|\[[^\[\]]*\])")
@@ -143,7 +155,7 @@ def split_text(
     text: str, markup: Markup, *, max_part_chars: int = DEFAULT_MAX_PART_CHARS, title: str | None = None
 ) -> Document:
     """``text`` as Markdown or plain text, per the module's rules."""
-    text = re.sub(r"\r\n?", "\n", text.replace("\x00", ""))  # NUL marks kept spans in _inline
+    text = text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")  # NUL marks kept spans in _inline
     if markup == "markdown":
         blocks, front_title = _markdown_blocks(text)
         first_heading = next((t for level, t in blocks if level and _clean(t)), None)
@@ -217,13 +229,21 @@ def _pieces(sentence: str, limit: int) -> Iterator[str]:
         cut = max((m.end() for m in _CLAUSE_END.finditer(window) if m.end() <= limit), default=0)
         cut = cut or window.rfind(" ")
         if cut <= 0:
-            cut = limit
-            while cut > 1 and unicodedata.combining(window[cut]):  # keep an accent with its letter
-                cut -= 1
+            cut = _hard_cut(window, limit)
         yield window[:cut].rstrip()
         start += cut + (sentence[start + cut : start + cut + 1] == " ")
     if start < len(sentence):
         yield sentence[start:]
+
+
+def _hard_cut(window: str, limit: int) -> int:
+    """Where to cut ``window`` with no clause mark or space: at ``limit``, or before the letter whose
+    combining accents straddle it, so that they stay together; at ``limit`` after all when no letter
+    precedes them (a run of marks: walking back from every piece of it was quadratic)."""
+    cut = limit
+    while cut > 0 and unicodedata.combining(window[cut]):
+        cut -= 1
+    return cut if cut > 0 and not unicodedata.combining(window[cut]) else limit
 
 
 def _pack(pieces: Iterable[str], limit: int) -> list[str]:
@@ -273,7 +293,7 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:
     if lines[0].lstrip("\ufeff").rstrip() == "---":
         end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
         if end is not None:
-            titles = (m.group(1) for line in lines[1:end] if (m := _FRONT_TITLE.fullmatch(line)))
+            titles = (m.group(1).rstrip(" \t") for line in lines[1:end] if (m := _FRONT_TITLE.fullmatch(line)))
             front_title = next((t[1:-1] if t[:1] in "\"'" and t[-1:] == t[:1] else t for t in titles), None)
             lines = lines[end + 1 :]
     refs = {m.group(1).casefold() for line in lines if (m := _REF_DEF.fullmatch(line))}
@@ -294,7 +314,7 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:
         unquoted = _QUOTES.sub("", line, count=1)
         line, in_quote = unquoted, len(unquoted) < len(line)
         if fence:
-            if re.fullmatch(rf" {{0,3}}{fence[0]}{{{len(fence)},}}[ \t]*", line):
+            if _closes(fence, line):
                 fence = ""
             continue
         if in_quote != quoted:
@@ -315,11 +335,11 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:
             in_list = False
         elif m := _ATX.fullmatch(line):
             flush()
-            blocks.append((len(m.group(1)), _inline(m.group(2) or "", refs)))
+            blocks.append((len(m.group(1)), _inline(_atx_text(m.group(2) or ""), refs)))
             in_list = False
         elif not para and _REF_DEF.fullmatch(line):
             pass
-        elif "|" in line and i < len(lines) and "|" in lines[i] and _TABLE_SEP.fullmatch(lines[i]):
+        elif "|" in line and i < len(lines) and "|" in lines[i] and _is_table_separator(lines[i]):
             flush()
             row, i = line, i + 1
             while True:
@@ -336,6 +356,32 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:
             para.append(line)
     flush()
     return blocks, front_title
+
+
+def _closes(fence: str, line: str) -> bool:
+    """Whether ``line`` closes the code block ``fence`` opened: up to three spaces, at least as many of its
+    backticks or tildes, nothing else but blanks."""
+    body = line.lstrip(" ")
+    if len(line) - len(body) > 3:
+        return False
+    rest = body.lstrip(fence[0])
+    return len(body) - len(rest) >= len(fence) and not rest.strip(" \t")
+
+
+def _atx_text(text: str) -> str:
+    """An ATX heading's text without its closing sequence: ``# Title ##`` reads "Title"; the ``#``s stay
+    when no blank precedes them (``# C#``) or they are all there is (``# #``)."""
+    text = text.rstrip(" \t")
+    body = text.rstrip("#")
+    return body.rstrip(" \t") if body != text and body[-1:] in (" ", "\t") else text
+
+
+def _is_table_separator(line: str) -> bool:
+    """``|---|:--:|``: cells of dashes, optionally colon-aligned, between optional outer pipes."""
+    cells = line.strip(" \t")
+    cells = cells[1:] if cells.startswith("|") else cells
+    cells = cells[:-1] if cells.endswith("|") else cells
+    return all(_SEPARATOR_CELL.fullmatch(cell) for cell in cells.split("|"))
 
 
 def _inline(text: str, refs: set[str]) -> str:
@@ -387,7 +433,7 @@ def _drop_hidden(text: str) -> str:
     pieces, pos, at, unclosed = [], 0, 0, set()
     while start := _HIDDEN_START.search(text, at):
         kind = (start.group(1) or "").lower()
-        end = None if kind in unclosed else re.compile(rf"</{kind}\s*>" if kind else "-->", re.IGNORECASE)
+        end = None if kind in unclosed else _HIDDEN_END[kind]
         close = end.search(text, start.end()) if end else None
         if close is None:
             unclosed.add(kind)  # none later closes either: not searched for again

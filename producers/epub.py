@@ -38,6 +38,7 @@ MAX_UNCOMPRESSED_BYTES: Final = 200_000_000
 _CONTAINER: Final = "META-INF/container.xml"
 _HTML_TYPES: Final = frozenset({"application/xhtml+xml", "text/html"})
 _NCX_TYPE: Final = "application/x-dtbncx+xml"
+_DECLARATION_BYTES: Final = 1024  # where an XML declaration may be: the encoding is looked for there only
 _XML_ENCODING: Final = re.compile(rb"(?:\xef\xbb\xbf)?<\?xml[^>]*?encoding=[\"']([A-Za-z0-9._-]+)[\"']")
 
 _TITLE_HEADINGS: Final = frozenset({"h1", "h2", "h3"})
@@ -143,7 +144,7 @@ def _xml(archive: zipfile.ZipFile, name: str, what: str) -> ElementTree.Element:
 def _decode(raw: bytes) -> str:
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         return raw.decode("utf-16", errors="replace")
-    declared = _XML_ENCODING.match(raw)
+    declared = _XML_ENCODING.match(raw[:_DECLARATION_BYTES])
     try:
         return raw.decode(declared.group(1).decode() if declared else "utf-8-sig", errors="replace")
     except LookupError:  # an encoding Python does not know: UTF-8 is what EPUB requires anyway

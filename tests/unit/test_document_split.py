@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from producers import epub
+from producers import document_split, epub
 from producers.document_split import Chapter, Document, DocumentError, Markup, Part, split_epub, split_text
+from tests.support.work import counted, growth, linear
 
 pytestmark = pytest.mark.unit
 
@@ -318,6 +319,71 @@ def test_the_same_input_gives_the_same_document() -> None:
     first = split_text(text, "markdown", max_part_chars=120)
     assert split_text(text, "markdown", max_part_chars=120) == first
     assert all(len(p) <= 120 for p in texts(first))
+
+
+# Work linear in the text ---------------------------------------------------------------------------
+# Work is counted, not timed (tests.support.work: the steps of every pattern of the module, in the engine's
+# step model, and the lines of Python it runs): the same count on any machine under any load, so these
+# cannot flake on a loaded two-core machine. Each fails with the pattern or loop it pins put back.
+
+
+def assert_linear(run, n: int) -> None:
+    counts = growth(run, (document_split,), n)
+    assert linear(counts, n), f"work at n, 2n, 3n: {counts}"
+
+
+def test_regression_30000_full_stops_took_10_s_to_split() -> None:
+    """The sentence-end pattern was tried from every full stop of a run and scanned the rest of it each time."""
+    assert_linear(lambda n: split_text("." * n, "markdown"), 3000)  # runs longer than a part: they are cut
+
+
+def test_regression_an_atx_heading_with_a_long_run_of_spaces_was_quadratic() -> None:
+    assert_linear(lambda n: split_text("# a" + " " * n + "b", "markdown"), 1000)
+
+
+def test_regression_a_table_separator_row_of_blanks_was_quadratic() -> None:
+    assert_linear(lambda n: split_text("a | b\n|" + " " * n, "markdown"), 300)
+    assert_linear(lambda n: split_text("a | b\n" + " " * n + "|", "markdown"), 300)
+
+
+def test_regression_front_matter_with_a_long_blank_title_was_quadratic() -> None:
+    assert_linear(lambda n: split_text("---\ntitle: a" + " " * n + "b\n---\nText.", "markdown"), 1000)
+
+
+def test_regression_a_run_of_combining_marks_walked_back_the_whole_part_for_every_mark() -> None:
+    """A run of marks was cut one mark at a time, each cut walking back a whole part's length: work per
+    mark grew with the part size (1,500 lines of Python per mark at the default)."""
+    text = "a" + "\u0301" * 6000
+    for part_chars in (100, 1500):
+        with counted(document_split) as work:
+            document = split_text(text, "plain", max_part_chars=part_chars)
+        assert work.total < 40 * len(text), (part_chars, work.total)
+        assert "".join(texts(document)) == text
+
+
+def test_a_run_of_combining_marks_is_cut_hard_at_the_limit() -> None:
+    mark = "\u0301"
+    assert md("a" + mark * 9, max_part_chars=4) == ["a" + mark * 3, mark * 4, mark * 2]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["# Title ##", "# C#", "# #", "#   #", "## a ## b ##  ", "#\ttab\t#", "####### seven", "#5 bolt", "#"],
+)
+def test_an_atx_heading_reads_as_the_pattern_it_replaced_read_it(line: str) -> None:
+    """The closing sequence's rule, once a quadratic pattern, now a few lines: the same headings either way."""
+    old = re.fullmatch(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*", line)
+    new = document_split._ATX.fullmatch(line)
+    assert bool(new) == bool(old)
+    if old and new:
+        assert document_split._atx_text(new.group(2) or "") == (old.group(2) or "")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([" ", "\t", "|", "-", ":", "a"]), max_size=12).map("".join))
+def test_a_table_separator_is_what_the_pattern_it_replaced_matched(line: str) -> None:
+    old = re.compile(r"[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)*[ \t]*:?-+:?[ \t]*\|?[ \t]*")
+    assert document_split._is_table_separator(line) == bool(old.fullmatch(line))
 
 
 # EPUB ------------------------------------------------------------------------------------------------
