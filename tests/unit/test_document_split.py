@@ -11,7 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from producers import document_split, epub
-from producers.document_split import Chapter, Document, DocumentError, Markup, Part, split_epub, split_text
+from producers.document_split import (
+    Chapter,
+    Document,
+    DocumentError,
+    DocumentTooLarge,
+    Markup,
+    Part,
+    SplitLimits,
+    split_epub,
+    split_text,
+)
 from tests.support.work import counted, growth, linear
 
 pytestmark = pytest.mark.unit
@@ -321,7 +331,7 @@ def test_the_same_input_gives_the_same_document() -> None:
     assert all(len(p) <= 120 for p in texts(first))
 
 
-# Work linear in the text ---------------------------------------------------------------------------
+# Work linear in the text, and limits ---------------------------------------------------------------------
 # Work is counted, not timed (tests.support.work: the steps of every pattern of the module, in the engine's
 # step model, and the lines of Python it runs): the same count on any machine under any load, so these
 # cannot flake on a loaded two-core machine. Each fails with the pattern or loop it pins put back.
@@ -364,6 +374,42 @@ def test_regression_a_run_of_combining_marks_walked_back_the_whole_part_for_ever
 def test_a_run_of_combining_marks_is_cut_hard_at_the_limit() -> None:
     mark = "\u0301"
     assert md("a" + mark * 9, max_part_chars=4) == ["a" + mark * 3, mark * 4, mark * 2]
+
+
+def test_regression_200000_one_word_paragraphs_made_as_many_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1.7 MB Markdown of one-word paragraphs became 200,000 jobs: the parts limit refuses it, and the
+    paragraphs past the limit are never run through the inline rules."""
+    converted = []
+    inline = document_split._inline
+    monkeypatch.setattr(document_split, "_inline", lambda text, refs: converted.append(text) or inline(text, refs))
+    text = "\n\n".join(f"word{i}" for i in range(200_000))
+    with pytest.raises(DocumentTooLarge) as refused:
+        split_text(text, "markdown", limits=SplitLimits(parts=20_000))
+    assert refused.value.budget == "parts"
+    assert "more than 20000 parts" in str(refused.value)
+    assert len(converted) == 20_001
+
+
+@pytest.mark.parametrize(
+    ("text", "limits", "budget"),
+    [
+        ("# A\n\nx\n\n# B\n\ny\n\n# C\n\nz", SplitLimits(chapters=2), "chapters"),
+        ("one\n\ntwo\n\nthree", SplitLimits(parts=2), "parts"),
+        ("a" * 50 + "\n\n" + "b" * 50, SplitLimits(chars=80), "chars"),
+    ],
+)
+def test_a_document_past_a_limit_is_refused_naming_it(text: str, limits: SplitLimits, budget: str) -> None:
+    with pytest.raises(DocumentTooLarge) as refused:
+        split_text(text, "markdown", limits=limits)
+    assert refused.value.budget == budget
+    split_text(text, "markdown")  # no limit: read
+
+
+def test_a_limit_refusal_survives_pickling() -> None:
+    import pickle
+
+    refused = pickle.loads(pickle.dumps(DocumentTooLarge("too many", "parts")))
+    assert (str(refused), refused.budget) == ("too many", "parts")
 
 
 @pytest.mark.parametrize(
