@@ -18,6 +18,7 @@ from litestar.params import SkipValidationMarker
 from contracts import Producer
 from foundation.blobs import BlobStore
 from foundation.lifecycle import OwnedTasks
+from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
@@ -42,6 +43,7 @@ class ApiDeps:
     audit: JobAudit
     lag: LagView
     documents: DocumentReader
+    document_parser: DocumentParser  # parses and splits a POST /v1/documents off the event loop
     changes: JobChangeFeed = field(default_factory=Polling)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""

@@ -53,9 +53,9 @@ from foundation.metrics import SUBMISSIONS
 from producers.admission import Admission
 from producers.errors import Rejected
 from producers.idempotency import client_key, item_key, job_id_for
-from producers.ports import DocumentLog, JobLog, Placement
+from producers.ports import DocumentLog, JobLog, OffLoop, Placement
 from producers.queries import ProjectionReader, ProjectionUnavailable
-from producers.requests import JobRequest, Limits, validate
+from producers.requests import JobRequest, Limits, Refused, validate_all
 from producers.rows import JobRow
 
 log = structlog.get_logger("voxlog.api")
@@ -142,6 +142,7 @@ class Submissions:
         admission: Admission | None = None,
         placement: Placement | None = None,
         document_log: DocumentLog | None = None,
+        offload: OffLoop | None = None,
     ) -> None:
         self._reader = reader
         self._publisher = publisher
@@ -151,6 +152,7 @@ class Submissions:
         self._admission = admission
         self._placement = placement
         self._document_log = document_log
+        self._offload = offload  # where large submissions are validated (producers.requests.validate_all)
 
     async def submit(self, submission: Submission) -> Submitted:
         requests = await self._validate(submission.items)
@@ -174,14 +176,15 @@ class Submissions:
 
     async def _validate(self, items: Sequence[Item]) -> list[SynthesisRequest]:
         engines = await self._reader.engines()
+        checked = await validate_all([item.request for item in items], self.limits, engines, self._offload)
         requests, invalid = [], []
-        for index, item in enumerate(items):
-            try:
-                requests.append(validate(item.request, self.limits, engines))
-            except Rejected as exc:
-                if len(items) == 1 or exc.status == 503:  # one request, or none can be taken: say it as it is
-                    raise
-                invalid.append(InvalidItem(index, exc.status, str(exc)))
+        for index, outcome in enumerate(checked):
+            if isinstance(outcome, Refused):
+                if len(items) == 1 or outcome.status == 503:  # one request, or none can be taken: say it as it is
+                    raise Rejected(outcome.detail, outcome.status)
+                invalid.append(InvalidItem(index, outcome.status, outcome.detail))
+            else:
+                requests.append(outcome)
         if invalid:
             raise InvalidItems(invalid, len(items))
         return requests

@@ -25,6 +25,7 @@ from foundation.kafka import ReconnectingPublisher, wait_for_partitions
 from foundation.kafka_groups import GroupShares
 from foundation.lifecycle import OwnedTasks, stop_on_signals, until_available
 from foundation.metrics import serve_metrics
+from foundation.offload import Offload
 from foundation.settings import (
     ApiSettings,
     NodeSettings,
@@ -34,6 +35,7 @@ from foundation.settings import (
 from producers.admission import Admission
 from producers.app import create_app
 from producers.deps import ApiDeps
+from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
@@ -42,7 +44,14 @@ from producers.submission import Submissions
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
-from voxlog.composition.configs import janitor_config, limits, projector_config, sweeper_config
+from voxlog.composition.configs import (
+    document_budget,
+    janitor_config,
+    limits,
+    offload_budget,
+    projector_config,
+    sweeper_config,
+)
 from voxlog.composition.resources import (
     instance_name,
     load_configured_engine,
@@ -53,6 +62,7 @@ from voxlog.composition.resources import (
 from voxlog.lag_monitor import Consumers, LagMonitor
 
 log = structlog.get_logger("voxlog")
+OFFLOADED_MODULES = ("foundation.offload", "producers.document_parsing", "producers.requests")
 
 
 async def run_api(settings: ApiSettings) -> None:
@@ -88,6 +98,11 @@ async def run_api(settings: ApiSettings) -> None:
         reader = ProjectionReader(pool)
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
+        # Documents and large submissions are parsed and validated in processes of their own (their fork
+        # server imports these modules once), never on the event loop.
+        offload = Offload(offload_budget(settings), settings.offload_processes, OFFLOADED_MODULES)
+        resources.push_async_callback(offload.close)
+        await asyncio.to_thread(offload.start)
         submissions = Submissions(
             reader,
             publisher,
@@ -97,6 +112,7 @@ async def run_api(settings: ApiSettings) -> None:
             admission=Admission(reader, settings.max_backlog_s),
             placement=placement,
             document_log=document_log,
+            offload=offload,
         )
         deps = ApiDeps(
             reader=reader,
@@ -119,6 +135,7 @@ async def run_api(settings: ApiSettings) -> None:
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
             documents=DocumentReader(pool),
+            document_parser=DocumentParser(offload, document_budget(settings)),
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()
