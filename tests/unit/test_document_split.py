@@ -343,26 +343,31 @@ def assert_linear(run, n: int) -> None:
 
 
 def test_regression_30000_full_stops_took_10_s_to_split() -> None:
-    """The sentence-end pattern was tried from every full stop of a run and scanned the rest of it each time."""
+    """The sentence-end pattern was tried from every full stop of a run and scanned the rest of it each time.
+    Counted, not timed: the same count on any machine under any load, so it cannot flake."""
     assert_linear(lambda n: split_text("." * n, "markdown"), 3000)  # runs longer than a part: they are cut
 
 
 def test_regression_an_atx_heading_with_a_long_run_of_spaces_was_quadratic() -> None:
+    """The closing-sequence pattern tried every split of the blanks. Counted, not timed: cannot flake."""
     assert_linear(lambda n: split_text("# a" + " " * n + "b", "markdown"), 1000)
 
 
 def test_regression_a_table_separator_row_of_blanks_was_quadratic() -> None:
+    """Nested repeats of blanks in the separator pattern. Counted, not timed: cannot flake."""
     assert_linear(lambda n: split_text("a | b\n|" + " " * n, "markdown"), 300)
     assert_linear(lambda n: split_text("a | b\n" + " " * n + "|", "markdown"), 300)
 
 
 def test_regression_front_matter_with_a_long_blank_title_was_quadratic() -> None:
+    """A lazy title then trailing blanks. Counted, not timed: cannot flake."""
     assert_linear(lambda n: split_text("---\ntitle: a" + " " * n + "b\n---\nText.", "markdown"), 1000)
 
 
 def test_regression_a_run_of_combining_marks_walked_back_the_whole_part_for_every_mark() -> None:
     """A run of marks was cut one mark at a time, each cut walking back a whole part's length: work per
-    mark grew with the part size (1,500 lines of Python per mark at the default)."""
+    mark grew with the part size (1,500 lines of Python per mark at the default). A bound on counted work,
+    not a time: it cannot flake on a loaded machine."""
     text = "a" + "\u0301" * 6000
     for part_chars in (100, 1500):
         with counted(document_split) as work:

@@ -157,7 +157,7 @@ def test_every_pattern_that_sees_user_text_is_listed_with_how_it_is_called():
 @pytest.mark.parametrize("name", sorted(USES))
 def test_a_pattern_does_linear_work_on_adversarial_runs(name: str):
     """Linear in steps on every derived input (see the module docstring); the input the count accelerates
-    most on is named when one does."""
+    most on is named when one does. Steps of a model, not time: it cannot flake on a loaded machine."""
     bad = worst(ALL[name], (USES[name],))
     assert bad is None, (
         f"{name} ({USES[name]}) does super-linear work on {bad.case.text(bad.n)!r} at runs of n, 2n, 3n:"

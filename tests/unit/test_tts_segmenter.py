@@ -155,11 +155,13 @@ def test_segments_are_ordered_disjoint_spans_of_the_text(parts, max_tokens):
 
 
 def test_regression_a_run_of_full_stops_was_segmented_in_quadratic_steps():
-    """The sentence-end pattern was tried from every full stop of a run, scanning the rest of it each time."""
+    """The sentence-end pattern was tried from every full stop of a run, scanning the rest of it each time.
+    Counted, not timed: the same count on any machine under any load, so it cannot flake."""
     counts = growth(lambda n: sentence_spans("." * n + "x"), (segmenter,), 2000)
     assert linear(counts, 2000), counts
 
 
 def test_regression_a_run_of_clause_marks_was_split_in_quadratic_steps():
+    """The clause-end pattern, likewise. Counted, not timed: cannot flake."""
     counts = growth(lambda n: segmenter._clause_spans("," * n + "x", (0, n + 1)), (segmenter,), 2000)
     assert linear(counts, 2000), counts
