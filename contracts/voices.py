@@ -25,10 +25,16 @@ from contracts.errors import InvalidRequest
 
 WEIGHT_DECIMALS: Final = 4
 _UNITS: Final = 10**WEIGHT_DECIMALS
-_TERM: Final = re.compile(r"\s*([a-z0-9_]+)\s*(?:\(\s*(\d+(?:\.\d*)?|\.\d+)\s*\)\s*)?")
+WEIGHT_DIGITS: Final = 9
+"""Most digits on either side of a weight's point: ``Fraction`` of thousands of digits was a 500 (Python refuses
+to convert over 4,300), and no mix needs more than a few."""
+_TERM: Final = re.compile(
+    rf"\s*([a-z0-9_]+)\s*(?:\(\s*(\d{{1,{WEIGHT_DIGITS}}}(?:\.\d{{0,{WEIGHT_DIGITS}}})?|\.\d{{1,{WEIGHT_DIGITS}}})\s*\)\s*)?"
+)
 _SYNTAX: Final = (
     "expected a voice name like 'jf_alpha' or a weighted mix like 'jf_alpha(2)+jm_kumo(1)' "
-    "(names of a-z, 0-9 and _; weights are positive numbers, a missing weight means 1)"
+    f"(names of a-z, 0-9 and _; weights are positive numbers of at most {WEIGHT_DIGITS} digits before and after"
+    " the point, a missing weight means 1)"
 )
 
 

@@ -179,13 +179,50 @@ class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSetti
     max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
     max_batch: int = Field(10_000, ge=1, le=100_000, description="Most requests POST /v1/batches takes in one call.")
     max_document_chars: int = Field(
-        2_000_000, ge=1, description="Longest text POST /v1/documents takes, in characters once read (markup removed)."
+        2_000_000,
+        ge=1,
+        description="Longest text POST /v1/documents takes, in characters once read (markup removed; then 413); its"
+        " text before splitting may have twice that, markup included.",
     )
     document_part_chars: int = Field(
         1500,
         ge=100,
         description="Longest part of a document, each its own job: a paragraph is one part, a longer one is split"
         " at sentence ends (at most VOXLOG_MAX_TEXT_CHARS).",
+    )
+    max_document_bytes: int = Field(
+        64 * 2**20,
+        ge=1,
+        le=64 * 2**20,
+        description="Largest body or upload POST /v1/documents takes, in bytes, refused (413) before anything"
+        " reads it (64 MiB at most: the route reads no more).",
+    )
+    max_document_parts: int = Field(
+        20_000, ge=1, description="Most parts (jobs) a document may make once split (then 413)."
+    )
+    max_document_chapters: int = Field(500, ge=1, description="Most chapters a document may have (then 413).")
+    max_epub_unpacked_bytes: int = Field(
+        64 * 2**20,
+        ge=1,
+        description="Bytes reading an EPUB may unpack: every member read counts, a document its spine names twice"
+        " twice (then 413).",
+    )
+    offload_cpu_s: int = Field(
+        30,
+        ge=1,
+        description="CPU seconds parsing and splitting one document, or validating one large submission, may take"
+        " in a process of its own, off the event loop (then 413).",
+    )
+    offload_memory_mb: int = Field(
+        2048, ge=64, description="Memory (MiB of address space) that work may add in its process (then 413)."
+    )
+    offload_processes: int = Field(
+        2, ge=1, description="Processes doing that work at once; more requests wait their turn."
+    )
+    document_gate: str = Field(
+        "",
+        description="Tests only: a Unix socket that parsing a document connects to, then waits on until it is sent"
+        " a byte, before it reads anything (empty: none).",
     )
     min_speed: float = Field(0.5, gt=0, description="Slowest accepted speed factor.")
     max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")

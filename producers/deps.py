@@ -21,6 +21,7 @@ from foundation.blobs import BlobStore
 from foundation.lifecycle import OwnedTasks
 from producers.api_keys import Principal
 from producers.auth import KeyBook
+from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
@@ -45,6 +46,7 @@ class ApiDeps:
     audit: JobAudit
     lag: LagView
     documents: DocumentReader
+    document_parser: DocumentParser  # parses and splits a POST /v1/documents off the event loop
     keys: KeyBook | None = None  # None: auth is off, every request is the default tenant's with every scope
     changes: JobChangeFeed = field(default_factory=Polling)
     speech_timeout_s: float = 120.0

@@ -39,7 +39,14 @@ Pure and stdlib-only: the same input always gives the same :class:`Document`. Th
 9. The document title is the ``title`` argument when given, else the front matter title, else the first
    Markdown heading, else "Untitled". A chapter with no title of its own is "Chapter N" (N counts the
    chapters kept).
-10. A document with no text left raises :class:`DocumentError`.
+10. A document with no text left raises :class:`DocumentError`; one past a :class:`SplitLimits` limit (characters,
+    parts, chapters) raises :class:`DocumentTooLarge` naming it, as soon as the limit is passed.
+
+Every pattern here that sees the text does work linear in what it reads (a backtracking engine on a quadratic
+pattern spent 10 s on 30,000 full stops): a run is matched from its first character only (a lookbehind refuses
+the others), repeats that need not give characters back are possessive, and what a pattern could only say with
+nested or adjacent repeats of the same characters (a heading's closing ``#``s, a table's separator row) is a
+few lines of Python. ``tests/unit/test_linear_patterns.py`` counts every pattern's steps on adversarial runs.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Final, Literal
 
 from contracts.request_text import has_words
@@ -57,7 +65,7 @@ BreakKind = Literal["sentence", "paragraph", "scene", "chapter"]
 SCENE_BREAK: Final = "⁂"
 """What a horizontal rule (a scene break) stands as among the blocks: a paragraph with nothing to speak."""
 Markup = Literal["markdown", "plain"]
-_Block = tuple[int, str]  # (heading level, or 0 for a paragraph; its text)
+_Block = tuple[int, "_Spoken"]  # (heading level, or 0 for a paragraph; its text)
 
 DEFAULT_MAX_PART_CHARS: Final = 1500
 UNTITLED: Final = "Untitled"
@@ -90,10 +98,41 @@ class Document:
 
 
 class DocumentError(ValueError):
-    """The document cannot be read; the message says what to fix (shown to API clients as a 4xx)."""
+    """The document cannot be read; the message says what to fix (shown to API clients as a 422)."""
 
 
-_SENTENCE_END: Final = re.compile("[.!?\u2026]+[\"'\u201d\u2019)\\]]*(?= )")
+class DocumentTooLarge(DocumentError):
+    """The document is past one of its limits, ``budget`` ("chars", "parts", "chapters", or the EPUB's
+    "unpacked_bytes"): a 413 that names it."""
+
+    def __init__(self, message: str, budget: str) -> None:
+        super().__init__(message)
+        self.budget = budget
+
+    def __reduce__(self) -> tuple[type[DocumentTooLarge], tuple[str, str]]:
+        return type(self), (str(self), self.budget)  # raised in a worker process, re-raised in the API
+
+
+@dataclass(frozen=True)
+class SplitLimits:
+    """The most a document may hold once read; ``None``: no limit."""
+
+    chars: int | None = None
+    parts: int | None = None
+    chapters: int | None = None
+
+    def check_chars(self, chars: int) -> None:
+        if self.chars is not None and chars > self.chars:
+            raise DocumentTooLarge(
+                f"the document has more than {self.chars} characters once read, the most it may have: split it",
+                "chars",
+            )
+
+
+NO_LIMITS: Final = SplitLimits()
+
+# From a run's first terminator only, possessive: one try per run, not one per character of it.
+_SENTENCE_END: Final = re.compile("(?<![.!?\u2026])[.!?\u2026]++[\"'\u201d\u2019)\\]]*+(?= )")
 _CLAUSE_END: Final = re.compile("[,;:\u2014\u2013](?= )")  # a cut at a space: packing rejoins with one
 _INITIALS: Final = re.compile(r"(?:[^\W\d_]\.)+")
 _ABBREVIATION: Final = re.compile(
@@ -112,19 +151,24 @@ _CHAPTER_MARKER: Final = re.compile(
 _MAX_MARKER_CHARS: Final = 120  # a longer line is prose that happens to start with "Chapter one: ..."
 
 _FENCE: Final = re.compile(r" {0,3}(`{3,}|~{3,})")
-_ATX: Final = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+_ATX: Final = re.compile(r" {0,3}(#{1,6})(?:[ \t]++(.*+))?")  # the closing #s: _atx_text
 _SETEXT: Final = re.compile(r" {0,3}(=+|-+)[ \t]*")
 _RULE: Final = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
 _LIST_ITEM: Final = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+(?:\[[ xX]\][ \t]+)?(.*))?")
 _QUOTES: Final = re.compile(r"(?: {0,3}> ?)*")
 _REF_DEF: Final = re.compile(r" {0,3}\[([^\]]+)\]:[ \t]*\S.*")
-_TABLE_SEP: Final = re.compile(r"[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)*[ \t]*:?-+:?[ \t]*\|?[ \t]*")
+_SEPARATOR_CELL: Final = re.compile(r"[ \t]*+:?-++:?[ \t]*+")
 _CELL_SEP: Final = re.compile(r"(?<!\\)\|")
-_FRONT_TITLE: Final = re.compile(r"title:[ \t]*(.*?)[ \t]*")
+_FRONT_TITLE: Final = re.compile(r"title:[ \t]*+(.*+)")
 
 _BACKTICKS: Final = re.compile("`+")
 _ESCAPED: Final = re.compile(r"\\([!-/:-@\[-`{-~])")
 _HIDDEN_START: Final = re.compile(r"<!--|<(script|style)\b", re.IGNORECASE)
+_HIDDEN_END: Final = {
+    "": re.compile("-->"),
+    "script": re.compile(r"</script\s*+>", re.IGNORECASE),
+    "style": re.compile(r"</style\s*+>", re.IGNORECASE),
+}
 _AUTOLINK: Final = re.compile(r"<((?:https?|ftp)://[^<>\s]+|mailto:[^<>\s]+|[^<>\s@]+@[^<>\s@.]+(?:\.[^<>\s@.]+)+)>")
 _DESTINATION: Final = r"\((?:[^()]|\([^()]*\))*\)"
 _IMAGE: Final = re.compile(rf"!\[[^\[\]]*\](?:{_DESTINATION}|\[[^\[\]]*\])")
@@ -147,54 +191,99 @@ _KEPT: Final = re.compile("\x00(\\d+)\x00")
 
 
 def split_text(
-    text: str, markup: Markup, *, max_part_chars: int = DEFAULT_MAX_PART_CHARS, title: str | None = None
+    text: str,
+    markup: Markup,
+    *,
+    max_part_chars: int = DEFAULT_MAX_PART_CHARS,
+    title: str | None = None,
+    limits: SplitLimits = NO_LIMITS,
 ) -> Document:
     """``text`` as Markdown or plain text, per the module's rules."""
-    text = re.sub(r"\r\n?", "\n", text.replace("\x00", ""))  # NUL marks kept spans in _inline
+    text = text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")  # NUL marks kept spans in _inline
     if markup == "markdown":
         blocks, front_title = _markdown_blocks(text)
-        first_heading = next((t for level, t in blocks if level and _clean(t)), None)
-        title = _clean(title or "") or _clean(front_title or "") or _clean(first_heading or "") or UNTITLED
+        first_heading = next((t for level, spoken in blocks if level and (t := _clean(spoken()))), None)
+        title = _clean(title or "") or _clean(front_title or "") or first_heading or UNTITLED
     elif markup == "plain":
         blocks = _plain_blocks(text)
         title = _clean(title or "") or UNTITLED
     else:
         raise DocumentError(f"unknown markup {markup!r}; use markdown or plain")
-    return _assemble(title, _chapters(blocks, title), max_part_chars)
+    chapters = (
+        (name if isinstance(name, str) else name(), (p() for p in paragraphs))
+        for name, paragraphs in _chapters(blocks, title)
+    )
+    return _assemble(title, chapters, max_part_chars, limits)
 
 
-def split_epub(data: bytes, *, max_part_chars: int = DEFAULT_MAX_PART_CHARS, title: str | None = None) -> Document:
-    """An EPUB 2 or 3 file, one chapter per spine document (:func:`producers.epub.read_epub`)."""
+def split_epub(
+    data: bytes,
+    *,
+    max_part_chars: int = DEFAULT_MAX_PART_CHARS,
+    title: str | None = None,
+    limits: SplitLimits = NO_LIMITS,
+    max_unpacked_bytes: int | None = None,
+) -> Document:
+    """An EPUB 2 or 3 file, one chapter per spine document (:func:`producers.epub.read_epub`, which reads at
+    most ``max_unpacked_bytes`` and stops at the limits' characters and chapters)."""
     from producers.epub import read_epub  # producers.epub imports this module
 
-    book = read_epub(data)
-    return _assemble(_clean(title or "") or _clean(book.title or "") or UNTITLED, book.chapters, max_part_chars)
+    book = read_epub(data, max_unpacked_bytes=max_unpacked_bytes, limits=limits)
+    name = _clean(title or "") or _clean(book.title or "") or UNTITLED
+    return _assemble(name, book.chapters, max_part_chars, limits)
 
 
 def _assemble(
-    title: str, chapters: Iterable[tuple[str | None, Iterable[str]]], max_part_chars: int = DEFAULT_MAX_PART_CHARS
+    title: str,
+    chapters: Iterable[tuple[str | None, Iterable[str]]],
+    max_part_chars: int = DEFAULT_MAX_PART_CHARS,
+    limits: SplitLimits = NO_LIMITS,
 ) -> Document:
-    """The document of ``(chapter title or None, paragraphs)`` pairs: rules 1 to 5, 9 and 10."""
+    """The document of ``(chapter title or None, paragraphs)`` pairs: rules 1 to 5, 9 and 10, stopped as soon as
+    it is past a limit."""
     if max_part_chars < 1:
         raise ValueError(f"max_part_chars must be at least 1, not {max_part_chars}")
     kept: list[Chapter] = []
+    part_count = chars = 0
     for name, paragraphs in chapters:
         parts: list[Part] = []
         for paragraph in paragraphs:
             text = _clean(paragraph)
-            if has_words(text):
-                parts += _paragraph_parts(text, max_part_chars)
-            elif text and parts:  # a scene break, a lone symbol: a pause after the part before it (rule 5)
-                parts[-1] = replace(parts[-1], break_after="scene")
+            if not has_words(text):
+                if text and parts:  # a scene break, a lone symbol: a pause after the part before it (rule 5)
+                    parts[-1] = replace(parts[-1], break_after="scene")
+                continue
+            for part in _paragraph_parts(text, max_part_chars):
+                parts.append(part)
+                part_count, chars = part_count + 1, chars + len(part.text)
+                _check_parts(limits, part_count)
+                limits.check_chars(chars)
         if parts:
             parts[-1] = replace(parts[-1], break_after="chapter")
             kept.append(Chapter(_clean(name or "") or f"Chapter {len(kept) + 1}", tuple(parts)))
+            _check_chapters(limits, len(kept))
     if not kept:
         raise DocumentError(
             "the document has no text to read: it is empty or holds only markup, code, images, blank pages or"
             " scene breaks"
         )
     return Document(title, tuple(kept))
+
+
+def _check_parts(limits: SplitLimits, count: int) -> None:
+    if limits.parts is not None and count > limits.parts:
+        raise DocumentTooLarge(
+            f"the document makes more than {limits.parts} parts (paragraphs, headings, list items, table rows and"
+            " pieces of longer paragraphs), the most it may have: join short paragraphs or split the document",
+            "parts",
+        )
+
+
+def _check_chapters(limits: SplitLimits, count: int) -> None:
+    if limits.chapters is not None and count > limits.chapters:
+        raise DocumentTooLarge(
+            f"the document has more than {limits.chapters} chapters, the most it may have: split it", "chapters"
+        )
 
 
 def _clean(text: str) -> str:
@@ -206,6 +295,9 @@ def _paragraph_parts(text: str, limit: int) -> list[Part]:
     if not text:
         return []
     pieces = [text] if len(text) <= limit else _pack((p for s in _sentences(text) for p in _pieces(s, limit)), limit)
+    # A piece cut from a long run of punctuation says nothing: it goes (every cut is a pause already),
+    # rather than becoming a part that the API refuses as a job with nothing to speak.
+    pieces = [piece for piece in pieces if has_words(piece)] or pieces
     return [Part(p, "sentence") for p in pieces[:-1]] + [Part(pieces[-1], "paragraph")]
 
 
@@ -231,13 +323,21 @@ def _pieces(sentence: str, limit: int) -> Iterator[str]:
         cut = max((m.end() for m in _CLAUSE_END.finditer(window) if m.end() <= limit), default=0)
         cut = cut or window.rfind(" ")
         if cut <= 0:
-            cut = limit
-            while cut > 1 and unicodedata.combining(window[cut]):  # keep an accent with its letter
-                cut -= 1
+            cut = _hard_cut(window, limit)
         yield window[:cut].rstrip()
         start += cut + (sentence[start + cut : start + cut + 1] == " ")
     if start < len(sentence):
         yield sentence[start:]
+
+
+def _hard_cut(window: str, limit: int) -> int:
+    """Where to cut ``window`` with no clause mark or space: at ``limit``, or before the letter whose
+    combining accents straddle it, so that they stay together; at ``limit`` after all when no letter
+    precedes them (a run of marks: walking back from every piece of it was quadratic)."""
+    cut = limit
+    while cut > 0 and unicodedata.combining(window[cut]):
+        cut -= 1
+    return cut if cut > 0 and not unicodedata.combining(window[cut]) else limit
 
 
 def _pack(pieces: Iterable[str], limit: int) -> list[str]:
@@ -250,19 +350,19 @@ def _pack(pieces: Iterable[str], limit: int) -> list[str]:
     return packed
 
 
-def _chapters(blocks: list[_Block], title: str) -> list[tuple[str | None, list[str]]]:
+def _chapters(blocks: list[_Block], title: str) -> list[tuple[str | _Spoken, list[_Spoken]]]:
     levels = [level for level, _ in blocks if level]
     top = min(levels, default=0)
     if levels and levels[0] == top and levels.count(top) == 1 and any(level > top for level in levels):
         # One top heading, first, above lower ones: the book's title over its chapters (``# Book`` then
         # ``## Chapter 1``, ...), so chapters start at the next level; the title opens the first chapter.
         top = min(level for level in levels if level > top)
-    chapters: list[tuple[str | None, list[str]]] = [(title, [])]
-    for level, text in blocks:
+    chapters: list[tuple[str | _Spoken, list[_Spoken]]] = [(title, [])]
+    for level, spoken in blocks:
         if top and level == top:
-            chapters.append((text, [text]))
+            chapters.append((spoken, [spoken]))
         else:
-            chapters[-1][1].append(text)
+            chapters[-1][1].append(spoken)
     return chapters
 
 
@@ -271,11 +371,11 @@ def _plain_blocks(text: str) -> list[_Block]:
     lines: list[str] = []
     for line in [*text.split("\n"), ""]:
         if not line.strip():
-            blocks += [(0, "\n".join(lines))] if lines else []
+            blocks += [(0, _Spoken("\n".join(lines)))] if lines else []
             lines = []
         # only at a paragraph's start: "as shown in\nChapter 3. Then ..." is a hard-wrapped sentence
         elif not lines and len(line) <= _MAX_MARKER_CHARS and _CHAPTER_MARKER.fullmatch(line):
-            blocks.append((1, line))
+            blocks.append((1, _Spoken(line)))
         else:
             lines.append(line)
     return blocks
@@ -287,7 +387,7 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:  # noqa: C90
     if lines[0].lstrip("\ufeff").rstrip() == "---":
         end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
         if end is not None:
-            titles = (m.group(1) for line in lines[1:end] if (m := _FRONT_TITLE.fullmatch(line)))
+            titles = (m.group(1).rstrip(" \t") for line in lines[1:end] if (m := _FRONT_TITLE.fullmatch(line)))
             front_title = next((t[1:-1] if t[:1] in "\"'" and t[-1:] == t[:1] else t for t in titles), None)
             lines = lines[end + 1 :]
     refs = {m.group(1).casefold() for line in lines if (m := _REF_DEF.fullmatch(line))}
@@ -299,7 +399,7 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:  # noqa: C90
     def flush() -> None:
         nonlocal para, item
         if para:
-            blocks.append((0, _inline("\n".join(para), refs)))
+            blocks.append((0, _Spoken(partial(_inline, "\n".join(para), refs))))
         para, item = [], False
 
     i = 0
@@ -308,7 +408,7 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:  # noqa: C90
         unquoted = _QUOTES.sub("", line, count=1)
         line, in_quote = unquoted, len(unquoted) < len(line)
         if fence:
-            if re.fullmatch(rf" {{0,3}}{fence[0]}{{{len(fence)},}}[ \t]*", line):
+            if _closes(fence, line):
                 fence = ""
             continue
         if in_quote != quoted:
@@ -322,24 +422,23 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:  # noqa: C90
         elif not para and not in_list and line.startswith(("    ", "\t")):
             pass  # indented code
         elif para and not item and (m := _SETEXT.fullmatch(line)):
-            blocks.append((1 if m.group(1)[0] == "=" else 2, _inline("\n".join(para), refs)))
+            blocks.append((1 if m.group(1)[0] == "=" else 2, _Spoken(partial(_inline, "\n".join(para), refs))))
             para = []
         elif _RULE.fullmatch(line):
             flush()
-            blocks.append((0, SCENE_BREAK))  # a scene break: a pause after the part before it (rule 5)
+            blocks.append((0, _Spoken(SCENE_BREAK)))  # a scene break: a pause after the part before it (rule 5)
             in_list = False
         elif m := _ATX.fullmatch(line):
             flush()
-            blocks.append((len(m.group(1)), _inline(m.group(2) or "", refs)))
+            blocks.append((len(m.group(1)), _Spoken(partial(_inline, _atx_text(m.group(2) or ""), refs))))
             in_list = False
         elif not para and _REF_DEF.fullmatch(line):
             pass
-        elif "|" in line and i < len(lines) and "|" in lines[i] and _TABLE_SEP.fullmatch(lines[i]):
+        elif "|" in line and i < len(lines) and "|" in lines[i] and _is_table_separator(lines[i]):
             flush()
             row, i = line, i + 1
             while True:
-                cells = (_clean(_inline(c, refs)) for c in _CELL_SEP.split(row.strip().strip("|")))
-                blocks.append((0, ", ".join(c for c in cells if c)))
+                blocks.append((0, _Spoken(partial(_row, row, refs))))
                 if i >= len(lines) or "|" not in lines[i] or not lines[i].strip():
                     break
                 row, i = lines[i], i + 1
@@ -351,6 +450,54 @@ def _markdown_blocks(text: str) -> tuple[list[_Block], str | None]:  # noqa: C90
             para.append(line)
     flush()
     return blocks, front_title
+
+
+class _Spoken:
+    """A block's spoken text, worked out when it is first read and kept: assembly stops at a document's
+    limits, and the blocks past them are never converted (200,000 one-word paragraphs, each run through
+    every inline rule, took seconds before the parts limit refused the document)."""
+
+    __slots__ = ("_make", "_text")
+
+    def __init__(self, text: str | Callable[[], str]) -> None:
+        self._text: str | None = text if isinstance(text, str) else None
+        self._make: Callable[[], str] | None = None if isinstance(text, str) else text
+
+    def __call__(self) -> str:
+        if self._text is None and self._make is not None:
+            self._text, self._make = self._make(), None
+        return self._text or ""
+
+
+def _row(row: str, refs: set[str]) -> str:
+    cells = (_clean(_inline(cell, refs)) for cell in _CELL_SEP.split(row.strip().strip("|")))
+    return ", ".join(cell for cell in cells if cell)
+
+
+def _closes(fence: str, line: str) -> bool:
+    """Whether ``line`` closes the code block ``fence`` opened: up to three spaces, at least as many of its
+    backticks or tildes, nothing else but blanks."""
+    body = line.lstrip(" ")
+    if len(line) - len(body) > 3:
+        return False
+    rest = body.lstrip(fence[0])
+    return len(body) - len(rest) >= len(fence) and not rest.strip(" \t")
+
+
+def _atx_text(text: str) -> str:
+    """An ATX heading's text without its closing sequence: ``# Title ##`` reads "Title"; the ``#``s stay
+    when no blank precedes them (``# C#``) or they are all there is (``# #``)."""
+    text = text.rstrip(" \t")
+    body = text.rstrip("#")
+    return body.rstrip(" \t") if body != text and body[-1:] in (" ", "\t") else text
+
+
+def _is_table_separator(line: str) -> bool:
+    """``|---|:--:|``: cells of dashes, optionally colon-aligned, between optional outer pipes."""
+    cells = line.strip(" \t")
+    cells = cells[1:] if cells.startswith("|") else cells
+    cells = cells[:-1] if cells.endswith("|") else cells
+    return all(_SEPARATOR_CELL.fullmatch(cell) for cell in cells.split("|"))
 
 
 def _inline(text: str, refs: set[str]) -> str:
@@ -402,7 +549,7 @@ def _drop_hidden(text: str) -> str:
     pieces, pos, at, unclosed = [], 0, 0, set()
     while start := _HIDDEN_START.search(text, at):
         kind = (start.group(1) or "").lower()
-        end = None if kind in unclosed else re.compile(rf"</{kind}\s*>" if kind else "-->", re.IGNORECASE)
+        end = None if kind in unclosed else _HIDDEN_END[kind]
         close = end.search(text, start.end()) if end else None
         if close is None:
             unclosed.add(kind)  # none later closes either: not searched for again

@@ -1,6 +1,7 @@
 """POST /v1/documents: a long text (Markdown, plain text, or an EPUB upload) in, chapters of audio out.
 
-The document is split into chapters and parts (:mod:`producers.document_split`),
+The document is parsed and split into chapters and parts off the event loop,
+under its budgets (:mod:`producers.document_parsing`, :mod:`producers.document_split`),
 each part its own job with its own fingerprint, at batch priority unless the
 request says otherwise: the parts fan out over every worker, and a part that
 repeats (in this document or any other) is synthesized once. The parts go
@@ -16,7 +17,6 @@ yet, never a second document or a second job of a part.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -27,7 +27,6 @@ from litestar.datastructures import UploadFile
 from litestar.exceptions import NotFoundException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath
-from pydantic import Field, ValidationError
 
 from contracts import (
     DocumentChapter,
@@ -36,7 +35,6 @@ from contracts import (
     JobState,
     Markup,
     PartBreak,
-    Priority,
     Producer,
     SynthesisRequest,
     derive_event_id,
@@ -48,8 +46,9 @@ from producers.api_keys import Principal
 from producers.auth import READ, SUBMIT
 from producers.deps import Injected
 from producers.document_audio import STREAMED_FORMATS
+from producers.document_parsing import DocumentOptions, DocumentParser, DocumentRequest, Received
 from producers.document_queries import DocumentReader
-from producers.document_split import BreakKind, Document, DocumentError, split_epub, split_text
+from producers.document_split import BreakKind, Document
 from producers.errors import Rejected
 from producers.http_errors import responses
 from producers.idempotency import document_id_for
@@ -70,66 +69,20 @@ from producers.views import (
 )
 
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
-THE_KEYS: Final = "The document the Idempotency-Key named before (its missing parts sent again)."
+"""What the route reads of a body at most (VOXLOG_MAX_DOCUMENT_BYTES may say less)."""
 BREAKS: Final[dict[BreakKind, PartBreak]] = {"sentence": "s", "paragraph": "p", "scene": "b", "chapter": "c"}
 
 
-class DocumentOptions(SpeechOptions):
-    """How to read the document: every part is a request with the :class:`SpeechOptions` fields."""
-
-    format: str = Field("wav", description="Audio format of the stitched files: wav, mp3 or pcm.")
-    priority: Priority = Field(
-        "batch", description="batch (the default: interactive requests go first) or interactive."
-    )
-    title: str | None = Field(
-        None, max_length=500, description="The title; else the document's own (heading, metadata)."
-    )
-
-
-class DocumentRequest(DocumentOptions):
-    """POST /v1/documents JSON body (an EPUB is uploaded as multipart/form-data instead, field ``file``)."""
-
-    text: str = Field(description="The document, at most VOXLOG_MAX_DOCUMENT_CHARS characters once read.")
-    markup: str = Field("markdown", description="markdown (the default) or plain.")
-
-
-async def _read_body(
-    request: Request[Any, Any, Any], max_chars: int, part_chars: int
-) -> tuple[Document, Markup, bytes, DocumentOptions]:
-    """The split document, its markup, its raw bytes (for the idempotency key) and the options."""
-    content_type = request.headers.get("content-type", "")
-    try:
-        if content_type.startswith("multipart/form-data"):
-            form = await request.form()
-            upload = form.get("file")
-            if not isinstance(upload, UploadFile):
-                raise Rejected("a multipart upload needs the document in a part named 'file'")
-            fields = {k: v for k, v in form.items() if k != "file" and isinstance(v, str)}
-            options = DocumentOptions.model_validate(fields)
-            raw = await upload.read()
-            name = (upload.filename or "").lower()
-            if name.endswith(".epub"):
-                return split_epub(raw, max_part_chars=part_chars, title=options.title), "epub", raw, options
-            markup: Markup = "markdown" if name.endswith((".md", ".markdown")) else "plain"
-            text = raw.decode("utf-8")
-        else:
-            body = DocumentRequest.model_validate_json(await request.body())
-            if body.markup not in ("markdown", "plain"):
-                raise Rejected(f"markup {body.markup!r} is not known: use markdown or plain (upload an EPUB as 'file')")
-            options, text, raw = body, body.text, body.text.encode()
-            markup = "plain" if body.markup == "plain" else "markdown"
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        raise Rejected(f"{where}: {first['msg']}", 400) from exc
-    except UnicodeDecodeError as exc:
-        raise Rejected(f"the document is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from exc
-    if len(text) > max_chars * 2:  # markup included: refuse before splitting an absurd upload
-        raise Rejected(f"the document has {len(text)} characters; the limit is {max_chars}: split it", 413)
-    split = split_text(
-        text, "plain" if markup == "plain" else "markdown", max_part_chars=part_chars, title=options.title
-    )
-    return split, markup, raw, options
+async def _received(request: Request[Any, Any, Any]) -> Received:
+    """The body as it came, unparsed (a multipart form is taken apart: its file and its fields)."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form()
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise Rejected("a multipart upload needs the document in a part named 'file'")
+        fields = {k: v for k, v in form.items() if k != "file" and isinstance(v, str)}
+        return Received(await upload.read(), upload.filename or "", fields)
+    return Received(await request.body())
 
 
 @post(
@@ -156,29 +109,21 @@ async def submit_document(
     request: Request[Any, Any, Any],
     submissions: Injected[Submissions],
     documents: Injected[DocumentReader],
+    document_parser: Injected[DocumentParser],
     producer: Injected[Producer],
     principal: Injected[Principal],
     idempotency_key: IdempotencyKey = None,
 ) -> Response[DocumentAccepted]:
-    """202 with the document's chapters and parts; 200 with the same when the Idempotency-Key named it before."""
-    limits = submissions.limits
+    """202 with the document's chapters and parts; 200 with the same when the Idempotency-Key named it before.
+    The document is parsed off the event loop (:mod:`producers.document_parsing`)."""
     key, sent = submission_key(idempotency_key, principal, request)
-    try:
-        document, markup, raw, options = await _read_body(
-            request, limits.max_document_chars, limits.document_part_chars
-        )
-    except DocumentError as exc:
-        raise Rejected(str(exc), 422) from exc
-    if document.chars > limits.max_document_chars:
-        raise Rejected(
-            f"the document has {document.chars} characters; the limit is {limits.max_document_chars}: split it", 413
-        )
+    parsed = await document_parser.parse(await _received(request))
+    document, markup, options = parsed.document, parsed.markup, parsed.options
     if options.format.strip().lower() not in STREAMED_FORMATS:
         raise Rejected(
             f"format {options.format!r}: a document is stitched as a stream; use one of: " + ", ".join(STREAMED_FORMATS)
         )
-    digest = hashlib.sha256(raw + options.model_dump_json().encode()).hexdigest()
-    document_id = document_id_for(key, digest)
+    document_id = document_id_for(key, parsed.digest)
     known = sent and await documents.document_by_key(key) == document_id
     common = options.model_dump(include=set(SpeechOptions.model_fields))
     parts = [part for chapter in document.chapters for part in chapter.parts]

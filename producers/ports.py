@@ -5,14 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from contracts import DocumentSubmitted, JobCancelled, JobQueued
 from foundation.errors import BrokerUnavailable
 from producers.errors import LogUnreadable
+
+T = TypeVar("T")
+
+
+class OffLoop(Protocol):
+    """Where work too heavy for the event loop runs: in a process of its own under budgets
+    (:class:`foundation.offload.Offload`), raising ``foundation.offload.OverBudget`` past one."""
+
+    async def run(self, work: Callable[..., T], *args: Any) -> T: ...
 
 
 class JobLog(Protocol):

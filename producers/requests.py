@@ -1,9 +1,15 @@
-"""What a client may ask for (the request bodies' speech fields), and when a request is valid."""
+"""What a client may ask for (the request bodies' speech fields), and when a request is valid.
+
+A submission's requests are validated together (:func:`validate_all`): inline while their texts are short,
+in an offload process (:mod:`foundation.offload`) once they add up to more than ``INLINE_CHARS``
+characters: 10,000 requests of 5,000 characters each held the event loop for seconds.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,7 +17,9 @@ from contracts import InvalidRequest, Priority, SynthesisRequest, normalize_text
 from contracts.request_text import first_refused_character, has_words
 from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
+from foundation.offload import OverBudget
 from producers.errors import Rejected
+from producers.ports import OffLoop
 from producers.rows import EngineVoices
 
 
@@ -52,9 +60,56 @@ class Limits:
     default_engine: str
     max_batch: int = 10_000
     job_retention_s: float = 86400.0
-    max_document_chars: int = 2_000_000
-    document_part_chars: int = 1500
     max_record_bytes: int = 1_000_000
+
+
+INLINE_CHARS: Final = 50_000
+"""Up to this many characters of text in all, a submission is validated on the event loop (some
+milliseconds); past it, in an offload process."""
+OFFLOAD_SETTINGS: Final = {
+    "cpu": "VOXLOG_OFFLOAD_CPU_S",
+    "memory": "VOXLOG_OFFLOAD_MEMORY_MB",
+    "time": "VOXLOG_OFFLOAD_CPU_S",  # the wall-clock allowance: ten times the CPU seconds, and more
+}
+
+
+def beyond_budget(exc: OverBudget, doing: str, fix: str) -> Rejected:
+    """The 413 of work the offload stopped past a budget: what took too long, the budget's setting, what to do."""
+    return Rejected(f"{doing} took more than {exc.limit} ({OFFLOAD_SETTINGS[exc.budget]}): {fix}", 413)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why one request is invalid: the status and message :class:`Rejected` would have."""
+
+    status: int
+    detail: str
+
+
+async def validate_all(
+    bodies: Sequence[JobRequest], limits: Limits, engines: Sequence[EngineVoices], offload: OffLoop | None
+) -> list[SynthesisRequest | Refused]:
+    """Each body validated, in order (:func:`validate_each`), off the loop when they are long; a 413 naming the
+    budget when that takes more than the offload allows."""
+    if offload is None or sum(len(body.text) for body in bodies) <= INLINE_CHARS:
+        return validate_each(bodies, limits, engines)
+    try:
+        return await offload.run(validate_each, bodies, limits, engines)
+    except OverBudget as exc:
+        raise beyond_budget(exc, "validating the requests", "send fewer or shorter ones") from exc
+
+
+def validate_each(
+    bodies: Sequence[JobRequest], limits: Limits, engines: Sequence[EngineVoices]
+) -> list[SynthesisRequest | Refused]:
+    """The normalized request of each body, or why it is refused (what an offload process runs for a batch)."""
+    checked: list[SynthesisRequest | Refused] = []
+    for body in bodies:
+        try:
+            checked.append(validate(body, limits, engines))
+        except Rejected as exc:
+            checked.append(Refused(exc.status, str(exc)))
+    return checked
 
 
 def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) -> SynthesisRequest:

@@ -64,8 +64,9 @@ from producers.admission import Admission
 from producers.api_keys import Principal
 from producers.errors import Rejected
 from producers.idempotency import client_key, item_key, job_id_for
+from producers.ports import OffLoop
 from producers.queries import ProjectionReader, ProjectionUnavailable
-from producers.requests import JobRequest, Limits, validate
+from producers.requests import JobRequest, Limits, Refused, validate_all
 from producers.rows import JobRow, LiveResult
 from producers.submission_log import SubmissionLog, cache_hit
 
@@ -156,6 +157,7 @@ class Submissions:
         *,
         admission: Admission | None = None,
         cache_scope: CacheScope = "shared",
+        offload: OffLoop | None = None,
     ) -> None:
         self._reader = reader
         self._log = log_
@@ -164,6 +166,7 @@ class Submissions:
         self._producer = producer
         self._admission = admission
         self._cache_scope = cache_scope
+        self._offload = offload  # where large submissions are validated (producers.requests.validate_all)
 
     async def submit(self, submission: Submission) -> Submitted:
         requests = await self._validate(submission)
@@ -192,16 +195,16 @@ class Submissions:
     async def _validate(self, submission: Submission) -> list[SynthesisRequest]:
         engines = await self._reader.engines()
         scope = submission.principal.tenant if self._cache_scope == "tenant" else None
+        items = submission.items
+        checked = await validate_all([item.request for item in items], self.limits, engines, self._offload)
         requests, invalid = [], []
-        for index, item in enumerate(submission.items):
-            try:
-                request = validate(item.request, self.limits, engines)
-            except Rejected as exc:
-                if len(submission.items) == 1 or exc.status == 503:  # one request, or none can be taken
-                    raise
-                invalid.append(InvalidItem(index, exc.status, str(exc)))
-                continue
-            requests.append(request if scope is None else request.model_copy(update={"cache_scope": scope}))
+        for index, outcome in enumerate(checked):
+            if isinstance(outcome, Refused):
+                if len(items) == 1 or outcome.status == 503:  # one request, or none can be taken: say it as it is
+                    raise Rejected(outcome.detail, outcome.status)
+                invalid.append(InvalidItem(index, outcome.status, outcome.detail))
+            else:
+                requests.append(outcome if scope is None else outcome.model_copy(update={"cache_scope": scope}))
         if invalid:
             raise InvalidItems(invalid, len(submission.items))
         return requests

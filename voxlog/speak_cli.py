@@ -448,9 +448,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else default_out(args.file)
     bar = ProgressBar(sys.stderr, live=sys.stderr.isatty() and not args.no_progress)
     try:
-        with httpx.Client(
-            base_url=api, timeout=httpx.Timeout(60.0, connect=10.0), headers=client_headers()
-        ) as client:
+        with httpx.Client(base_url=api, timeout=httpx.Timeout(60.0, connect=10.0), headers=client_headers()) as client:
             try:
                 paths = speak(client, args.file, options, out, bar, timeout_s=args.timeout)
             finally:

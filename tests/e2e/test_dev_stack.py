@@ -51,8 +51,9 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert key in up.stdout
         assert (tmp_path / "config" / "voxlog" / "api-key").stat().st_mode & 0o077 == 0
         api = f"http://127.0.0.1:{env['VOXLOG_DEV_API_PORT']}"
-        assert httpx.get(f"{api}/v1/voices", timeout=30).status_code == 401
-        assert httpx.get(f"{api}/v1/voices", headers={"Authorization": f"Bearer {key}"}, timeout=30).is_success
+        async with httpx.AsyncClient(base_url=api, timeout=30) as client:
+            assert (await client.get("/v1/voices")).status_code == 401
+            assert (await client.get("/v1/voices", headers={"Authorization": f"Bearer {key}"})).is_success
 
         events = [event for i in range(30) for event in one_of_each(f"Durable sentence {i}.")]
         async with KafkaEventPublisher(bootstrap, "voxlog.jobs.v1") as publisher:

@@ -17,9 +17,11 @@ import httpx
 
 from contracts import AudioRef, JobQueued, JobState, Producer, SynthesisRequest
 from foundation.errors import PublishUnconfirmed
+from foundation.offload import Budget, Offload
 from producers.admission import Admission
 from producers.app import create_app
 from producers.deps import ApiDeps
+from producers.document_parsing import DocumentBudget, DocumentParser
 from producers.ports import Polling
 from producers.requests import Limits
 from producers.rows import EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow
@@ -27,7 +29,13 @@ from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us",), 1)]
-LIMITS = Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10, max_document_chars=20_000, document_part_chars=200)
+LIMITS = Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10)
+DOCUMENTS = DocumentBudget(
+    max_bytes=2**20, max_chars=20_000, part_chars=200, max_parts=1000, max_chapters=100, max_unpacked_bytes=2**20
+)
+OFFLOADED = ("foundation.offload", "producers.document_parsing", "producers.requests", "tests.support.offloaded")
+OFFLOAD = Offload(Budget(cpu_s=20, memory_bytes=1024 * 2**20), processes=2, preload=OFFLOADED)
+"""One for every test: a process per call, forked from one fork server started on first use."""
 PRODUCER = Producer(service="api", instance="test")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -244,6 +252,8 @@ def deps(
     admission: Admission | None = None,
     placement: Any = None,
     documents: Any = None,
+    document_budget: DocumentBudget = DOCUMENTS,
+    offload: Offload = OFFLOAD,
     **fields: Any,
 ) -> ApiDeps:
     log = log if log is not None else Log()
@@ -256,6 +266,7 @@ def deps(
         PRODUCER,
         admission=admission,
         cache_scope=fields.pop("cache_scope", "shared"),
+        offload=offload,
     )
     return ApiDeps(
         reader=reader,  # type: ignore[arg-type]
@@ -268,6 +279,7 @@ def deps(
         lag=fields.pop("lag", None),  # type: ignore[arg-type]
         changes=fields.pop("changes", Polling(0.0)),
         documents=documents if documents is not None else Documents(),
+        document_parser=DocumentParser(offload, document_budget),
         **fields,
     )
 

@@ -7,8 +7,10 @@ from typing import Any
 
 import httpx
 
+from foundation.offload import OverBudget
+from producers import requests as requests_module
 from producers.queries import ProjectionUnavailable
-from tests.support.api_fakes import Blobs, Log, Reader, client, deps, live, ref
+from tests.support.api_fakes import OFFLOAD, Blobs, Log, Reader, client, deps, live, ref
 
 
 def reader(cached: dict[str, uuid.UUID] | None = None, down: Exception | None = None) -> Reader:
@@ -107,4 +109,52 @@ async def test_a_batch_over_the_limit_or_empty_is_a_413_and_nothing_is_published
     log = Log()
     assert (await post(reader(), log, requests(*(f"Text {i}." for i in range(11))))).status_code == 413
     assert (await post(reader(), log, [])).status_code == 413
+    assert log.published == []
+
+
+class Recording:
+    """The offload, with what it was asked to run noted."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.ran: list[str] = []
+        self.error = error
+
+    async def run(self, work, *args):
+        self.ran.append(work.__name__)
+        if self.error is not None:
+            raise self.error
+        return await OFFLOAD.run(work, *args)
+
+
+async def test_regression_a_large_batch_was_validated_on_the_event_loop(monkeypatch):
+    """10,000 requests of 5,000 characters held the loop for seconds: past INLINE_CHARS, a submission is
+    validated in an offload process (here every one is), refusals included."""
+    monkeypatch.setattr(requests_module, "INLINE_CHARS", 0)
+    offload, log = Recording(), Log()
+    async with client(deps(reader(), log, offload=offload)) as api:
+        accepted = await api.post("/v1/batches", json={"requests": requests("One  two.", "Three.")})
+        refused = await api.post("/v1/batches", json={"requests": requests("Fine.", "", "Also fine.")})
+    assert accepted.status_code == 202, accepted.text
+    assert [e.payload.request.text for e in log.published] == ["One two.", "Three."]
+    assert refused.status_code == 422
+    assert [(e["index"], e["status"]) for e in refused.json()["errors"]] == [(1, 422)]
+    assert offload.ran == ["validate_each", "validate_each"]
+
+
+async def test_a_short_submission_is_validated_inline():
+    offload = Recording()
+    async with client(deps(reader(), Log(), offload=offload)) as api:
+        assert (await api.post("/v1/batches", json={"requests": requests("One.", "Two.")})).status_code == 202
+    assert offload.ran == []
+
+
+async def test_validation_past_the_offload_budget_is_a_413_that_names_it(monkeypatch):
+    monkeypatch.setattr(requests_module, "INLINE_CHARS", 0)
+    offload, log = Recording(OverBudget("cpu", "30 CPU seconds")), Log()
+    async with client(deps(reader(), log, offload=offload)) as api:
+        refused = await api.post("/v1/batches", json={"requests": requests("One.", "Two.")})
+    assert refused.status_code == 413
+    assert refused.json()["detail"] == (
+        "validating the requests took more than 30 CPU seconds (VOXLOG_OFFLOAD_CPU_S): send fewer or shorter ones"
+    )
     assert log.published == []

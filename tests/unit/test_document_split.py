@@ -11,8 +11,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.request_text import has_words
-from producers import epub
-from producers.document_split import Chapter, Document, DocumentError, Markup, Part, split_epub, split_text
+from producers import document_split, epub
+from producers.document_split import (
+    Chapter,
+    Document,
+    DocumentError,
+    DocumentTooLarge,
+    Markup,
+    Part,
+    SplitLimits,
+    split_epub,
+    split_text,
+)
+from tests.support.work import counted, growth, linear
 
 pytestmark = pytest.mark.unit
 
@@ -218,9 +229,14 @@ def test_every_part_fits_and_no_word_is_lost(text: str, max_chars: int) -> None:
     parts = texts(doc)
     assert all(1 <= len(p) <= max_chars for p in parts)
     assert all(p == p.strip() and "  " not in p for p in parts)
-    assert "".join("".join(parts).split()) == "".join(spoken.split())
+    # Every word is kept; only a piece of punctuation cut off on its own may go (it says nothing).
+    said, written = "".join("".join(parts).split()), "".join(spoken.split())
+    assert [c for c in said if c.isalnum()] == [c for c in written if c.isalnum()]
+    rest = iter(written)
+    assert all(c in rest for c in said), "the parts are the text in order, less some punctuation"
     if all(len(w) <= max_chars for w in spoken.split()):
-        assert " ".join(parts).split() == spoken.split()
+        words = [w for w in spoken.split() if has_words(w)]
+        assert [w for w in " ".join(parts).split() if has_words(w)] == words
     assert doc.chars == sum(map(len, parts))
     assert doc.part_count == len(parts)
     assert split_text(text, "plain", max_part_chars=max_chars) == doc
@@ -321,6 +337,113 @@ def test_the_same_input_gives_the_same_document() -> None:
     first = split_text(text, "markdown", max_part_chars=120)
     assert split_text(text, "markdown", max_part_chars=120) == first
     assert all(len(p) <= 120 for p in texts(first))
+
+
+# Work linear in the text, and limits ---------------------------------------------------------------------
+# Work is counted, not timed (tests.support.work: the steps of every pattern of the module, in the engine's
+# step model, and the lines of Python it runs): the same count on any machine under any load, so these
+# cannot flake on a loaded two-core machine. Each fails with the pattern or loop it pins put back.
+
+
+def assert_linear(run, n: int) -> None:
+    counts = growth(run, (document_split,), n)
+    assert linear(counts, n), f"work at n, 2n, 3n: {counts}"
+
+
+def test_regression_30000_full_stops_took_10_s_to_split() -> None:
+    """The sentence-end pattern was tried from every full stop of a run and scanned the rest of it each time.
+    Counted, not timed: the same count on any machine under any load, so it cannot flake."""
+    assert_linear(lambda n: split_text("Stop" + "." * n, "markdown"), 3000)  # runs longer than a part: they are cut
+
+
+def test_regression_an_atx_heading_with_a_long_run_of_spaces_was_quadratic() -> None:
+    """The closing-sequence pattern tried every split of the blanks. Counted, not timed: cannot flake."""
+    assert_linear(lambda n: split_text("# a" + " " * n + "b", "markdown"), 1000)
+
+
+def test_regression_a_table_separator_row_of_blanks_was_quadratic() -> None:
+    """Nested repeats of blanks in the separator pattern. Counted, not timed: cannot flake."""
+    assert_linear(lambda n: split_text("a | b\n|" + " " * n, "markdown"), 300)
+    assert_linear(lambda n: split_text("a | b\n" + " " * n + "|", "markdown"), 300)
+
+
+def test_regression_front_matter_with_a_long_blank_title_was_quadratic() -> None:
+    """A lazy title then trailing blanks. Counted, not timed: cannot flake."""
+    assert_linear(lambda n: split_text("---\ntitle: a" + " " * n + "b\n---\nText.", "markdown"), 1000)
+
+
+def test_regression_a_run_of_combining_marks_walked_back_the_whole_part_for_every_mark() -> None:
+    """A run of marks was cut one mark at a time, each cut walking back a whole part's length: work per
+    mark grew with the part size (1,500 lines of Python per mark at the default). A bound on counted work,
+    not a time: it cannot flake on a loaded machine."""
+    text = "a" + "\u0301" * 6000
+    for part_chars in (100, 1500):
+        with counted(document_split) as work:
+            document = split_text(text, "plain", max_part_chars=part_chars)
+        assert work.total < 40 * len(text), (part_chars, work.total)
+        assert texts(document)[0] == "a" + "\u0301" * (part_chars - 1)  # the marks cut off alone say nothing
+
+
+def test_a_run_of_combining_marks_is_cut_hard_at_the_limit() -> None:
+    mark = "\u0301"
+    assert md("a" + mark * 9, max_part_chars=4) == ["a" + mark * 3]  # the marks cut off alone say nothing
+    assert md("a" + mark * 9 + " b", max_part_chars=4)[-1].endswith(" b")  # a word after them is kept
+
+
+def test_regression_200000_one_word_paragraphs_made_as_many_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1.7 MB Markdown of one-word paragraphs became 200,000 jobs: the parts limit refuses it, and the
+    paragraphs past the limit are never run through the inline rules."""
+    converted = []
+    inline = document_split._inline
+    monkeypatch.setattr(document_split, "_inline", lambda text, refs: converted.append(text) or inline(text, refs))
+    text = "\n\n".join(f"word{i}" for i in range(200_000))
+    with pytest.raises(DocumentTooLarge) as refused:
+        split_text(text, "markdown", limits=SplitLimits(parts=20_000))
+    assert refused.value.budget == "parts"
+    assert "more than 20000 parts" in str(refused.value)
+    assert len(converted) == 20_001
+
+
+@pytest.mark.parametrize(
+    ("text", "limits", "budget"),
+    [
+        ("# A\n\nx\n\n# B\n\ny\n\n# C\n\nz", SplitLimits(chapters=2), "chapters"),
+        ("one\n\ntwo\n\nthree", SplitLimits(parts=2), "parts"),
+        ("a" * 50 + "\n\n" + "b" * 50, SplitLimits(chars=80), "chars"),
+    ],
+)
+def test_a_document_past_a_limit_is_refused_naming_it(text: str, limits: SplitLimits, budget: str) -> None:
+    with pytest.raises(DocumentTooLarge) as refused:
+        split_text(text, "markdown", limits=limits)
+    assert refused.value.budget == budget
+    split_text(text, "markdown")  # no limit: read
+
+
+def test_a_limit_refusal_survives_pickling() -> None:
+    import pickle
+
+    refused = pickle.loads(pickle.dumps(DocumentTooLarge("too many", "parts")))
+    assert (str(refused), refused.budget) == ("too many", "parts")
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["# Title ##", "# C#", "# #", "#   #", "## a ## b ##  ", "#\ttab\t#", "####### seven", "#5 bolt", "#"],
+)
+def test_an_atx_heading_reads_as_the_pattern_it_replaced_read_it(line: str) -> None:
+    """The closing sequence's rule, once a quadratic pattern, now a few lines: the same headings either way."""
+    old = re.fullmatch(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*", line)
+    new = document_split._ATX.fullmatch(line)
+    assert bool(new) == bool(old)
+    if old and new:
+        assert document_split._atx_text(new.group(2) or "") == (old.group(2) or "")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([" ", "\t", "|", "-", ":", "a"]), max_size=12).map("".join))
+def test_a_table_separator_is_what_the_pattern_it_replaced_matched(line: str) -> None:
+    old = re.compile(r"[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)*[ \t]*:?-+:?[ \t]*\|?[ \t]*")
+    assert document_split._is_table_separator(line) == bool(old.fullmatch(line))
 
 
 # EPUB ------------------------------------------------------------------------------------------------
@@ -548,3 +671,13 @@ def test_an_epub_document_in_another_encoding_is_decoded() -> None:
 def test_a_single_title_heading_over_lower_headings_names_the_book_not_its_only_chapter(text, chapters):
     document = split_text(text, "markdown")
     assert [(c.title, [p.text for p in c.parts]) for c in document.chapters] == chapters
+
+
+def test_regression_a_long_run_of_full_stops_became_parts_with_nothing_to_speak():
+    """A run longer than a part was cut into parts of only full stops, each a job the API refuses (422 for the
+    whole document). The cut pieces without a word go; the words keep their part."""
+    document = split_text("Stop" + "." * 5000 + " Go on.", "markdown", max_part_chars=1500)
+    assert texts(document)
+    assert all(has_words(text) for text in texts(document))
+    assert "Stop" in texts(document)[0]
+    assert "Go on." in texts(document)[-1]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
 from litestar.testing import TestClient
 
 from contracts import DocumentSubmitted, JobQueued, document_part_job_id
+from foundation.offload import OverBudget
 from producers.app import create_app
-from tests.support.api_fakes import LIMITS, Documents, Log, Reader, deps
+from tests.support import api_fakes
+from tests.support.api_fakes import DOCUMENTS, LIMITS, Documents, Log, Reader, deps
 from tests.support.epub import epub
 
 pytestmark = pytest.mark.unit
@@ -93,7 +96,8 @@ def test_regression_a_document_whose_record_was_over_the_brokers_limit_had_its_p
     key" forever while the parts were synthesized. Now every record is checked before the first is sent."""
     log = Log()
     small = replace(LIMITS, max_record_bytes=8_000)
-    text = "\n\n".join(f"# Chapter {i}\n\nWords." for i in range(300))  # 300 chapter titles: a large record
+    title = "A chapter whose title runs on " * 5
+    text = "\n\n".join(f"# {title}{i}\n\nWords." for i in range(80))  # 80 long chapter titles: a large record
     with TestClient(create_app(deps(Reader(), log, limits=small, documents=Documents()))) as api:
         answer = api.post("/v1/documents", json={"text": text, "voice": "af_heart"})
     assert answer.status_code == 413, answer.text
@@ -133,3 +137,124 @@ def test_a_retry_of_a_document_the_log_took_in_part_sends_only_the_parts_the_pro
     sent = [e.job_id for e in retry_log.published]
     assert recorded.job_id not in sent, "a part the projection shows is not sent again"
     assert sorted(sent) == sorted(document_part_job_id(document.payload.document_id, i) for i in (1, 2, 3))
+
+
+# Off the event loop, under budgets ------------------------------------------------------------------------
+
+
+class Gate:
+    """A Unix socket where the document's parsing waits (DocumentBudget.gate) until it is sent a byte."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.held = asyncio.Event()
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> Gate:
+        self._server = await asyncio.start_unix_server(self._arrive, self.path)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self._server.close()
+
+    async def _arrive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self.held.set()
+
+    async def release(self) -> None:
+        assert self._writer is not None
+        self._writer.write(b"go")
+        await self._writer.drain()
+        self._writer.close()
+
+
+async def test_regression_a_post_of_30000_full_stops_held_healthz_for_10_s(tmp_path):
+    """The split ran on the event loop: every other request waited for it. It runs in an offload process
+    now; here it is held there (at a socket the test releases), and /healthz answers meanwhile. A split
+    on the loop would hold the loop at the gate and this test would never see the health answer. No
+    clock: the order of events is all it asserts."""
+    async with Gate(str(tmp_path / "gate")) as gate:
+        budget = replace(DOCUMENTS, max_chars=2_000_000, gate=gate.path)
+        async with api_fakes.client(deps(Reader(), Log(), document_budget=budget)) as api:
+            posted = asyncio.create_task(
+                api.post("/v1/documents", json={"text": "Stop" + "." * 30_000, "voice": "af_heart"})
+            )
+            await gate.held.wait()  # the parsing is running, in another process, and waits
+            health = await api.get("/healthz")
+            assert health.status_code == 200
+            assert not posted.done()
+            await gate.release()
+            answer = await posted
+    assert answer.status_code == 202, answer.text
+
+
+@pytest.mark.parametrize(
+    ("budget", "kwargs", "setting"),
+    [
+        ({"max_parts": 2}, {"json": {"text": "One.\n\nTwo.\n\nThree.", "voice": "af_heart"}}, "DOCUMENT_PARTS"),
+        ({"max_chapters": 1}, {"json": {"text": "# A\n\nx\n\n# B\n\ny", "voice": "af_heart"}}, "DOCUMENT_CHAPTERS"),
+        ({"max_chars": 10}, {"json": {"text": "Eleven chars\n\nand more", "voice": "af_heart"}}, "DOCUMENT_CHARS"),
+        ({"max_chars": 10}, {"json": {"text": "Twelve chars", "voice": "af_heart"}}, "DOCUMENT_CHARS"),
+        ({"max_bytes": 100}, {"json": {"text": "x" * 200, "voice": "af_heart"}}, "DOCUMENT_BYTES"),
+        (
+            {"max_unpacked_bytes": 10_000},
+            {"files": {"file": ("big.epub", b"")}, "data": {"voice": "af_heart"}},
+            "EPUB_UNPACKED_BYTES",
+        ),
+    ],
+)
+def test_a_document_past_a_budget_is_a_413_that_names_it(budget, kwargs, setting):
+    if "files" in kwargs:
+        chapter = "<html><body><p>" + "Words. " * 1000 + "</p></body></html>"
+        kwargs["files"] = {"file": ("big.epub", spine_repeating(chapter, 10))}
+    log = Log()
+    with TestClient(create_app(deps(Reader(), log, document_budget=replace(DOCUMENTS, **budget)))) as test:
+        answer = test.post("/v1/documents", **kwargs)
+    assert answer.status_code == 413, answer.text
+    assert (
+        answer.json()["detail"].endswith(f"(VOXLOG_MAX_DOCUMENT_{setting})")
+        or f"VOXLOG_MAX_{setting}" in answer.json()["detail"]
+    )
+    assert log.published == []
+
+
+def spine_repeating(chapter: str, times: int) -> bytes:
+    return epub(
+        {
+            "content.opf": '<package xmlns="http://www.idpf.org/2007/opf"><manifest>'
+            '<item id="a" href="a.xhtml" media-type="application/xhtml+xml"/></manifest>'
+            "<spine>" + '<itemref idref="a"/>' * times + "</spine></package>",
+            "a.xhtml": chapter,
+        }
+    )
+
+
+class OverBudgetOffload:
+    def __init__(self, budget: str, limit: str) -> None:
+        self.error = OverBudget(budget, limit)  # type: ignore[arg-type]
+
+    async def run(self, work, *args):
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("budget", "limit", "setting"),
+    [("cpu", "30 CPU seconds", "VOXLOG_OFFLOAD_CPU_S"), ("memory", "2048 MiB of memory", "VOXLOG_OFFLOAD_MEMORY_MB")],
+)
+def test_parsing_past_the_offload_budget_is_a_413_that_names_it(budget, limit, setting):
+    offload = OverBudgetOffload(budget, limit)
+    with TestClient(create_app(deps(Reader(), Log(), offload=offload))) as test:  # type: ignore[arg-type]
+        answer = test.post("/v1/documents", json={"text": "Hello.", "voice": "af_heart"})
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["detail"] == f"reading the document took more than {limit} ({setting}): split it"
+
+
+def test_an_epub_that_cannot_be_unpacked_is_a_422_that_says_so():
+    book = bytearray(spine_repeating("<html><body><p>" + "Hello world. " * 2000 + "</p></body></html>", 1))
+    start = book.index(b"a.xhtml", book.index(b"a.xhtml") + 1) + len("a.xhtml")  # the member's own header
+    for i in range(start, start + 40):
+        book[i] ^= 0xFF
+    with TestClient(create_app(deps(Reader(), Log()))) as test:
+        answer = test.post("/v1/documents", files={"file": ("bad.epub", bytes(book))}, data={"voice": "af_heart"})
+    assert answer.status_code == 422, answer.text
+    assert "not a readable EPUB" in answer.json()["detail"]

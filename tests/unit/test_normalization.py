@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_node.normalization import NORMALIZED_LANGUAGES, RULES, RULES_VERSION, normalize
+from tests.support.work import growth, linear
+from tts_node.normalization import NORMALIZED_LANGUAGES, RULES, RULES_VERSION, addresses, normalize, words
 
 pytestmark = pytest.mark.unit
 
@@ -517,3 +518,31 @@ def test_plain_words_are_left_unchanged(words: list[tuple[str, str]], end: str) 
     text = "".join(word + separator for word, separator in words).rstrip() + end
     assert normalize(text, "a") == text
     assert normalize(text, "b") == text
+
+
+# Work linear in the text: counted (regex steps in the engine's step model, lines of Python), never timed,
+# so the same on any machine under any load. Each fails with the pattern it pins put back.
+
+
+@pytest.mark.parametrize("run", ["%", "%a", "a.%"])
+def test_regression_the_email_rule_was_quadratic_on_a_run_of_percent_signs(run: str) -> None:
+    """An address was looked for after every "%" of a run, each try scanning the rest of it. Counted, not
+    timed: the same count on any machine under any load, so it cannot flake."""
+    counts = growth(lambda n: addresses.emails_and_urls(run * (n // len(run)), False), (addresses,), 2000)
+    assert linear(counts, 2000), counts
+
+
+@settings(deadline=None, max_examples=300)
+@given(text=st.lists(st.sampled_from(["a", "%", "@", ".", "b.c", "\u00e9", "_", " ", "-"]), max_size=16).map("".join))
+def test_an_address_is_read_from_where_the_pattern_it_replaced_found_it(text: str) -> None:
+    old = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+    expected = old.sub(lambda m: addresses._address(m.group()), text)
+    assert addresses._emails(text) == expected
+
+
+@settings(deadline=None, max_examples=300)
+@given(text=st.lists(st.sampled_from(["a", "Bc", " ", "\t", ".", "  "]), max_size=30).map("".join), data=st.data())
+def test_the_two_words_before_a_street_word_are_those_the_pattern_it_replaced_found(text: str, data) -> None:
+    end = data.draw(st.integers(0, len(text)))
+    old = re.compile(r"(?:(?P<earlier>\S+)\s+)?(?P<previous>\S+)\s+\Z").search(text, max(0, end - 60), end)
+    assert words._two_words_before(text, end) == ((old["earlier"], old["previous"]) if old else None)

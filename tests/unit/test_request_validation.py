@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from litestar.testing import TestClient
 
+from producers.app import create_app
 from producers.errors import Rejected
 from producers.requests import JobRequest, Limits, validate
 from producers.rows import EngineVoices
+from tests.support.api_fakes import Reader, deps
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us", "en-gb"), 1)]
 LIMITS = Limits(max_text_chars=20, min_speed=0.5, max_speed=2.0, default_engine="kokoro-onnx")
@@ -82,3 +85,21 @@ def test_a_request_normalizes_by_default_and_one_read_as_written_is_another_requ
     as_written = validate(body(text="It costs $5.", normalize=False), LIMITS, ENGINES)
     assert (default.normalize, as_written.normalize) == (True, False)
     assert default.fingerprint() != as_written.fingerprint()
+
+
+def test_regression_a_voice_weight_with_thousands_of_digits_was_a_500():
+    """Fraction() of more than 4,300 digits raises ValueError (Python's limit on int conversion)."""
+    with pytest.raises(Rejected, match="at most 9 digits before and after the point") as refused:
+        validate(body(voice="af_heart(" + "1" * 5000 + ")+jf_alpha"), LIMITS, ENGINES)
+    assert refused.value.status == 422
+
+
+@pytest.mark.parametrize("route", ["/v1/jobs", "/v1/batches", "/v1/audio/speech", "/v1/documents"])
+def test_regression_a_json_body_nested_100000_levels_deep_was_a_500(route: str):
+    nested = "[" * 100_000 + "]" * 100_000
+    with TestClient(create_app(deps(Reader()))) as test:
+        answer = test.post(route, content=nested, headers={"content-type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()
+    said = error["error"]["message"] if route == "/v1/audio/speech" else error["detail"]  # OpenAI's shape there
+    assert "nests arrays or objects too deeply" in said or "recursion limit exceeded" in said

@@ -4,7 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from foundation.settings import ALL_SETTINGS, AdminSettings, DevSettings
+from foundation.offload import Budget
+from foundation.settings import ALL_SETTINGS, AdminSettings, ApiSettings, DevSettings
+from producers.document_parsing import DocumentBudget
+from voxlog.composition.configs import document_budget, offload_budget
 from voxlog.config_docs import settings_rows, settings_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -53,3 +56,21 @@ def test_each_process_has_one_class():
     processes = [cls.process for cls in ALL_SETTINGS]
     assert all(processes)
     assert len(processes) == len(set(processes))
+
+
+def test_the_documents_limits_and_the_offload_budget_come_from_the_api_settings(monkeypatch):
+    for name, value in {
+        "MAX_DOCUMENT_BYTES": "1000", "MAX_DOCUMENT_CHARS": "300", "MAX_DOCUMENT_PARTS": "7",
+        "MAX_DOCUMENT_CHAPTERS": "3", "MAX_EPUB_UNPACKED_BYTES": "5000", "DOCUMENT_PART_CHARS": "200",
+        "MAX_TEXT_CHARS": "150", "OFFLOAD_CPU_S": "4", "OFFLOAD_MEMORY_MB": "128", "DOCUMENT_GATE": "/tmp/g",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(f"VOXLOG_{name}", value)
+    settings = ApiSettings()
+    assert document_budget(settings) == DocumentBudget(
+        max_bytes=1000, max_chars=300, part_chars=150, max_parts=7, max_chapters=3, max_unpacked_bytes=5000,
+        gate="/tmp/g",
+    )  # fmt: skip
+    assert offload_budget(settings) == Budget(cpu_s=4, memory_bytes=128 * 2**20)
+    monkeypatch.setenv("VOXLOG_MAX_DOCUMENT_BYTES", str(65 * 2**20))
+    with pytest.raises(ValueError, match="max_document_bytes"):
+        ApiSettings()  # the route reads 64 MiB at most

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.work import growth, linear
+from tts_node import segmenter
 from tts_node.segmenter import MAX_TOKENS, segment_text, sentence_spans
 
 
@@ -146,3 +148,20 @@ def test_segments_are_ordered_disjoint_spans_of_the_text(parts, max_tokens):
     if len(letters(text)) <= max_tokens:
         # Nothing needed truncating, so every letter is spoken exactly once.
         assert sum(len(s.token_ids) for s in segments) == len(letters(text))
+
+
+# Work linear in the text: counted (regex steps in the engine's step model, lines of Python), never timed,
+# so the same on any machine under any load. Each fails with the pattern it pins put back.
+
+
+def test_regression_a_run_of_full_stops_was_segmented_in_quadratic_steps():
+    """The sentence-end pattern was tried from every full stop of a run, scanning the rest of it each time.
+    Counted, not timed: the same count on any machine under any load, so it cannot flake."""
+    counts = growth(lambda n: sentence_spans("." * n + "x"), (segmenter,), 2000)
+    assert linear(counts, 2000), counts
+
+
+def test_regression_a_run_of_clause_marks_was_split_in_quadratic_steps():
+    """The clause-end pattern, likewise. Counted, not timed: cannot flake."""
+    counts = growth(lambda n: segmenter._clause_spans("," * n + "x", (0, n + 1)), (segmenter,), 2000)
+    assert linear(counts, 2000), counts

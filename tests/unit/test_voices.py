@@ -227,3 +227,9 @@ def test_the_model_version_names_the_extra_packs_by_their_numbers_not_their_name
     first, same, other = (VoiceBank({"zz_custom": pack(seed)}) for seed in (7, 7, 8))
     assert model_version(weights, first) == model_version(weights, same)
     assert model_version(weights, first) != model_version(weights, other), "same name, another voice"
+
+
+@pytest.mark.parametrize("weight", ["1" * 5000, "0." + "1" * 5000, "1" * 10, "." + "5" * 10])
+def test_a_weight_of_too_many_digits_is_invalid_syntax_not_a_crash(weight):
+    with pytest.raises(InvalidRequest, match="at most 9 digits before and after the point"):
+        canonical_voice(f"a({weight})+b")

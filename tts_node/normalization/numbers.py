@@ -29,7 +29,7 @@ MAX_DIGITS: Final = 3 * len(_SCALES)  # past "decillion" there is no name: digit
 INT: Final = rf"(?:[0-9]{{1,3}}(?:,[0-9]{{3}}){{1,{len(_SCALES) - 1}}}|[0-9]{{1,{MAX_DIGITS}}})(?![0-9])"
 """An integer, optionally with thousands separators; bounded, so ``int`` never sees a huge string."""
 NUMBER: Final = rf"{INT}(?:\.[0-9]+)?"
-_LAST_WORD: Final = re.compile(r"[a-z]+$")
+_LAST_WORD: Final = re.compile(r"(?<![a-z])[a-z]++$")  # from a word's start only: one try per word
 
 
 def cardinal(n: int, *, british: bool = False) -> str:

@@ -95,6 +95,8 @@ _FRACTION: Final = re.compile(r"(?<![\w/.])(?P<n>[0-9]{1,9})/(?P<d>[0-9]{1,9})(?
 _FRACTION_NAMES: Final = {2: ("half", "halves"), 4: ("quarter", "quarters")}
 _DIMENSIONS: Final = re.compile("(?<![\\w.])[0-9]{1,9}(?:\\s?[x\u00d7]\\s?[0-9]{1,9})+(?!\\w|\\.[0-9])")
 _ALPHANUMERIC: Final = re.compile(r"\b(?=[0-9]*[A-Za-z])(?=[A-Za-z]*[0-9])[A-Za-z0-9]+\b")
+_DIGIT_GROUP: Final = re.compile(r"[0-9]+")
+_LETTERS_OR_DIGITS: Final = re.compile(r"[A-Za-z]+|[0-9]+")
 # Not after a sign: "-1500" is minus a number, not a year BC.
 _YEAR: Final = re.compile("(?<![\\w.,+\u2212-])(?P<year>1[1-9][0-9]{2}|20[0-9]{2})(?!\\w|[.,][0-9])")
 _COUNTED_BEFORE: Final = re.compile(r"\b(?:[Pp]ages?|[Nn]umbers?|pp?)\.?\s+\Z")
@@ -219,7 +221,7 @@ def _fraction(match: re.Match[str]) -> str:
 
 def dimensions(text: str, british: bool) -> str:
     """Dimensions: "1920x1080" → "nineteen twenty by ten eighty", "2 x 4" → "two by four"."""
-    return _DIMENSIONS.sub(lambda m: " by ".join(nominal(n) for n in re.findall(r"[0-9]+", m.group())), text)
+    return _DIMENSIONS.sub(lambda m: " by ".join(nominal(n) for n in _DIGIT_GROUP.findall(m.group())), text)
 
 
 def alphanumerics(text: str, british: bool) -> str:
@@ -228,7 +230,7 @@ def alphanumerics(text: str, british: bool) -> str:
 
 
 def _alphanumeric(match: re.Match[str]) -> str:
-    pieces = re.findall(r"[A-Za-z]+|[0-9]+", match.group())
+    pieces = _LETTERS_OR_DIGITS.findall(match.group())
     return " ".join(nominal(piece) if piece[0].isdigit() else piece for piece in pieces)
 
 

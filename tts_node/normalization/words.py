@@ -35,7 +35,6 @@ _ABBREVIATION: Final = re.compile(
     r"|(?<![\w.])(?P<number>[Nn]o\.|#)(?=\s?[0-9])"
 )
 _NAME_AFTER: Final = re.compile(r"\s+[A-Z]")
-_TWO_WORDS_BEFORE: Final = re.compile(r"(?:(?P<earlier>\S+)\s+)?(?P<previous>\S+)\s+\Z")
 _NAME_WORD: Final = re.compile(r"[A-Z][a-z]+|[0-9][0-9A-Za-z]*")
 _INITIALISM: Final = re.compile(r"(?<![\w.])(?:[A-Za-z]\.){2,}")
 
@@ -89,18 +88,29 @@ def _place_or_person(match: re.Match[str], word: str) -> str:
     """
     text = match.string
     person, place = _PLACE_OR_PERSON[word]
-    before = _TWO_WORDS_BEFORE.search(text, max(0, match.start() - 60), match.start())
+    before = _two_words_before(text, match.start())
     after_name = bool(
         before
-        and _NAME_WORD.fullmatch(before["previous"])
-        and before["previous"] not in ("Mount", "Mt")
-        and (before["earlier"] is not None and before["earlier"][-1] not in ".!?:")
+        and _NAME_WORD.fullmatch(before[1])
+        and before[1] not in ("Mount", "Mt")
+        and (before[0] is not None and before[0][-1] not in ".!?:")
     )
     if not after_name and _NAME_AFTER.match(text, match.end()):
         return person
     if not after_name and word == "Dr":
         return person + (period_after(text, match.end(), introduces=True) if match["word"] else "")
     return place + (period_after(text, match.end()) if match["word"] else "")
+
+
+def _two_words_before(text: str, end: int) -> tuple[str | None, str] | None:
+    """The two words before the blank(s) that end at ``end``, as far as 60 characters back (the earlier one
+    ``None`` when there is one only); ``None`` when no blank ends there. Words split, not searched for: a
+    pattern for them went quadratic on runs of dots."""
+    window = text[max(0, end - 60) : end]
+    words = window.split()
+    if not words or not window[-1:].isspace():
+        return None
+    return (words[-2] if len(words) > 1 else None), words[-1]
 
 
 def initialisms(text: str, british: bool) -> str:

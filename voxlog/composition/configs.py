@@ -13,12 +13,14 @@ from consumers.ports import EngineDescription
 from consumers.sweeper import SweeperConfig
 from consumers.worker_config import WorkerConfig
 from foundation.job_changes import changes_channel
+from foundation.offload import Budget
 from foundation.settings import (
     ApiSettings,
     ProjectorSettings,
     SweeperSettings,
     WorkerSettings,
 )
+from producers.document_parsing import DocumentBudget
 from producers.requests import Limits
 from projections.linger import Linger
 from projections.projector import ProjectorConfig
@@ -34,10 +36,24 @@ def limits(settings: ApiSettings) -> Limits:
         settings.default_engine,
         settings.max_batch,
         settings.job_retention_s,
-        settings.max_document_chars,
-        min(settings.document_part_chars, settings.max_text_chars),
         settings.max_record_bytes,
     )
+
+
+def document_budget(settings: ApiSettings) -> DocumentBudget:
+    return DocumentBudget(
+        max_bytes=settings.max_document_bytes,
+        max_chars=settings.max_document_chars,
+        part_chars=min(settings.document_part_chars, settings.max_text_chars),
+        max_parts=settings.max_document_parts,
+        max_chapters=settings.max_document_chapters,
+        max_unpacked_bytes=settings.max_epub_unpacked_bytes,
+        gate=settings.document_gate,
+    )
+
+
+def offload_budget(settings: ApiSettings) -> Budget:
+    return Budget(cpu_s=settings.offload_cpu_s, memory_bytes=settings.offload_memory_mb * 2**20)
 
 
 def worker_id_of(settings: WorkerSettings) -> str:

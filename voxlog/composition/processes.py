@@ -25,6 +25,7 @@ from foundation.kafka import ReconnectingPublisher, wait_for_partitions
 from foundation.kafka_groups import GroupShares
 from foundation.lifecycle import OwnedTasks, stop_on_signals, until_available
 from foundation.metrics import serve_metrics
+from foundation.offload import Offload
 from foundation.settings import (
     ApiSettings,
     NodeSettings,
@@ -35,6 +36,7 @@ from producers.admission import Admission
 from producers.app import create_app
 from producers.auth import KeyBook
 from producers.deps import ApiDeps
+from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
@@ -44,7 +46,14 @@ from producers.submission_log import SubmissionLog
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
-from voxlog.composition.configs import janitor_config, limits, projector_config, sweeper_config
+from voxlog.composition.configs import (
+    document_budget,
+    janitor_config,
+    limits,
+    offload_budget,
+    projector_config,
+    sweeper_config,
+)
 from voxlog.composition.resources import (
     instance_name,
     load_configured_engine,
@@ -55,6 +64,7 @@ from voxlog.composition.resources import (
 from voxlog.lag_monitor import Consumers, LagMonitor
 
 log = structlog.get_logger("voxlog")
+OFFLOADED_MODULES = ("foundation.offload", "producers.document_parsing", "producers.requests")
 
 
 async def run_api(settings: ApiSettings) -> None:
@@ -91,6 +101,11 @@ async def run_api(settings: ApiSettings) -> None:
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
         api_limits = limits(settings)
+        # Documents and large submissions are parsed and validated in processes of their own (their fork
+        # server imports these modules once), never on the event loop.
+        offload = Offload(offload_budget(settings), settings.offload_processes, OFFLOADED_MODULES)
+        resources.push_async_callback(offload.close)
+        await asyncio.to_thread(offload.start)
         submissions = Submissions(
             reader,
             SubmissionLog(publisher, api_limits.max_record_bytes, placement, document_log),
@@ -99,6 +114,7 @@ async def run_api(settings: ApiSettings) -> None:
             producer,
             admission=Admission(reader, settings.max_backlog_s),
             cache_scope=settings.cache_scope,
+            offload=offload,
         )
         if settings.auth == "off":
             log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
@@ -127,6 +143,7 @@ async def run_api(settings: ApiSettings) -> None:
             openai_default_voice=settings.openai_default_voice,
             documents=DocumentReader(pool),
             keys=keys,
+            document_parser=DocumentParser(offload, document_budget(settings)),
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()

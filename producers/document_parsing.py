@@ -1,0 +1,197 @@
+"""Parsing a submitted document into chapters and parts, off the API's event loop, under its budgets.
+
+``POST /v1/documents`` hands over what it received as bytes (a JSON body, or an upload's file, name and
+form fields), capped at ``VOXLOG_MAX_DOCUMENT_BYTES`` before anything reads them, and gets a
+:class:`ParsedDocument` back. Everything that parses runs in an offload process (:mod:`foundation.offload`:
+``VOXLOG_OFFLOAD_CPU_S``, ``VOXLOG_OFFLOAD_MEMORY_MB``): the JSON, the text's decoding, the EPUB's unpacking
+(at most ``VOXLOG_MAX_EPUB_UNPACKED_BYTES``), the markup's splitting, stopped as soon as the document is past
+its characters (``VOXLOG_MAX_DOCUMENT_CHARS``; its text before splitting at twice that, markup included),
+parts (``VOXLOG_MAX_DOCUMENT_PARTS``) or chapters (``VOXLOG_MAX_DOCUMENT_CHAPTERS``). Each refusal is a
+413 that names the budget (:data:`BUDGET_SETTINGS`, ``producers.requests.OFFLOAD_SETTINGS``), or a 422 (400
+for a body that is not what the route takes) that says what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final, TypeVar
+
+from pydantic import Field, ValidationError
+
+from contracts import Markup, Priority
+from foundation.offload import OverBudget
+from producers.document_split import Document, DocumentError, DocumentTooLarge, SplitLimits, split_epub, split_text
+from producers.document_split import Markup as TextMarkup
+from producers.errors import Rejected
+from producers.ports import OffLoop
+from producers.requests import SpeechOptions, beyond_budget
+
+BUDGET_SETTINGS: Final = {
+    "bytes": "VOXLOG_MAX_DOCUMENT_BYTES",
+    "chars": "VOXLOG_MAX_DOCUMENT_CHARS",
+    "parts": "VOXLOG_MAX_DOCUMENT_PARTS",
+    "chapters": "VOXLOG_MAX_DOCUMENT_CHAPTERS",
+    "unpacked_bytes": "VOXLOG_MAX_EPUB_UNPACKED_BYTES",
+}
+_GATE_S: Final = 60.0
+"""How long a gate nobody opens holds the parsing: long past any test's release, short enough that a test whose
+parsing holds the event loop itself (the bug the gate is for) fails instead of hanging."""
+MARKUP_FACTOR: Final = 2
+"""The text before splitting may have this many times ``VOXLOG_MAX_DOCUMENT_CHARS``, markup included."""
+
+
+class DocumentOptions(SpeechOptions):
+    """How to read the document: every part is a request with the :class:`SpeechOptions` fields."""
+
+    format: str = Field("wav", description="Audio format of the stitched files: wav, mp3 or pcm.")
+    priority: Priority = Field(
+        "batch", description="batch (the default: interactive requests go first) or interactive."
+    )
+    title: str | None = Field(
+        None, max_length=500, description="The title; else the document's own (heading, metadata)."
+    )
+
+
+class DocumentRequest(DocumentOptions):
+    """POST /v1/documents JSON body (an EPUB is uploaded as multipart/form-data instead, field ``file``)."""
+
+    text: str = Field(description="The document, at most VOXLOG_MAX_DOCUMENT_CHARS characters once read.")
+    markup: str = Field("markdown", description="markdown (the default) or plain.")
+
+
+@dataclass(frozen=True)
+class DocumentBudget:
+    """The document's limits, as the API's settings say (``voxlog.composition.configs.document_budget``)."""
+
+    max_bytes: int
+    max_chars: int
+    part_chars: int
+    max_parts: int
+    max_chapters: int
+    max_unpacked_bytes: int
+    gate: str = ""
+    """Tests only: a Unix socket the parsing connects to, and waits on until it is sent a byte, before it
+    reads anything (the e2e test holds a split there and asks /healthz meanwhile)."""
+
+    @property
+    def limits(self) -> SplitLimits:
+        return SplitLimits(chars=self.max_chars, parts=self.max_parts, chapters=self.max_chapters)
+
+
+@dataclass(frozen=True)
+class Received:
+    """A submission as it came: a JSON ``body``, or an uploaded file's bytes with its name and the form's fields."""
+
+    body: bytes
+    filename: str | None = None
+    """The upload's file name; ``None``: ``body`` is the JSON body."""
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    document: Document
+    markup: Markup
+    options: DocumentOptions
+    digest: str
+    """What names the document with the idempotency key: its text (or file) and its options."""
+
+
+_Body = TypeVar("_Body", bound=DocumentOptions)
+
+
+class BadBody(DocumentError):
+    """The body is not what the route takes: a 400 naming the field."""
+
+
+def parse_document(received: Received, budget: DocumentBudget) -> ParsedDocument:
+    """The document ``received`` holds, split (what the offload process runs)."""
+    if budget.gate:
+        _wait_at(budget.gate)
+    if received.filename is None:
+        request = _validated(DocumentRequest, received.body)
+        if request.markup not in ("markdown", "plain"):
+            raise DocumentError(
+                f"markup {request.markup!r} is not known: use markdown or plain (upload an EPUB as 'file')"
+            )
+        markup: TextMarkup = "plain" if request.markup == "plain" else "markdown"
+        return _split(request.text, markup, request, request.text.encode(), budget)
+    options = _validated(DocumentOptions, dict(received.fields))
+    name = received.filename.lower()
+    if name.endswith(".epub"):
+        document = split_epub(
+            received.body,
+            max_part_chars=budget.part_chars,
+            title=options.title,
+            limits=budget.limits,
+            max_unpacked_bytes=budget.max_unpacked_bytes,
+        )
+        return ParsedDocument(document, "epub", options, _digest(received.body, options))
+    try:
+        text = received.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(
+            f"the document is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
+    markup = "markdown" if name.endswith((".md", ".markdown")) else "plain"
+    return _split(text, markup, options, received.body, budget)
+
+
+def _split(
+    text: str, markup: TextMarkup, options: DocumentOptions, raw: bytes, budget: DocumentBudget
+) -> ParsedDocument:
+    if len(text) > budget.max_chars * MARKUP_FACTOR:  # refused before any splitting
+        raise DocumentTooLarge(
+            f"the document has {len(text)} characters; the limit is {budget.max_chars}: split it", "chars"
+        )
+    document = split_text(text, markup, max_part_chars=budget.part_chars, title=options.title, limits=budget.limits)
+    return ParsedDocument(document, markup, options, _digest(raw, options))
+
+
+def _validated(model: type[_Body], data: bytes | dict[str, str]) -> _Body:
+    try:
+        return model.model_validate_json(data) if isinstance(data, bytes) else model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise BadBody(f"{where}: {first['msg']}") from None
+
+
+def _digest(raw: bytes, options: DocumentOptions) -> str:
+    return hashlib.sha256(raw + options.model_dump_json().encode()).hexdigest()
+
+
+def _wait_at(gate: str) -> None:
+    with socket.socket(socket.AF_UNIX) as held:
+        held.settimeout(_GATE_S)
+        held.connect(gate)
+        held.recv(1)
+
+
+class DocumentParser:
+    """Parses documents in the offload, and says what a refusal means over HTTP."""
+
+    def __init__(self, offload: OffLoop, budget: DocumentBudget) -> None:
+        self._offload = offload
+        self.budget = budget
+
+    async def parse(self, received: Received) -> ParsedDocument:
+        if len(received.body) > self.budget.max_bytes:
+            raise Rejected(
+                f"the document has {len(received.body)} bytes; the limit is {self.budget.max_bytes}"
+                f" ({BUDGET_SETTINGS['bytes']}): split it",
+                413,
+            )
+        try:
+            return await self._offload.run(parse_document, received, self.budget)
+        except DocumentTooLarge as exc:
+            raise Rejected(f"{exc} ({BUDGET_SETTINGS[exc.budget]})", 413) from exc
+        except BadBody as exc:
+            raise Rejected(str(exc), 400) from exc
+        except DocumentError as exc:
+            raise Rejected(str(exc), 422) from exc
+        except OverBudget as exc:
+            raise beyond_budget(exc, "reading the document", "split it") from exc
