@@ -78,6 +78,17 @@ JOBS_PLACED = Counter(
     " while PostgreSQL is down (remembered), or by their key's hash (key).",
     ["how"],
 )
+LIMITED = Counter(
+    "voxlog_limited",
+    "Requests the API refused over a client's limit (429): rate (a key's requests per second), live_jobs, chars_day,"
+    " chars_month, audio_day or audio_month.",
+    ["limit"],
+)
+LIMITS_UNJUDGED = Counter(
+    "voxlog_limits_unjudged",
+    "Requests taken without their limits judged, because PostgreSQL could not be read: rate or quotas.",
+    ["limit"],
+)
 SUBMISSIONS_REFUSED = Counter(
     "voxlog_submissions_refused",
     "Submissions the API refused for backpressure: backlog (429, over VOXLOG_MAX_BACKLOG_S) or cache_only (503).",

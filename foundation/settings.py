@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
@@ -169,7 +169,60 @@ class AuthSettings(_Settings):
     )
 
 
-class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings, AuthSettings):
+LIMIT_NAMES: Final = (
+    "rate_per_s",
+    "rate_burst",
+    "max_live_jobs",
+    "chars_per_day",
+    "chars_per_month",
+    "audio_s_per_day",
+    "audio_s_per_month",
+)
+"""What ``VOXLOG_TENANT_LIMITS`` may set for a tenant: the limit settings' names, less their ``limit_``."""
+
+
+class LimitSettings(_Settings):
+    """Every tenant's limits; ``tenant_limits`` sets some apart. 0 is no limit."""
+
+    limit_rate_per_s: float = Field(
+        20.0, ge=0, description="Requests per second each API key may make, over every API instance (token bucket)."
+    )
+    limit_rate_burst: int = Field(40, ge=1, description="Requests a key may make at once before that rate applies.")
+    limit_max_live_jobs: int = Field(
+        20_000,
+        ge=0,
+        description="Jobs an API key may have queued or running at once (a document's parts count, each a job).",
+    )
+    limit_chars_per_day: int = Field(0, ge=0, description="Characters a tenant may submit per day (UTC).")
+    limit_chars_per_month: int = Field(0, ge=0, description="Characters a tenant may submit per calendar month (UTC).")
+    limit_audio_s_per_day: float = Field(
+        0, ge=0, description="Seconds of audio a tenant's jobs may be given per day, synthesized or reused (UTC)."
+    )
+    limit_audio_s_per_month: float = Field(
+        0, ge=0, description="Seconds of audio a tenant's jobs may be given per calendar month (UTC)."
+    )
+    tenant_limits: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='Tenants whose limits differ, as JSON: {"acme": {"chars_per_day": 1000000, "rate_per_s": 5}}'
+        " (names as the settings above, less VOXLOG_LIMIT_).",
+    )
+
+    @field_validator("tenant_limits")
+    @classmethod
+    def _known_limits(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for tenant, limits in value.items():
+            unknown = sorted(set(limits) - set(LIMIT_NAMES))
+            if unknown:
+                raise ValueError(f"tenant {tenant!r}: unknown limits {unknown}; use some of {list(LIMIT_NAMES)}")
+            negative = sorted(name for name, limit in limits.items() if limit < 0)
+            if negative:
+                raise ValueError(f"tenant {tenant!r}: limits cannot be negative: {negative}")
+        return value
+
+
+class ApiSettings(
+    KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings, AuthSettings, LimitSettings
+):
     """`voxlog api`: the HTTP front door."""
 
     process = "api"

@@ -14,7 +14,7 @@ from litestar.plugins.prometheus import PrometheusConfig
 
 from foundation.audio_formats import SUPPORTED_RATES, supported_formats
 from foundation.errors import BrokerUnavailable
-from producers.auth import PUBLIC_PATHS, READ, KeyAuthentication
+from producers.auth import PUBLIC_PATHS, READ, KeyAuthentication, add_limit_headers
 from producers.batches import submit_batch
 from producers.cancel import cancel_job
 from producers.deps import ApiDeps, Injected, dependencies
@@ -27,6 +27,7 @@ from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.ports import JobLog
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.speech import openai_speech
+from producers.usage_routes import get_usage
 from producers.views import EngineView, HealthView, ReadyView, VoicesView
 
 
@@ -118,6 +119,7 @@ ROUTES = [
     get_chapter_audio,
     get_toc,
     cancel_document,
+    get_usage,
 ]
 
 
@@ -141,8 +143,9 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
             PrometheusConfig(
                 app_name="voxlog-api", prefix="voxlog_http", group_path=True, exclude=["/metrics"]
             ).middleware,
-            DefineMiddleware(KeyAuthentication, book=deps.keys, exclude=list(PUBLIC_PATHS)),
+            DefineMiddleware(KeyAuthentication, book=deps.keys, limiter=deps.limiter, exclude=list(PUBLIC_PATHS)),
         ],
+        before_send=[add_limit_headers],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         request_class=JsonRequest,
         on_startup=on_startup or [],

@@ -21,20 +21,25 @@ from typing import Any, Final, Protocol
 
 import structlog
 from litestar.connection import ASGIConnection
+from litestar.datastructures import MutableScopeHeaders
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException, TooManyRequestsException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
+from litestar.types import Message, Scope
 
 from contracts import DEFAULT_TENANT
 from producers.api_keys import ALL_SCOPES, Principal, StoredKey, Unauthenticated, judge, parse
 from producers.queries import ProjectionUnavailable
+from producers.rate_limit import RateLimiter
 
 log = structlog.get_logger("voxlog.api")
-PUBLIC_PATHS: Final = ("/healthz", "/readyz", "/schema", "/dashboard$")
-"""Paths that need no key (regular expressions, as Litestar's ``exclude`` takes them)."""
+PUBLIC_PATHS: Final = ("^/healthz$", "^/readyz$", "^/schema(/|$)", "^/dashboard$")
+"""Paths that need no key (regular expressions, as Litestar's ``exclude`` takes them: searched anywhere in the
+path, so anchored at both ends)."""
 ANONYMOUS: Final = Principal(DEFAULT_TENANT, None, frozenset(ALL_SCOPES))
 """Whom every request speaks for while auth is off."""
 _CHALLENGE: Final = {"WWW-Authenticate": 'Bearer realm="voxlog"'}
+_LIMIT_HEADERS: Final = "voxlog.limit_headers"
 
 
 class KeyRows(Protocol):
@@ -99,11 +104,13 @@ def presented_key(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
 
 
 class KeyAuthentication(AbstractAuthenticationMiddleware):
-    """Sets the request's user to its :class:`Principal` (``request.user``), or answers 401 / 429."""
+    """Sets the request's user to its :class:`Principal` (``request.user``), or answers 401 / 429; takes the
+    request from its key's rate (:mod:`producers.rate_limit`), whose headers :func:`add_limit_headers` adds."""
 
-    def __init__(self, app: Any, book: KeyBook | None, exclude: Any = None) -> None:
+    def __init__(self, app: Any, book: KeyBook | None, limiter: RateLimiter | None = None, exclude: Any = None) -> None:
         super().__init__(app, exclude=exclude)
         self._book = book
+        self._limiter = limiter
 
     async def authenticate_request(self, connection: ASGIConnection[Any, Any, Any, Any]) -> AuthenticationResult:
         if self._book is None:
@@ -119,7 +126,19 @@ class KeyAuthentication(AbstractAuthenticationMiddleware):
             principal = await self._book.principal(token, client)
         except Unauthenticated as exc:
             raise NotAuthorizedException(detail=str(exc), headers=_CHALLENGE) from exc
+        if self._limiter is not None:
+            connection.scope.setdefault("state", {})[_LIMIT_HEADERS] = await self._limiter.take(principal)
         return AuthenticationResult(user=principal, auth=principal.key_id)
+
+
+async def add_limit_headers(message: Message, scope: Scope) -> None:
+    """Litestar's ``before_send``: every answer to a key says where its rate stands (``RateLimit``)."""
+    if message["type"] == "http.response.start":
+        headers = scope.get("state", {}).get(_LIMIT_HEADERS)
+        if headers:
+            response_headers = MutableScopeHeaders.from_message(message)
+            for name, value in headers.items():
+                response_headers.add(name, value)
 
 
 Guard = Callable[[ASGIConnection[Any, Any, Any, Any], BaseRouteHandler], None]

@@ -25,8 +25,10 @@ from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
 from producers.queries import ProjectionReader
+from producers.rate_limit import RateLimiter
 from producers.requests import Limits
 from producers.submission import Submissions
+from producers.tenant_limits import NO_LIMITS, Policies
 
 T = TypeVar("T")
 
@@ -48,6 +50,8 @@ class ApiDeps:
     documents: DocumentReader
     document_parser: DocumentParser  # parses and splits a POST /v1/documents off the event loop
     keys: KeyBook | None = None  # None: auth is off, every request is the default tenant's with every scope
+    limiter: RateLimiter | None = None  # each key's requests per second (None: none judged)
+    policies: Policies = NO_LIMITS  # each tenant's limits, as /v1/usage shows them
     changes: JobChangeFeed = field(default_factory=Polling)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""

@@ -1,5 +1,6 @@
 """Errors of the producers package (the HTTP API)."""
 
+from collections.abc import Mapping
 from typing import Final
 
 RETRY_AFTER_S: Final = 5
@@ -14,15 +15,25 @@ class Rejected(ProducerError):
     """The request is invalid, or cannot be taken now; ``status`` is the HTTP status to answer with, and
     ``retry_after`` (seconds) when coming back later will do."""
 
-    def __init__(self, message: str, status: int = 422, *, retry_after: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int = 422,
+        *,
+        retry_after: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        self.extra_headers = dict(headers or {})  # a limit's RateLimit and RateLimit-Policy
 
     def headers(self) -> dict[str, str] | None:
-        if self.retry_after is not None:
-            return {"Retry-After": str(self.retry_after)}
-        return {"Retry-After": str(RETRY_AFTER_S)} if self.status == 503 else None
+        retry_after = (
+            self.retry_after if self.retry_after is not None else RETRY_AFTER_S if self.status == 503 else None
+        )
+        headers = {**self.extra_headers, **({"Retry-After": str(retry_after)} if retry_after is not None else {})}
+        return headers or None
 
 
 class LogUnreadable(ProducerError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
+from datetime import date
 from typing import Final
 
 import asyncpg
@@ -24,7 +25,17 @@ from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
 from producers.activity import Activity, activity
 from producers.api_keys import StoredKey
 from producers.errors import ProducerError
-from producers.rows import JOB_COLUMNS, SEGMENT_COLUMNS, EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow
+from producers.rows import (
+    JOB_COLUMNS,
+    SEGMENT_COLUMNS,
+    EngineVoices,
+    JobRow,
+    JobStateRow,
+    LiveResult,
+    SegmentRow,
+    UsageRow,
+    columns,
+)
 
 ENGINES_FRESH_S: Final = 1.0
 QUERY_TIMEOUT_S: Final = 5.0
@@ -113,6 +124,19 @@ class ProjectionReader:
             row["key_id"], row["tenant"], frozenset(row["scopes"]), row["secret_sha256"], row["expires_at"],
             row["revoked_at"],
         )  # fmt: skip
+
+    async def usage(self, tenant: str | None, since: date, until: date | None = None) -> list[UsageRow]:
+        """Each day's usage of ``tenant`` (``None``: of every tenant) from ``since`` to ``until``, by tenant and day."""
+        async with _reading("the usage"):
+            rows = await self._pool.fetch(
+                f"SELECT {columns(UsageRow)} FROM usage_daily WHERE ($1::text IS NULL OR tenant = $1)"
+                " AND day >= $2 AND ($3::date IS NULL OR day <= $3) ORDER BY tenant, day",
+                tenant,
+                since,
+                until,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        return [UsageRow.from_mapping(row) for row in rows]
 
     async def partitions_of(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
         """The partition each job's events are in, for the jobs the projection shows an event of: a later

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, ClassVar, Final, Self
 
 import msgspec
@@ -184,6 +184,18 @@ class DocumentRow(Row, frozen=True, kw_only=True):
         """The part indexes of chapter ``index``, in reading order."""
         first = sum(chapter.parts for chapter in self.chapters[:index])
         return range(first, first + self.chapters[index].parts)
+
+
+class UsageRow(Row, frozen=True, kw_only=True):
+    """A tenant's use on one day (UTC) of its jobs' submission, as ``usage_daily`` counts it from the log."""
+
+    tenant: str
+    day: date
+    requests: int
+    chars: int
+    syntheses: int
+    audio_ms_synthesized: int
+    audio_ms_reused: int
 
 
 class LiveResult(msgspec.Struct, frozen=True, kw_only=True):

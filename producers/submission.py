@@ -15,7 +15,9 @@ every route:
    the cache, once the result's blobs are marked used (a document's parts are
    always queued, as jobs of their own, and a worker completes a cached one);
 3. **admit** what needs a synthesis (:mod:`producers.admission`: 429 over the
-   backlog limit, 503 in cache-only mode);
+   backlog limit, 503 in cache-only mode), and the new jobs together against
+   the key's and the tenant's limits (:mod:`producers.quotas`: 429 over one,
+   413 for a submission that alone is over one);
 4. **place** each new job in a partition (:mod:`producers.placement`);
 5. **publish** (:mod:`producers.submission_log`) the record that names the
    items (a document), then the jobs, once every record is checked against
@@ -32,7 +34,7 @@ whoever asked first). With ``cache_scope="tenant"`` the tenant is part of every
 fingerprint, so tenants share no synthesis.
 
 While PostgreSQL cannot be read, step 2 answers nothing from it and step 3
-admits everything (the log is the write side): a retry still names the same
+admits everything, unjudged (the log is the write side): a retry still names the same
 jobs, and workers coalesce duplicates.
 """
 
@@ -64,8 +66,10 @@ from producers.admission import Admission
 from producers.api_keys import Principal
 from producers.errors import Rejected
 from producers.idempotency import client_key, item_key, job_id_for
+from producers.limits_ledger import Admitted
 from producers.ports import OffLoop
 from producers.queries import ProjectionReader, ProjectionUnavailable
+from producers.quotas import Quotas
 from producers.requests import JobRequest, Limits, Refused, validate_all
 from producers.rows import JobRow, LiveResult
 from producers.submission_log import SubmissionLog, cache_hit
@@ -158,6 +162,7 @@ class Submissions:
         admission: Admission | None = None,
         cache_scope: CacheScope = "shared",
         offload: OffLoop | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self._reader = reader
         self._log = log_
@@ -167,6 +172,7 @@ class Submissions:
         self._admission = admission
         self._cache_scope = cache_scope
         self._offload = offload  # where large submissions are validated (producers.requests.validate_all)
+        self._quotas = quotas  # per-key live jobs, per-tenant quotas (producers.quotas)
 
     async def submit(self, submission: Submission) -> Submitted:
         requests = await self._validate(submission)
@@ -185,8 +191,14 @@ class Submissions:
                 completions[len(queued)] = cache_hit(event, cached[i])
             queued.append(event)
         await self._admit(queued, live)
+        admitted = await self._judge_limits(submission.principal, queued, completions)
         record = submission.record(requests) if submission.record is not None else None
-        await self._log.publish(queued, completions, record, client_key(submission.key))
+        try:
+            await self._log.publish(queued, completions, record, client_key(submission.key))
+        except Exception:
+            if self._quotas is not None:
+                await self._quotas.forget(admitted)
+            raise
         answers = self._answers(len(requests), answered, queued, cached)
         for answer in answers:
             SUBMISSIONS.labels(answer.answer.value).inc()
@@ -276,6 +288,15 @@ class Submissions:
         work = {e.fingerprint: len(e.payload.request.text) for e in queued if e.fingerprint not in live}
         if work:
             await self._admission.admit(work)
+
+    async def _judge_limits(
+        self, principal: Principal, queued: list[JobQueued], completions: dict[int, JobCompleted]
+    ) -> list[uuid.UUID]:
+        """The key's and the tenant's limits, for the new jobs together (a batch or document whole)."""
+        if self._quotas is None:
+            return []
+        jobs = [Admitted(e.job_id, len(e.payload.request.text), i not in completions) for i, e in enumerate(queued)]
+        return await self._quotas.admit(principal, jobs)
 
     def _queued(self, request: SynthesisRequest, item: Item, key: str | None, principal: Principal) -> JobQueued:
         job_id = item.job_id or job_id_for(key or "", request.fingerprint())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from contracts import (
@@ -189,6 +189,11 @@ def _end(attempt: AttemptRecord | None, event: JobEvent, how: str) -> None:
         attempt.ended_at, attempt.ended_by = event.occurred_at, how
 
 
+def _iso(moment: datetime) -> str:
+    """RFC 3339 in UTC with ``Z``, as the API's JSON writes times, so that the CLI prints what the API answers."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def as_json(history: JobHistory) -> dict[str, Any]:
     """The history as JSON-ready values: what ``voxlog audit --json`` prints and the API returns."""
     return {
@@ -210,8 +215,8 @@ def as_json(history: JobHistory) -> dict[str, Any]:
                 "device": a.device,
                 "engine": a.engine,
                 "model_version": a.model_version,
-                "claimed_at": a.claimed_at.isoformat(),
-                "ended_at": a.ended_at.isoformat() if a.ended_at else None,
+                "claimed_at": _iso(a.claimed_at),
+                "ended_at": _iso(a.ended_at) if a.ended_at else None,
                 "ended_by": a.ended_by or None,
                 "seconds": a.seconds,
                 "segments": a.segments,
@@ -223,8 +228,8 @@ def as_json(history: JobHistory) -> dict[str, Any]:
             {
                 "state": s.state.value,
                 "attempt": s.attempt,
-                "since": s.since.isoformat(),
-                "until": s.until.isoformat() if s.until else None,
+                "since": _iso(s.since),
+                "until": _iso(s.until) if s.until else None,
                 "seconds": s.seconds,
             }
             for s in history.spans
@@ -238,8 +243,8 @@ def _entry_json(entry: AuditEntry, claims: dict[int, AttemptRecord]) -> dict[str
     return {
         "partition": at.partition,
         "offset": at.offset,
-        "appended_at": entry.logged.appended_at.isoformat(),
-        "occurred_at": event.occurred_at.isoformat(),
+        "appended_at": _iso(entry.logged.appended_at),
+        "occurred_at": _iso(event.occurred_at),
         "type": event.type,
         "schema_version": event.schema_version,
         "event_id": str(event.event_id),

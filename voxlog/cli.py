@@ -40,6 +40,7 @@ from voxlog import (
     lag_cli,
     replay_cli,
     speak_cli,
+    usage_cli,
 )
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache_cli.add_parser(commands)
     admin_cli.add_parser(commands)
     keys_cli.add_parser(commands)
+    usage_cli.add_parser(commands)
     speak_cli.add_parser(commands)
     chaos = commands.add_parser(
         "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
@@ -263,6 +265,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
     "cache": cache_cli.run,
     "admin": admin_cli.run,
     "keys": keys_cli.run,
+    "usage": usage_cli.run,
     "speak": speak_cli.run,
     "chaos": _chaos,
     "config": _config,

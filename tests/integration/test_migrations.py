@@ -25,6 +25,7 @@ TABLES = {
     "api_keys",
     "usage_daily",
     "rate_buckets",
+    "admissions",
     "schema_migrations",
 }
 

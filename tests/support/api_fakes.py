@@ -24,7 +24,7 @@ from producers.deps import ApiDeps
 from producers.document_parsing import DocumentBudget, DocumentParser
 from producers.ports import Polling
 from producers.requests import Limits
-from producers.rows import EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow
+from producers.rows import EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow, UsageRow
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
 
@@ -73,6 +73,7 @@ def job_row(
         "attempt": 0,
         "request": event.payload.request,
         "idempotency_key": event.payload.idempotency_key,
+        "tenant": event.payload.tenant,
         "worker_id": None,
         "cache_hit": False,
         "source_job_id": None,
@@ -119,6 +120,7 @@ class Reader:
         self.cached: dict[str, LiveResult] = {}
         self.script: list[tuple[JobStateRow | None, list[SegmentRow]] | Exception] = []
         self.progress_reads: list[int] = []
+        self.usage_rows: list[UsageRow] = []
 
     def _raise_if_down(self) -> None:
         if self.down is not None:
@@ -134,11 +136,12 @@ class Reader:
     async def ping(self) -> None:
         self._raise_if_down()
 
-    async def job(self, job_id: uuid.UUID) -> JobRow | None:
-        """The job as projected; a scripted job (``script``) as its last read says."""
+    async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRow | None:
+        """The job as projected (``tenant``'s only, when given); a scripted job (``script``) as its last read says."""
         self._raise_if_down()
         if job_id in self.jobs or not self.script:
-            return self.jobs.get(job_id)
+            found = self.jobs.get(job_id)
+            return found if found is None or tenant is None or found.tenant == tenant else None
         last = self.script[-1]
         if isinstance(last, Exception):
             raise last
@@ -182,6 +185,14 @@ class Reader:
 
     async def in_flight(self, fingerprints: list[str]) -> set[str]:
         return set()
+
+    async def usage(self, tenant: str | None, since: Any, until: Any = None) -> list[UsageRow]:
+        self._raise_if_down()
+        return [
+            row
+            for row in self.usage_rows
+            if (tenant is None or row.tenant == tenant) and row.day >= since and (until is None or row.day <= until)
+        ]
 
 
 def progress(state: JobState, *segments: SegmentRow, error: str | None = None, code: str | None = None) -> Any:
@@ -267,6 +278,7 @@ def deps(
         admission=admission,
         cache_scope=fields.pop("cache_scope", "shared"),
         offload=offload,
+        quotas=fields.pop("quotas", None),
     )
     return ApiDeps(
         reader=reader,  # type: ignore[arg-type]

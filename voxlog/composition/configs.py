@@ -22,10 +22,24 @@ from foundation.settings import (
 )
 from producers.document_parsing import DocumentBudget
 from producers.requests import Limits
+from producers.tenant_limits import Policies, TenantLimits
 from projections.linger import Linger
 from projections.projector import ProjectorConfig
 
 log = structlog.get_logger("voxlog")
+
+
+def tenant_policies(settings: ApiSettings) -> Policies:
+    default = TenantLimits(
+        rate_per_s=settings.limit_rate_per_s,
+        rate_burst=settings.limit_rate_burst,
+        max_live_jobs=settings.limit_max_live_jobs,
+        chars_per_day=settings.limit_chars_per_day,
+        chars_per_month=settings.limit_chars_per_month,
+        audio_s_per_day=settings.limit_audio_s_per_day,
+        audio_s_per_month=settings.limit_audio_s_per_month,
+    )
+    return Policies.from_settings(default, settings.tenant_limits)
 
 
 def limits(settings: ApiSettings) -> Limits:

@@ -38,9 +38,12 @@ from producers.auth import KeyBook
 from producers.deps import ApiDeps
 from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
+from producers.limits_ledger import PgLedger
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
 from producers.queries import ProjectionReader
+from producers.quotas import Quotas
+from producers.rate_limit import RateLimiter
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
 from projections.job_log import JobLogReader, LogAuditor
@@ -53,6 +56,7 @@ from voxlog.composition.configs import (
     offload_budget,
     projector_config,
     sweeper_config,
+    tenant_policies,
 )
 from voxlog.composition.resources import (
     instance_name,
@@ -101,6 +105,7 @@ async def run_api(settings: ApiSettings) -> None:
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
         api_limits = limits(settings)
+        ledger, policies = PgLedger(pool), tenant_policies(settings)
         # Documents and large submissions are parsed and validated in processes of their own (their fork
         # server imports these modules once), never on the event loop.
         offload = Offload(offload_budget(settings), settings.offload_processes, OFFLOADED_MODULES)
@@ -115,6 +120,7 @@ async def run_api(settings: ApiSettings) -> None:
             admission=Admission(reader, settings.max_backlog_s),
             cache_scope=settings.cache_scope,
             offload=offload,
+            quotas=Quotas(ledger, policies),
         )
         if settings.auth == "off":
             log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
@@ -143,6 +149,8 @@ async def run_api(settings: ApiSettings) -> None:
             openai_default_voice=settings.openai_default_voice,
             documents=DocumentReader(pool),
             keys=keys,
+            limiter=RateLimiter(ledger, policies) if keys is not None else None,
+            policies=policies,
             document_parser=DocumentParser(offload, document_budget(settings)),
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.

@@ -1,0 +1,165 @@
+"""PostgreSQL's side of the limits, shared by every API instance: token buckets, and what was admitted.
+
+``rate_buckets`` holds a token bucket per API key, refilled and taken from in
+one statement by the database's clock (API instances' clocks may disagree).
+``admissions`` holds the jobs an API admitted that the projection may not show
+yet: a tenant's standing (its usage by day, its keys' live jobs) is the
+projection's plus those, read and added to under a lock of the tenant's, so
+that two API instances cannot both admit the last of a quota. An admission
+row older than :data:`PENDING_FOR` is dropped as new ones are written: by then
+the projection shows its job.
+
+Driver errors become :class:`producers.queries.ProjectionUnavailable`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import date
+from typing import Final
+
+import asyncpg
+
+from foundation.db import reading
+from producers.queries import QUERY_TIMEOUT_S, ProjectionUnavailable
+
+PENDING_FOR: Final = "10 minutes"
+
+_TAKE_SQL: Final = """
+UPDATE rate_buckets b SET tokens = CASE WHEN r.refilled >= 1 THEN r.refilled - 1 ELSE r.refilled END,
+                          updated_at = r.at
+FROM (
+    SELECT key_id, clock_timestamp() AS at,
+           LEAST($3::float8, tokens + $2::float8 * EXTRACT(EPOCH FROM clock_timestamp() - updated_at)::float8)
+               AS refilled
+    FROM rate_buckets WHERE key_id = $1 FOR UPDATE
+) r
+WHERE b.key_id = r.key_id
+RETURNING r.refilled >= 1 AS granted, b.tokens
+"""
+
+_USAGE_SQL: Final = """
+SELECT coalesce(sum(chars) FILTER (WHERE day = $2), 0)::bigint AS chars_today,
+       coalesce(sum(chars), 0)::bigint AS chars_month,
+       coalesce(sum(audio_ms_synthesized + audio_ms_reused) FILTER (WHERE day = $2), 0)::bigint AS audio_ms_today,
+       coalesce(sum(audio_ms_synthesized + audio_ms_reused), 0)::bigint AS audio_ms_month
+FROM usage_daily WHERE tenant = $1 AND day >= date_trunc('month', $2::date)::date AND day <= $2
+"""
+
+_PENDING_SQL: Final = """
+SELECT coalesce(sum(a.chars), 0)::bigint AS chars,
+       count(*) FILTER (WHERE a.key_id = $2 AND a.live) AS live
+FROM admissions a
+WHERE a.tenant = $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = a.job_id)
+"""
+
+_LIVE_SQL: Final = "SELECT count(*) FROM jobs WHERE key_id = $1 AND state IN ('queued', 'claimed', 'released')"
+
+
+@dataclass(frozen=True)
+class Bucket:
+    granted: bool
+    tokens: float  # left after this request (when granted), or what there was (when not)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A tenant's use so far (the projection's, plus what was admitted and is not projected yet)."""
+
+    chars_today: int
+    chars_month: int
+    audio_ms_today: int
+    audio_ms_month: int
+    live_jobs: int  # of the key
+
+
+@dataclass(frozen=True)
+class Admitted:
+    job_id: uuid.UUID
+    chars: int
+    live: bool  # a job a worker will synthesize (not a cache hit, completed at once)
+
+
+class Held:
+    """A tenant's standing, read under its lock; :meth:`admit` records jobs before the lock is let go."""
+
+    def __init__(self, conn: asyncpg.Connection, tenant: str, key_id: str | None, standing: Standing) -> None:
+        self._conn, self._tenant, self._key_id = conn, tenant, key_id
+        self.standing = standing
+
+    async def admit(self, jobs: Sequence[Admitted]) -> None:
+        await self._conn.execute(
+            "INSERT INTO admissions (job_id, tenant, key_id, chars, live)"
+            " SELECT unnest($1::uuid[]), $2, $3, unnest($4::integer[]), unnest($5::boolean[])"
+            " ON CONFLICT (job_id) DO NOTHING",
+            [j.job_id for j in jobs],
+            self._tenant,
+            self._key_id,
+            [j.chars for j in jobs],
+            [j.live for j in jobs],
+            timeout=QUERY_TIMEOUT_S,
+        )
+
+
+class PgLedger:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def take(self, key_id: str, rate_per_s: float, burst: int) -> Bucket:
+        """One token of ``key_id``'s bucket, if it has one."""
+        async with reading("the rate limits", ProjectionUnavailable), self._pool.acquire() as conn:
+            row = await conn.fetchrow(_TAKE_SQL, key_id, rate_per_s, float(burst), timeout=QUERY_TIMEOUT_S)
+            if row is None:  # the key's first request: a full bucket, less this one
+                await conn.execute(
+                    "INSERT INTO rate_buckets (key_id, tokens, updated_at) VALUES ($1, $2, clock_timestamp())"
+                    " ON CONFLICT (key_id) DO NOTHING",
+                    key_id,
+                    float(burst),
+                    timeout=QUERY_TIMEOUT_S,
+                )
+                row = await conn.fetchrow(_TAKE_SQL, key_id, rate_per_s, float(burst), timeout=QUERY_TIMEOUT_S)
+        if row is None:  # deleted between the two statements: judged next time
+            return Bucket(True, float(burst))
+        return Bucket(bool(row["granted"]), float(row["tokens"]))
+
+    @asynccontextmanager
+    async def hold(self, tenant: str, key_id: str | None, today: date) -> AsyncIterator[Held]:
+        """The tenant's standing under its lock (a transaction's advisory lock: another API waits for it)."""
+        async with (
+            reading("the tenant's usage", ProjectionUnavailable),
+            self._pool.acquire() as conn,
+            conn.transaction(),
+        ):
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('voxlog.admissions/' || $1, 0))",
+                tenant,
+                timeout=QUERY_TIMEOUT_S,
+            )
+            await conn.execute(
+                f"DELETE FROM admissions WHERE tenant = $1 AND admitted_at < now() - interval '{PENDING_FOR}'",
+                tenant,
+                timeout=QUERY_TIMEOUT_S,
+            )
+            usage = await conn.fetchrow(_USAGE_SQL, tenant, today, timeout=QUERY_TIMEOUT_S)
+            pending = await conn.fetchrow(_PENDING_SQL, tenant, key_id, timeout=QUERY_TIMEOUT_S)
+            live = await conn.fetchval(_LIVE_SQL, key_id, timeout=QUERY_TIMEOUT_S) if key_id else 0
+            if usage is None or pending is None:  # an aggregate always has its row
+                raise ProjectionUnavailable("the tenant's usage read no row")
+            standing = Standing(
+                chars_today=usage["chars_today"] + pending["chars"],
+                chars_month=usage["chars_month"] + pending["chars"],
+                audio_ms_today=usage["audio_ms_today"],
+                audio_ms_month=usage["audio_ms_month"],
+                live_jobs=int(live) + pending["live"],
+            )
+            yield Held(conn, tenant, key_id, standing)
+
+    async def forget(self, job_ids: Sequence[uuid.UUID]) -> None:
+        """Drop admissions whose jobs the log did not take (their submission failed)."""
+        async with reading("the admissions", ProjectionUnavailable), self._pool.acquire() as conn:
+            await conn.execute(
+                "DELETE FROM admissions WHERE job_id = ANY($1::uuid[])", list(job_ids), timeout=QUERY_TIMEOUT_S
+            )

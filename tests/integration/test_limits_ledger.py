@@ -1,0 +1,108 @@
+"""PostgreSQL's ledger of the limits (producers.limits_ledger): token buckets by the database's clock, and
+admissions that hold a quota when several API instances (here, pools of their own) admit at once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from contracts import JobQueued, JobQueuedPayload, job_event, utc_now
+from foundation.db import open_pool
+from foundation.kafka import RecordPosition
+from producers.api_keys import Principal
+from producers.errors import Rejected
+from producers.limits_ledger import Admitted, PgLedger
+from producers.queries import ProjectionUnavailable
+from producers.quotas import Quotas
+from producers.tenant_limits import Policies, TenantLimits
+from projections.batch_apply import apply_events
+from tests.support.api_fakes import PRODUCER
+from tests.support.events import request
+
+pytestmark = pytest.mark.integration
+
+KEY = Principal("acme", "0123456789ab", frozenset({"submit"}))
+
+
+async def test_a_bucket_gives_its_burst_then_refuses_until_time_refills_it(pool, pg):
+    ledger = PgLedger(pool)
+    taken = [await ledger.take("k1", rate_per_s=1.0, burst=3) for _ in range(4)]
+    assert [b.granted for b in taken] == [True, True, True, False]
+    assert taken[2].tokens < 1
+    # The database's clock refills it: ten seconds ago, as far as the bucket knows.
+    await pg.execute("UPDATE rate_buckets SET updated_at = updated_at - interval '10 seconds' WHERE key_id = 'k1'")
+    again = await ledger.take("k1", rate_per_s=1.0, burst=3)
+    assert again.granted
+    assert again.tokens == pytest.approx(2, abs=0.1), "refilled to the burst, never past it, less this request"
+    other = await ledger.take("k2", rate_per_s=1.0, burst=3)
+    assert other.granted, "each key has its own bucket"
+
+
+async def test_two_apis_taking_from_one_bucket_at_once_give_exactly_its_burst(stack, schema):
+    pools = [await open_pool(stack.database_url, schema, min_size=1, max_size=4) for _ in range(2)]
+    try:
+        ledgers = [PgLedger(p) for p in pools]
+        taken = await asyncio.gather(*(ledgers[i % 2].take("shared", rate_per_s=0.001, burst=10) for i in range(30)))
+    finally:
+        for p in pools:
+            await p.close()
+    assert sum(b.granted for b in taken) == 10
+
+
+async def test_a_quota_holds_when_two_apis_admit_at_once(stack, schema):
+    """Each admits 10-character jobs against 100 characters a day: whatever the interleaving, exactly ten."""
+    pools = [await open_pool(stack.database_url, schema, min_size=1, max_size=4) for _ in range(2)]
+    policies = Policies(replace(TenantLimits(), chars_per_day=100), {})
+    try:
+        apis = [Quotas(PgLedger(p), policies) for p in pools]
+
+        async def submit(i: int) -> int:
+            try:
+                await apis[i % 2].admit(KEY, [Admitted(uuid.uuid4(), 10, True)])
+            except Rejected as exc:
+                return exc.status
+            return 202
+
+        admitted = await asyncio.gather(*(submit(i) for i in range(25)))
+    finally:
+        for p in pools:
+            await p.close()
+    assert sorted(admitted) == [202] * 10 + [429] * 15
+
+
+async def test_admitted_jobs_count_until_projected_and_then_by_the_projection(pool, pg):
+    ledger = PgLedger(pool)
+    today = datetime.now(UTC).date()
+    job = uuid.uuid4()
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        assert held.standing.live_jobs == 0
+        await held.admit([Admitted(job, 40, True), Admitted(uuid.uuid4(), 5, False)])
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        assert (held.standing.chars_today, held.standing.live_jobs) == (45, 1)
+    # The projection shows the first job (queued, by this key) and its usage: it is counted once.
+    await project_queued(pg, job, "0123456789ab", "x" * 40)
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        live, chars = held.standing.live_jobs, held.standing.chars_today
+    assert live == 1, "the projected job counts once, as the projection's"
+    assert chars == 40 + 5, "the usage row, and the admitted job the projection does not show yet"
+    await ledger.forget([job])
+    assert await pg.fetchval("SELECT count(*) FROM admissions WHERE job_id = $1", job) == 0
+
+
+async def test_a_ledger_whose_database_is_gone_says_so_in_our_terms(stack, schema):
+    ledger_pool = await open_pool(stack.database_url, schema, min_size=0, max_size=1)
+    await ledger_pool.close()
+    with pytest.raises(ProjectionUnavailable):
+        await PgLedger(ledger_pool).take("k", 1.0, 1)
+
+
+async def project_queued(pg: asyncpg.Connection, job_id: uuid.UUID, key_id: str, text: str) -> None:
+    """The job's JobQueued, applied by the projector's own writer (which counts its usage too)."""
+    payload = JobQueuedPayload(request=request(text), submitted_at=utc_now(), tenant="acme", key_id=key_id)
+    event = job_event(JobQueued, job_id, payload.request.fingerprint(), 0, PRODUCER, payload)
+    await apply_events(pg, [(event, RecordPosition("jobs", 0, 0))], cache_ttl=timedelta(minutes=1))
