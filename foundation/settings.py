@@ -140,8 +140,8 @@ class LagRuleSettings(ProjectorNameSettings, SynthGroupSettings):
     lag_stall_after_s: float = Field(
         120.0,
         gt=0,
-        description="A lagging partition whose position has not moved for this long makes its group STALL"
-        " (longer than a long job: a synthesis group commits after each).",
+        description="A group with lag none of whose partitions moved for this long is STALL (longer than a long"
+        " job: a synthesis group commits after each).",
     )
     lag_interval_s: float = Field(5.0, gt=0, description="How often the API samples consumer lag for /v1/lag.")
 
