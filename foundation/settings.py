@@ -146,11 +146,26 @@ class LagRuleSettings(ProjectorNameSettings, SynthGroupSettings):
     lag_interval_s: float = Field(5.0, gt=0, description="How often the API samples consumer lag for /v1/lag.")
 
 
-class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings):
+class SilenceSettings(_Settings):
+    stale_after_s: float = Field(
+        15.0,
+        gt=0,
+        description="A worker that sent no heartbeat for this long is silent: the sweeper releases its claim, and"
+        " the API shows it as gone (dashboard) and counts it no longer (voxlog_workers).",
+    )
+
+
+class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings, SilenceSettings):
     """`voxlog api`: the HTTP front door."""
 
     process = "api"
 
+    node_forget_after_s: float = Field(
+        900.0,
+        gt=0,
+        description="A node silent for this long leaves the dashboard's list (from VOXLOG_STALE_AFTER_S on it is"
+        " shown as gone).",
+    )
     api_host: str = Field("127.0.0.1", description="Address the API listens on.")
     api_port: int = Field(8000, description="Port the API listens on.")
     max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
@@ -297,14 +312,12 @@ class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, Projecto
     )
 
 
-class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSettings, MetricsSettings):
+class SweeperSettings(
+    KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSettings, MetricsSettings, SilenceSettings
+):
     """`voxlog sweeper`: releases claims that stopped making progress (one acts, the others stand by)."""
 
     process = "sweeper"
-
-    stale_after_s: float = Field(
-        15.0, gt=0, description="A claim whose worker sent no heartbeat for this long is released."
-    )
     stale_factor: float = Field(
         8.0, gt=0, description="A claim without progress for its expected time times this much is released."
     )

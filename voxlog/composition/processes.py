@@ -31,8 +31,10 @@ from foundation.settings import (
     ProjectorSettings,
     SweeperSettings,
 )
+from producers.activity import NodeLiveness
 from producers.admission import Admission
 from producers.app import create_app
+from producers.census import WorkerCensus
 from producers.deps import ApiDeps
 from producers.document_queries import DocumentReader
 from producers.placement import BalancedPlacement
@@ -85,7 +87,7 @@ async def run_api(settings: ApiSettings) -> None:
             settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
         )
         changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
-        reader = ProjectionReader(pool)
+        reader = ProjectionReader(pool, NodeLiveness(settings.stale_after_s, settings.node_forget_after_s))
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
         submissions = Submissions(
@@ -126,6 +128,7 @@ async def run_api(settings: ApiSettings) -> None:
         def start_lag() -> None:
             tasks.start(lag.run(stop_lag), "consumer lag")
             tasks.start(changes.run(stop_lag), "job changes")
+            tasks.start(WorkerCensus(reader.live_workers).run(stop_lag), "worker census")
 
         async def stop_lag_monitor() -> None:
             stop_lag.set()
