@@ -119,6 +119,30 @@ class CacheCapSettings(RetentionSettings):
     )
 
 
+class OutageSettings(_Settings):
+    outage_summary_s: float = Field(
+        60.0,
+        gt=0,
+        description="While Kafka or PostgreSQL stays down, how often a process says it still waits: one line"
+        " when it goes, one when it is back, and this summary between (a client library's repeated messages"
+        " are held back as long).",
+    )
+
+
+class ShutdownSettings(_Settings):
+    shutdown_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="From SIGTERM, the longest a process takes to exit, whatever is down: what is unfinished"
+        " then (events not acknowledged, a commit, a flush) is abandoned and said, which is safe (the log"
+        " holds every job); a worker's VOXLOG_SHUTDOWN_GRACE_S counts within it.",
+    )
+
+
+class LifecycleSettings(OutageSettings, ShutdownSettings):
+    """What every long-running process with dependencies reads: how it lives through outages, how it stops."""
+
+
 class MetricsSettings(_Settings):
     metrics_host: str = Field("127.0.0.1", description="Address of the process's Prometheus /metrics endpoint.")
     metrics_port: int = Field(
@@ -155,7 +179,15 @@ class SilenceSettings(_Settings):
     )
 
 
-class ApiSettings(KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings, SilenceSettings):
+class ApiSettings(
+    KafkaSettings,
+    DatabaseSettings,
+    CacheSettings,
+    RetentionSettings,
+    LagRuleSettings,
+    SilenceSettings,
+    LifecycleSettings,
+):
     """`voxlog api`: the HTTP front door."""
 
     process = "api"
@@ -250,7 +282,13 @@ class EngineSettings(_Settings):
 
 
 class WorkerSettings(
-    KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings, MetricsSettings, SynthGroupSettings
+    KafkaSettings,
+    DatabaseSettings,
+    CacheSettings,
+    EngineSettings,
+    MetricsSettings,
+    SynthGroupSettings,
+    LifecycleSettings,
 ):
     """`voxlog worker`: one synthesis node (one model on one device)."""
 
@@ -259,7 +297,12 @@ class WorkerSettings(
     worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
     max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
     retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
-    shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")
+    shutdown_grace_s: float = Field(
+        20.0,
+        ge=0,
+        description="On SIGTERM, how long a running job may finish (then it is given back at its next segment),"
+        " within VOXLOG_SHUTDOWN_TIMEOUT_S.",
+    )
     rebalance_grace_s: float = Field(10.0, ge=0, description="On revocation, how long a running job may finish.")
     fetch_max_wait_ms: int = Field(
         50,
@@ -295,7 +338,9 @@ class WorkerSettings(
     )
 
 
-class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings, MetricsSettings):
+class ProjectorSettings(
+    KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings, MetricsSettings, LifecycleSettings
+):
     """`voxlog projector`: applies the log to the Postgres tables."""
 
     process = "projector"
@@ -313,7 +358,13 @@ class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, Projecto
 
 
 class SweeperSettings(
-    KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSettings, MetricsSettings, SilenceSettings
+    KafkaSettings,
+    DatabaseSettings,
+    CacheSettings,
+    CacheCapSettings,
+    MetricsSettings,
+    SilenceSettings,
+    LifecycleSettings,
 ):
     """`voxlog sweeper`: releases claims that stopped making progress (one acts, the others stand by)."""
 
@@ -379,7 +430,7 @@ class ModeSettings(KafkaSettings, DatabaseSettings):
     process = "admin"
 
 
-class NodeSettings(EngineSettings):
+class NodeSettings(EngineSettings, ShutdownSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
     process = "node"

@@ -13,13 +13,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-import structlog
-
 from foundation.lifecycle import wait_for_stop
 from foundation.metrics import WORKERS
+from foundation.outages import Outage
 from producers.queries import ProjectionUnavailable
 
-log = structlog.get_logger("voxlog.census")
 CENSUS_INTERVAL_S: Final = 5.0  # Prometheus scrapes every 15 s: each scrape sees a count this fresh
 LiveWorkers = Callable[[], Awaitable[dict[tuple[str, str], int]]]
 
@@ -40,10 +38,13 @@ class WorkerCensus:
         self._exported |= set(counts)
 
     async def run(self, stop: asyncio.Event) -> None:
+        outage = Outage("PostgreSQL (the count of live workers)")
         while True:
             try:
                 await self.count()
             except ProjectionUnavailable as exc:
-                log.warning("the live workers cannot be counted", error=str(exc))
-            if await wait_for_stop(stop, self._interval_s):
+                outage.failed(exc)
+            else:
+                outage.recovered()
+            if await wait_for_stop(stop, outage.wait_s(self._interval_s)):
                 return
