@@ -23,11 +23,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-import structlog
-
 from consumers.errors import LookupUnavailable
 
-log = structlog.get_logger("voxlog.worker")
 CHECK_EVERY_S: Final = 0.5  # a primary-key read; twice a second per busy worker costs nothing
 
 
@@ -61,9 +58,8 @@ class CancelWatch:
         self._checked_at = moment
         try:
             return await self.lookup.cancelled(self.job_id)
-        except LookupUnavailable as exc:
-            log.warning("cannot tell whether the job was cancelled; going on", job_id=str(self.job_id), error=str(exc))
-            return False
+        except LookupUnavailable:
+            return False  # cannot tell: going on (the lookup says when PostgreSQL goes and comes back)
 
     async def wanted_elsewhere(self) -> bool:
         if self.lookup is None:

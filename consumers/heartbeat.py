@@ -4,8 +4,11 @@ It says the worker is alive and what it is doing (job, attempt, segments
 done, when it last advanced, its measured speed), so that the sweeper can
 tell a stuck claim from a slow one without trusting the worker's word that
 it is fine: a worker whose heartbeats stop, or whose job stops advancing,
-is found out by someone else. A heartbeat Kafka does not take is skipped;
-the next one follows.
+is found out by someone else. One heartbeat is in flight at a time: while
+Kafka does not acknowledge it (an idempotent producer retries a record for as
+long as the broker is away), no other is sent, the outage is said once and
+summarized (:class:`foundation.outages.Outage`), and the next follows its
+backoff.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Final
 
-import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
@@ -36,8 +38,7 @@ from contracts import (
 )
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
-
-log = structlog.get_logger("voxlog.worker")
+from foundation.outages import Outage
 
 SendHeartbeat = Callable[[NodeHeartbeat], Awaitable[object]]
 
@@ -71,15 +72,37 @@ def heartbeat(
     )
 
 
-async def beat(send: SendHeartbeat, build: Callable[[], NodeHeartbeat], interval_s: float, stop: asyncio.Event) -> None:
-    """Send a heartbeat every ``interval_s`` until ``stop``."""
-    while True:
-        try:
-            await send(build())
-        except BrokerUnavailable as exc:
-            log.debug("heartbeat not sent", error=str(exc))
-        if await wait_for_stop(stop, interval_s):
-            return
+async def beat(
+    send: SendHeartbeat,
+    build: Callable[[], NodeHeartbeat],
+    interval_s: float,
+    stop: asyncio.Event,
+    outage: Outage | None = None,
+) -> None:
+    """Send a heartbeat every ``interval_s`` until ``stop``: each once the one before is acknowledged; one not
+    acknowledged within ``interval_s`` is waited for a backoff longer."""
+    outage = outage or Outage("Kafka (heartbeats)")
+    in_flight: asyncio.Future[object] | None = None
+    try:
+        while True:
+            if in_flight is None:
+                in_flight = asyncio.ensure_future(send(build()))
+            done, _ = await asyncio.wait({in_flight}, timeout=interval_s)
+            wait_s = interval_s
+            if not done:
+                wait_s = outage.failed(f"a heartbeat not acknowledged within {interval_s:g}s") - interval_s
+            elif isinstance(error := in_flight.exception(), BrokerUnavailable):
+                in_flight, wait_s = None, outage.failed(error)
+            elif error is not None:
+                raise error
+            else:
+                in_flight = None
+                outage.recovered()
+            if await wait_for_stop(stop, max(wait_s, 0.0)):
+                return
+    finally:
+        if in_flight is not None:
+            in_flight.cancel()
 
 
 class HeartbeatBook:
@@ -118,6 +141,7 @@ class HeartbeatBook:
         beginnings = await consumer.beginning_offsets(partitions)
         for tp in partitions:
             consumer.seek(tp, beginnings[tp])
+        outage = Outage("Kafka (the heartbeats on the nodes topic)")
         while not stop.is_set():
             try:
                 batch = await consumer.getmany(*partitions, timeout_ms=500)
@@ -128,8 +152,9 @@ class HeartbeatBook:
                 await self._confirm(consumer, partitions)
             except KafkaError as exc:
                 self._live_since = None
-                log.warning("cannot read heartbeats; trying again", error=str(exc))
-                await wait_for_stop(stop, 1.0)
+                await wait_for_stop(stop, outage.failed(exc))
+            else:
+                outage.recovered()
 
     async def _confirm(self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
         """Ask the broker where the topic ends: caught up with it, the book is live."""

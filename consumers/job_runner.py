@@ -19,7 +19,6 @@ job was cancelled; otherwise the segment's audio is made
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from contracts import (
 )
 from contracts.events import ReleaseReason
 from foundation.metrics import JOB_PHASE_SECONDS
+from foundation.outages import backoff_delay
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
@@ -68,12 +68,9 @@ class RetryPolicy:
     max_delay_s: float = 60.0
 
     def backoff(self, attempt: int) -> timedelta:
-        """Exponential backoff with equal jitter: uniform in [c/2, c], c = min(max, base * 2^(attempt-1)).
-
-        Half the delay is kept so that a retry never comes at once; the other half is random so
-        that jobs that failed together do not come back together."""
-        ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** max(0, attempt - 1))
-        return timedelta(seconds=random.uniform(ceiling / 2, ceiling))  # noqa: S311 - jitter, not crypto
+        """The one backoff rule (:func:`foundation.outages.backoff_delay`): uniform in [c/2, c],
+        c = min(max, base * 2^(attempt-1)), so that jobs that failed together do not come back together."""
+        return timedelta(seconds=backoff_delay(self.base_delay_s, self.max_delay_s, attempt))
 
 
 @dataclass

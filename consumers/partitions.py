@@ -31,7 +31,8 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from consumers.ledger import Ledger
-from foundation.lifecycle import Stopped, until_available
+from foundation.lifecycle import Stopped
+from foundation.outages import until_available
 
 log = structlog.get_logger("voxlog.worker")
 
@@ -153,6 +154,13 @@ class Partitions:
         return self._handled.get(tp)
 
     # -- commits ------------------------------------------------------------------
+    def describe_uncommitted(self) -> str | None:
+        """What stopping now would leave uncommitted (``None``: nothing)."""
+        behind = [tp for tp in self._ledgers if (p := self._position(tp)) is not None and self._committed.get(tp) != p]
+        if not behind:
+            return None
+        return f"{len(behind)} partition(s) not committed past what was handled (their next owner reads it again)"
+
     @property
     def commit_due(self) -> bool:
         return time.monotonic() >= self._next_commit

@@ -16,12 +16,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final, Protocol
 
-import structlog
-
 from consumers.errors import LookupUnavailable
 from consumers.ports import ReusableSegment
 
-log = structlog.get_logger("voxlog.worker")
 REMEMBERED: Final = 20_000  # recent segments of this worker, about 2 MB of keys and references
 LOOKUP_WORTH_S: Final = 0.02  # a projection query and a blob touch cost about a millisecond or two
 
@@ -46,9 +43,8 @@ class SegmentCache:
             return None
         try:
             return await self._lookup.segment(key)
-        except LookupUnavailable as exc:
-            log.warning("segment cache: this worker's own segments only", error=str(exc))
-            return None
+        except LookupUnavailable:
+            return None  # this worker's own segments only (the lookup says when PostgreSQL goes and comes back)
 
     def remember(self, key: str, segment: ReusableSegment) -> None:
         self._recent[key] = segment

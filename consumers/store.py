@@ -1,13 +1,18 @@
 """The worker's read-only view of the projections (results and requests of other workers).
 
 Driver errors become :class:`LookupUnavailable`: the worker then does without
-(its own ledger for coalescing, the log for a request), it never stops.
+(its own ledger for coalescing, the log for a request), it never stops. The
+lookups share one :class:`~foundation.outages.Outage`: PostgreSQL's going and
+coming back are said once each, not once per job or segment, and while it is
+down a lookup is not even tried until the backoff's delay is over (a lookup
+per segment waited for a connection that could not be made).
 """
 
 from __future__ import annotations
 
 import uuid
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 
 import asyncpg
@@ -17,12 +22,9 @@ from consumers.ports import CachedResult, Outlook, ReusableSegment
 from contracts import AudioRef, JobState, SynthesisRequest
 from foundation.db import reading
 from foundation.live_jobs import WANTED_ELSEWHERE
+from foundation.outages import Outage
 
 QUERY_TIMEOUT_S = 5.0
-
-
-def _reading() -> AbstractAsyncContextManager[None]:
-    return reading("the projection", LookupUnavailable)
 
 
 # One row whatever is found: the job's state (null before it is projected) beside its fingerprint's live result.
@@ -34,11 +36,24 @@ _OUTLOOK = (
 
 
 class PostgresResultLookup:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, outage: Outage | None = None) -> None:
         self._pool = pool
+        self._outage = outage or Outage("PostgreSQL (the worker's lookups: it does without them meanwhile)")
+
+    @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[None]:
+        if self._outage.holding_off():
+            raise LookupUnavailable(f"PostgreSQL is unreachable (tried again in {self._outage.delay_s:.1f}s at most)")
+        try:
+            async with reading("the projection", LookupUnavailable):
+                yield
+        except LookupUnavailable as exc:
+            self._outage.failed(exc)
+            raise
+        self._outage.recovered()
 
     async def outlook(self, job_id: uuid.UUID, fingerprint: str, now: datetime) -> Outlook:
-        async with _reading():
+        async with self._reading():
             row = await self._pool.fetchrow(_OUTLOOK, job_id, fingerprint, now, timeout=QUERY_TIMEOUT_S)
         result = None
         if row is not None and row["job_id"] is not None:
@@ -46,28 +61,28 @@ class PostgresResultLookup:
         return Outlook(cancelled=row is not None and row["state"] == JobState.CANCELLED.value, result=result)
 
     async def request_of(self, job_id: uuid.UUID) -> SynthesisRequest | None:
-        async with _reading():
+        async with self._reading():
             raw = await self._pool.fetchval(
                 "SELECT request FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
             )
         return None if raw is None else SynthesisRequest.model_validate_json(raw)
 
     async def result_blobs(self, job_id: uuid.UUID) -> list[AudioRef]:
-        async with _reading():
+        async with self._reading():
             rows = await self._pool.fetch(
                 "SELECT audio_sha256, audio_uri FROM segments WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
             )
         return [AudioRef(sha256=r["audio_sha256"], uri=r["audio_uri"]) for r in rows]
 
     async def cancelled(self, job_id: uuid.UUID) -> bool:
-        async with _reading():
+        async with self._reading():
             state = await self._pool.fetchval(
                 "SELECT state FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
             )
         return bool(state == JobState.CANCELLED.value)
 
     async def wanted_elsewhere(self, fingerprint: str, job_id: uuid.UUID) -> bool:
-        async with _reading():
+        async with self._reading():
             found = await self._pool.fetchval(
                 WANTED_ELSEWHERE,
                 fingerprint,
@@ -78,7 +93,7 @@ class PostgresResultLookup:
 
     async def segment(self, key: str) -> ReusableSegment | None:
         """A segment of ``key`` some job produced (its blob may be gone since: the caller touches it)."""
-        async with _reading():
+        async with self._reading():
             row = await self._pool.fetchrow(
                 "SELECT audio_sha256, audio_uri, duration_ms, byte_length, sample_rate FROM segments"
                 " WHERE segment_key = $1 ORDER BY produced_at DESC LIMIT 1",

@@ -59,6 +59,7 @@ from contracts import (
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
 from foundation.metrics import SWEEPER_BLOBS_DELETED, SWEEPER_LEADER, SWEEPER_RELEASES, SWEEPER_SWEEPS
+from foundation.outages import Outage
 
 log = structlog.get_logger("voxlog.sweeper")
 
@@ -131,7 +132,8 @@ class SweeperStore(Protocol):
 
 class Leadership(Protocol):
     async def hold(self) -> bool:
-        """Whether this sweeper may act now (acquiring the lock if it is free)."""
+        """Whether this sweeper may act now (acquiring the lock if it is free); ``False`` while the lock
+        cannot be had (an outage the adapter reports to the sweeper's :class:`Outage`)."""
         ...
 
     async def resign(self) -> None:
@@ -162,8 +164,11 @@ class Sweeper:
         remove_blob: RemoveBlob,
         janitor: CacheJanitor | None = None,
         backlog_switch: BacklogSwitch | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self.config = config
+        # What the sweeper depends on (PostgreSQL, Kafka), as one outage: it is over once a whole look went well.
+        self.outage = outage or Outage("PostgreSQL or Kafka (the sweeper)")
         self._leadership = leadership
         self._store = store
         self._heartbeats = heartbeats
@@ -175,20 +180,24 @@ class Sweeper:
         self._janitor = janitor
         self._backlog_switch = backlog_switch
         self._janitor_due = 0.0  # monotonic time of the next cache round
+        self._deaf = False  # not hearing heartbeats live (said once, when it starts and ends)
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
             while True:
+                failures = self.outage.failures
                 leader = await self._leadership.hold()
                 SWEEPER_LEADER.set(1 if leader else 0)
                 if leader:
                     try:
                         await self.sweep(utc_now())
                     except (BrokerUnavailable, LookupUnavailable) as exc:
-                        log.warning("sweep skipped; the next one follows", error=str(exc))
+                        self.outage.failed(exc, skipped="a sweep; the next one follows")
                     await self._cache_round()
                     await self._backlog_round()
-                if await wait_for_stop(stop, self.config.sweep_interval_s):
+                if self.outage.failures == failures:
+                    self.outage.recovered()
+                if await wait_for_stop(stop, self.outage.wait_s(self.config.sweep_interval_s)):
                     return
         finally:
             SWEEPER_LEADER.set(0)
@@ -200,8 +209,8 @@ class Sweeper:
         try:
             await self._janitor.round(utc_now())
         except (BrokerUnavailable, LookupUnavailable) as exc:
-            log.warning("cache round skipped; the next one follows", error=str(exc))
-            return  # retried at the next sweep
+            self.outage.failed(exc, skipped="a cache round; the next sweep tries again")
+            return
         self._janitor_due = time.monotonic() + self._janitor.config.interval_s
 
     async def _backlog_round(self) -> None:
@@ -210,15 +219,17 @@ class Sweeper:
         try:
             await self._backlog_switch.check()
         except (BrokerUnavailable, LookupUnavailable) as exc:
-            log.warning("backlog not judged; the next sweep does", error=str(exc))
+            self.outage.failed(exc, skipped="judging the backlog; the next sweep does")
 
     async def sweep(self, now: datetime) -> list[tuple[Claim, str]]:
         """One look at every live claim: release the stale ones, delete blobs whose time has come."""
         SWEEPER_SWEEPS.inc()
         released: list[tuple[Claim, str]] = []
         heard_since = self._heartbeats.heard_since()
+        if (heard_since is None) != self._deaf:  # said when it changes, not at every sweep
+            self._deaf = heard_since is None
+            log.info("not hearing heartbeats live: no claim is judged" if self._deaf else "hearing heartbeats live")
         if heard_since is None:
-            log.info("not hearing heartbeats live: no claim is judged")
             return released
         self._released = {key: at for key, at in self._released.items() if (now - at).total_seconds() < 60}
         for claim in await self._store.live_claims():

@@ -25,6 +25,7 @@ from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import DATABASE_OUTAGES, reading
 from foundation.live_jobs import job_partition_sql
+from foundation.outages import Outage
 
 log = structlog.get_logger("voxlog.sweeper")
 LOCK_NAMESPACE: Final = 0x73776570  # "swep"
@@ -137,9 +138,10 @@ class PostgresBacklog:
 class AdvisoryLeadership:
     """Held while this process keeps its own connection and the lock on it (one per schema)."""
 
-    def __init__(self, url: str, schema: str) -> None:
+    def __init__(self, url: str, schema: str, outage: Outage | None = None) -> None:
         self._url = url
         self._schema = schema
+        self._outage = outage or Outage("PostgreSQL (the sweeper's lock)")  # the sweeper's: it says when it is over
         self._conn: asyncpg.Connection | None = None
         self._held = False
 
@@ -171,6 +173,7 @@ class AdvisoryLeadership:
             if self._held:
                 log.warning("lost the sweeper lock with its connection", error=str(exc))
             await self.resign()
+            self._outage.failed(exc, lock="not held")
         return self._held
 
     async def resign(self) -> None:

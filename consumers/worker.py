@@ -32,6 +32,7 @@ acts on the job again after the outage backoff.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import deque
@@ -71,7 +72,8 @@ from contracts import (
     utc_now,
 )
 from foundation.errors import BrokerUnavailable
-from foundation.lifecycle import Backoff, wait_for_stop
+from foundation.lifecycle import wait_for_stop
+from foundation.outages import Outage
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
@@ -124,7 +126,7 @@ class SynthWorker(ConsumerRebalanceListener):
         self._handling = asyncio.Lock()
         self._fetched = False  # the last poll brought records (more may have been appended since)
         self._looked = False  # polled once more since, before the next batch job
-        self._outage = Backoff()
+        self._outage = Outage("Kafka (the worker's records and events)")
 
     async def _scan_tails(self, starts: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, Ledger], int]:
         return await scan_tails(self.config.bootstrap_servers, starts, lambda: Ledger(self.config.cache_ttl))
@@ -203,8 +205,7 @@ class SynthWorker(ConsumerRebalanceListener):
         try:
             batch = await self._consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=100)
         except KafkaError as exc:
-            log.warning("poll failed; polling again", error=f"{type(exc).__name__}: {exc}")
-            await wait_for_stop(stop, self._outage.next_delay())
+            await wait_for_stop(stop, self._outage.failed(exc, step="poll"))
             return False
         for tp, records in batch.items():
             self._backlog.extend((tp, record) for record in records)
@@ -224,9 +225,7 @@ class SynthWorker(ConsumerRebalanceListener):
                     acted = False  # a partition that went to another member
             except BrokerUnavailable as exc:
                 # Nothing of the next step could be recorded: keep the record, wait, try it again.
-                delay = self._outage.next_delay()
-                log.warning("the log refused an event; trying the record again", error=str(exc), retry_in_s=delay)
-                await wait_for_stop(self._stop, delay)
+                await wait_for_stop(self._stop, self._outage.failed(exc, step="a record, tried again"))
                 return
             except _Stopping:
                 self._backlog.clear()  # stopping: the next owner takes these records
@@ -234,7 +233,7 @@ class SynthWorker(ConsumerRebalanceListener):
             finally:
                 self._abort = AbortSignal()  # an abort is meant for the record in hand only
             self._backlog.popleft()
-        self._outage.reset()
+        self._outage.recovered()
         if acted and self.partitions.commit_due:
             # Outside the lock: a commit waits for a pending rebalance, and the
             # rebalance's revocation callback waits for the lock.
@@ -327,9 +326,7 @@ class SynthWorker(ConsumerRebalanceListener):
                 if ledger is not None and view is not None and due(view):
                     unacknowledged = await self._act(tp, ledger, view, offset)
             except BrokerUnavailable as exc:
-                delay = self._outage.next_delay()
-                log.warning("the log refused an event; the deferred job waits", error=str(exc), retry_in_s=delay)
-                return delay
+                return self._outage.failed(exc, step="a deferred job, tried again")
             except _Stopping:
                 return None  # stopping: the record stays deferred, for the next owner
             finally:
@@ -351,8 +348,7 @@ class SynthWorker(ConsumerRebalanceListener):
         now = utc_now()
         try:  # one read for both questions the projection answers before a claim
             outlook = await self._lookup.outlook(view.job_id, view.fingerprint, now)
-        except LookupUnavailable as exc:
-            log.warning("projection unreadable: coalescing from the ledger only", error=str(exc))
+        except LookupUnavailable:  # coalescing from the ledger only (the lookup says when PostgreSQL goes and is back)
             outlook = Outlook()  # not known to be cancelled: at worst wasted work, its events fenced
         cached = await reusable_result(view, ledger, outlook.result, self._lookup, self._runner.blobs, now)
         if cached is not None:
@@ -392,8 +388,7 @@ class SynthWorker(ConsumerRebalanceListener):
             elif completion.recorded.result():
                 self.partitions.resolve(completion.tp, completion.offset)
             else:
-                delay = self._outage.next_delay()
-                log.warning("a completion was refused; the job is acted on again", job_id=str(completion.job_id))
+                delay = self._outage.failed("the log refused a completion", step="its job, acted on again")
                 self.retries.schedule(completion.tp, completion.offset, completion.job_id, -1, delay, redo=True)
         self._unacknowledged = waiting
 
@@ -406,11 +401,10 @@ class SynthWorker(ConsumerRebalanceListener):
             self._resolve_acknowledged()
 
     async def _acknowledged_quietly(self) -> None:
-        """:meth:`_acknowledged`, a refusal logged (the jobs it concerns are acted on again)."""
-        try:
+        """:meth:`_acknowledged`, a refusal let go: each refused completion is counted on the outage, and its
+        job acted on again (:meth:`_resolve_acknowledged`)."""
+        with contextlib.suppress(BrokerUnavailable):
             await self._acknowledged()
-        except BrokerUnavailable as exc:
-            log.warning("the log refused a completion", error=str(exc))
 
     async def _commit(self) -> None:
         await self._acknowledged_quietly()  # a commit passes a job only once its events are acknowledged
@@ -425,9 +419,8 @@ class SynthWorker(ConsumerRebalanceListener):
         else the log's own record (the projection may lag, or be down)."""
         try:
             request = await self._lookup.request_of(view.job_id)
-        except LookupUnavailable as exc:
-            log.warning("reading the request from the log", job_id=str(view.job_id), error=str(exc))
-            request = None
+        except LookupUnavailable:
+            request = None  # read from the log instead
         if request is not None:
             return request
         before = self.partitions.start_of(tp)

@@ -19,12 +19,11 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 import asyncpg
-import structlog
 
 from foundation.db import DATABASE_OUTAGES
-from foundation.lifecycle import Backoff, wait_for_stop
+from foundation.lifecycle import wait_for_stop
+from foundation.outages import Outage
 
-log = structlog.get_logger("voxlog.job_changes")
 SAFETY_POLL_S: Final = 1.0
 """The longest a waiter goes without reading the projection while notifications flow."""
 _PAYLOAD_IDS: Final = 200  # 36-character ids and commas stay well under NOTIFY's 8,000-byte payload
@@ -97,8 +96,9 @@ class JobChanges:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Listen until ``stop``; after a lost connection, poll-speed waits until listening again."""
-        backoff = Backoff()
+        outage = Outage("PostgreSQL (job change notifications; waiters poll meanwhile)")
         while not stop.is_set():
+            delay = 0.0
             conn: asyncpg.Connection | None = None
             try:
                 conn = await asyncpg.connect(self._url, timeout=10)
@@ -106,17 +106,19 @@ class JobChanges:
                 conn.add_termination_listener(lambda _conn: self._lost.set())
                 await conn.add_listener(self.channel, self._notified)
                 self.listening = True
-                backoff.reset()
+                outage.recovered()
                 self._wake_all()  # changes made while not listening were not announced
                 await self._until_lost_or(stop)
+                if not stop.is_set():
+                    delay = outage.failed("the listening connection was lost")
             except DATABASE_OUTAGES as exc:
-                log.warning("not listening for job changes; waiters poll", error=f"{type(exc).__name__}: {exc}")
+                delay = outage.failed(exc)
             finally:
                 self.listening = False
                 if conn is not None:
                     with contextlib.suppress(*DATABASE_OUTAGES):
                         await asyncio.wait_for(conn.close(), 5)
-            await wait_for_stop(stop, backoff.next_delay())
+            await wait_for_stop(stop, delay)
 
     async def _until_lost_or(self, stop: asyncio.Event) -> None:
         lost, stopping = asyncio.ensure_future(self._lost.wait()), asyncio.ensure_future(stop.wait())

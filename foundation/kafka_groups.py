@@ -11,6 +11,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError
 
 from foundation.errors import BrokerUnavailable
+from foundation.kafka import RETRY_BACKOFF_MS
 
 
 def synth_group(base: str, engine: str, model_version: str) -> str:
@@ -96,7 +97,9 @@ class GroupShares:
         """Read ``group``'s shares now (empty when the broker cannot tell)."""
         try:
             if self._admin is None:
-                admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=2000)
+                admin = AIOKafkaAdminClient(
+                    bootstrap_servers=self._bootstrap, request_timeout_ms=2000, retry_backoff_ms=RETRY_BACKOFF_MS
+                )
                 await asyncio.wait_for(admin.start(), 5)
                 self._admin = admin
             shares = await asyncio.wait_for(member_partitions(self._admin, group, self._topic), 5)

@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import wait_for_partitions
+from foundation.kafka import RETRY_BACKOFF_MS, wait_for_partitions
 from foundation.kafka_groups import describe_group
 from foundation.lag import PartitionPosition, Sample
 
@@ -29,17 +29,25 @@ class LagReader:
 
     def __init__(self, bootstrap_servers: str, topic: str, *, fetch_within_s: float = 3.0) -> None:
         self.topic = topic
-        self._admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=10_000)
+        self._admin = AIOKafkaAdminClient(
+            bootstrap_servers=bootstrap_servers, request_timeout_ms=10_000, retry_backoff_ms=RETRY_BACKOFF_MS
+        )
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap_servers,
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=64 * 1024,
+            retry_backoff_ms=RETRY_BACKOFF_MS,
         )
         # Never assigned a partition: a consumer's metadata covers only the topics it reads once it reads
         # any, so the sizes of other topics (the dead-letter topic) are asked through this one.
-        self._sizes = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False)
+        self._sizes = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            group_id=None,
+            enable_auto_commit=False,
+            retry_backoff_ms=RETRY_BACKOFF_MS,
+        )
         self._fetch_within_s = fetch_within_s
 
     async def __aenter__(self) -> Self:

@@ -8,13 +8,21 @@ consumer moves, the time it needs to drain, and a status, after the rules of
 LinkedIn's Burrow:
 
 - ``STOP``: the group has no members: nobody reads it, whatever its lag.
-- ``STALL``: a partition with lag whose position has not moved for at least
-  ``stall_after_s`` (members are there, but they do not get through the records;
-  a synthesis group commits after each job, so this is longer than a long job).
-- ``WARN``: a partition whose lag grew across the window, sample after sample,
-  while the consumer moves (it is slower than the producers).
-- ``OK``: otherwise (no lag, or a lag that holds or shrinks).
+- ``OK`` whenever the group's lag touched zero within the window (Burrow's
+  first rule: a consumer that caught up in the window is keeping up).
+- ``STALL``: the group has lag and no partition's position moved for at least
+  ``stall_after_s`` (members are there, but they do not get through the
+  records; a synthesis group commits after each job, so this is longer than a
+  long job).
+- ``WARN``: the group's lag grew across the window, sample after sample, while
+  it moves (it is slower than the producers).
+- ``OK``: otherwise (a lag that holds or shrinks).
 
+The group is judged as a whole, not partition by partition: a worker serves
+its partitions one job at a time, so a partition waiting behind the others
+while the group moves is an ordinary backlog, not a stalled consumer (judged
+one by one, every backlog longer than ``stall_after_s`` was a STALL, and the
+alert rules page on STALL). The rules look at a window of at least two samples; with one, only ``STOP`` and
 The rules look at a window of at least two samples; with one, only ``STOP`` and
 ``OK`` can be told, and ``STALL`` needs a window of ``stall_after_s`` or more.
 The projector is not a Kafka group: it has no members to count, so it is never
@@ -117,7 +125,7 @@ def evaluate(window: Sequence[Sample], stall_after_s: float = 60.0) -> GroupLag:
         for p in last.partitions
     }
     partitions = tuple(_partition(p, history[p.partition], span, last.at_s) for p in last.partitions)
-    status, reason = _status(last, history, len(window), span >= stall_after_s)
+    status, reason = _status(window, history, span >= stall_after_s)
     if status is Status.STOP:  # nobody consumes: whatever the rate was, the lag never drains
         partitions = tuple(dataclasses.replace(p, drain_s=None) if p.records else p for p in partitions)
     return GroupLag(last.group, last.topic, last.members, status, reason, partitions, span)
@@ -134,19 +142,30 @@ def _partition(p: PartitionPosition, seen: list[PartitionPosition], span: float,
 
 
 def _status(
-    last: Sample, history: dict[int, list[PartitionPosition]], samples: int, long_enough: bool
+    window: Sequence[Sample], history: dict[int, list[PartitionPosition]], long_enough: bool
 ) -> tuple[Status, str]:
+    """The group's status, judged on the group as a whole (see the module's docstring)."""
+    last = window[-1]
     if last.members == 0:
         return Status.STOP, "the group has no members"
-    if samples < 2:
+    if len(window) < 2:
         return Status.OK, "one sample: only STOP can be told yet"
-    stalled = [n for n, seen in history.items() if seen[-1].records and len({p.at for p in seen}) == 1]
-    if stalled and long_enough:
-        return Status.STALL, f"partition(s) {_list(stalled)} have lag and did not move across the window"
-    growing = [n for n, seen in history.items() if len(seen) > 1 and _grows([p.records for p in seen])]
-    if growing:
-        return Status.WARN, f"lag grew across the window on partition(s) {_list(growing)}"
-    return Status.OK, "no lag" if not any(seen[-1].records for seen in history.values()) else "lag holds or shrinks"
+    lags = [sum(p.records for p in sample.partitions if p.partition in history) for sample in window]
+    if not lags[-1]:
+        return Status.OK, "no lag"
+    if min(lags) == 0:
+        return Status.OK, "lag touched zero within the window"
+    lagging = [n for n, seen in history.items() if seen[-1].records]
+    moved = any(len({p.at for p in seen}) > 1 for seen in history.values())
+    if not moved and long_enough:
+        return (
+            Status.STALL,
+            f"partition(s) {_list(lagging)} have lag and did not move across the window, nor did the rest of the group",
+        )
+    if _grows(lags):
+        grew = [n for n, seen in history.items() if seen[-1].records > seen[0].records]
+        return Status.WARN, f"lag grew across the window on partition(s) {_list(grew)}"
+    return Status.OK, "lag holds or shrinks"
 
 
 def _grows(lags: list[int]) -> bool:

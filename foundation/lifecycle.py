@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TypeVar
+from collections.abc import Awaitable
 
 import structlog
 
 log = structlog.get_logger("voxlog.lifecycle")
-T = TypeVar("T")
 
 
 async def wait_for_stop(stop: asyncio.Event, seconds: float) -> bool:
@@ -59,45 +56,6 @@ def _await_chain(coro: object) -> list[str]:
 
 class Stopped(Exception):
     """The process was asked to stop while it waited for a dependency."""
-
-
-@dataclass
-class Backoff:
-    """Exponential delays between attempts at something that is down: first, doubling, capped."""
-
-    first_s: float = 0.5
-    cap_s: float = 10.0
-    _next: float = field(default=0.0, init=False)
-
-    def next_delay(self) -> float:
-        self._next = self.first_s if self._next == 0.0 else min(self.cap_s, self._next * 2)
-        return self._next
-
-    def reset(self) -> None:
-        self._next = 0.0
-
-
-async def until_available(
-    what: str,
-    attempt: Callable[[], Awaitable[T]],
-    stop: asyncio.Event,
-    errors: tuple[type[BaseException], ...],
-    backoff: Backoff | None = None,
-) -> T:
-    """``attempt()`` until it does not raise one of ``errors``; in between, log and back off.
-
-    How a process starts, or carries on, while a dependency is down: it waits, says what it is
-    waiting for, and resumes when it answers. Raises :class:`Stopped` if ``stop`` is set first.
-    """
-    delays = backoff or Backoff()
-    while True:
-        try:
-            return await attempt()
-        except errors as exc:
-            delay = delays.next_delay()
-            log.warning(f"waiting for {what}", error=f"{type(exc).__name__}: {exc}", retry_in_s=delay)
-            if await wait_for_stop(stop, delay):
-                raise Stopped(f"stopped while waiting for {what}") from exc
 
 
 class OwnedTasks:

@@ -97,6 +97,12 @@ SUBMISSIONS_REFUSED = Counter(
 BACKLOG_SECONDS = Gauge(
     "voxlog_backlog_seconds", "Seconds of the fleet's synthesis work ahead, as the API last read it (-1: unknown)."
 )
+WORKERS = Gauge(
+    "voxlog_workers",
+    "Workers that announced themselves and were heard from within VOXLOG_STALE_AFTER_S, by engine and model"
+    " version, as the API last read the projection's nodes.",
+    ["engine", "model_version"],
+)
 ENGINE_QUEUE_DEPTH = Gauge("voxlog_engine_queue_depth", "Synthesis calls waiting for the engine (the FIFO).")
 REAL_TIME_FACTOR = Histogram(
     "voxlog_real_time_factor",

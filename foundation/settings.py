@@ -119,6 +119,30 @@ class CacheCapSettings(RetentionSettings):
     )
 
 
+class OutageSettings(_Settings):
+    outage_summary_s: float = Field(
+        60.0,
+        gt=0,
+        description="While Kafka or PostgreSQL stays down, how often a process says it still waits: one line"
+        " when it goes, one when it is back, and this summary between (a client library's repeated messages"
+        " are held back as long).",
+    )
+
+
+class ShutdownSettings(_Settings):
+    shutdown_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="From SIGTERM, the longest a process takes to exit, whatever is down: what is unfinished"
+        " then (events not acknowledged, a commit, a flush) is abandoned and said, which is safe (the log"
+        " holds every job); a worker's VOXLOG_SHUTDOWN_GRACE_S counts within it.",
+    )
+
+
+class LifecycleSettings(OutageSettings, ShutdownSettings):
+    """What every long-running process with dependencies reads: how it lives through outages, how it stops."""
+
+
 class MetricsSettings(_Settings):
     metrics_host: str = Field("127.0.0.1", description="Address of the process's Prometheus /metrics endpoint.")
     metrics_port: int = Field(
@@ -140,8 +164,8 @@ class LagRuleSettings(ProjectorNameSettings, SynthGroupSettings):
     lag_stall_after_s: float = Field(
         120.0,
         gt=0,
-        description="A lagging partition whose position has not moved for this long makes its group STALL"
-        " (longer than a long job: a synthesis group commits after each).",
+        description="A group with lag none of whose partitions moved for this long is STALL (longer than a long"
+        " job: a synthesis group commits after each).",
     )
     lag_interval_s: float = Field(5.0, gt=0, description="How often the API samples consumer lag for /v1/lag.")
 
@@ -220,13 +244,36 @@ class LimitSettings(_Settings):
         return value
 
 
+class SilenceSettings(_Settings):
+    stale_after_s: float = Field(
+        15.0,
+        gt=0,
+        description="A worker that sent no heartbeat for this long is silent: the sweeper releases its claim, and"
+        " the API shows it as gone (dashboard) and counts it no longer (voxlog_workers).",
+    )
+
+
 class ApiSettings(
-    KafkaSettings, DatabaseSettings, CacheSettings, RetentionSettings, LagRuleSettings, AuthSettings, LimitSettings
+    KafkaSettings,
+    DatabaseSettings,
+    CacheSettings,
+    RetentionSettings,
+    LagRuleSettings,
+    SilenceSettings,
+    LifecycleSettings,
+    AuthSettings,
+    LimitSettings,
 ):
     """`voxlog api`: the HTTP front door."""
 
     process = "api"
 
+    node_forget_after_s: float = Field(
+        900.0,
+        gt=0,
+        description="A node silent for this long leaves the dashboard's list (from VOXLOG_STALE_AFTER_S on it is"
+        " shown as gone).",
+    )
     api_host: str = Field("127.0.0.1", description="Address the API listens on.")
     api_port: int = Field(8000, description="Port the API listens on.")
     max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
@@ -348,7 +395,13 @@ class EngineSettings(_Settings):
 
 
 class WorkerSettings(
-    KafkaSettings, DatabaseSettings, CacheSettings, EngineSettings, MetricsSettings, SynthGroupSettings
+    KafkaSettings,
+    DatabaseSettings,
+    CacheSettings,
+    EngineSettings,
+    MetricsSettings,
+    SynthGroupSettings,
+    LifecycleSettings,
 ):
     """`voxlog worker`: one synthesis node (one model on one device)."""
 
@@ -357,7 +410,12 @@ class WorkerSettings(
     worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
     max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
     retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
-    shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long a running job may finish.")
+    shutdown_grace_s: float = Field(
+        20.0,
+        ge=0,
+        description="On SIGTERM, how long a running job may finish (then it is given back at its next segment),"
+        " within VOXLOG_SHUTDOWN_TIMEOUT_S.",
+    )
     rebalance_grace_s: float = Field(10.0, ge=0, description="On revocation, how long a running job may finish.")
     fetch_max_wait_ms: int = Field(
         50,
@@ -393,7 +451,9 @@ class WorkerSettings(
     )
 
 
-class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings, MetricsSettings):
+class ProjectorSettings(
+    KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings, MetricsSettings, LifecycleSettings
+):
     """`voxlog projector`: applies the log to the Postgres tables."""
 
     process = "projector"
@@ -410,14 +470,18 @@ class ProjectorSettings(KafkaSettings, DatabaseSettings, CacheSettings, Projecto
     )
 
 
-class SweeperSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCapSettings, MetricsSettings):
+class SweeperSettings(
+    KafkaSettings,
+    DatabaseSettings,
+    CacheSettings,
+    CacheCapSettings,
+    MetricsSettings,
+    SilenceSettings,
+    LifecycleSettings,
+):
     """`voxlog sweeper`: releases claims that stopped making progress (one acts, the others stand by)."""
 
     process = "sweeper"
-
-    stale_after_s: float = Field(
-        15.0, gt=0, description="A claim whose worker sent no heartbeat for this long is released."
-    )
     stale_factor: float = Field(
         8.0, gt=0, description="A claim without progress for its expected time times this much is released."
     )
@@ -479,7 +543,7 @@ class ModeSettings(KafkaSettings, DatabaseSettings):
     process = "admin"
 
 
-class NodeSettings(EngineSettings):
+class NodeSettings(EngineSettings, ShutdownSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
     process = "node"

@@ -1,8 +1,14 @@
-"""What the dashboard shows beside consumer lag, read from the projection: throughput, phases, cache, nodes."""
+"""What the dashboard shows beside consumer lag, read from the projection: throughput, phases, cache, nodes.
+
+A node is live while it is heard from: a worker silent past its heartbeat timeout (the sweeper's
+``VOXLOG_STALE_AFTER_S``) is shown as gone, and past ``VOXLOG_NODE_FORGET_AFTER_S`` it leaves the list.
+The same rule counts the live workers the API exports (``voxlog_workers``).
+"""
 
 from __future__ import annotations
 
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, Literal
 
 import asyncpg
 
@@ -30,8 +36,22 @@ _NODES: Final = """
 SELECT worker_id, engine, model_version, device, job_id, segments_done, segments_total,
        busy_s / greatest(extract(epoch FROM sent_at - started_at), 1) AS busy_fraction,
        extract(epoch FROM now() - sent_at) AS silent_s
-FROM node_heartbeats ORDER BY worker_id
+FROM node_heartbeats WHERE sent_at > now() - make_interval(secs => $1) ORDER BY worker_id
 """
+_LIVE_WORKERS: Final = """
+SELECT n.engine, n.model_version, count(*) AS workers
+FROM nodes n LEFT JOIN node_heartbeats h USING (worker_id)
+WHERE greatest(h.sent_at, n.announced_at) > now() - make_interval(secs => $1)
+GROUP BY n.engine, n.model_version
+"""
+
+
+@dataclass(frozen=True)
+class NodeLiveness:
+    """When a silent node is gone (the sweeper's heartbeat timeout), and when it leaves the list."""
+
+    silent_after_s: float = 15.0
+    forget_after_s: float = 900.0
 
 
 class Quantiles(View):
@@ -41,7 +61,11 @@ class Quantiles(View):
 
 
 class NodeActivity(View):
+    """A node as last heard from: ``gone`` once silent past its heartbeat timeout (its job and busy fraction are
+    then what it last said, not what it does)."""
+
     worker_id: str
+    state: Literal["live", "gone"]
     engine: str
     model_version: str
     device: str
@@ -61,12 +85,13 @@ class Activity(View):
     nodes: list[NodeActivity]
 
 
-async def activity(pool: asyncpg.Pool, timeout_s: float) -> Activity:
-    """Jobs per second (last minute), phase p50/p95/p99 and the cache ratio (last 10 minutes), and the nodes."""
+async def activity(pool: asyncpg.Pool, timeout_s: float, liveness: NodeLiveness) -> Activity:
+    """Jobs per second (last minute), phase p50/p95/p99 and the cache ratio (last 10 minutes), and the nodes
+    heard from within ``liveness.forget_after_s``."""
     async with pool.acquire(timeout=timeout_s) as conn:
         counts = await conn.fetchrow(_COUNTS, timeout=timeout_s)
         phases = await conn.fetchrow(_PHASES, timeout=timeout_s)
-        nodes = await conn.fetch(_NODES, timeout=timeout_s)
+        nodes = await conn.fetch(_NODES, liveness.forget_after_s, timeout=timeout_s)
     completed = counts["completed"]
     return Activity(
         window=WINDOW,
@@ -78,6 +103,7 @@ async def activity(pool: asyncpg.Pool, timeout_s: float) -> Activity:
         nodes=[
             NodeActivity(
                 worker_id=n["worker_id"],
+                state="gone" if float(n["silent_s"]) > liveness.silent_after_s else "live",
                 engine=n["engine"],
                 model_version=n["model_version"],
                 device=n["device"],
@@ -89,6 +115,12 @@ async def activity(pool: asyncpg.Pool, timeout_s: float) -> Activity:
             for n in nodes
         ],
     )
+
+
+async def live_workers(pool: asyncpg.Pool, timeout_s: float, liveness: NodeLiveness) -> dict[tuple[str, str], int]:
+    """The announced workers heard from within ``liveness.silent_after_s``, by (engine, model version)."""
+    rows = await pool.fetch(_LIVE_WORKERS, liveness.silent_after_s, timeout=timeout_s)
+    return {(r["engine"], r["model_version"]): int(r["workers"]) for r in rows}
 
 
 def _quantiles(values: list[float] | None) -> Quantiles | None:

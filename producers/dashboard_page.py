@@ -2,8 +2,9 @@
 
 It polls ``/v1/dashboard`` every two seconds (consumer lag as ``voxlog lag --json`` prints it, and the
 projection's recent activity) and redraws: a status per consumer group, its lag by partition as a heat
-strip, throughput, phase latencies, the cache ratio, the nodes and the dead-letter count. Every figure
-carries a ``data-*`` attribute, so that a test reads what a person sees.
+strip, throughput, phase latencies, the cache ratio, the nodes (one silent past its heartbeat timeout shown
+as gone) and the dead-letter count. Every figure carries a ``data-*`` attribute, so that a test reads what a
+person sees.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ PAGE: Final = """<!doctype html>
   .strip { display: flex; gap: 2px; margin-top: 4px; }
   .cell { width: 14px; height: 14px; border-radius: 2px; background: #e3e7ee; }
   .error { color: #c0392b; font-weight: 600; }
+  tr.gone td { color: #9aa1af; }
 </style>
 </head>
 <body data-ready="false">
@@ -134,9 +136,13 @@ function drawActivity(a) {
   for (const n of a.nodes) {
     const tr = document.createElement("tr");
     tr.dataset.worker = n.worker_id;
-    const busy = n.busy_fraction === null ? "-" : `${Math.round(100 * n.busy_fraction)} %`;
-    tr.append(cell(n.worker_id), cell(`${n.engine} ${n.model_version}`), cell(n.device), cell(n.job_id || "idle"),
-              cell(n.segments || "-"), cell(busy, "num"), cell(`${fmt(n.silent_s)} s ago`, "num"));
+    tr.dataset.state = n.state;
+    const gone = n.state === "gone";  // silent past its heartbeat timeout: what it last said is not what it does
+    if (gone) tr.className = "gone";
+    const busy = gone || n.busy_fraction === null ? "-" : `${Math.round(100 * n.busy_fraction)} %`;
+    tr.append(cell(n.worker_id), cell(`${n.engine} ${n.model_version}`), cell(n.device),
+              cell(gone ? "gone" : n.job_id || "idle"), cell(gone ? "-" : n.segments || "-"), cell(busy, "num"),
+              cell(`${fmt(n.silent_s)} s ago`, "num"));
     nodes.appendChild(tr);
   }
 }

@@ -46,17 +46,16 @@ from types import ModuleType
 from typing import Final, Protocol
 
 import asyncpg
-import structlog
 
 from contracts import JobQueued
 from foundation.db import reading
 from foundation.kafka_groups import synth_group
 from foundation.live_jobs import LIVE_SQL
 from foundation.metrics import JOBS_PLACED
+from foundation.outages import Outage
 from producers.ports import JobLog
 from producers.queries import ProjectionUnavailable
 
-log = structlog.get_logger("voxlog.api")
 REFRESH_S: Final = 0.2
 JOB_COST_CHARS: Final = 64
 """A job's cost beyond its text (a claim, a completion, the engine's call), in characters of text."""
@@ -179,6 +178,8 @@ class BalancedPlacement:
         self._loads = _Loads([])
         self._refresher: asyncio.Task[None] | None = None
         self._forgot_at = time.monotonic()
+        # Said when PostgreSQL goes and comes back, not at every submission placed without it.
+        self._outage = Outage("PostgreSQL (placement: jobs go as this API placed them, else by key)")
 
     async def place(self, jobs: Sequence[JobQueued]) -> list[int | None]:
         """The partition of each job (``None``: its fingerprint's own, when no placement could be had)."""
@@ -195,8 +196,9 @@ class BalancedPlacement:
             known = [self._known.get(job.fingerprint) for job in jobs]
             JOBS_PLACED.labels("remembered").inc(sum(1 for p in known if p is not None))
             JOBS_PLACED.labels("key").inc(sum(1 for p in known if p is None))
-            log.warning("jobs placed without the database: as this API placed them, else by key", error=str(exc))
+            self._outage.failed(exc)
             return known
+        self._outage.recovered()
         JOBS_PLACED.labels("balanced").inc(len(jobs))
         for fingerprint in dict.fromkeys(job.fingerprint for job in jobs):
             self._known[fingerprint] = placed_in[fingerprint]
@@ -255,7 +257,7 @@ class BalancedPlacement:
         try:
             await self.refresh(count)
         except ProjectionUnavailable as exc:
-            log.warning("the partitions' work could not be read; placing by the last reading", error=str(exc))
+            self._outage.failed(exc, meanwhile="placing by the last reading of the partitions' work")
 
     async def stop(self) -> None:
         """Cancel a reading in flight (at the API's shutdown)."""

@@ -22,7 +22,7 @@ from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
 from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
-from producers.activity import Activity, activity
+from producers.activity import Activity, NodeLiveness, activity, live_workers
 from producers.api_keys import StoredKey
 from producers.errors import ProducerError
 from producers.rows import (
@@ -50,8 +50,9 @@ def _reading(what: str) -> AbstractAsyncContextManager[None]:
 
 
 class ProjectionReader:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, liveness: NodeLiveness | None = None) -> None:
         self._pool = pool
+        self._liveness = liveness or NodeLiveness()
         self._engines: list[EngineVoices] | None = None
         self._engines_read_at = 0.0
 
@@ -202,7 +203,12 @@ class ProjectionReader:
     async def activity(self) -> Activity:
         """Throughput, phase latencies, the cache ratio and the nodes, for the dashboard."""
         async with _reading("the recent activity"):
-            return await activity(self._pool, QUERY_TIMEOUT_S)
+            return await activity(self._pool, QUERY_TIMEOUT_S, self._liveness)
+
+    async def live_workers(self) -> dict[tuple[str, str], int]:
+        """The workers heard from within their heartbeat timeout, by (engine, model version)."""
+        async with _reading("the live workers"):
+            return await live_workers(self._pool, QUERY_TIMEOUT_S, self._liveness)
 
     async def cached_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         """Of ``fingerprints``, those with a live result: the completed job that holds it, and its blobs."""

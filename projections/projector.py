@@ -31,8 +31,9 @@ from contracts import DecodeError, JobEvent, NodeEvent, decode_event, decode_nod
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition
-from foundation.lifecycle import Backoff, Stopped, until_available, wait_for_stop
+from foundation.lifecycle import Stopped, wait_for_stop
 from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
+from foundation.outages import Outage, until_available
 from projections.batch_apply import Offsets, apply_events
 from projections.errors import ProjectionGap
 from projections.linger import NEVER, Linger, LiveJobs
@@ -86,7 +87,8 @@ class Projector:
         self._consumer = consumer
         self._partitions = partitions
         self._dead_letter = dead_letter
-        self._backoff = Backoff()
+        self._fetches = Outage("Kafka (the projector's fetches)")
+        self._batches = Outage("PostgreSQL or the dead-letter topic (the projector's batches)")
         self.applied = 0
         self.live = LiveJobs()
 
@@ -106,26 +108,28 @@ class Projector:
                 except OffsetOutOfRangeError as exc:  # retention deleted records this projector had not read
                     raise ProjectionGap(f"the jobs log lost records this projector had not applied: {exc}") from exc
                 except KafkaError as exc:
-                    log.warning("poll failed; polling again", error=f"{type(exc).__name__}: {exc}")
-                    await wait_for_stop(stop, self._backoff.next_delay())
+                    await wait_for_stop(stop, self._fetches.failed(exc))
                     continue
+                self._fetches.recovered()
                 if not batch:
                     continue
                 try:
                     await self.apply_batch(batch)
                 except _OUTAGES as exc:
-                    log.error("batch failed; applying it again from the stored offsets", error=str(exc))
-                    await wait_for_stop(stop, self._backoff.next_delay())
-                    await self._resume(stop)
+                    # Applied again from the stored offsets, once they can be read: one outage, said once.
+                    await wait_for_stop(stop, self._batches.failed(exc, then="applied again from the stored offsets"))
+                    await self._resume(stop, self._batches)
                 else:
-                    self._backoff.reset()
+                    self._batches.recovered()
                     if linger_s := self.live.linger_s(self.config.linger):
                         await wait_for_stop(stop, linger_s)  # the next batch gathers what comes meanwhile
         except Stopped:
             return
 
-    async def _resume(self, stop: asyncio.Event) -> None:
-        await until_available("PostgreSQL (the projector's offsets)", self._seek_to_stored_offsets, stop, _OUTAGES)
+    async def _resume(self, stop: asyncio.Event, outage: Outage | None = None) -> None:
+        await until_available(
+            "PostgreSQL (the projector's offsets)", self._seek_to_stored_offsets, stop, _OUTAGES, outage
+        )
 
     async def _seek_to_stored_offsets(self) -> None:
         async with self._pool.acquire() as conn:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from foundation.audio import encode_wav
 from foundation.audio_formats import UnsupportedAudio, check, encode, media_type
+from foundation.shutdown import BoundedServer, Shutdown
 from tts_node.engine import Audio, Engine, EngineInfo
 from tts_node.errors import EngineInputError, TtsNodeError
 from tts_node.fifo import QueueClosed, SegmentAudio, SynthesisQueue
@@ -221,9 +222,9 @@ def create_node_app(
     return app
 
 
-class _NodeServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, queue: SynthesisQueue) -> None:
-        super().__init__(config)
+class _NodeServer(BoundedServer):
+    def __init__(self, config: uvicorn.Config, queue: SynthesisQueue, shutdown: Shutdown) -> None:
+        super().__init__(config, shutdown)
         self._queue = queue
 
     async def shutdown(self, sockets: Any = None) -> None:
@@ -233,16 +234,10 @@ class _NodeServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-async def serve_node(engine: Engine, host: str, port: int, *, grace_s: float = 30.0) -> None:
-    """Serve ``engine`` over HTTP until SIGTERM/SIGINT; the running request gets ``grace_s`` to finish."""
+async def serve_node(engine: Engine, host: str, port: int, shutdown: Shutdown) -> None:
+    """Serve ``engine`` over HTTP until SIGTERM/SIGINT, stopping within ``shutdown``'s time: open responses
+    get half of it, the running request the other half to finish."""
     queue = SynthesisQueue(engine)
-    app = create_node_app(queue, engine.info, stop_grace_s=grace_s)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=max(1, math.ceil(grace_s)),
-    )
-    await _NodeServer(config, queue).serve()
+    app = create_node_app(queue, engine.info, stop_grace_s=shutdown.timeout_s / 2)
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
+    await shutdown.run(_NodeServer(config, queue, shutdown).serve())

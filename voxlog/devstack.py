@@ -116,6 +116,7 @@ async def up(settings: DevSettings) -> list[str]:
     created = await ensure_topics(stack.bootstrap_servers, topic_specs(settings))
     applied = await migrate_database(stack.database_url, settings.database_schema)
     apps = AppProcesses(settings.dev_home)
+    apps.forget_stopped()  # what still runs stays recorded, whatever VOXLOG_DEV_WORKERS says now
     specs = app_specs(settings, stack)
     for spec in specs:
         apps.start(spec)
@@ -154,15 +155,27 @@ async def dev_key(settings: DevSettings, stack: DevStack) -> str:
     return f"api key:    {key.token}\n            (saved to {path}; `voxlog demo` and `voxlog speak` send it)"
 
 
-def down(settings: DevSettings, *, purge: bool) -> None:
-    stack = dev_stack(settings)
+def started_specs(settings: DevSettings) -> list[AppSpec]:
+    """The processes the dev stack started, as recorded under its home; before any, those `up` would start."""
+    return AppProcesses(settings.dev_home).recorded() or app_specs(settings, dev_stack(settings))
+
+
+def stop_apps(settings: DevSettings) -> None:
+    """Stop every process the dev stack started, the last started first (the API before the workers)."""
     apps = AppProcesses(settings.dev_home)
-    for spec in reversed(app_specs(settings, stack)):
+    for spec in reversed(apps.recorded()):
         apps.stop(spec.name)
-    stack.down(purge=purge)
+
+
+def down(settings: DevSettings, *, purge: bool) -> None:
+    stop_apps(settings)
+    dev_stack(settings).down(purge=purge)
+
+
+async def app_statuses(settings: DevSettings) -> list[ServiceStatus]:
+    apps = AppProcesses(settings.dev_home)
+    return [await apps.status(spec) for spec in started_specs(settings)]
 
 
 async def status(settings: DevSettings) -> list[ServiceStatus]:
-    stack = dev_stack(settings)
-    apps = AppProcesses(settings.dev_home)
-    return [*(await stack.status()), *[await apps.status(spec) for spec in app_specs(settings, stack)]]
+    return [*(await dev_stack(settings).status()), *(await app_statuses(settings))]

@@ -30,6 +30,7 @@ from foundation.metrics import (
     CONSUMER_LAG_RECORDS,
     CONSUMER_LAG_SECONDS,
 )
+from foundation.outages import Outage
 from projections.positions import projector_positions
 
 log = structlog.get_logger("voxlog.lag")
@@ -126,19 +127,21 @@ class LagMonitor:
         return self._latest
 
     async def run(self, stop: asyncio.Event) -> None:
+        outage = Outage("Kafka (consumer lag)")
         while not stop.is_set():
             try:
                 async with LagReader(self._bootstrap, self._consumers.topic) as reader:
                     while not stop.is_set():
                         lags = self._windows.add(await sample_all(reader, self._pool, self._consumers))
                         dead = await dead_letters(reader, self._consumers.dlq_topic)
+                        outage.recovered()
                         export(lags)
                         self._latest = document(lags, dead)
                         await _pause(stop, self._interval_s)
             except BrokerUnavailable as exc:
-                log.warning("consumer lag cannot be sampled", error=str(exc))
+                outage.failed(exc)
                 self._latest = {**self._latest, "error": f"Kafka: {exc}"}
-                await _pause(stop, self._interval_s)
+                await _pause(stop, outage.wait_s(self._interval_s))
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import time
 from html.parser import HTMLParser
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from infra.processes import wait_gone
 from tests.support.apps import AppStack, start_pipeline, wait_for_job
 from tests.support.cli import lag_once
 
@@ -117,3 +119,35 @@ async def test_the_dashboard_shows_live_figures_and_the_same_lag_as_voxlog_lag(a
     picture = await asyncio.to_thread(screenshot.read_bytes)
     assert picture[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(picture) > 10_000, "a page, not a blank"
+
+
+async def test_regression_a_killed_worker_is_shown_gone_counted_no_longer_and_then_dropped(apps):
+    """A worker killed 35 minutes earlier was listed as `idle`, 78% busy, last heartbeat 2,103 s ago, and the
+    API exported no count of the workers that are live (the "no worker" alert used scrape targets)."""
+    silence = {"VOXLOG_STALE_AFTER_S": "2", "VOXLOG_NODE_FORGET_AFTER_S": "8"}
+    app, _ = await start_pipeline(apps, **{**BENCH, "VOXLOG_BENCH_SYNTH_MS": "5"}, **silence)
+    engine = await app.engine()
+    live = f'voxlog_workers{{engine="{engine["engine"]}",model_version="{engine["model_version"]}"}}'
+
+    async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
+
+        async def nodes() -> dict[str, dict]:
+            activity = (await client.get("/v1/dashboard")).json()["activity"] or {"nodes": []}
+            return {n["worker_id"]: n for n in activity["nodes"]}
+
+        async def exported(count: float) -> bool:
+            return f"{live} {count}" in (await client.get("/metrics")).text
+
+        await until("the worker listed as live", lambda: _state_is(nodes, "live"))
+        await until("the live worker counted", lambda: exported(1.0))
+        worker = app.processes.pid("worker-0")
+        assert worker is not None
+        os.kill(worker, signal.SIGKILL)  # no goodbye: its last heartbeat is all the projection has
+        assert wait_gone(worker, 30)
+        await until("the killed worker shown as gone", lambda: _state_is(nodes, "gone"))
+        await until("the killed worker counted no longer", lambda: exported(0.0))
+        await until("the killed worker dropped from the list", lambda: _state_is(nodes, None))
+
+
+async def _state_is(nodes, state: str | None) -> bool:
+    return (await nodes()).get("w0", {}).get("state") == state

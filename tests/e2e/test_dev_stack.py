@@ -83,3 +83,38 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
     after = voxlog(env, "dev", "status")
     assert after.returncode == 1
     assert {line.split()[0]: line.split()[1] for line in after.stdout.splitlines()}["api"] == "down"
+
+
+async def test_regression_dev_down_without_the_variable_stops_the_workers_up_started(stack, tmp_path):
+    """`voxlog dev up` with VOXLOG_DEV_WORKERS=2, then `voxlog dev down` without the variable, left worker-1
+    running: status and down went by the variable, not by what runs."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("VOXLOG_")},
+        "VOXLOG_DEV_HOME": str(tmp_path / "stack"),
+        "VOXLOG_DEV_KAFKA_PORT": str(free_port()),
+        "VOXLOG_DEV_KAFKA_CONTROLLER_PORT": str(free_port()),
+        "VOXLOG_DATABASE_URL": stack.database_url,
+        "VOXLOG_DATABASE_SCHEMA": schema,
+        "VOXLOG_DEV_API_PORT": str(free_port()),
+        "VOXLOG_ENGINE": "bench-sleep",  # the workers' model is not the subject
+        "VOXLOG_DEFAULT_ENGINE": "bench-sleep",
+    }
+    without = {key: value for key, value in env.items() if key != "VOXLOG_DEV_WORKERS"}
+    try:
+        up = voxlog({**env, "VOXLOG_DEV_WORKERS": "2"}, "dev", "up")
+        assert up.returncode == 0, up.stdout + up.stderr
+        status = voxlog(without, "dev", "status")
+        assert status.returncode == 0, status.stdout
+        rows = {line.split()[0]: line.split() for line in status.stdout.splitlines()}
+        assert (rows["worker-0"][1], rows["worker-1"][1]) == ("up", "up"), status.stdout
+        workers = [int(rows[name][rows[name].index("pid") + 1]) for name in ("worker-0", "worker-1")]
+        down = voxlog(without, "dev", "down")
+        assert down.returncode == 0, down.stderr
+        assert [pid for pid in workers if not wait_gone(pid, 30)] == [], "every worker up started is stopped"
+        after = voxlog(without, "dev", "status")
+        states = {line.split()[0]: line.split()[1] for line in after.stdout.splitlines()}
+        assert (states["worker-0"], states["worker-1"], states["api"]) == ("down", "down", "down")
+    finally:
+        voxlog({**env, "VOXLOG_DEV_WORKERS": "2"}, "dev", "down")
+        await drop_schema(stack.database_url, schema)

@@ -1,9 +1,10 @@
-"""`voxlog lag --once --json` against a running pipeline: caught up, then a group nobody reads."""
+"""Consumer lag against a running pipeline: caught up, a group nobody reads, a healthy backlog, a stopped worker."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +21,9 @@ BENCH = {
     "VOXLOG_BENCH_SYNTH_MS": "5",
     "VOXLOG_LAG_INTERVAL_S": "0.5",
 }
+
+
+SLOW = {**BENCH, "VOXLOG_BENCH_SYNTH_MS": "300"}  # 30 jobs take 9 s or more: longer than a stall window
 
 
 def watch_two_samples(env: dict[str, str]) -> list[dict]:
@@ -93,3 +97,72 @@ async def test_lag_shows_the_synthesis_group_and_the_projector_caught_up_then_st
     assert synth["records"] >= 3, "the owed jobs' records, at least"
     assert synth["seconds"] > 0
     assert by_name[projector]["status"] == "OK"
+
+
+async def submit_backlog(client: httpx.AsyncClient, voice: str, jobs: int, tag: str) -> list[str]:
+    """``jobs`` jobs in one batch: they are queued at once, spread over the worker's partitions."""
+    requests = [{"text": f"{tag} job number {i}.", "voice": voice} for i in range(jobs)]
+    response = await client.post("/v1/batches", json={"requests": requests})
+    assert response.status_code == 202, response.text
+    return [job["job_id"] for job in response.json()["jobs"]]
+
+
+def served_groups(body: dict) -> dict[str, dict]:
+    return {g["group"]: g for g in body["groups"]}
+
+
+async def test_regression_a_healthy_worker_draining_a_backlog_is_ok_not_stall(apps):
+    """One healthy worker draining 30 queued jobs showed STALL ("partitions 5, 8, 18 have lag and did not move")
+    and the projector WARN for 3 records 13 ms behind: the alert rules page on STALL."""
+    stall_after_s = 3.0
+    app, voices = await start_pipeline(apps, **SLOW, VOXLOG_LAG_STALL_AFTER_S=str(stall_after_s))
+    group = app.synth_group(await app.engine())
+    projector = "projector:" + app.env["VOXLOG_PROJECTOR_NAME"]
+    async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
+        await until_lag_served(client, group)
+        job_ids = await submit_backlog(client, voices[0], 30, "Backlog")
+        seen: dict[str, set[tuple[str, str]]] = {group: set(), projector: set()}
+        judged_with_lag = 0  # evaluations over a window long enough for a STALL while the group had lag
+        drained = False
+        deadline = time.monotonic() + 180
+        while not drained:
+            assert time.monotonic() < deadline, f"the backlog was never drained; statuses seen: {seen}"
+            served = served_groups((await client.get("/v1/lag")).json())
+            for name in seen:
+                if name in served:
+                    seen[name].add((served[name]["status"], served[name]["reason"]))
+            synth = served.get(group, {"records": 1, "window_s": 0})
+            judged_with_lag += synth["records"] > 0 and synth["window_s"] >= stall_after_s
+            drained = judged_with_lag > 0 and synth["records"] == 0
+            await asyncio.sleep(0.2)
+        jobs = [await wait_for_job(client, job_id) for job_id in job_ids]
+    assert {job["state"] for job in jobs} == {"completed"}
+    assert judged_with_lag >= 2, "the backlog lasted long enough to be judged a STALL more than once"
+    assert {status for status, _ in seen[group]} == {"OK"}, seen[group]
+    assert {status for status, _ in seen[projector]} == {"OK"}, seen[projector]
+
+
+async def test_a_sigstopped_worker_with_jobs_owed_is_stall(apps):
+    """The rule that keeps a backlog OK still tells a worker that stopped moving: STALL, while it is a member."""
+    stopping = {**SLOW, "VOXLOG_LAG_STALL_AFTER_S": "1.5", "VOXLOG_LAG_INTERVAL_S": "0.3"}
+    app, voices = await start_pipeline(apps, **stopping)
+    group = app.synth_group(await app.engine())
+    worker = app.processes.pid("worker-0")
+    assert worker is not None
+    async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
+        await until_lag_served(client, group)
+        job_ids = await submit_backlog(client, voices[0], 20, "Owed")
+        await wait_for_job(client, job_ids[0])  # the worker is at work
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            # Its group session expires ten seconds after its last heartbeat: then the group is STOP.
+            deadline = time.monotonic() + 60
+            while (synth := served_groups((await client.get("/v1/lag")).json())[group])["status"] != "STALL":
+                assert synth["status"] != "STOP", f"the group lost its member before its STALL was told: {synth}"
+                assert time.monotonic() < deadline, f"never STALL: {synth}"
+                await asyncio.sleep(0.1)
+        finally:
+            os.kill(worker, signal.SIGCONT)
+    assert synth["members"] == 1
+    assert synth["records"] > 0
+    assert "did not move across the window" in synth["reason"]

@@ -9,9 +9,14 @@ the orchestration, not the model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +24,7 @@ import pytest_asyncio
 
 from contracts import utc_now
 from foundation.settings import TopicSettings
-from infra.processes import pid_alive
+from infra.processes import pid_alive, wait_gone
 from projections.migrations import migrate_database
 from tests.integration.conftest import Topics
 from tests.support.apps import AppStack, new_app_stack, wait_for_job, wait_http
@@ -30,8 +35,9 @@ PUBLISH_TIMEOUT_MS = 3000
 FAST_ENGINE = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_BENCH_SYNTH_MS": "20"}
 
 
-@pytest_asyncio.fixture
-async def private(tmp_path) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
+@contextlib.asynccontextmanager
+async def private_pipeline(tmp_path: Path, **env: str) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
+    """A projector, a worker and the API on a broker and a PostgreSQL cluster of their own."""
     stack = PrivateStack()
     app: AppStack | None = None
     try:
@@ -40,7 +46,13 @@ async def private(tmp_path) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
         await ensure_topics(stack.bootstrap_servers, topic_specs(topics.settings))
         await migrate_database(stack.database_url, "voxlog")
         app = new_app_stack(
-            stack, topics, "voxlog", tmp_path / "apps", VOXLOG_PUBLISH_TIMEOUT_MS=str(PUBLISH_TIMEOUT_MS), **FAST_ENGINE
+            stack,
+            topics,
+            "voxlog",
+            tmp_path / "apps",
+            VOXLOG_PUBLISH_TIMEOUT_MS=str(PUBLISH_TIMEOUT_MS),
+            **FAST_ENGINE,
+            **env,
         )
         app.start("projector", ["projector"])
         app.start("worker-0", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w0"})
@@ -51,6 +63,12 @@ async def private(tmp_path) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
         if app is not None:
             app.stop_all()
         stack.down()
+
+
+@pytest_asyncio.fixture
+async def private(tmp_path) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
+    async with private_pipeline(tmp_path) as pipeline:
+        yield pipeline
 
 
 def alive(app: AppStack) -> dict[str, bool]:
@@ -188,3 +206,95 @@ async def test_processes_started_while_a_dependency_is_down_wait_for_it(tmp_path
         if app is not None:
             app.stop_all()
         stack.down()
+
+
+def log_lines(app: AppStack, name: str) -> list[str]:
+    return app.processes.log_file(name).read_text(errors="replace").splitlines()
+
+
+def events(lines: list[str]) -> list[dict]:
+    """The JSON lines among ``lines`` (a process's own output, as opposed to a traceback)."""
+    parsed = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            parsed.append(json.loads(line))
+    return parsed
+
+
+async def until_logged(app: AppStack, name: str, since: int, found, what: str, within_s: float = 180.0) -> list[dict]:
+    """Wait until ``found`` holds of the JSON lines ``name`` logged after line ``since``; they are returned."""
+    deadline = time.monotonic() + within_s
+    while not found(logged := events(log_lines(app, name)[since:])):
+        assert time.monotonic() < deadline, f"{what} not logged within {within_s}s: {logged[-20:]}"
+        assert all(alive(app).values()), alive(app)
+        await asyncio.sleep(0.5)
+    return logged
+
+
+def backoff_cycles(logged: list[dict]) -> int:
+    """How many tries the worker's heartbeats made since the broker went, by its own summaries."""
+    return max(
+        (int(e["tries_in_all"]) for e in logged if e.get("event") == "still waiting for Kafka (heartbeats)"), default=0
+    )
+
+
+async def test_regression_a_worker_whose_broker_is_gone_logs_next_to_nothing(tmp_path):
+    """An orphaned worker, its broker gone, logged 61,000 lines (10 MB) in 15 minutes, retrying every 100 ms."""
+    cycles, most_lines = 6, 60
+    async with private_pipeline(tmp_path, VOXLOG_OUTAGE_SUMMARY_S="2") as (stack, app):
+        voice = (await app.voices())[0]
+        async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+            assert (await wait_for_job(client, await accepted(client, voice, "Before.")))["state"] == "completed"
+        before = {name: len(log_lines(app, name)) for name in app.specs}
+        stack.kill_broker()
+        # Not a time: the worker's own summaries count its tries, each after a backoff (or its log outgrows
+        # the bound first, as it did at a line per retry).
+        await until_logged(
+            app,
+            "worker-0",
+            before["worker-0"],
+            lambda e: backoff_cycles(e) >= cycles or len(e) > most_lines,
+            f"{cycles} tries",
+        )
+        during = {name: log_lines(app, name)[before[name] :] for name in app.specs}
+        sizes = {name: (len(lines), sum(len(line) + 1 for line in lines)) for name, lines in during.items()}
+        assert all(count <= most_lines and size <= 20_000 for count, size in sizes.values()), sizes
+        await stack.start_broker()
+        async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+            await until_ready(client)
+            after = await wait_for_job(client, await accepted(client, voice, "After."), 180)
+        logged = await until_logged(
+            app,
+            "worker-0",
+            before["worker-0"],
+            lambda e: any(x.get("event") == "Kafka (heartbeats) available again" for x in e),
+            "the worker saying Kafka is back",
+        )
+    assert after["state"] == "completed"
+    worker = [e.get("event") for e in events(during["worker-0"])]
+    assert worker.count("waiting for Kafka (heartbeats)") == 1, "the outage said once"
+    assert sum(e.get("event") == "Kafka (heartbeats) available again" for e in logged) == 1, "and its end once"
+
+
+async def test_regression_sigterm_while_the_broker_is_down_exits_within_the_shutdown_timeout(tmp_path):
+    """Sent SIGTERM while the broker was down, a worker had not exited 110 s later (it kept producing every 100 ms)."""
+    bounded = {"VOXLOG_SHUTDOWN_TIMEOUT_S": "6", "VOXLOG_SHUTDOWN_GRACE_S": "2", "VOXLOG_OUTAGE_SUMMARY_S": "2"}
+    async with private_pipeline(tmp_path, **bounded) as (stack, app):
+        voice = (await app.voices())[0]
+        async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
+            assert (await wait_for_job(client, await accepted(client, voice, "Before.")))["state"] == "completed"
+        since = len(log_lines(app, "worker-0"))
+        stack.kill_broker()
+        # A heartbeat is in flight, never to be acknowledged: what an idempotent producer flushes forever.
+        await until_logged(
+            app, "worker-0", since, lambda e: any(x.get("event") == "waiting for Kafka (heartbeats)" for x in e), "it"
+        )
+        pids = {name: app.processes.pid(name) for name in app.specs}
+        for pid in pids.values():
+            assert pid is not None
+            os.kill(pid, signal.SIGTERM)
+        # A deadline for the test, not a figure: each process exits on the one SIGTERM (a second would kill it).
+        exited = {name: wait_gone(pid, 90) for name, pid in pids.items() if pid is not None}
+        worker = [e.get("event", "") for e in events(log_lines(app, "worker-0")[since:])]
+    assert exited == dict.fromkeys(pids, True), exited
+    assert any(event.startswith("shutdown") and "abandon" in event for event in worker), worker[-10:]

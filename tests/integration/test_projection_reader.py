@@ -18,11 +18,16 @@ from contracts import (
     DocumentSubmittedPayload,
     JobEvent,
     JobState,
+    NodeHeartbeat,
+    NodeHeartbeatPayload,
     derive_event_id,
     document_part_job_id,
     encode_event,
     event_headers,
+    node_event,
+    utc_now,
 )
+from producers.activity import NodeLiveness
 from producers.document_queries import DocumentReader
 from producers.queries import ProjectionReader
 from projections.projector import Projector, ProjectorConfig
@@ -38,6 +43,8 @@ CONFIG = ProjectorConfig(
 async def project(pool, events: list[JobEvent], nodes: list = ()) -> None:  # type: ignore[assignment]
     projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
     batch = {TopicPartition("jobs", 3): [record_of(event, "jobs", 3, offset) for offset, event in enumerate(events)]}
+    if not events:
+        batch = {}
     if nodes:
         batch[TopicPartition("nodes", 0)] = [
             raw_record("nodes", 0, offset, encode_event(node), event_headers(node)) for offset, node in enumerate(nodes)
@@ -134,3 +141,44 @@ async def test_regression_the_backlog_counted_every_duplicate_as_a_synthesis_of_
     await project(pool, [*(job.queued() for job in same), other.queued(), other.claimed(1)])
     backlog = await ProjectionReader(pool).backlog()
     assert (backlog.syntheses, backlog.chars) == (2, len("One text, wanted four times.") + len("Another."))
+
+
+def heartbeat(worker_id: str, silent_s: float, job_id: uuid.UUID | None = None) -> NodeHeartbeat:
+    sent = utc_now() - timedelta(seconds=silent_s)
+    payload = NodeHeartbeatPayload(
+        worker_id=worker_id,
+        engine="kokoro-onnx",
+        model_version="6e742170d309",
+        device="cpu",
+        started_at=sent - timedelta(seconds=100),
+        sent_at=sent,
+        job_id=job_id,
+        busy_s=78.0,
+    )
+    return node_event(NodeHeartbeat, PRODUCER, payload, at=sent)
+
+
+async def test_regression_a_worker_killed_35_minutes_ago_was_listed_idle_and_78_percent_busy(pool):
+    """The dashboard listed a worker killed 35 minutes earlier as idle, 78% busy, last heartbeat 2,103 s ago."""
+    workers = ["live", "gone", "killed"]
+    await project(
+        pool,
+        [],
+        [
+            *(node_announced(w) for w in workers),
+            *(heartbeat(w, s) for w, s in zip(workers, (1, 60, 2103), strict=True)),
+        ],
+    )
+    reader = ProjectionReader(pool, NodeLiveness(silent_after_s=15, forget_after_s=900))
+    nodes = {node.worker_id: node for node in (await reader.activity()).nodes}
+    assert set(nodes) == {"live", "gone"}, "silent past VOXLOG_NODE_FORGET_AFTER_S: off the list"
+    assert (nodes["live"].state, nodes["gone"].state) == ("live", "gone")
+    assert (nodes["gone"].silent_s or 0) >= 60
+
+
+async def test_the_live_workers_are_those_heard_from_within_the_heartbeat_timeout(pool):
+    await project(pool, [], [node_announced("w1"), node_announced("w2"), heartbeat("w1", 1), heartbeat("w2", 60)])
+    reader = ProjectionReader(pool, NodeLiveness(silent_after_s=15, forget_after_s=900))
+    assert await reader.live_workers() == {("kokoro-onnx", "6e742170d309"): 1}
+    await project(pool, [], [heartbeat("w2", 0)])
+    assert await reader.live_workers() == {("kokoro-onnx", "6e742170d309"): 2}

@@ -24,8 +24,8 @@ def sample(
         ([sample(0, [(10, 10)]), sample(10, [(20, 20)])], Status.OK, "no lag"),
         ([sample(0, [(0, 10)]), sample(10, [(5, 12)])], Status.OK, "lag holds or shrinks"),
         ([sample(0, [(0, 10)], members=0)], Status.STOP, "the group has no members"),
-        ([sample(0, [(5, 5)]), sample(90, [(5, 9)])], Status.STALL, "partition(s) 0 have lag and did not move"),
-        ([sample(0, [(5, 5)]), sample(30, [(5, 9)])], Status.WARN, "lag grew across the window on partition(s) 0"),
+        ([sample(0, [(5, 6)]), sample(90, [(5, 9)])], Status.STALL, "partition(s) 0 have lag and did not move"),
+        ([sample(0, [(5, 6)]), sample(30, [(5, 9)])], Status.WARN, "lag grew across the window on partition(s) 0"),
         (
             [sample(0, [(0, 10), (0, 0)]), sample(20, [(5, 20), (0, 0)]), sample(40, [(10, 30), (0, 0)])],
             Status.WARN,
@@ -39,6 +39,37 @@ def test_the_status_follows_burrows_rules(window, status, reason):
     lag = evaluate(window, stall_after_s=60)
     assert lag.status is status
     assert lag.reason.startswith(reason)
+
+
+def test_regression_a_partition_waiting_while_its_worker_serves_the_others_is_not_a_stall():
+    """One healthy worker draining 30 queued jobs showed STALL: "partitions 5, 8, 18 have lag and did not move".
+
+    A worker serves its partitions one job at a time; partitions 1 and 2 wait while it works through 0.
+    """
+    window = [sample(0, [(0, 10), (0, 10), (0, 10)]), sample(60, [(6, 10), (0, 10), (0, 10)])]
+    window.append(sample(120, [(10, 10), (0, 10), (0, 10)]))
+    lag = evaluate(window, stall_after_s=60)
+    assert (lag.status, lag.reason) == (Status.OK, "lag holds or shrinks")
+
+
+def test_a_group_none_of_whose_partitions_moves_is_a_stall():
+    window = [sample(0, [(4, 10), (3, 3), (0, 10)]), sample(90, [(4, 10), (3, 3), (0, 10)])]
+    lag = evaluate(window, stall_after_s=60)
+    assert lag.status is Status.STALL
+    assert lag.reason.startswith("partition(s) 0, 2 have lag and did not move across the window")
+
+
+def test_regression_a_window_in_which_the_lag_touched_zero_is_ok():
+    """The projector showed WARN for 3 records 13 ms behind: its lag went from 0 to 3 between two samples."""
+    lag = evaluate([sample(0, [(7, 7)]), sample(5, [(7, 10)])], stall_after_s=60)
+    assert (lag.status, lag.reason) == (Status.OK, "lag touched zero within the window")
+    stalled_since_zero = evaluate([sample(0, [(7, 7)]), sample(90, [(7, 10)])], stall_after_s=60)
+    assert stalled_since_zero.status is Status.OK, "Burrow's first rule comes first"
+
+
+def test_a_waiting_partition_whose_lag_grows_while_the_group_drains_is_not_a_warning():
+    window = [sample(0, [(0, 5), (0, 2)]), sample(10, [(2, 5), (0, 3)]), sample(20, [(4, 5), (0, 4)])]
+    assert evaluate(window, stall_after_s=60).status is Status.OK, "the group's lag went 7, 6, 5"
 
 
 def test_records_seconds_rate_and_time_to_drain():

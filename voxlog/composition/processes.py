@@ -21,20 +21,24 @@ from foundation.blobs import LocalBlobStore, ThreadedBlobShelf
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.job_changes import JobChanges
-from foundation.kafka import ReconnectingPublisher, wait_for_partitions
+from foundation.kafka import RETRY_BACKOFF_MS, ReconnectingPublisher, wait_for_partitions
 from foundation.kafka_groups import GroupShares
-from foundation.lifecycle import OwnedTasks, stop_on_signals, until_available
+from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
 from foundation.offload import Offload
+from foundation.outages import Outage, summarize_every, until_available
 from foundation.settings import (
     ApiSettings,
     NodeSettings,
     ProjectorSettings,
     SweeperSettings,
 )
+from foundation.shutdown import BoundedServer, Shutdown
+from producers.activity import NodeLiveness
 from producers.admission import Admission
 from producers.app import create_app
 from producers.auth import KeyBook
+from producers.census import WorkerCensus
 from producers.deps import ApiDeps
 from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
@@ -72,10 +76,16 @@ OFFLOADED_MODULES = ("foundation.offload", "producers.document_parsing", "produc
 
 
 async def run_api(settings: ApiSettings) -> None:
+    summarize_every(settings.outage_summary_s)
+    shutdown = Shutdown(settings.shutdown_timeout_s)  # begun by uvicorn's signal handling (BoundedServer)
+    await shutdown.run(_api(settings, shutdown))
+
+
+async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
     async with AsyncExitStack() as resources:
         # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
         # owns the schema's migrations).
-        pool = await open_database(resources, settings, asyncio.Event(), migrate=False)
+        pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = ReconnectingPublisher(
             settings.kafka_bootstrap_servers,
             settings.jobs_topic,
@@ -101,7 +111,7 @@ async def run_api(settings: ApiSettings) -> None:
             settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
         )
         changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
-        reader = ProjectionReader(pool)
+        reader = ProjectionReader(pool, NodeLiveness(settings.stale_after_s, settings.node_forget_after_s))
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
         api_limits = limits(settings)
@@ -159,32 +169,42 @@ async def run_api(settings: ApiSettings) -> None:
         def start_lag() -> None:
             tasks.start(lag.run(stop_lag), "consumer lag")
             tasks.start(changes.run(stop_lag), "job changes")
+            tasks.start(WorkerCensus(reader.live_workers).run(stop_lag), "worker census")
 
         async def stop_lag_monitor() -> None:
             stop_lag.set()
-            await tasks.close(grace_s=5)
-            await deps.tasks.close(grace_s=5)  # cancellations of abandoned streams still on their way
+            await tasks.close(grace_s=min(5.0, shutdown.remaining_s()))
+            # Cancellations of abandoned streams still on their way.
+            await deps.tasks.close(grace_s=min(5.0, shutdown.remaining_s()))
 
         app = create_app(deps, on_startup=[start_lag], on_shutdown=[stop_lag_monitor])
-        server = uvicorn.Server(
-            uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
+        server = BoundedServer(
+            uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False),
+            shutdown,
         )
-        await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown
+        await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown, within the shutdown's time
 
 
 async def run_node(settings: NodeSettings) -> None:
-    await serve_node(await load_configured_engine(settings), settings.node_host, settings.node_port)
+    shutdown = Shutdown(settings.shutdown_timeout_s)
+    await serve_node(await load_configured_engine(settings), settings.node_host, settings.node_port, shutdown)
 
 
 async def run_projector(settings: ProjectorSettings) -> None:
+    summarize_every(settings.outage_summary_s)
+    shutdown = Shutdown(settings.shutdown_timeout_s)
+    shutdown.on_signals()
+    await shutdown.run(_projector(settings, shutdown))
+
+
+async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
     config = projector_config(settings)
-    stop = asyncio.Event()
-    stop_on_signals(stop)
+    stop = shutdown.stop
     async with AsyncExitStack() as resources:
         serve_metrics(settings.metrics_host, settings.metrics_port)
-        pool = await open_database(resources, settings, stop, migrate=True)
+        pool = await open_database(resources, settings, shutdown, migrate=True)
         publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.dlq_topic, "projector", stop
+            resources, settings.kafka_bootstrap_servers, settings.dlq_topic, "projector", shutdown
         )
 
         def make_consumer() -> AIOKafkaConsumer:
@@ -194,9 +214,10 @@ async def run_projector(settings: ProjectorSettings) -> None:
                 enable_auto_commit=False,
                 # Never jump over records silently: an offset out of range is a gap the projector reports.
                 auto_offset_reset="none",
+                retry_backoff_ms=RETRY_BACKOFF_MS,
             )
 
-        consumer = await open_consumer(resources, make_consumer, stop)
+        consumer = await open_consumer(resources, make_consumer, shutdown)
 
         async def topic_partitions() -> list[TopicPartition]:
             return [
@@ -213,22 +234,31 @@ async def run_projector(settings: ProjectorSettings) -> None:
 
 
 async def run_sweeper(settings: SweeperSettings) -> None:
-    stop = asyncio.Event()
-    stop_on_signals(stop)
+    summarize_every(settings.outage_summary_s)
+    shutdown = Shutdown(settings.shutdown_timeout_s)
+    shutdown.on_signals()
+    await shutdown.run(_sweeper(settings, shutdown))
+
+
+async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
+    stop = shutdown.stop
     instance = instance_name()
     async with AsyncExitStack() as resources:
         serve_metrics(settings.metrics_host, settings.metrics_port)
-        pool = await open_database(resources, settings, stop, migrate=False)
+        pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, instance, stop
+            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, instance, shutdown
         )
 
         def make_consumer() -> AIOKafkaConsumer:
             return AIOKafkaConsumer(
-                bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None, enable_auto_commit=False
+                bootstrap_servers=settings.kafka_bootstrap_servers,
+                group_id=None,
+                enable_auto_commit=False,
+                retry_backoff_ms=RETRY_BACKOFF_MS,
             )
 
-        consumer = await open_consumer(resources, make_consumer, stop)
+        consumer = await open_consumer(resources, make_consumer, shutdown)
         nodes = await until_available(
             "the nodes topic", lambda: wait_for_partitions(consumer, settings.nodes_topic), stop, (BrokerUnavailable,)
         )
@@ -241,9 +271,10 @@ async def run_sweeper(settings: SweeperSettings) -> None:
         janitor = CacheJanitor(janitor_config(settings), PostgresCacheStore(pool), shelf, publisher, producer)
 
         book = HeartbeatBook()
+        outage = Outage("PostgreSQL or Kafka (the sweeper)")
         sweeper = Sweeper(
             sweeper_config(settings),
-            AdvisoryLeadership(settings.database_url, settings.database_schema),
+            AdvisoryLeadership(settings.database_url, settings.database_schema, outage),
             PostgresSweeperStore(pool),
             book,
             publisher,
@@ -257,6 +288,7 @@ async def run_sweeper(settings: SweeperSettings) -> None:
                 lambda event: publisher.publish(event, topic=settings.nodes_topic),
                 producer,
             ),
+            outage,
         )
         log.info("sweeper started", stale_after_s=settings.stale_after_s)
         tasks = OwnedTasks()
@@ -265,5 +297,5 @@ async def run_sweeper(settings: SweeperSettings) -> None:
             await sweeper.run(stop)
         finally:
             stop.set()
-            await tasks.close()
+            await tasks.close(grace_s=shutdown.remaining_s())
     log.info("sweeper stopped")

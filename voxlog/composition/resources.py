@@ -1,4 +1,8 @@
-"""What the processes open: each through the caller's ``AsyncExitStack``, waiting for a dependency that is down."""
+"""What the processes open: each through the caller's ``AsyncExitStack``, waiting for a dependency that is down.
+
+Each is closed as a step of the process's bounded stop (:class:`foundation.shutdown.Shutdown`): within the
+time left, abandoned at the deadline.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +20,12 @@ from aiokafka.errors import KafkaError
 from foundation.db import open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
-from foundation.lifecycle import until_available
+from foundation.outages import until_available
 from foundation.settings import (
     DatabaseSettings,
     EngineSettings,
 )
+from foundation.shutdown import Shutdown
 from projections.errors import DatabaseUnavailable
 from projections.migrations import migrate_database
 from tts_node import Engine, load_engine
@@ -34,20 +39,22 @@ def instance_name() -> str:
 
 
 async def open_database(
-    resources: AsyncExitStack, settings: DatabaseSettings, stop: asyncio.Event, *, migrate: bool
+    resources: AsyncExitStack, settings: DatabaseSettings, shutdown: Shutdown, *, migrate: bool
 ) -> asyncpg.Pool:
     """A lazy pool (no connection until one is needed); with ``migrate``, once the schema is migrated,
     waiting for PostgreSQL as long as it takes."""
     if migrate:
         url, schema = settings.database_url, settings.database_schema
-        await until_available("PostgreSQL", lambda: migrate_database(url, schema), stop, (DatabaseUnavailable,))
+        await until_available(
+            "PostgreSQL", lambda: migrate_database(url, schema), shutdown.stop, (DatabaseUnavailable,)
+        )
     pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=10)
-    resources.push_async_callback(pool.close)
+    resources.push_async_callback(shutdown.closing("closing the PostgreSQL pool", pool.close))
     return pool
 
 
 async def open_publisher(
-    resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str, stop: asyncio.Event
+    resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str, shutdown: Shutdown
 ) -> KafkaEventPublisher:
     """A started producer, once Kafka answers (a stopped aiokafka producer cannot start again: a new one per try)."""
 
@@ -56,13 +63,14 @@ async def open_publisher(
         await publisher.start()
         return publisher
 
-    publisher = await until_available("Kafka", started, stop, (BrokerUnavailable,))
-    resources.push_async_callback(publisher.stop)
+    publisher = await until_available("Kafka", started, shutdown.stop, (BrokerUnavailable,))
+    shutdown.holds("records handed to Kafka", publisher.describe_unacknowledged)
+    resources.push_async_callback(shutdown.closing("flushing the Kafka producer", publisher.stop))
     return publisher
 
 
 async def open_consumer(
-    resources: AsyncExitStack, make: Callable[[], AIOKafkaConsumer], stop: asyncio.Event
+    resources: AsyncExitStack, make: Callable[[], AIOKafkaConsumer], shutdown: Shutdown
 ) -> AIOKafkaConsumer:
     """A started consumer, once Kafka answers (a new one per try, like the producer)."""
 
@@ -75,8 +83,8 @@ async def open_consumer(
             raise
         return consumer
 
-    consumer = await until_available("Kafka", started, stop, (KafkaError, OSError))
-    resources.push_async_callback(consumer.stop)
+    consumer = await until_available("Kafka", started, shutdown.stop, (KafkaError, OSError))
+    resources.push_async_callback(shutdown.closing("leaving Kafka (the consumer)", consumer.stop))
     return consumer
 
 
@@ -98,8 +106,8 @@ async def load_configured_engine(settings: EngineSettings) -> Engine:
     )
 
 
-async def open_fifo(resources: AsyncExitStack, model: Engine, grace_s: float) -> SynthesisQueue:
+async def open_fifo(resources: AsyncExitStack, model: Engine, grace_s: float, shutdown: Shutdown) -> SynthesisQueue:
     fifo = SynthesisQueue(model)
     await fifo.start()
-    resources.push_async_callback(fifo.stop, grace_s=grace_s)
+    resources.push_async_callback(shutdown.closing("stopping the engine's queue", lambda: fifo.stop(grace_s=grace_s)))
     return fifo

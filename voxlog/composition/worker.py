@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import AsyncExitStack
 
 import structlog
@@ -18,11 +17,13 @@ from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Produc
 from foundation.blobs import LocalBlobStore
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import KafkaEventPublisher
+from foundation.kafka import RETRY_BACKOFF_MS, KafkaEventPublisher
 from foundation.kafka_groups import synth_group
-from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1, stop_on_signals, until_available
+from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1
 from foundation.metrics import ENGINE_QUEUE_DEPTH, serve_metrics
+from foundation.outages import summarize_every, until_available
 from foundation.settings import WorkerSettings
+from foundation.shutdown import Shutdown
 from voxlog.composition.configs import retry_policy, worker_config
 from voxlog.composition.resources import (
     load_configured_engine,
@@ -37,20 +38,26 @@ log = structlog.get_logger("voxlog")
 
 
 async def run_worker(settings: WorkerSettings) -> None:
-    stop = asyncio.Event()
-    stop_on_signals(stop)
+    summarize_every(settings.outage_summary_s)
+    shutdown = Shutdown(settings.shutdown_timeout_s)
+    shutdown.on_signals()
     dump_tasks_on_sigusr1()
+    await shutdown.run(_worker(settings, shutdown))
+
+
+async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
+    stop = shutdown.stop
     async with AsyncExitStack() as resources:
         model = await load_configured_engine(settings)
         engine = TtsNodeSpeechEngine(model)
         config = worker_config(settings, engine.description)
         producer = Producer(service="worker", instance=config.worker_id)
-        fifo = await open_fifo(resources, model, settings.shutdown_grace_s)
+        fifo = await open_fifo(resources, model, settings.shutdown_grace_s, shutdown)
         ENGINE_QUEUE_DEPTH.set_function(lambda: fifo.depth)
         serve_metrics(settings.metrics_host, settings.metrics_port)
-        pool = await open_database(resources, settings, stop, migrate=False)
+        pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, config.worker_id, stop
+            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, config.worker_id, shutdown
         )
         await until_available(
             "Kafka (announcing this worker)",
@@ -87,10 +94,13 @@ async def run_worker(settings: WorkerSettings) -> None:
                 max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
                 rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
                 fetch_max_wait_ms=settings.fetch_max_wait_ms,
+                retry_backoff_ms=RETRY_BACKOFF_MS,
             )
 
-        consumer = await open_consumer(resources, make_consumer, stop)
+        consumer = await open_consumer(resources, make_consumer, shutdown)
         worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup)
+        shutdown.holds("the job in hand", lambda: _in_hand(activity))
+        shutdown.holds("offsets", worker.partitions.describe_uncommitted)
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
         started_at = utc_now()
 
@@ -106,8 +116,15 @@ async def run_worker(settings: WorkerSettings) -> None:
             await worker.run(stop)
         finally:
             stop.set()  # ends the heartbeat too
-            await tasks.close()
+            await tasks.close(grace_s=shutdown.remaining_s())
     log.info("worker stopped", worker_id=config.worker_id)
+
+
+def _in_hand(activity: Activity) -> str | None:
+    current = activity.current
+    if current is None:
+        return None
+    return f"job {current.job_id} attempt {current.attempt} (its claim goes stale: the sweeper releases it)"
 
 
 async def _announce(
