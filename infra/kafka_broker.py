@@ -19,10 +19,10 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
@@ -44,6 +44,8 @@ class KafkaBrokerConfig:
     heap: str
     jar_cache: Path
     host: str = "127.0.0.1"
+    # aiokafka's security options (protocol, TLS context, login) for the broker's own readiness probe.
+    probe_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -188,7 +190,7 @@ class KafkaBroker:
             pid = self.pid()
             if pid is None:
                 raise InfraError(f"the Kafka broker exited during start; its log ends with:\n{tail(self.log_file)}")
-            ready, last_error = await probe_metadata(self.config.bootstrap_servers)
+            ready, last_error = await probe_metadata(self.config.bootstrap_servers, self.config.probe_options)
             if ready:
                 return
             await asyncio.sleep(0.5)
@@ -210,7 +212,7 @@ class KafkaBroker:
         pid = self.pid()
         if pid is None:
             return ServiceStatus("kafka", up=False, endpoint=self.config.bootstrap_servers, detail="not running")
-        ready, detail = await probe_metadata(self.config.bootstrap_servers)
+        ready, detail = await probe_metadata(self.config.bootstrap_servers, self.config.probe_options)
         return ServiceStatus(
             "kafka", up=ready and pid_alive(pid), endpoint=self.config.bootstrap_servers, pid=pid, detail=detail
         )
@@ -233,9 +235,9 @@ def _quiet_client_logs() -> Iterator[None]:
         logger.setLevel(previous)
 
 
-async def probe_metadata(bootstrap_servers: str) -> tuple[bool, str]:
-    """One metadata round trip: (ready, description)."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000)
+async def probe_metadata(bootstrap_servers: str, security: Mapping[str, Any] | None = None) -> tuple[bool, str]:
+    """One metadata round trip, with aiokafka's ``security`` options: (ready, description)."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000, **(security or {}))
     with _quiet_client_logs():
         try:
             await client.bootstrap()

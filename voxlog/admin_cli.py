@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _switch(settings: ModeSettings, enabled: bool, reason: str) -> None:
     producer = Producer(service="admin", instance=instance_name())
-    async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.nodes_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
         await publisher.publish(mode_event(enabled, "operator", reason, producer))
 
 

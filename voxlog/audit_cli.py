@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _audit(settings: AuditSettings, job_id: uuid.UUID | None, fingerprint: str | None) -> list[JobHistory]:
-    reader = JobLogReader(settings.kafka_bootstrap_servers, settings.jobs_topic)
+    reader = JobLogReader(settings.kafka_access(), settings.jobs_topic)
     pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
     try:
         auditor = LogAuditor(reader, pool, timedelta(seconds=settings.cache_ttl))

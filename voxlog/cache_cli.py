@@ -94,7 +94,7 @@ async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tup
         for r in rows
     ]
     producer = Producer(service="cache-purge", instance=instance_name())
-    async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.jobs_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.jobs_topic) as publisher:
         now = utc_now()
         await record_evictions(
             publisher, [(eviction(entry, "purge", now, producer), entry.partition) for entry in entries]

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from foundation.settings import DevSettings, TopicSettings, default_cache_root
+from foundation.kafka_access import KafkaAccess
+from foundation.settings import DevSettings, KafkaSettings, TopicSettings, default_cache_root
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
@@ -52,7 +53,7 @@ def scratch_stack(home: Path, *, kafka_heap: str = "512m", ports: Mapping[str, i
 
 
 def isolated_env(
-    bootstrap: str, database_url: str, schema: str, topics: TopicSettings, home: Path, api_port: int
+    kafka: KafkaAccess, database_url: str, schema: str, topics: TopicSettings, home: Path, api_port: int
 ) -> dict[str, str]:
     """The environment of voxlog processes that share a broker and a server but nothing else:
     their own schema, topics, consumer group, projector offsets, blob directory and API port.
@@ -65,7 +66,7 @@ def isolated_env(
         **inherited,
         # The processes run this checkout's code, whatever checkout the venv was installed from.
         "PYTHONPATH": str(SOURCE_ROOT),
-        "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        **KafkaSettings.environment_of(kafka),
         "VOXLOG_DATABASE_URL": database_url,
         "VOXLOG_DATABASE_SCHEMA": schema,
         "VOXLOG_JOBS_TOPIC": topics.jobs_topic,
@@ -106,7 +107,7 @@ def api_url(settings: DevSettings) -> str:
 async def up(settings: DevSettings) -> list[str]:
     stack = dev_stack(settings)
     await stack.up()
-    created = await ensure_topics(stack.bootstrap_servers, topic_specs(settings))
+    created = await ensure_topics(KafkaAccess(stack.bootstrap_servers), topic_specs(settings))
     applied = await migrate_database(stack.database_url, settings.database_schema)
     apps = AppProcesses(settings.dev_home)
     specs = app_specs(settings, stack)

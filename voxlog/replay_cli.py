@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                 settings.database_schema,
                 settings.projector_name,
                 args.into,
-                settings.kafka_bootstrap_servers,
+                settings.kafka_access(),
                 topics,
                 ttl,
                 progress,
@@ -121,8 +121,7 @@ async def _replay(
     except (OSError, asyncpg.PostgresError) as exc:
         raise ReplayError(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
-        bootstrap = settings.kafka_bootstrap_servers
-        return await replay_into(conn, into, bootstrap, topics, ttl, limit, progress, archive=archive)
+        return await replay_into(conn, into, settings.kafka_access(), topics, ttl, limit, progress, archive=archive)
     finally:
         await conn.close()
 

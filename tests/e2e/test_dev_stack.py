@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contracts import decode_event
 from foundation.kafka import KafkaEventPublisher
+from foundation.kafka_access import KafkaAccess
 from infra.processes import wait_gone
 from projections.migrations import drop_schema
 from tests.support.cli import voxlog
@@ -32,7 +33,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         "VOXLOG_DEV_API_PORT": str(free_port()),
         "VOXLOG_DEV_WORKERS": "0",  # the pipeline has its own tests; here the broker is the subject
     }
-    bootstrap = f"127.0.0.1:{kafka_port}"
+    kafka = KafkaAccess(f"127.0.0.1:{kafka_port}")
     try:
         up = voxlog(env, "dev", "up")
         assert up.returncode == 0, up.stderr
@@ -43,7 +44,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert states == {"kafka": "up", "postgres": "up", "projector": "up", "sweeper": "up", "api": "up"}
 
         events = [event for i in range(30) for event in one_of_each(f"Durable sentence {i}.")]
-        async with KafkaEventPublisher(bootstrap, "voxlog.jobs.v1") as publisher:
+        async with KafkaEventPublisher(kafka, "voxlog.jobs.v1") as publisher:
             positions = {event.event_id: await publisher.publish(event) for event in events}
 
         pid = int((tmp_path / "stack" / "kafka" / "broker.pid").read_text())
@@ -57,7 +58,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert again.returncode == 0, again.stderr
         assert "voxlog.jobs.v1 (exists)" in again.stdout
 
-        records = await read_topic(bootstrap, "voxlog.jobs.v1", expected=len(events), within_s=60)
+        records = await read_topic(kafka, "voxlog.jobs.v1", expected=len(events), within_s=60)
         assert len(records) == len(events)
         read_back = {decode_event(r.value).event_id: (r.partition, r.offset) for r in records}
         assert read_back == {eid: (p.partition, p.offset) for eid, p in positions.items()}

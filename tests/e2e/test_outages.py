@@ -36,8 +36,8 @@ async def private(tmp_path) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
     app: AppStack | None = None
     try:
         await stack.up()
-        topics = Topics(stack.bootstrap_servers, TopicSettings(jobs_partitions=6))
-        await ensure_topics(stack.bootstrap_servers, topic_specs(topics.settings))
+        topics = Topics(stack.kafka, TopicSettings(jobs_partitions=6))
+        await ensure_topics(stack.kafka, topic_specs(topics.settings))
         await migrate_database(stack.database_url, "voxlog")
         app = new_app_stack(
             stack, topics, "voxlog", tmp_path / "apps", VOXLOG_PUBLISH_TIMEOUT_MS=str(PUBLISH_TIMEOUT_MS), **FAST_ENGINE
@@ -153,8 +153,8 @@ async def test_processes_started_while_a_dependency_is_down_wait_for_it(tmp_path
     app: AppStack | None = None
     try:
         await stack.up()
-        topics = Topics(stack.bootstrap_servers, TopicSettings(jobs_partitions=2))
-        await ensure_topics(stack.bootstrap_servers, topic_specs(topics.settings))
+        topics = Topics(stack.kafka, TopicSettings(jobs_partitions=2))
+        await ensure_topics(stack.kafka, topic_specs(topics.settings))
         if dependency == "kafka":
             stack.kill_broker()
         else:

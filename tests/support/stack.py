@@ -14,6 +14,7 @@ import socket
 import uuid
 from pathlib import Path
 
+from foundation.kafka_access import KafkaAccess
 from foundation.settings import default_state_root
 from infra.processes import free_port
 from infra.stack import DevStack
@@ -62,6 +63,10 @@ class PrivateStack:
     @property
     def bootstrap_servers(self) -> str:
         return self.stack.bootstrap_servers
+
+    @property
+    def kafka(self) -> KafkaAccess:
+        return KafkaAccess(self.stack.bootstrap_servers)
 
     @property
     def database_url(self) -> str:

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import structlog
 import uvicorn
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from consumers.cache_janitor import CacheJanitor
@@ -56,12 +55,13 @@ log = structlog.get_logger("voxlog")
 
 
 async def run_api(settings: ApiSettings) -> None:
+    kafka = settings.kafka_access()
     async with AsyncExitStack() as resources:
         # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
         # owns the schema's migrations).
         pool = await open_database(resources, settings, asyncio.Event(), migrate=False)
         publisher = ReconnectingPublisher(
-            settings.kafka_bootstrap_servers,
+            kafka,
             settings.jobs_topic,
             client_id="voxlog-api",
             deadline_ms=settings.publish_timeout_ms,
@@ -69,21 +69,19 @@ async def run_api(settings: ApiSettings) -> None:
         resources.push_async_callback(publisher.stop)
         placement: BalancedPlacement | None = None
         if settings.job_placement == "balanced":
-            workers = GroupShares(settings.kafka_bootstrap_servers, settings.jobs_topic)
+            workers = GroupShares(kafka, settings.jobs_topic)
             resources.push_async_callback(workers.stop)
             placement = BalancedPlacement(pool, publisher, settings.placement_ttl_s, workers, settings.synth_group)
             resources.push_async_callback(placement.stop)
         document_log = ReconnectingPublisher(
-            settings.kafka_bootstrap_servers,
+            kafka,
             settings.nodes_topic,
             client_id="voxlog-api-documents",
             deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(document_log.stop)
         consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
-        lag = LagMonitor(
-            settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
-        )
+        lag = LagMonitor(kafka, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s)
         changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
         reader = ProjectionReader(pool)
         blobs = LocalBlobStore(settings.blob_dir)
@@ -107,9 +105,7 @@ async def run_api(settings: ApiSettings) -> None:
             producer=producer,
             audit=LogAudit(
                 LogAuditor(
-                    JobLogReader(
-                        settings.kafka_bootstrap_servers, settings.jobs_topic, within_s=settings.audit_timeout_s
-                    ),
+                    JobLogReader(kafka, settings.jobs_topic, within_s=settings.audit_timeout_s),
                     pool,
                     timedelta(seconds=settings.cache_ttl),
                 )
@@ -145,25 +141,22 @@ async def run_node(settings: NodeSettings) -> None:
 
 async def run_projector(settings: ProjectorSettings) -> None:
     config = projector_config(settings)
+    kafka = settings.kafka_access()
     stop = asyncio.Event()
     stop_on_signals(stop)
     async with AsyncExitStack() as resources:
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, stop, migrate=True)
-        publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.dlq_topic, "projector", stop
+        publisher = await open_publisher(resources, kafka, settings.dlq_topic, "projector", stop)
+        consumer = await open_consumer(
+            resources,
+            kafka,
+            stop,
+            group_id=None,
+            enable_auto_commit=False,
+            # Never jump over records silently: an offset out of range is a gap the projector reports.
+            auto_offset_reset="none",
         )
-
-        def make_consumer() -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(
-                bootstrap_servers=settings.kafka_bootstrap_servers,
-                group_id=None,
-                enable_auto_commit=False,
-                # Never jump over records silently: an offset out of range is a gap the projector reports.
-                auto_offset_reset="none",
-            )
-
-        consumer = await open_consumer(resources, make_consumer, stop)
 
         async def topic_partitions() -> list[TopicPartition]:
             return [
@@ -180,22 +173,15 @@ async def run_projector(settings: ProjectorSettings) -> None:
 
 
 async def run_sweeper(settings: SweeperSettings) -> None:
+    kafka = settings.kafka_access()
     stop = asyncio.Event()
     stop_on_signals(stop)
     instance = instance_name()
     async with AsyncExitStack() as resources:
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, stop, migrate=False)
-        publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, instance, stop
-        )
-
-        def make_consumer() -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(
-                bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None, enable_auto_commit=False
-            )
-
-        consumer = await open_consumer(resources, make_consumer, stop)
+        publisher = await open_publisher(resources, kafka, settings.jobs_topic, instance, stop)
+        consumer = await open_consumer(resources, kafka, stop, group_id=None, enable_auto_commit=False)
         nodes = await until_available(
             "the nodes topic", lambda: wait_for_partitions(consumer, settings.nodes_topic), stop, (BrokerUnavailable,)
         )

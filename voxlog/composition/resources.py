@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable
 from contextlib import AsyncExitStack
+from typing import Any
 
 import asyncpg
 import structlog
 from aiokafka import AIOKafkaConsumer
-from aiokafka.errors import KafkaError
 
 from foundation.db import open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
+from foundation.kafka_access import KafkaAccess
 from foundation.lifecycle import until_available
 from foundation.settings import (
     DatabaseSettings,
@@ -47,12 +47,12 @@ async def open_database(
 
 
 async def open_publisher(
-    resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str, stop: asyncio.Event
+    resources: AsyncExitStack, kafka: KafkaAccess, topic: str, client_id: str, stop: asyncio.Event
 ) -> KafkaEventPublisher:
     """A started producer, once Kafka answers (a stopped aiokafka producer cannot start again: a new one per try)."""
 
     async def started() -> KafkaEventPublisher:
-        publisher = KafkaEventPublisher(bootstrap, topic, client_id=client_id)
+        publisher = KafkaEventPublisher(kafka, topic, client_id=client_id)
         await publisher.start()
         return publisher
 
@@ -62,20 +62,22 @@ async def open_publisher(
 
 
 async def open_consumer(
-    resources: AsyncExitStack, make: Callable[[], AIOKafkaConsumer], stop: asyncio.Event
+    resources: AsyncExitStack, kafka: KafkaAccess, stop: asyncio.Event, **options: Any
 ) -> AIOKafkaConsumer:
-    """A started consumer, once Kafka answers (a new one per try, like the producer)."""
+    """A started consumer with aiokafka's ``options``, once Kafka answers (a new one per try, like the producer)."""
 
     async def started() -> AIOKafkaConsumer:
-        consumer = make()
+        consumer = kafka.consumer(**options)
         try:
-            await consumer.start()
+            await kafka.start(consumer, "cannot connect the consumer")
+        except BrokerUnavailable:
+            raise  # stopped already
         except BaseException:
             await consumer.stop()
             raise
         return consumer
 
-    consumer = await until_available("Kafka", started, stop, (KafkaError, OSError))
+    consumer = await until_available("Kafka", started, stop, (BrokerUnavailable,))
     resources.push_async_callback(consumer.stop)
     return consumer
 

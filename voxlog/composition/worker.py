@@ -6,7 +6,6 @@ import asyncio
 from contextlib import AsyncExitStack
 
 import structlog
-from aiokafka import AIOKafkaConsumer
 
 from consumers.activity import Activity
 from consumers.heartbeat import beat, heartbeat
@@ -49,9 +48,7 @@ async def run_worker(settings: WorkerSettings) -> None:
         ENGINE_QUEUE_DEPTH.set_function(lambda: fifo.depth)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, stop, migrate=False)
-        publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, config.worker_id, stop
-        )
+        publisher = await open_publisher(resources, config.kafka, settings.jobs_topic, config.worker_id, stop)
         await until_available(
             "Kafka (announcing this worker)",
             lambda: _announce(publisher, settings.nodes_topic, config.worker_id, producer, engine),
@@ -74,22 +71,21 @@ async def run_worker(settings: WorkerSettings) -> None:
         )
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
 
-        def make_consumer() -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(
-                bootstrap_servers=settings.kafka_bootstrap_servers,
-                group_id=synth_group(settings.synth_group, config.engine, config.model_version),
-                client_id=config.worker_id,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                # The loop does not poll while a job synthesizes: allow the longest job plus the
-                # handling budget after which it polls again (consumers.worker.POLL_BUDGET_S), and give
-                # a revocation callback its grace period plus a segment before eviction.
-                max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
-                rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
-                fetch_max_wait_ms=settings.fetch_max_wait_ms,
-            )
-
-        consumer = await open_consumer(resources, make_consumer, stop)
+        consumer = await open_consumer(
+            resources,
+            config.kafka,
+            stop,
+            group_id=synth_group(settings.synth_group, config.engine, config.model_version),
+            client_id=config.worker_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            # The loop does not poll while a job synthesizes: allow the longest job plus the
+            # handling budget after which it polls again (consumers.worker.POLL_BUDGET_S), and give
+            # a revocation callback its grace period plus a segment before eviction.
+            max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
+            rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        )
         worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup)
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
         started_at = utc_now()
