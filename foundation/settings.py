@@ -3,6 +3,9 @@
 Field groups shared by several processes are mixins; each process reads
 exactly one concrete class, named by its ``process`` (the CLI command).
 ``voxlog config`` prints every variable once, with the processes that read it.
+
+Secrets (the Kafka password, the database URL, which may hold one) are ``SecretStr``: a settings
+object prints them as stars, and a validation error shows no input (``hide_input_in_errors``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def default_cache_root() -> Path:
 
 
 class _Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True, hide_input_in_errors=True)
     process: ClassVar[str] = ""
 
 
@@ -132,7 +135,11 @@ class KafkaSettings(TopicSettings):
 
 
 class DatabaseSettings(_Settings):
-    database_url: str = Field(DEFAULT_DATABASE_URL, description="PostgreSQL URL of the projections.")
+    database_url: SecretStr = Field(
+        SecretStr(DEFAULT_DATABASE_URL),
+        description="PostgreSQL URL of the projections, passed to the driver as it is: TLS by its parameters"
+        " (?sslmode=verify-full&sslrootcert=ca.pem); never printed with its password.",
+    )
     database_schema: str = _schema_field()
 
 
@@ -162,7 +169,7 @@ class DevSettings(TopicSettings):
     dev_ready_timeout: float = Field(120.0, description="Seconds to wait for each service to answer.")
     dev_api_port: int = Field(8000, description="Port of the API that `voxlog dev up` starts.")
     dev_workers: int = Field(1, ge=0, description="Workers `voxlog dev up` starts (each loads one model).")
-    database_url: str | None = Field(
+    database_url: SecretStr | None = Field(
         None, description="An existing PostgreSQL server to use instead of a local cluster (unset: local)."
     )
     database_schema: str = _schema_field()

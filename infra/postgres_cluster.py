@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import time
@@ -205,11 +206,15 @@ async def probe_database(url: str) -> ServiceStatus:
     return ServiceStatus("postgres", up=True, endpoint=redact(url), detail=f"PostgreSQL {version}")
 
 
+_PASSWORD_PARAMETER: Final = re.compile(r"\b((?:ssl)?password=)[^&\s]*", re.IGNORECASE)
+
+
 def redact(url: str) -> str:
-    """``url`` without its password, for logs and status lines."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
+    """``url`` without its passwords (the authority's, a ``password`` or ``sslpassword`` parameter), for
+    logs and status lines; the TLS parameters (sslmode, sslrootcert) stay, they say how it connects."""
+    scheme, separator, rest = url.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if separator and "@" in authority:
+        credentials, host = authority.rsplit("@", 1)
+        url = f"{scheme}://{credentials.split(':', 1)[0]}@{host}{slash}{tail}"
+    return _PASSWORD_PARAMETER.sub(r"\1***", url)

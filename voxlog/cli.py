@@ -170,7 +170,7 @@ def _admin(args: argparse.Namespace) -> int:
 
     settings = AdminSettings()
     if args.command == "migrate":
-        applied = asyncio.run(migrate_database(settings.database_url, settings.database_schema))
+        applied = asyncio.run(migrate_database(settings.database_url.get_secret_value(), settings.database_schema))
         print("applied: " + (", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"))
     else:
         states = asyncio.run(ensure_topics(settings.kafka_access(), topic_specs(settings)))
@@ -197,7 +197,7 @@ def _verify(args: argparse.Namespace) -> int:
         verify(
             settings.kafka_access(),
             settings.jobs_topic,
-            settings.database_url,
+            settings.database_url.get_secret_value(),
             settings.database_schema,
             settings.projector_name,
             settled=args.settled,

@@ -11,6 +11,7 @@ from typing import Final
 from foundation.kafka_access import KafkaAccess
 from foundation.settings import DevSettings, KafkaSettings, TopicSettings, default_cache_root
 from infra.apps import AppProcesses, AppSpec
+from infra.postgres_cluster import redact
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig
 from infra.status import ServiceStatus
@@ -29,7 +30,7 @@ def dev_stack(settings: DevSettings) -> DevStack:
             kafka_heap=settings.dev_kafka_heap,
             postgres_port=settings.dev_postgres_port,
             jar_cache=settings.dev_jar_cache,
-            external_database_url=settings.database_url,
+            external_database_url=settings.database_url.get_secret_value() if settings.database_url else None,
             ready_timeout=settings.dev_ready_timeout,
         )
     )
@@ -120,7 +121,8 @@ async def up(settings: DevSettings) -> list[str]:
         f"migrations: {len(applied)} applied",
         f"api:        {api_url(settings)} (OpenAPI at {api_url(settings)}/schema)",
         f"export VOXLOG_KAFKA_BOOTSTRAP_SERVERS={stack.bootstrap_servers}",
-        f"export VOXLOG_DATABASE_URL={stack.database_url}",
+        # An external server's password stays out of the output (the caller set it, and has it).
+        f"export VOXLOG_DATABASE_URL={redact(stack.database_url)}",
     ]
 
 

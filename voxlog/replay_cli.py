@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.verify:
         stats, differences = asyncio.run(
             verify_against_live(
-                settings.database_url,
+                settings.database_url.get_secret_value(),
                 settings.database_schema,
                 settings.projector_name,
                 args.into,
@@ -117,7 +117,7 @@ async def _replay(
     archive: Path | None,
 ) -> ReplayStats:
     try:
-        conn = await asyncpg.connect(settings.database_url, timeout=10)
+        conn = await asyncpg.connect(settings.database_url.get_secret_value(), timeout=10)
     except (OSError, asyncpg.PostgresError) as exc:
         raise ReplayError(f"cannot connect to PostgreSQL: {exc}") from exc
     try:

@@ -82,7 +82,7 @@ async def run_api(settings: ApiSettings) -> None:
         resources.push_async_callback(document_log.stop)
         consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
         lag = LagMonitor(kafka, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s)
-        changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
+        changes = JobChanges(settings.database_url.get_secret_value(), settings.database_schema, settings.stream_poll_s)
         reader = ProjectionReader(pool)
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
@@ -196,7 +196,7 @@ async def run_sweeper(settings: SweeperSettings) -> None:
         book = HeartbeatBook()
         sweeper = Sweeper(
             sweeper_config(settings),
-            AdvisoryLeadership(settings.database_url, settings.database_schema),
+            AdvisoryLeadership(settings.database_url.get_secret_value(), settings.database_schema),
             PostgresSweeperStore(pool),
             book,
             publisher,

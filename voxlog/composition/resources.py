@@ -39,9 +39,9 @@ async def open_database(
     """A lazy pool (no connection until one is needed); with ``migrate``, once the schema is migrated,
     waiting for PostgreSQL as long as it takes."""
     if migrate:
-        url, schema = settings.database_url, settings.database_schema
+        url, schema = settings.database_url.get_secret_value(), settings.database_schema
         await until_available("PostgreSQL", lambda: migrate_database(url, schema), stop, (DatabaseUnavailable,))
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=10)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=10)
     resources.push_async_callback(pool.close)
     return pool
 
