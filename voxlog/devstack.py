@@ -13,7 +13,7 @@ from foundation.settings import DevSettings, KafkaSettings, TopicSettings, defau
 from infra.apps import AppProcesses, AppSpec
 from infra.postgres_cluster import redact
 from infra.processes import free_port
-from infra.stack import DevStack, StackConfig
+from infra.stack import DevStack, StackConfig, StackSecurity
 from infra.status import ServiceStatus
 from projections.migrations import migrate_database
 from voxlog.topics import ensure_topics, topic_specs
@@ -36,10 +36,16 @@ def dev_stack(settings: DevSettings) -> DevStack:
     )
 
 
-def scratch_stack(home: Path, *, kafka_heap: str = "512m", ports: Mapping[str, int] | None = None) -> DevStack:
+def scratch_stack(
+    home: Path,
+    *,
+    kafka_heap: str = "512m",
+    ports: Mapping[str, int] | None = None,
+    security: StackSecurity | None = None,
+) -> DevStack:
     """A Kafka broker and a PostgreSQL cluster of their own under ``home``, for a benchmark run, a fault
     campaign or a test session: on ``ports`` (``kafka``, ``controller``, ``postgres``), else on free loopback
-    ports; the broker's jars from the shared cache."""
+    ports; the broker's jars from the shared cache; with ``security``, SASL_SSL and TLS only."""
     chosen = ports or {"kafka": free_port(), "controller": free_port(), "postgres": free_port()}
     return DevStack(
         StackConfig(
@@ -49,6 +55,7 @@ def scratch_stack(home: Path, *, kafka_heap: str = "512m", ports: Mapping[str, i
             kafka_heap=kafka_heap,
             postgres_port=chosen["postgres"],
             jar_cache=default_cache_root() / "kafka",
+            security=security,
         )
     )
 

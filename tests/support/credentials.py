@@ -14,6 +14,9 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from foundation.kafka_access import KafkaAccess, SaslMechanism
+from infra.kafka_broker import SaslSslListener
+from infra.stack import StackSecurity
+from infra.tls import ServerTls
 
 KAFKA_USER = "voxlog"
 BROKER_USER = "broker"
@@ -43,8 +46,7 @@ class Credentials:
     """Everything a secure test stack is made with, and how a client logs in to it."""
 
     ca: Path
-    server_cert: Path
-    server_key: Path
+    server: ServerTls
     client_cert: Path
     client_key: Path
     kafka_password: str = field(repr=False)
@@ -74,6 +76,17 @@ class Credentials:
             self.client_key if client_cert else None,
         )
 
+    def stack_security(self) -> StackSecurity:
+        """A broker that asks every client for a certificate besides its login, and PostgreSQL over TLS only."""
+        listener = SaslSslListener(
+            self.server,
+            {BROKER_USER: self.broker_password, KAFKA_USER: self.kafka_password},
+            BROKER_USER,
+            client_auth="required",
+        )
+        probe = self.kafka("unused:9092").security_options()
+        return StackSecurity(listener, self.server, self.postgres_password, probe)
+
 
 def make_ca(directory: Path) -> Path:
     """A CA of its own in ``directory`` (ca.pem, and ca.key to sign with); returns its certificate."""
@@ -98,8 +111,7 @@ def make_credentials(directory: Path) -> Credentials:
     client_cert, client_key = _sign(directory, "client", f"/CN={KAFKA_USER}", "extendedKeyUsage=clientAuth\n")
     return Credentials(
         ca=ca,
-        server_cert=server_cert,
-        server_key=server_key,
+        server=ServerTls(server_cert, server_key, ca),
         client_cert=client_cert,
         client_key=client_key,
         kafka_password=secrets.token_hex(16),

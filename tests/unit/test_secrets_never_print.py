@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from foundation.settings import ALL_SETTINGS, ApiSettings, DevSettings, WorkerSettings
-from infra.postgres_cluster import redact
+from infra.postgres_cluster import PostgresClusterConfig, redact
+from infra.tls import ServerTls
 from voxlog.config_docs import settings_rows
 
 KAFKA_SECRET = "kafka-pass-1b6e"
@@ -72,3 +73,14 @@ def test_the_configuration_table_shows_a_secrets_default_as_it_is():
 )
 def test_a_url_is_shown_without_its_passwords(url, shown):
     assert redact(url) == shown
+
+
+def test_the_dev_clusters_url_is_as_it_was_and_a_test_clusters_logs_in_over_tls(tmp_path):
+    assert PostgresClusterConfig(tmp_path, 55432).url == "postgresql://voxlog@127.0.0.1:55432/voxlog"
+    tls = ServerTls(tmp_path / "server.pem", tmp_path / "server.key", tmp_path / "ca.pem")
+    secure = PostgresClusterConfig(tmp_path, 5433, tls=tls, password="p@ss/word")
+    assert (
+        secure.url
+        == f"postgresql://voxlog:p%40ss%2Fword@127.0.0.1:5433/voxlog?sslmode=verify-full&sslrootcert={tmp_path}/ca.pem"
+    )
+    assert secure.url_of("postgres").split("?")[0].endswith("/postgres")
