@@ -39,7 +39,7 @@ class AppStack:
         return f"http://127.0.0.1:{self.api_port}"
 
     def start(self, name: str, command: list[str], extra_env: Mapping[str, str] | None = None) -> None:
-        ready = f"{self.api}/readyz" if command[0] == "api" else None
+        ready = f"{self.api}/readyz" if "api" in command else None  # the command may start with options
         spec = AppSpec(name, [*CLI, *command], {**self.env, **(extra_env or {})}, ready_url=ready)
         self.specs[name] = spec
         self.processes.start(spec)
