@@ -11,6 +11,7 @@ from contracts import HEADER_SCHEMA_VERSION, HEADER_TRACEPARENT, HEADER_TYPE, de
 from contracts.codec import is_traceparent
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
+from foundation.kafka_access import KafkaAccess
 from tests.support.events import one_of_each
 from tests.support.kafka import read_topic
 
@@ -53,6 +54,6 @@ async def test_records_of_a_fingerprint_land_in_one_partition_in_order(topics):
 
 
 async def test_an_unreachable_broker_raises_our_error():
-    publisher = KafkaEventPublisher("127.0.0.1:1", "nowhere", request_timeout_ms=2000)
+    publisher = KafkaEventPublisher(KafkaAccess("127.0.0.1:1"), "nowhere", request_timeout_ms=2000)
     with pytest.raises(BrokerUnavailable, match="cannot connect"):
         await publisher.start()
