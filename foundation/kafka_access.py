@@ -7,7 +7,8 @@ SASL_PLAINTEXT or SASL_SSL, with a SCRAM login and the TLS files. A client made 
 would connect in the clear without a login, so nothing else constructs one (a unit test greps).
 
 The password is a ``SecretStr``: the access prints it as stars (in reprs and in every message
-here), and only aiokafka's own client sees its value.
+here); its value goes only to aiokafka's clients, and to the environment of a process started
+with the access (``KafkaSettings.environment_of``).
 """
 
 from __future__ import annotations
