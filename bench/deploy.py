@@ -16,6 +16,7 @@ from typing import Final, Literal
 
 import httpx
 
+from foundation.kafka_access import KafkaAccess
 from foundation.metrics import parse_totals
 from infra.processes import free_port
 from voxlog import deployment
@@ -31,14 +32,14 @@ class Deployment(deployment.Deployment):
     def __init__(
         self,
         system: System,
-        bootstrap: str,
+        kafka: KafkaAccess,
         database_url: str,
         home: Path,
         engine_env: Mapping[str, str],
         *,
         drop_data: bool = False,
     ) -> None:
-        super().__init__(bootstrap, database_url, home, prefix=system[:2], env=engine_env)
+        super().__init__(kafka, database_url, home, prefix=system[:2], env=engine_env)
         self.system = system
         self.drop_data = drop_data  # drop its schema and topics on exit (a shared server, as in tests)
         self.metrics_ports: dict[str, int] = {}  # worker -> the port its /metrics is on

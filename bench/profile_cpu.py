@@ -27,6 +27,7 @@ from bench.measure import Client
 from bench.profiles import FULL
 from bench.run import Progress, _lines
 from bench.scenarios import BENCH_ENGINE, Context, _voice
+from foundation.kafka_access import KafkaAccess
 from foundation.settings import default_state_root
 from voxlog.corpus import corpus_dir
 from voxlog.devstack import scratch_stack
@@ -71,7 +72,7 @@ async def profile(workers: int, jobs: int, warmup: int, out: Path, say: Progress
     await stack.up()
     corpus = corpus_dir()
     ctx = Context(
-        bootstrap=stack.bootstrap_servers,
+        kafka=KafkaAccess(stack.bootstrap_servers),
         database_url=stack.database_url,
         home=default_state_root() / "bench" / "profile" / "apps",
         profile=FULL,

@@ -17,7 +17,6 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from aiokafka import AIOKafkaProducer
 
 from bench.errors import BenchError
 from bench.scenarios import Context
@@ -41,6 +40,7 @@ from contracts import (
     record_key,
     utc_now,
 )
+from foundation.kafka_access import KafkaAccess
 from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port
@@ -77,8 +77,8 @@ def job_events(i: int) -> list[JobEvent]:
     ]
 
 
-async def _publish(bootstrap: str, topic: str, jobs: int) -> int:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=256 * 1024)
+async def _publish(kafka: KafkaAccess, topic: str, jobs: int) -> int:
+    producer = kafka.producer(acks="all", linger_ms=5, max_batch_size=256 * 1024)
     await producer.start()
     try:
         sent = [
@@ -96,13 +96,13 @@ async def replay_speed(ctx: Context) -> dict[str, Any]:
     jobs = ctx.profile.replay_jobs
     tag = f"rp_{uuid.uuid4().hex[:10]}"
     topics = TopicSettings(jobs_topic=f"{tag}.jobs", nodes_topic=f"{tag}.nodes", dlq_topic=f"{tag}.dlq")
-    await ensure_topics(ctx.bootstrap, topic_specs(topics))
+    await ensure_topics(ctx.kafka, topic_specs(topics))
     await migrate_database(ctx.database_url, tag)
     ctx.say(f"(g) replay: writing {jobs} jobs ({4 * jobs} events) to the log")
-    events = await _publish(ctx.bootstrap, topics.jobs_topic, jobs)
+    events = await _publish(ctx.kafka, topics.jobs_topic, jobs)
     home = ctx.home / tag
     processes = AppProcesses(home)
-    env = isolated_env(ctx.bootstrap, ctx.database_url, tag, topics, home, free_port())
+    env = isolated_env(ctx.kafka, ctx.database_url, tag, topics, home, free_port())
     ctx.say("(g) replay: the live projector applies it")
     processes.start(
         AppSpec("projector", [sys.executable, "-m", "voxlog.cli", "--log-level", "WARNING", "projector"], env)
@@ -119,7 +119,7 @@ async def replay_speed(ctx: Context) -> dict[str, Any]:
     conn = await asyncpg.connect(ctx.database_url)
     try:
         stats = await replay_into(
-            conn, f"{tag}_replay", ctx.bootstrap, (topics.jobs_topic, topics.nodes_topic), timedelta(minutes=10),
+            conn, f"{tag}_replay", ctx.kafka, (topics.jobs_topic, topics.nodes_topic), timedelta(minutes=10),
             Limit(), lambda done, total, elapsed: None,
         )  # fmt: skip
     finally:

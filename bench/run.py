@@ -35,6 +35,7 @@ from bench.scenarios import (
     scale_out,
     warm_up,
 )
+from foundation.kafka_access import KafkaAccess
 from foundation.settings import default_cache_root, default_state_root
 from infra.stack import DevStack
 from tts_node import load_engine
@@ -84,7 +85,7 @@ async def run(
             load_engine, "kokoro-onnx", threads=2, cache_dir=default_cache_root() / "models"
         )
         ctx = Context(
-            bootstrap=stack.bootstrap_servers,
+            kafka=KafkaAccess(stack.bootstrap_servers),
             database_url=stack.database_url,
             home=home / "apps",
             profile=profile,

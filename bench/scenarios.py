@@ -20,6 +20,7 @@ from bench.deploy import Deployment, System
 from bench.measure import Client, JobTiming, Submission, summarize
 from bench.profiles import Profile
 from bench.reference import EngineLoop
+from foundation.kafka_access import KafkaAccess
 from tts_node.segmenter import sentence_spans
 
 SYSTEMS: Final[tuple[System, ...]] = ("voxlog", "baseline")
@@ -31,7 +32,7 @@ TIMELINE: Final = ("submitted", "recorded", "accepted", "claimed", "produced", "
 
 @dataclass(frozen=True)
 class Context:
-    bootstrap: str
+    kafka: KafkaAccess
     database_url: str
     home: Path
     profile: Profile
@@ -62,7 +63,7 @@ class Context:
             "VOXLOG_SEGMENT_CACHE": "false",
             **(extra or {}),
         }
-        return Deployment(system, self.bootstrap, self.database_url, self.home, env, drop_data=self.drop_data)
+        return Deployment(system, self.kafka, self.database_url, self.home, env, drop_data=self.drop_data)
 
     def texts(self, tag: str, count: int) -> list[str]:
         """``count`` distinct one-segment texts (distinct fingerprints: nothing coalesces by accident;

@@ -12,7 +12,6 @@ import contextlib
 import uuid
 from collections.abc import Callable, Mapping
 
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from consumers.ledger import Ledger
@@ -27,6 +26,7 @@ from contracts import (
     type_name,
 )
 from contracts.job_state import STATUS_EVENT_TYPES
+from foundation.kafka_access import KafkaAccess
 
 # Only events that can change a job's status, or end a result's reuse, matter to the ledger
 # (SegmentProduced does neither): the rest are filtered out by header, undecoded.
@@ -34,13 +34,13 @@ LEDGER_TYPES = STATUS_EVENT_TYPES | {type_name(CacheEvicted)}
 
 
 async def scan_tails(
-    bootstrap_servers: str, starts: Mapping[TopicPartition, int], new_ledger: Callable[[], Ledger]
+    kafka: KafkaAccess, starts: Mapping[TopicPartition, int], new_ledger: Callable[[], Ledger]
 ) -> tuple[dict[TopicPartition, Ledger], int]:
     """A ledger per partition from records ``[start, end)``; also returns how many records were read."""
     ledgers = {tp: new_ledger() for tp in starts}
     if not starts:
         return ledgers, 0
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, group_id=None)
+    reader = kafka.consumer(enable_auto_commit=False, group_id=None)
     await reader.start()
     try:
         reader.assign(list(starts))
@@ -68,7 +68,7 @@ async def scan_tails(
 
 
 async def find_request(
-    bootstrap_servers: str, tp: TopicPartition, before: int, job_id: uuid.UUID, first_chunk: int = 256
+    kafka: KafkaAccess, tp: TopicPartition, before: int, job_id: uuid.UUID, first_chunk: int = 256
 ) -> SynthesisRequest | None:
     """The request of ``job_id`` from its ``JobQueued`` in ``tp``, searching back from offset ``before``.
 
@@ -76,7 +76,7 @@ async def find_request(
     scanned starts after it, the record is still in the log (retention is the audit trail's), a
     little way back. Chunks double, so a job queued long ago costs a few reads, not one per record.
     """
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, group_id=None)
+    reader = kafka.consumer(enable_auto_commit=False, group_id=None)
     await reader.start()
     try:
         reader.assign([tp])

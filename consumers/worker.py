@@ -129,7 +129,7 @@ class SynthWorker(ConsumerRebalanceListener):
         self._outage = Outage("Kafka (the worker's records and events)")
 
     async def _scan_tails(self, starts: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, Ledger], int]:
-        return await scan_tails(self.config.bootstrap_servers, starts, lambda: Ledger(self.config.cache_ttl))
+        return await scan_tails(self.config.kafka, starts, lambda: Ledger(self.config.cache_ttl))
 
     # -- group membership ------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -425,7 +425,7 @@ class SynthWorker(ConsumerRebalanceListener):
             return request
         before = self.partitions.start_of(tp)
         try:
-            return await find_request(self.config.bootstrap_servers, tp, before, view.job_id)
+            return await find_request(self.config.kafka, tp, before, view.job_id)
         except (KafkaError, OSError) as exc:
             raise BrokerUnavailable(f"cannot read the job's request from the log: {exc}") from exc
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from foundation.kafka_access import KafkaAccess
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
     worker_id: str
-    bootstrap_servers: str
+    kafka: KafkaAccess  # for the tail scans' own readers
     jobs_topic: str
     cache_ttl: timedelta
     shutdown_grace_s: float

@@ -24,21 +24,15 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 import structlog
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from contracts import AnyEvent, encode_event, event_headers, record_key
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
+from foundation.kafka_access import KafkaAccess
 
 log = structlog.get_logger("voxlog.kafka")
-
-RETRY_BACKOFF_MS: Final = 500
-"""The long-running processes' clients' ``retry_backoff_ms``: aiokafka retries a broker that is away at
-this fixed interval in each of its own loops (connections, metadata, fetches, the group coordinator, the
-producer's sends). At its default, 100 ms, an idle worker whose broker was gone spent 3.9% of a core on
-them; at 1,000 ms, 0.7%. It also delays a retry after a transient error on a healthy cluster (a group
-coordinator still loading, a commit during a rebalance) by as much: 500 ms splits the difference."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +48,11 @@ class KafkaEventPublisher:
     """Adapter: an idempotent, ``acks=all`` aiokafka producer on the jobs topic."""
 
     def __init__(
-        self, bootstrap_servers: str, topic: str, *, client_id: str = "voxlog", request_timeout_ms: int = 15000
+        self, kafka: KafkaAccess, topic: str, *, client_id: str = "voxlog", request_timeout_ms: int = 15000
     ) -> None:
         self.topic = topic
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap_servers,
+        self._kafka = kafka
+        self._producer = kafka.producer(
             client_id=client_id,
             enable_idempotence=True,
             acks="all",
@@ -67,16 +61,11 @@ class KafkaEventPublisher:
             # (bench: 2 ms of linger cost ~1.5 ms per publish, four publishes per job).
             linger_ms=0,
             request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=RETRY_BACKOFF_MS,
         )
         self.unacknowledged = 0  # records handed to the producer whose acknowledgement has not come
 
     async def start(self) -> None:
-        try:
-            await self._producer.start()
-        except (KafkaError, OSError) as exc:
-            await self._producer.stop()
-            raise BrokerUnavailable(f"cannot connect the producer to Kafka: {exc}") from exc
+        await self._kafka.start(self._producer, "cannot connect the producer")
 
     async def stop(self) -> None:
         await self._producer.stop()
@@ -196,10 +185,8 @@ class ReconnectingPublisher:
     and raises :class:`BrokerUnavailable`; a caller is never held longer than the deadline.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, client_id: str, deadline_ms: int) -> None:
-        self._make = lambda: KafkaEventPublisher(
-            bootstrap_servers, topic, client_id=client_id, request_timeout_ms=deadline_ms
-        )
+    def __init__(self, kafka: KafkaAccess, topic: str, *, client_id: str, deadline_ms: int) -> None:
+        self._make = lambda: KafkaEventPublisher(kafka, topic, client_id=client_id, request_timeout_ms=deadline_ms)
         self._deadline_s = deadline_ms / 1000
         self._publisher: KafkaEventPublisher | None = None
         self._lock = asyncio.Lock()
@@ -281,11 +268,10 @@ class ReconnectingPublisher:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
 
-def bulk_reader(bootstrap_servers: str) -> AIOKafkaConsumer:
+def bulk_reader(kafka: KafkaAccess) -> AIOKafkaConsumer:
     """A consumer of no group that reads a whole log (replay, archive): large fetches, as much per
     partition as a fetch may bring, because the fetcher cannot ask for more while a batch is being used."""
-    return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
+    return kafka.consumer(
         enable_auto_commit=False,
         group_id=None,
         max_partition_fetch_bytes=32 * 1024 * 1024,

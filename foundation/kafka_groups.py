@@ -11,7 +11,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError
 
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import RETRY_BACKOFF_MS
+from foundation.kafka_access import KafkaAccess
 
 
 def synth_group(base: str, engine: str, model_version: str) -> str:
@@ -38,9 +38,9 @@ async def describe_group(admin: AIOKafkaAdminClient, group: str) -> GroupState:
     return GroupState(group, row[2], len(row[5]))
 
 
-async def wait_group_stable(bootstrap_servers: str, group: str, members: int, within_s: float) -> GroupState:
+async def wait_group_stable(kafka: KafkaAccess, group: str, members: int, within_s: float) -> GroupState:
     """Until ``group`` is Stable with ``members`` members (so no rebalance is pending), or raise."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin = kafka.admin()
     await admin.start()
     try:
         deadline = time.monotonic() + within_s
@@ -77,8 +77,8 @@ class GroupShares:
     """Which partitions each worker of a group owns, as last read (at most every ``fresh_s``) through the
     admin API; an empty list while it cannot be read (no broker, no group yet, a rebalance)."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, fresh_s: float = 2.0) -> None:
-        self._bootstrap = bootstrap_servers
+    def __init__(self, kafka: KafkaAccess, topic: str, fresh_s: float = 2.0) -> None:
+        self._kafka = kafka
         self._topic = topic
         self._fresh_s = fresh_s
         self._admin: AIOKafkaAdminClient | None = None
@@ -97,9 +97,7 @@ class GroupShares:
         """Read ``group``'s shares now (empty when the broker cannot tell)."""
         try:
             if self._admin is None:
-                admin = AIOKafkaAdminClient(
-                    bootstrap_servers=self._bootstrap, request_timeout_ms=2000, retry_backoff_ms=RETRY_BACKOFF_MS
-                )
+                admin = self._kafka.admin(request_timeout_ms=2000)
                 await asyncio.wait_for(admin.start(), 5)
                 self._admin = admin
             shares = await asyncio.wait_for(member_partitions(self._admin, group, self._topic), 5)

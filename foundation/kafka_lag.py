@@ -13,13 +13,12 @@ import time
 from types import TracebackType
 from typing import Self
 
-from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import RETRY_BACKOFF_MS, wait_for_partitions
+from foundation.kafka import wait_for_partitions
+from foundation.kafka_access import KafkaAccess
 from foundation.kafka_groups import describe_group
 from foundation.lag import PartitionPosition, Sample
 
@@ -27,27 +26,19 @@ from foundation.lag import PartitionPosition, Sample
 class LagReader:
     """An admin client and a consumer of no group on ``topic``, kept open from one sample to the next."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, fetch_within_s: float = 3.0) -> None:
+    def __init__(self, kafka: KafkaAccess, topic: str, *, fetch_within_s: float = 3.0) -> None:
         self.topic = topic
-        self._admin = AIOKafkaAdminClient(
-            bootstrap_servers=bootstrap_servers, request_timeout_ms=10_000, retry_backoff_ms=RETRY_BACKOFF_MS
-        )
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+        self._kafka = kafka
+        self._admin = kafka.admin(request_timeout_ms=10_000)
+        self._consumer = kafka.consumer(
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=64 * 1024,
-            retry_backoff_ms=RETRY_BACKOFF_MS,
         )
         # Never assigned a partition: a consumer's metadata covers only the topics it reads once it reads
         # any, so the sizes of other topics (the dead-letter topic) are asked through this one.
-        self._sizes = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
-            group_id=None,
-            enable_auto_commit=False,
-            retry_backoff_ms=RETRY_BACKOFF_MS,
-        )
+        self._sizes = kafka.consumer(group_id=None, enable_auto_commit=False)
         self._fetch_within_s = fetch_within_s
 
     async def __aenter__(self) -> Self:
@@ -57,7 +48,7 @@ class LagReader:
             await self._sizes.start()
         except KafkaError as exc:
             await self.close()
-            raise BrokerUnavailable(f"cannot reach Kafka for lag: {exc}") from exc
+            raise await self._kafka.unavailable("cannot read consumer lag", exc) from exc
         return self
 
     async def __aexit__(

@@ -3,6 +3,9 @@
 Field groups shared by several processes are mixins; each process reads
 exactly one concrete class, named by its ``process`` (the CLI command).
 ``voxlog config`` prints every variable once, with the processes that read it.
+
+Secrets (the Kafka password, the database URL, which may hold one) are ``SecretStr``: a settings
+object prints them as stars, and a validation error shows no input (``hide_input_in_errors``).
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
+from foundation.kafka_access import KafkaAccess, KafkaAccessInvalid, SaslMechanism, SecurityProtocol
 
 DEFAULT_DATABASE_URL = "postgresql://voxlog@127.0.0.1:55432/voxlog"
 
@@ -31,7 +35,7 @@ def default_cache_root() -> Path:
 
 
 class _Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True, hide_input_in_errors=True)
     process: ClassVar[str] = ""
 
 
@@ -55,10 +59,87 @@ class TopicSettings(_Settings):
 
 class KafkaSettings(TopicSettings):
     kafka_bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma-separated.")
+    kafka_security_protocol: SecurityProtocol = Field(
+        "PLAINTEXT",
+        description="How every Kafka client connects: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (a SCRAM"
+        " login over TLS).",
+    )
+    kafka_sasl_mechanism: SaslMechanism = Field(
+        "SCRAM-SHA-512", description="The SASL login's mechanism (SASL_*): SCRAM-SHA-512 or SCRAM-SHA-256."
+    )
+    kafka_sasl_username: str = Field("", description="The SASL login's name (SASL_*).")
+    kafka_sasl_password: SecretStr = Field(
+        SecretStr(""), description="The SASL login's password (SASL_*); never printed."
+    )
+    kafka_sasl_password_file: Path | None = Field(
+        None,
+        description="A file holding the SASL password instead (a mounted Kubernetes secret; one trailing newline"
+        " is dropped).",
+    )
+    kafka_ssl_ca_file: Path | None = Field(
+        None, description="PEM certificates of the CAs that sign the brokers' (SSL, SASL_SSL; unset: the system's)."
+    )
+    kafka_ssl_cert_file: Path | None = Field(
+        None,
+        description="PEM client certificate, for brokers that ask for one (its key in it, or in"
+        " VOXLOG_KAFKA_SSL_KEY_FILE).",
+    )
+    kafka_ssl_key_file: Path | None = Field(
+        None, description="PEM private key (unencrypted) of the client certificate."
+    )
+    kafka_ssl_check_hostname: bool = Field(
+        True, description="Whether a broker's certificate must name the host it is reached at."
+    )
+
+    def kafka_access(self) -> KafkaAccess:
+        """How this process's Kafka clients connect (:class:`KafkaAccessInvalid` when the settings do not fit)."""
+        return KafkaAccess(
+            self.kafka_bootstrap_servers,
+            self.kafka_security_protocol,
+            self.kafka_sasl_mechanism,
+            self.kafka_sasl_username,
+            self._sasl_password(),
+            self.kafka_ssl_ca_file,
+            self.kafka_ssl_cert_file,
+            self.kafka_ssl_key_file,
+            self.kafka_ssl_check_hostname,
+        )
+
+    @staticmethod
+    def environment_of(kafka: KafkaAccess) -> dict[str, str]:
+        """The ``VOXLOG_KAFKA_*`` variables that make a process's ``kafka_access()`` equal ``kafka``."""
+        env = {
+            "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+            "VOXLOG_KAFKA_SECURITY_PROTOCOL": kafka.security_protocol,
+            "VOXLOG_KAFKA_SSL_CHECK_HOSTNAME": str(kafka.ssl_check_hostname).lower(),
+        }
+        if kafka.sasl:
+            env["VOXLOG_KAFKA_SASL_MECHANISM"] = kafka.sasl_mechanism
+            env["VOXLOG_KAFKA_SASL_USERNAME"] = kafka.sasl_username
+            env["VOXLOG_KAFKA_SASL_PASSWORD"] = kafka.sasl_password.get_secret_value()
+        files = {"CA": kafka.ssl_ca_file, "CERT": kafka.ssl_cert_file, "KEY": kafka.ssl_key_file}
+        env.update({f"VOXLOG_KAFKA_SSL_{name}_FILE": str(path) for name, path in files.items() if path is not None})
+        return env
+
+    def _sasl_password(self) -> SecretStr:
+        path = self.kafka_sasl_password_file
+        if path is None:
+            return self.kafka_sasl_password
+        if self.kafka_sasl_password.get_secret_value():
+            raise KafkaAccessInvalid("set VOXLOG_KAFKA_SASL_PASSWORD or VOXLOG_KAFKA_SASL_PASSWORD_FILE, not both")
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise KafkaAccessInvalid(f"cannot read VOXLOG_KAFKA_SASL_PASSWORD_FILE {path}: {exc}") from exc
+        return SecretStr(text.removesuffix("\n").removesuffix("\r"))
 
 
 class DatabaseSettings(_Settings):
-    database_url: str = Field(DEFAULT_DATABASE_URL, description="PostgreSQL URL of the projections.")
+    database_url: SecretStr = Field(
+        SecretStr(DEFAULT_DATABASE_URL),
+        description="PostgreSQL URL of the projections, passed to the driver as it is: TLS by its parameters"
+        " (?sslmode=verify-full&sslrootcert=ca.pem); never printed with its password.",
+    )
     database_schema: str = _schema_field()
 
 
@@ -88,7 +169,7 @@ class DevSettings(TopicSettings):
     dev_ready_timeout: float = Field(120.0, description="Seconds to wait for each service to answer.")
     dev_api_port: int = Field(8000, description="Port of the API that `voxlog dev up` starts.")
     dev_workers: int = Field(1, ge=0, description="Workers `voxlog dev up` starts (each loads one model).")
-    database_url: str | None = Field(
+    database_url: SecretStr | None = Field(
         None, description="An existing PostgreSQL server to use instead of a local cluster (unset: local)."
     )
     database_schema: str = _schema_field()

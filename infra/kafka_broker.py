@@ -4,6 +4,11 @@ The jars are resolved by Maven from ``infra/kafka/pom.xml`` (cached in
 ``~/.m2`` and copied once into a versioned cache directory), the storage is
 formatted on first start, and the broker runs in the background with
 ``java -cp``. Data stays in ``<home>/data`` across restarts and crashes.
+
+The client listener is PLAINTEXT, or (a test stack's :class:`SaslSslListener`)
+SASL_SSL: SCRAM logins over TLS, the credentials added to the storage when it is
+formatted. The KRaft controller listener stays PLAINTEXT on loopback, and no
+authorizer runs (every login may do everything).
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Literal
 
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
@@ -31,9 +36,27 @@ from aiokafka.structs import TopicPartition
 from infra.errors import InfraError
 from infra.processes import pid_alive, read_pid, start_background, stop_pid, tail
 from infra.status import ServiceStatus
+from infra.tls import ServerTls
 
 POM: Final = Path(__file__).parent / "kafka" / "pom.xml"
 LOG4J_CONFIG: Final = Path(__file__).parent / "kafka" / "log4j2.properties"
+SCRAM_MECHANISMS: Final = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+_SCRAM_LOGIN: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@dataclass(frozen=True)
+class SaslSslListener:
+    """The client listener as SASL_SSL: SCRAM logins (both mechanisms) over TLS.
+
+    ``logins`` (name -> password) are added to the storage when it is formatted, so they are
+    the ones of the first start; the broker itself logs in as ``broker_login`` (the listener is
+    also the inter-broker one). ``client_auth`` is whether it asks clients for a certificate.
+    """
+
+    tls: ServerTls
+    logins: Mapping[str, str]
+    broker_login: str
+    client_auth: Literal["none", "requested", "required"] = "none"
 
 
 @dataclass(frozen=True)
@@ -44,6 +67,9 @@ class KafkaBrokerConfig:
     heap: str
     jar_cache: Path
     host: str = "127.0.0.1"
+    listener: SaslSslListener | None = None  # None: the client listener is PLAINTEXT
+    # aiokafka's security options (protocol, TLS context, login) for the broker's own readiness probe.
+    probe_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -102,15 +128,12 @@ class KafkaBroker:
     # -- configuration ------------------------------------------------------
     def write_properties(self) -> None:
         c = self.config
+        c.home.mkdir(parents=True, exist_ok=True)
         lines = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"{c.host}:{c.controller_port}",
-            "listeners": f"PLAINTEXT://{c.host}:{c.port},CONTROLLER://{c.host}:{c.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{c.host}:{c.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            **self._listener_properties(),
             "log.dirs": str(self.data_dir),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
@@ -128,9 +151,56 @@ class KafkaBroker:
             "num.network.threads": "1",
             "num.io.threads": "2",
         }
-        self.config.home.mkdir(parents=True, exist_ok=True)
         body = "".join(f"{key}={value}\n" for key, value in lines.items())
         self.properties.write_text("# Written by voxlog dev up; edits are overwritten.\n" + body)
+        if c.listener is not None:
+            self.properties.chmod(0o600)  # it holds the broker's own password
+
+    def _listener_properties(self) -> dict[str, str]:
+        c, listener = self.config, self.config.listener
+        name = "PLAINTEXT" if listener is None else "SASL_SSL"
+        lines = {
+            "listeners": f"{name}://{c.host}:{c.port},CONTROLLER://{c.host}:{c.controller_port}",
+            "advertised.listeners": f"{name}://{c.host}:{c.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": name,
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{name}:{name}",
+        }
+        if listener is None:
+            return lines
+        password = listener.logins[listener.broker_login]
+        jaas = f'{_SCRAM_LOGIN} required username="{listener.broker_login}" password="{password}";'
+        lines |= {
+            "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
+            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISMS[0],
+            **{f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config": jaas for m in SCRAM_MECHANISMS},
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self._keystore(listener.tls)),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(listener.tls.ca_file),
+            # Only the listener's own setting asks SASL_SSL clients for a certificate (the global one is SSL's).
+            "listener.name.sasl_ssl.ssl.client.auth": listener.client_auth,
+            "super.users": f"User:{listener.broker_login}",
+        }
+        return lines
+
+    def _keystore(self, tls: ServerTls) -> Path:
+        """The broker's PEM key store: its private key, then its certificate chain, in one file."""
+        keystore = self.config.home / "keystore.pem"
+        keystore.write_text(tls.key_file.read_text() + tls.cert_file.read_text())
+        keystore.chmod(0o600)
+        return keystore
+
+    def _scram_arguments(self) -> list[str]:
+        """``--add-scram`` for every login and mechanism: the credentials go into the formatted metadata."""
+        listener = self.config.listener
+        if listener is None:
+            return []
+        return [
+            f"--add-scram={mechanism}=[name={name},password={password}]"
+            for name, password in listener.logins.items()
+            for mechanism in SCRAM_MECHANISMS
+        ]
 
     def _check_ports(self) -> None:
         """The controller endpoint is baked into the formatted storage: refuse a change."""
@@ -157,6 +227,7 @@ class KafkaBroker:
             "--standalone",
             f"--cluster-id={cluster_id or new_cluster_id()}",
             f"--config={self.properties}",
+            *self._scram_arguments(),
         )
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -188,7 +259,7 @@ class KafkaBroker:
             pid = self.pid()
             if pid is None:
                 raise InfraError(f"the Kafka broker exited during start; its log ends with:\n{tail(self.log_file)}")
-            ready, last_error = await probe_metadata(self.config.bootstrap_servers)
+            ready, last_error = await probe_metadata(self.config.bootstrap_servers, self.config.probe_options)
             if ready:
                 return
             await asyncio.sleep(0.5)
@@ -210,7 +281,7 @@ class KafkaBroker:
         pid = self.pid()
         if pid is None:
             return ServiceStatus("kafka", up=False, endpoint=self.config.bootstrap_servers, detail="not running")
-        ready, detail = await probe_metadata(self.config.bootstrap_servers)
+        ready, detail = await probe_metadata(self.config.bootstrap_servers, self.config.probe_options)
         return ServiceStatus(
             "kafka", up=ready and pid_alive(pid), endpoint=self.config.bootstrap_servers, pid=pid, detail=detail
         )
@@ -233,9 +304,9 @@ def _quiet_client_logs() -> Iterator[None]:
         logger.setLevel(previous)
 
 
-async def probe_metadata(bootstrap_servers: str) -> tuple[bool, str]:
-    """One metadata round trip: (ready, description)."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000)
+async def probe_metadata(bootstrap_servers: str, security: Mapping[str, Any] | None = None) -> tuple[bool, str]:
+    """One metadata round trip, with aiokafka's ``security`` options: (ready, description)."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000, **(security or {}))
     with _quiet_client_logs():
         try:
             await client.bootstrap()

@@ -4,6 +4,11 @@ The cluster lives in ``<home>/data``, listens on 127.0.0.1 at the configured
 port only, trusts loopback connections (it is a development cluster) and holds
 a ``voxlog`` database owned by the ``voxlog`` superuser. When run as root the
 server runs as the ``postgres`` OS user, which the Debian package creates.
+
+A test stack's cluster may instead take TCP connections over TLS only
+(``ssl = on``, a ``hostssl`` rule and a reject for the rest) and check the
+superuser's password (scram-sha-256); its URL then says ``sslmode=verify-full``
+with the CA as ``sslrootcert``, which asyncpg reads from the URL.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import time
@@ -18,12 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import quote, urlencode
 
 import asyncpg
 
 from infra.errors import InfraError
 from infra.processes import tail
 from infra.status import ServiceStatus
+from infra.tls import ServerTls
 
 DEBIAN_PACKAGE: Final = "postgresql"
 SERVER_USER: Final = "postgres"
@@ -36,10 +44,19 @@ class PostgresClusterConfig:
     database: str = "voxlog"
     user: str = "voxlog"
     host: str = "127.0.0.1"
+    tls: ServerTls | None = None  # TCP over TLS only
+    password: str | None = None  # the superuser's, set when the cluster is made; checked over TLS
 
     @property
     def url(self) -> str:
-        return f"postgresql://{self.user}@{self.host}:{self.port}/{self.database}"
+        return self.url_of(self.database)
+
+    def url_of(self, database: str) -> str:
+        login = self.user if self.password is None else f"{self.user}:{quote(self.password, safe='')}"
+        url = f"postgresql://{login}@{self.host}:{self.port}/{database}"
+        if self.tls is None:
+            return url
+        return url + "?" + urlencode({"sslmode": "verify-full", "sslrootcert": str(self.tls.ca_file)}, safe="/")
 
 
 def find_bindir() -> Path | None:
@@ -100,19 +117,17 @@ class PostgresCluster:
         if (self.data_dir / "PG_VERSION").exists():
             return False
         self._prepare_dirs()
-        self._run(
-            [
-                str(bindir / "initdb"),
-                "-D",
-                str(self.data_dir),
-                "-U",
-                self.config.user,
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-locale",
-            ],
-            "initdb",
-        )
+        argv = [str(bindir / "initdb"), "-D", str(self.data_dir), "-U", self.config.user]
+        argv += ["--auth=trust", "--encoding=UTF8", "--no-locale"]
+        if self.config.password is None:
+            self._run(argv, "initdb")
+            return True
+        password_file = self.config.home / "initdb.password"
+        self._write_server_file(password_file, self.config.password)
+        try:
+            self._run([*argv, f"--pwfile={password_file}"], "initdb")
+        finally:
+            password_file.unlink()
         return True
 
     def _write_conf(self) -> None:
@@ -124,7 +139,7 @@ class PostgresCluster:
             "max_connections = 200\n"
             # Commit times answer "since when could a reader see this row?" (audits, benchmarks).
             "track_commit_timestamp = on\n"
-        )
+        ) + self._tls_conf()
         self._write_owned(self.data_dir / "voxlog.auto.conf", body)
         main_conf = self.data_dir / "postgresql.conf"
         include = "include_if_exists = 'voxlog.auto.conf'\n"
@@ -132,12 +147,40 @@ class PostgresCluster:
         if include not in text:
             self._write_owned(main_conf, text + include)
 
-    def _write_owned(self, path: Path, text: str) -> None:
+    def _tls_conf(self) -> str:
+        """With TLS: the server's certificate and key (copied, owned by the server, the key private),
+        and the client rules: TCP over TLS only, with the password where there is one."""
+        tls = self.config.tls
+        if tls is None:
+            return ""
+        self._write_owned(self.data_dir / "server.crt", tls.cert_file.read_text())
+        self._write_owned(self.data_dir / "server.key", tls.key_file.read_text(), mode=0o600)
+        method = "trust" if self.config.password is None else "scram-sha-256"
+        rules = (
+            "# Written by voxlog for a test stack; edits are overwritten.\n"
+            "local all all trust\n"
+            f"hostssl all all {self.config.host}/32 {method}\n"
+            "hostnossl all all all reject\n"
+        )
+        self._write_owned(self.data_dir / "pg_hba.conf", rules)
+        return "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n"
+
+    def _write_owned(self, path: Path, text: str, mode: int | None = None) -> None:
         """Write a file in the data directory, owned like the directory itself."""
         path.write_text(text)
+        if mode is not None:
+            path.chmod(mode)
         owner = self.data_dir.stat()
         if os.geteuid() == 0:
             os.chown(path, owner.st_uid, owner.st_gid)
+
+    def _write_server_file(self, path: Path, text: str) -> None:
+        """A private file the server's user (``postgres`` when run as root) can read."""
+        path.write_text(text)
+        path.chmod(0o600)
+        if os.geteuid() == 0:
+            server = pwd.getpwnam(SERVER_USER)
+            os.chown(path, server.pw_uid, server.pw_gid)
 
     def running(self, bindir: Path) -> bool:
         if not (self.data_dir / "PG_VERSION").exists():
@@ -164,8 +207,7 @@ class PostgresCluster:
 
     async def ensure_database(self, within_s: float) -> None:
         """Wait for the server, then create the voxlog database if it is missing."""
-        admin_url = f"postgresql://{self.config.user}@{self.config.host}:{self.config.port}/postgres"
-        conn = await connect_with_deadline(admin_url, within_s)
+        conn = await connect_with_deadline(self.config.url_of("postgres"), within_s)
         try:
             exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", self.config.database)
             if not exists:
@@ -205,11 +247,15 @@ async def probe_database(url: str) -> ServiceStatus:
     return ServiceStatus("postgres", up=True, endpoint=redact(url), detail=f"PostgreSQL {version}")
 
 
+_PASSWORD_PARAMETER: Final = re.compile(r"\b((?:ssl)?password=)[^&\s]*", re.IGNORECASE)
+
+
 def redact(url: str) -> str:
-    """``url`` without its password, for logs and status lines."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
+    """``url`` without its passwords (the authority's, a ``password`` or ``sslpassword`` parameter), for
+    logs and status lines; the TLS parameters (sslmode, sslrootcert) stay, they say how it connects."""
+    scheme, separator, rest = url.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if separator and "@" in authority:
+        credentials, host = authority.rsplit("@", 1)
+        url = f"{scheme}://{credentials.split(':', 1)[0]}@{host}{slash}{tail}"
+    return _PASSWORD_PARAMETER.sub(r"\1***", url)

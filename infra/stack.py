@@ -1,7 +1,9 @@
 """The local development stack: one Kafka broker and one PostgreSQL database.
 
 ``up`` is idempotent: what runs is left alone, what is missing is installed,
-formatted or started, and it returns once both services answer.
+formatted or started, and it returns once both services answer. A stack with
+:class:`StackSecurity` (tests of the credentials) has a SASL_SSL broker and a
+PostgreSQL cluster that takes TLS connections with a password only.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import asyncio
 import os
 import shutil
 import signal
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from infra.errors import InfraError
-from infra.kafka_broker import KafkaBroker, KafkaBrokerConfig
+from infra.kafka_broker import KafkaBroker, KafkaBrokerConfig, SaslSslListener
 from infra.postgres_cluster import (
     PostgresCluster,
     PostgresClusterConfig,
@@ -24,6 +28,18 @@ from infra.postgres_cluster import (
 )
 from infra.processes import wait_gone
 from infra.status import ServiceStatus
+from infra.tls import ServerTls
+
+
+@dataclass(frozen=True)
+class StackSecurity:
+    """The broker's client listener SASL_SSL, PostgreSQL over TLS with ``postgres_password``."""
+
+    kafka: SaslSslListener
+    postgres_tls: ServerTls
+    postgres_password: str
+    # aiokafka's security options that log the broker's readiness probe in (made above infra: by foundation).
+    kafka_probe_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -36,11 +52,13 @@ class StackConfig:
     jar_cache: Path
     external_database_url: str | None = None
     ready_timeout: float = 120.0
+    security: StackSecurity | None = None
 
 
 class DevStack:
     def __init__(self, config: StackConfig) -> None:
         self.config = config
+        security = config.security
         self.kafka = KafkaBroker(
             KafkaBrokerConfig(
                 home=config.home / "kafka",
@@ -48,9 +66,18 @@ class DevStack:
                 controller_port=config.kafka_controller_port,
                 heap=config.kafka_heap,
                 jar_cache=config.jar_cache,
+                listener=security.kafka if security else None,
+                probe_options=security.kafka_probe_options if security else {},
             )
         )
-        self.postgres = PostgresCluster(PostgresClusterConfig(home=config.home / "postgres", port=config.postgres_port))
+        self.postgres = PostgresCluster(
+            PostgresClusterConfig(
+                home=config.home / "postgres",
+                port=config.postgres_port,
+                tls=security.postgres_tls if security else None,
+                password=security.postgres_password if security else None,
+            )
+        )
 
     @property
     def bootstrap_servers(self) -> str:

@@ -19,6 +19,7 @@ from aiokafka.structs import TopicPartition
 
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import bulk_reader, wait_for_partitions
+from foundation.kafka_access import KafkaAccess
 from projections.archive import MANIFEST, ArchivedRecord, ArchiveError, ArchiveFile, Manifest, write_file
 
 Buffers = dict[TopicPartition, list[ArchivedRecord]]
@@ -35,13 +36,13 @@ class ArchiveRun:
 
 
 async def archive_before(
-    bootstrap: str, topic: str, directory: Path, before: datetime, *, per_file: int = 200_000
+    kafka: KafkaAccess, topic: str, directory: Path, before: datetime, *, per_file: int = 200_000
 ) -> ArchiveRun:
     """Copy every partition's records appended before ``before`` that the archive lacks."""
     manifest = await asyncio.to_thread(_open, directory, topic)
-    consumer = bulk_reader(bootstrap)
+    consumer = bulk_reader(kafka)
+    await kafka.start(consumer, f"cannot read {topic}")
     try:
-        await consumer.start()
         written = await _copy(consumer, manifest, directory, before, per_file)
     except KafkaError as exc:
         raise BrokerUnavailable(f"cannot read {topic}: {exc}") from exc

@@ -27,6 +27,7 @@ from contracts import DecodeError, decode_event
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition, wait_for_partitions
+from foundation.kafka_access import KafkaAccess
 from projections.audit import JobHistory, LoggedEvent, as_json, history_of
 from projections.reducer import Projection
 from projections.rows import columns
@@ -49,9 +50,9 @@ class JobLogReader:
     Raises :class:`BrokerUnavailable` when the log cannot be read within ``within_s``.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, within_s: float = 30.0, at_once: int = 4) -> None:
+    def __init__(self, kafka: KafkaAccess, topic: str, *, within_s: float = 30.0, at_once: int = 4) -> None:
         self.topic = topic
-        self._bootstrap = bootstrap_servers
+        self._kafka = kafka
         self._within_s = within_s
         self._reads = asyncio.Semaphore(at_once)  # each read is a consumer and a partition scan
 
@@ -71,12 +72,8 @@ class JobLogReader:
             return await self._scan_now(keep, starts)
 
     async def _scan_now(self, keep: Keep, starts: dict[int, int] | None) -> list[LoggedEvent]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False, group_id=None)
-        try:
-            await consumer.start()
-        except KafkaError as exc:
-            await consumer.stop()
-            raise BrokerUnavailable(f"cannot reach Kafka: {exc}") from exc
+        consumer = self._kafka.consumer(enable_auto_commit=False, group_id=None)
+        await self._kafka.start(consumer, f"cannot read {self.topic}")
         try:
             return await asyncio.wait_for(self._read(consumer, keep, starts), self._within_s)
         except TimeoutError as exc:

@@ -20,9 +20,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer
 
 from foundation.kafka import wait_for_partitions
+from foundation.kafka_access import KafkaAccess
 from projections.migrations import migrate, quote_schema
 from projections.rebuild import Difference, compare, copy_text, write
 from projections.replay_read import Limit, Progress, ReplayError, ReplayStats, fold_log
@@ -49,7 +49,7 @@ def collector_paused() -> Iterator[None]:
 async def replay_into(
     conn: asyncpg.Connection,
     schema: str,
-    bootstrap: str,
+    kafka: KafkaAccess,
     topics: tuple[str, str],
     cache_ttl: timedelta,
     limit: Limit,
@@ -81,7 +81,7 @@ async def replay_into(
             )
             try:
                 projection, records = await fold_log(
-                    bootstrap, topics[0], topics[1], cache_ttl, limit, progress, sink, archive
+                    kafka, topics[0], topics[1], cache_ttl, limit, progress, sink, archive
                 )
             finally:
                 await chunks.put(None)
@@ -97,7 +97,7 @@ async def verify_against_live(
     live: str,
     live_projector: str,
     into: str,
-    bootstrap: str,
+    kafka: KafkaAccess,
     topics: tuple[str, str],
     cache_ttl: timedelta,
     progress: Progress,
@@ -115,11 +115,9 @@ async def verify_against_live(
             )
             offsets = {(r["topic"], r["partition"]): r["next_offset"] for r in rows}
             for topic in topics:  # a partition the live projector has not read yet: nothing of it
-                offsets.update(
-                    {(topic, p): 0 for p in await _partitions(bootstrap, topic) if (topic, p) not in offsets}
-                )
+                offsets.update({(topic, p): 0 for p in await _partitions(kafka, topic) if (topic, p) not in offsets})
             stats = await replay_into(
-                writer, into, bootstrap, topics, cache_ttl, Limit(offsets=offsets), progress, archive=archive
+                writer, into, kafka, topics, cache_ttl, Limit(offsets=offsets), progress, archive=archive
             )
             differences = await compare(snapshot, live, into, (live_projector, "replay"), rebuilt_conn=writer)
         return stats, differences
@@ -128,9 +126,9 @@ async def verify_against_live(
         await writer.close()
 
 
-async def _partitions(bootstrap: str, topic: str) -> list[int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    await consumer.start()
+async def _partitions(kafka: KafkaAccess, topic: str) -> list[int]:
+    consumer = kafka.consumer(enable_auto_commit=False, group_id=None)
+    await kafka.start(consumer, f"cannot read the partitions of {topic}")
     try:
         return [tp.partition for tp in await wait_for_partitions(consumer, topic, within_s=10)]
     finally:

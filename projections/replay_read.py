@@ -22,6 +22,7 @@ from aiokafka.structs import TopicPartition
 from contracts import DecodeError, decode_event, decode_node_event
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition, bulk_reader, wait_for_partitions
+from foundation.kafka_access import KafkaAccess
 from projections.archive import ArchiveError, Manifest, read_file
 from projections.errors import ProjectionError
 from projections.reducer import Outcome, Projection
@@ -59,7 +60,7 @@ class ReplayStats:
 
 
 async def fold_log(
-    bootstrap: str,
+    kafka: KafkaAccess,
     jobs_topic: str,
     nodes_topic: str,
     cache_ttl: timedelta,
@@ -73,8 +74,8 @@ async def fold_log(
     With ``archive``, each jobs partition is read from the archive first and then from the topic where the
     archive ends (:mod:`projections.archive`).
     """
-    consumer = bulk_reader(bootstrap)
-    await consumer.start()
+    consumer = bulk_reader(kafka)
+    await kafka.start(consumer, "cannot read the log")
     try:
         try:
             jobs, nodes = await asyncio.gather(

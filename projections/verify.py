@@ -36,6 +36,7 @@ from contracts import TERMINAL_STATES, DecodeError, JobCompleted, JobEvent, JobS
 from contracts.job_state import Fenced, transition
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import wait_for_partitions
+from foundation.kafka_access import KafkaAccess
 from projections.errors import ProjectionError
 
 MAX_EXAMPLES = 10
@@ -78,10 +79,10 @@ class Report:
         return [f"{self.records} records, {self.jobs} jobs ({states or 'none'})", *(c.line() for c in self.checks)]
 
 
-async def read_log(bootstrap: str, topic: str) -> list[JobEvent]:
+async def read_log(kafka: KafkaAccess, topic: str) -> list[JobEvent]:
     """Every decodable job event of ``topic``, up to its end offsets now, in each partition's order."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    await consumer.start()
+    consumer = kafka.consumer(enable_auto_commit=False, group_id=None)
+    await kafka.start(consumer, f"cannot read {topic}")
     try:
         partitions = await _partitions(consumer, topic)
         consumer.assign(partitions)
@@ -111,10 +112,12 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicParti
         raise VerifyError(str(exc)) from exc
 
 
-async def wait_caught_up(conn: asyncpg.Connection, bootstrap: str, topic: str, projector: str, within_s: float) -> bool:
+async def wait_caught_up(
+    conn: asyncpg.Connection, kafka: KafkaAccess, topic: str, projector: str, within_s: float
+) -> bool:
     """Whether the projector applied the log up to its current end within ``within_s``."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    await consumer.start()
+    consumer = kafka.consumer(enable_auto_commit=False, group_id=None)
+    await kafka.start(consumer, f"cannot read {topic}")
     try:
         ends = await consumer.end_offsets(await _partitions(consumer, topic))
     finally:
@@ -135,7 +138,7 @@ async def wait_caught_up(conn: asyncpg.Connection, bootstrap: str, topic: str, p
 
 
 async def verify(
-    bootstrap: str,
+    kafka: KafkaAccess,
     topic: str,
     url: str,
     schema: str,
@@ -149,8 +152,8 @@ async def verify(
     except (OSError, asyncpg.PostgresError) as exc:
         raise VerifyError(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
-        caught_up = await wait_caught_up(conn, bootstrap, topic, projector, wait_s)
-        events = await read_log(bootstrap, topic)
+        caught_up = await wait_caught_up(conn, kafka, topic, projector, wait_s)
+        events = await read_log(kafka, topic)
         jobs = {r["job_id"]: r for r in await conn.fetch("SELECT * FROM jobs")}
         segments = await conn.fetch("SELECT job_id, segment_index, attempt, audio_sha256, audio_uri FROM segments")
     finally:

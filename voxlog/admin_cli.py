@@ -58,12 +58,12 @@ def run(args: argparse.Namespace) -> int:
 
 async def _switch(settings: ModeSettings, enabled: bool, reason: str) -> None:
     producer = Producer(service="admin", instance=instance_name())
-    async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.nodes_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
         await publisher.publish(mode_event(enabled, "operator", reason, producer))
 
 
 async def _status(settings: ModeSettings) -> dict[str, Any]:
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
         rows = await pool.fetch(
             "SELECT source, enabled, reason, set_at FROM service_modes WHERE mode = 'cache_only' ORDER BY source",

@@ -22,7 +22,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     settings = ArchiveSettings()
     topic = settings.jobs_topic
-    done = asyncio.run(archive_before(settings.kafka_bootstrap_servers, topic, args.to, args.before))
+    done = asyncio.run(archive_before(settings.kafka_access(), topic, args.to, args.before))
     for entry in done.files:
         span = f"offsets {entry.first}..{entry.end - 1}"
         print(f"  {entry.file}: partition {entry.partition}, {span}, {entry.records:,} records")

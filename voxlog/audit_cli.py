@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _audit(settings: AuditSettings, job_id: uuid.UUID | None, fingerprint: str | None) -> list[JobHistory]:
-    reader = JobLogReader(settings.kafka_bootstrap_servers, settings.jobs_topic)
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    reader = JobLogReader(settings.kafka_access(), settings.jobs_topic)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
         auditor = LogAuditor(reader, pool, timedelta(seconds=settings.cache_ttl))
         if job_id is not None:

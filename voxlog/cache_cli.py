@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tuple[int, int]:
     """Evict the results completed more than ``older_than_s`` ago (``None``: all); returns how many, and their
     bytes. Run again after a failure: an eviction's id is its job's, so a result is evicted once."""
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
         rows = await pool.fetch(_PURGED, older_than_s, timeout=30)
     finally:
@@ -94,7 +94,7 @@ async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tup
         for r in rows
     ]
     producer = Producer(service="cache-purge", instance=instance_name())
-    async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.jobs_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.jobs_topic) as publisher:
         now = utc_now()
         await record_evictions(
             publisher, [(eviction(entry, "purge", now, producer), entry.partition) for entry in entries]
@@ -103,7 +103,7 @@ async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tup
 
 
 async def cache_stats(settings: CacheStatsSettings, window_s: float | None) -> dict[str, Any]:
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
         entries = dict(await pool.fetchrow(_ENTRIES, timeout=30))
         reuse = dict(await pool.fetchrow(_REUSE, window_s, timeout=30))

@@ -184,10 +184,10 @@ def _admin(args: argparse.Namespace) -> int:
 
     settings = AdminSettings()
     if args.command == "migrate":
-        applied = asyncio.run(migrate_database(settings.database_url, settings.database_schema))
+        applied = asyncio.run(migrate_database(settings.database_url.get_secret_value(), settings.database_schema))
         print("applied: " + (", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"))
     else:
-        states = asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, topic_specs(settings)))
+        states = asyncio.run(ensure_topics(settings.kafka_access(), topic_specs(settings)))
         print("\n".join(f"{name}: {state}" for name, state in states.items()))
     return 0
 
@@ -209,9 +209,9 @@ def _verify(args: argparse.Namespace) -> int:
     settings = VerifySettings()
     report = asyncio.run(
         verify(
-            settings.kafka_bootstrap_servers,
+            settings.kafka_access(),
             settings.jobs_topic,
-            settings.database_url,
+            settings.database_url.get_secret_value(),
             settings.database_schema,
             settings.projector_name,
             settled=args.settled,

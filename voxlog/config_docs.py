@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
@@ -28,7 +29,11 @@ def _default(field: FieldInfo) -> str:
         return "see meaning"
     if field.default is PydanticUndefined:
         return "required"
-    return repr(field.default) if field.default is not None else "unset"
+    if field.default is None:
+        return "unset"
+    # A secret's default is in the code anyway (and has no password): the table shows it as it is.
+    default = field.default.get_secret_value() if isinstance(field.default, SecretStr) else field.default
+    return repr(default)
 
 
 def settings_rows() -> list[SettingRow]:

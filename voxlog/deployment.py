@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import asyncpg
-from aiokafka.admin import AIOKafkaAdminClient
 
+from foundation.kafka_access import KafkaAccess
 from foundation.kafka_groups import synth_group, wait_group_stable
 from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
@@ -41,7 +41,7 @@ class DeploymentError(VoxlogError):
 class Deployment:
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaAccess,
         database_url: str,
         home: Path,
         *,
@@ -49,7 +49,7 @@ class Deployment:
         env: Mapping[str, str] | None = None,
         partitions: int | None = None,
     ) -> None:
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.database_url = database_url
         self.tag = f"{prefix}_{uuid.uuid4().hex[:10]}"
         self.home = home / self.tag
@@ -59,7 +59,7 @@ class Deployment:
         self.topics = topics.model_copy(update={"jobs_partitions": partitions}) if partitions else topics
         self.api_port = free_port()
         self.env = {
-            **isolated_env(bootstrap, database_url, self.tag, self.topics, self.home, self.api_port),
+            **isolated_env(kafka, database_url, self.tag, self.topics, self.home, self.api_port),
             **(env or {}),
         }
         self.processes = AppProcesses(self.home)
@@ -131,14 +131,14 @@ class Deployment:
 
     # -- its data -----------------------------------------------------------------------------
     async def create_topics(self) -> None:
-        await ensure_topics(self.bootstrap, topic_specs(self.topics))
+        await ensure_topics(self.kafka, topic_specs(self.topics))
 
     async def drop(self, *, topics: bool = True) -> None:
         """Drop its schema and (``topics``) its topics: a shared server outlives it."""
         await drop_schema(self.database_url, self.tag)
         if not topics:
             return
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        admin = self.kafka.admin()
         await admin.start()
         try:
             await admin.delete_topics([self.topics.jobs_topic, self.topics.nodes_topic, self.topics.dlq_topic])
@@ -171,4 +171,4 @@ class Deployment:
         if nodes_table == "nodes":
             [engine] = await self.rows("SELECT DISTINCT engine, model_version FROM nodes")
             group = synth_group(self.env["VOXLOG_SYNTH_GROUP"], engine["engine"], engine["model_version"])
-            await wait_group_stable(self.bootstrap, group, members, within_s)
+            await wait_group_stable(self.kafka, group, members, within_s)

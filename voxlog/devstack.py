@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Final
 
 from contracts import DEFAULT_TENANT
-from foundation.settings import DevSettings, ModeSettings, TopicSettings, default_cache_root
+from foundation.kafka_access import KafkaAccess
+from foundation.settings import DevSettings, KafkaSettings, ModeSettings, TopicSettings, default_cache_root
 from infra.apps import AppProcesses, AppSpec
+from infra.postgres_cluster import redact
 from infra.processes import free_port
-from infra.stack import DevStack, StackConfig
+from infra.stack import DevStack, StackConfig, StackSecurity
 from infra.status import ServiceStatus
 from producers.api_keys import ALL_SCOPES
 from projections.migrations import migrate_database
@@ -32,16 +34,22 @@ def dev_stack(settings: DevSettings) -> DevStack:
             kafka_heap=settings.dev_kafka_heap,
             postgres_port=settings.dev_postgres_port,
             jar_cache=settings.dev_jar_cache,
-            external_database_url=settings.database_url,
+            external_database_url=settings.database_url.get_secret_value() if settings.database_url else None,
             ready_timeout=settings.dev_ready_timeout,
         )
     )
 
 
-def scratch_stack(home: Path, *, kafka_heap: str = "512m", ports: Mapping[str, int] | None = None) -> DevStack:
+def scratch_stack(
+    home: Path,
+    *,
+    kafka_heap: str = "512m",
+    ports: Mapping[str, int] | None = None,
+    security: StackSecurity | None = None,
+) -> DevStack:
     """A Kafka broker and a PostgreSQL cluster of their own under ``home``, for a benchmark run, a fault
     campaign or a test session: on ``ports`` (``kafka``, ``controller``, ``postgres``), else on free loopback
-    ports; the broker's jars from the shared cache."""
+    ports; the broker's jars from the shared cache; with ``security``, SASL_SSL and TLS only."""
     chosen = ports or {"kafka": free_port(), "controller": free_port(), "postgres": free_port()}
     return DevStack(
         StackConfig(
@@ -51,12 +59,13 @@ def scratch_stack(home: Path, *, kafka_heap: str = "512m", ports: Mapping[str, i
             kafka_heap=kafka_heap,
             postgres_port=chosen["postgres"],
             jar_cache=default_cache_root() / "kafka",
+            security=security,
         )
     )
 
 
 def isolated_env(
-    bootstrap: str, database_url: str, schema: str, topics: TopicSettings, home: Path, api_port: int
+    kafka: KafkaAccess, database_url: str, schema: str, topics: TopicSettings, home: Path, api_port: int
 ) -> dict[str, str]:
     """The environment of voxlog processes that share a broker and a server but nothing else:
     their own schema, topics, consumer group, projector offsets, blob directory and API port.
@@ -69,7 +78,7 @@ def isolated_env(
         **inherited,
         # The processes run this checkout's code, whatever checkout the venv was installed from.
         "PYTHONPATH": str(SOURCE_ROOT),
-        "VOXLOG_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        **KafkaSettings.environment_of(kafka),
         "VOXLOG_DATABASE_URL": database_url,
         "VOXLOG_DATABASE_SCHEMA": schema,
         "VOXLOG_JOBS_TOPIC": topics.jobs_topic,
@@ -113,7 +122,7 @@ def api_url(settings: DevSettings) -> str:
 async def up(settings: DevSettings) -> list[str]:
     stack = dev_stack(settings)
     await stack.up()
-    created = await ensure_topics(stack.bootstrap_servers, topic_specs(settings))
+    created = await ensure_topics(KafkaAccess(stack.bootstrap_servers), topic_specs(settings))
     applied = await migrate_database(stack.database_url, settings.database_schema)
     apps = AppProcesses(settings.dev_home)
     apps.forget_stopped()  # what still runs stays recorded, whatever VOXLOG_DEV_WORKERS says now
@@ -128,7 +137,8 @@ async def up(settings: DevSettings) -> list[str]:
         f"migrations: {len(applied)} applied",
         f"api:        {api_url(settings)} (OpenAPI at {api_url(settings)}/schema)",
         f"export VOXLOG_KAFKA_BOOTSTRAP_SERVERS={stack.bootstrap_servers}",
-        f"export VOXLOG_DATABASE_URL={stack.database_url}",
+        # An external server's password stays out of the output (the caller set it, and has it).
+        f"export VOXLOG_DATABASE_URL={redact(stack.database_url)}",
         key_line,
     ]
 

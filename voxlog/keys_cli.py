@@ -95,13 +95,13 @@ async def issue(
         issued_at=utc_now(),
         expires_at=expires_at,
     )
-    async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.nodes_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
         await publisher.publish(node_event(ApiKeyIssued, _producer(), payload))
     return key
 
 
 async def keys(settings: ModeSettings, tenant: str | None = None) -> list[dict[str, Any]]:
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
         rows = await pool.fetch(
             "SELECT key_id, tenant, name, scopes, issued_at, expires_at, revoked_at, revoke_reason FROM api_keys"
@@ -130,7 +130,7 @@ async def revoke(settings: ModeSettings, key_id: str, reason: str) -> str:
     if not known:
         raise VoxlogError(f"no key {key_id} in the projection (`voxlog keys list` shows the keys)")
     payload = ApiKeyRevokedPayload(key_id=key_id, tenant=known[0]["tenant"], revoked_at=utc_now(), reason=reason)
-    async with KafkaEventPublisher(settings.kafka_bootstrap_servers, settings.nodes_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
         await publisher.publish(node_event(ApiKeyRevoked, _producer(), payload))
     return str(known[0]["tenant"])
 

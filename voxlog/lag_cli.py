@@ -35,9 +35,9 @@ async def _watch(settings: LagSettings, interval: float, *, once: bool, as_json_
     stop_on_signals(stop)
     windows = Windows(settings.lag_stall_after_s)
     consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
-        async with LagReader(settings.kafka_bootstrap_servers, settings.jobs_topic) as reader:
+        async with LagReader(settings.kafka_access(), settings.jobs_topic) as reader:
             rounds = 0
             while not stop.is_set():
                 lags = windows.add(await sample_all(reader, pool, consumers))

@@ -20,6 +20,7 @@ import structlog
 
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
+from foundation.kafka_access import KafkaAccess
 from foundation.kafka_lag import LagReader
 from foundation.lag import GroupLag, Sample, Status, as_json, evaluate
 from foundation.metrics import (
@@ -114,9 +115,9 @@ class LagMonitor:
     """Samples every ``interval_s`` until ``stop``; ``latest`` is the last evaluation (``producers.ports.LagView``)."""
 
     def __init__(
-        self, bootstrap_servers: str, pool: asyncpg.Pool, consumers: Consumers, interval_s: float, stall_after_s: float
+        self, kafka: KafkaAccess, pool: asyncpg.Pool, consumers: Consumers, interval_s: float, stall_after_s: float
     ) -> None:
-        self._bootstrap = bootstrap_servers
+        self._kafka = kafka
         self._pool = pool
         self._consumers = consumers
         self._interval_s = interval_s
@@ -130,7 +131,7 @@ class LagMonitor:
         outage = Outage("Kafka (consumer lag)")
         while not stop.is_set():
             try:
-                async with LagReader(self._bootstrap, self._consumers.topic) as reader:
+                async with LagReader(self._kafka, self._consumers.topic) as reader:
                     while not stop.is_set():
                         lags = self._windows.add(await sample_all(reader, self._pool, self._consumers))
                         dead = await dead_letters(reader, self._consumers.dlq_topic)

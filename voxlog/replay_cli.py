@@ -82,11 +82,11 @@ def run(args: argparse.Namespace) -> int:
     if args.verify:
         stats, differences = asyncio.run(
             verify_against_live(
-                settings.database_url,
+                settings.database_url.get_secret_value(),
                 settings.database_schema,
                 settings.projector_name,
                 args.into,
-                settings.kafka_bootstrap_servers,
+                settings.kafka_access(),
                 topics,
                 ttl,
                 progress,
@@ -117,12 +117,11 @@ async def _replay(
     archive: Path | None,
 ) -> ReplayStats:
     try:
-        conn = await asyncpg.connect(settings.database_url, timeout=10)
+        conn = await asyncpg.connect(settings.database_url.get_secret_value(), timeout=10)
     except (OSError, asyncpg.PostgresError) as exc:
         raise ReplayError(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
-        bootstrap = settings.kafka_bootstrap_servers
-        return await replay_into(conn, into, bootstrap, topics, ttl, limit, progress, archive=archive)
+        return await replay_into(conn, into, settings.kafka_access(), topics, ttl, limit, progress, archive=archive)
     finally:
         await conn.close()
 

@@ -12,6 +12,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
 
 from foundation.errors import BrokerUnavailable
+from foundation.kafka_access import KafkaAccess
 from foundation.settings import TopicSettings
 from voxlog.errors import TopicMismatch
 
@@ -38,7 +39,7 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
     ]
 
 
-async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec], ready_within_s: float = 30.0) -> dict[str, str]:
+async def ensure_topics(kafka: KafkaAccess, specs: list[TopicSpec], ready_within_s: float = 30.0) -> dict[str, str]:
     """Create each missing topic; report ``created`` or ``exists`` per topic.
 
     Returns once the created topics appear in metadata with every partition
@@ -47,9 +48,9 @@ async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec], ready_wi
     An existing topic with fewer partitions than asked is an error: keys
     would map to other partitions than the settings promise.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=15000)
+    admin = kafka.admin(request_timeout_ms=15000)
+    await kafka.start(admin, "cannot create the topics")
     try:
-        await admin.start()
         existing = set(await admin.list_topics())
         missing = [spec for spec in specs if spec.name not in existing]
         states = {spec.name: "exists" for spec in specs if spec.name in existing}
@@ -68,7 +69,7 @@ async def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec], ready_wi
         await _wait_visible(admin, [s for s in specs if states[s.name] == "created"], ready_within_s)
         return states
     except KafkaError as exc:
-        raise BrokerUnavailable(f"Kafka at {bootstrap_servers} refused topic bootstrap: {exc}") from exc
+        raise BrokerUnavailable(f"Kafka at {kafka.describe()} refused topic bootstrap: {exc}") from exc
     finally:
         await admin.close()
 

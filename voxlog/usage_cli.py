@@ -24,7 +24,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def read_usage(settings: ModeSettings, tenant: str | None, since: date, until: date) -> list[UsageRow]:
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=1)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
         return await ProjectionReader(pool).usage(tenant, since, until)
     finally:

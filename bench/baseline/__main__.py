@@ -33,7 +33,7 @@ async def _pool(url: str, schema: str, size: int) -> asyncpg.Pool:
 
 
 async def run_api(settings: BaselineApiSettings) -> None:
-    pool = await _pool(settings.database_url, settings.database_schema, 10)
+    pool = await _pool(settings.database_url.get_secret_value(), settings.database_schema, 10)
     deps = BaselineDeps(
         queue=BaselineQueue(pool),
         blobs=LocalBlobStore(settings.blob_dir),
@@ -56,8 +56,8 @@ async def run_worker(settings: BaselineWorkerSettings) -> None:
     fifo = SynthesisQueue(model)
     await fifo.start()
     serve_metrics(settings.metrics_host, settings.metrics_port)
-    pool = await _pool(settings.database_url, settings.database_schema, 2)
-    listener = await asyncpg.connect(settings.database_url)
+    pool = await _pool(settings.database_url.get_secret_value(), settings.database_schema, 2)
+    listener = await asyncpg.connect(settings.database_url.get_secret_value())
     stop = asyncio.Event()
     stop_on_signals(stop)
     try:

@@ -52,12 +52,12 @@ async def test_the_audit_of_a_job_killed_mid_synthesis_shows_both_attempts_and_t
 
         # The dead attempt's late work arrives after all, as from a worker cut off by a network partition:
         # its next segment, its completion, and a copy of its claim delivered twice.
-        records = await read_to_end(topics.bootstrap, topics.jobs)
+        records = await read_to_end(topics.kafka, topics.jobs)
         events = [decode_event(r.value) for r in records]
         # Where the API placed the job: the zombie writes there, as the worker it was did.
         [partition] = {r.partition for r, e in zip(records, events, strict=True) if str(e.job_id) == job_id}
         late = late_work_of_a_dead_attempt(events, uuid.UUID(job_id), index=99)
-        async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+        async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
             for event in late:
                 await publisher.publish(event, partition=partition)
 

@@ -49,7 +49,7 @@ async def test_one_bad_request_refuses_the_whole_batch_and_nothing_is_recorded(a
         assert "voice 'nobody' is unknown" in errors[0]["detail"]
         assert "text is empty" in errors[1]["detail"]
         # Whatever the API publishes is acknowledged before it answers: the topic now holds all it ever will.
-        assert await read_to_end(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], topics.jobs) == []
+        assert await read_to_end(app.kafka, topics.jobs) == []
 
         too_many = await client.post("/v1/batches", json={"requests": [good] * 101})
         assert too_many.status_code == 413

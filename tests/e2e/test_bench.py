@@ -11,6 +11,7 @@ import pytest
 
 from bench.profiles import QUICK
 from bench.scenarios import Context, coalescing
+from foundation.kafka_access import KafkaAccess
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +20,7 @@ async def test_bench_coalescing_synthesizes_each_distinct_text_once_on_both_syst
     profile = replace(QUICK, coalesce_submissions=40, coalesce_texts=4, coalesce_synth_ms=50.0)
     lines = (corpus / "short.txt").read_text().splitlines()
     ctx = Context(
-        bootstrap=stack.bootstrap_servers,
+        kafka=KafkaAccess(stack.bootstrap_servers),
         database_url=stack.database_url,
         home=tmp_path,
         profile=profile,

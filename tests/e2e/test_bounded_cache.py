@@ -60,7 +60,7 @@ async def start_sweeper(app: AppStack, cap: int) -> None:
 
 
 async def evictions(app: AppStack) -> list[CacheEvicted]:
-    records = await read_to_end(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], app.env["VOXLOG_JOBS_TOPIC"])
+    records = await read_to_end(app.kafka, app.env["VOXLOG_JOBS_TOPIC"])
     events = [decode_event(r.value) for r in records]
     return [e for e in events if e.type == type_name(CacheEvicted)]  # type: ignore[misc]
 

@@ -12,6 +12,7 @@ import httpx
 
 from contracts import decode_event
 from foundation.kafka import KafkaEventPublisher
+from foundation.kafka_access import KafkaAccess
 from infra.processes import wait_gone
 from projections.migrations import drop_schema
 from tests.support.cli import voxlog
@@ -38,7 +39,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
     }
     env.pop("VOXLOG_API_KEY", None)
     env.pop("VOXLOG_AUTH", None)  # the stack as a user gets it: keys required
-    bootstrap = f"127.0.0.1:{kafka_port}"
+    kafka = KafkaAccess(f"127.0.0.1:{kafka_port}")
     try:
         up = voxlog(env, "dev", "up")
         assert up.returncode == 0, up.stderr
@@ -56,7 +57,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
             assert (await client.get("/v1/voices", headers={"Authorization": f"Bearer {key}"})).is_success
 
         events = [event for i in range(30) for event in one_of_each(f"Durable sentence {i}.")]
-        async with KafkaEventPublisher(bootstrap, "voxlog.jobs.v1") as publisher:
+        async with KafkaEventPublisher(kafka, "voxlog.jobs.v1") as publisher:
             positions = {event.event_id: await publisher.publish(event) for event in events}
 
         pid = int((tmp_path / "stack" / "kafka" / "broker.pid").read_text())
@@ -72,7 +73,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert key.split("_")[1] in again.stdout  # the saved key is kept while the projection knows it
         assert (tmp_path / "config" / "voxlog" / "api-key").read_text().strip() == key
 
-        records = await read_topic(bootstrap, "voxlog.jobs.v1", expected=len(events), within_s=60)
+        records = await read_topic(kafka, "voxlog.jobs.v1", expected=len(events), within_s=60)
         assert len(records) == len(events)
         read_back = {decode_event(r.value).event_id: (r.partition, r.offset) for r in records}
         assert read_back == {eid: (p.partition, p.offset) for eid, p in positions.items()}

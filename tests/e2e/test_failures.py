@@ -6,7 +6,6 @@ import uuid
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from contracts import decode_event, header_value
 from contracts.topics import DLQ_HEADER_REASON, DLQ_HEADER_SOURCE_OFFSET, DLQ_HEADER_SOURCE_PARTITION
@@ -41,7 +40,7 @@ async def test_bad_inputs_get_a_4xx_that_says_what_to_fix_and_enqueue_nothing(ap
         not_json = await client.post("/v1/jobs", content=b"{nope", headers={"content-type": "application/json"})
         assert not_json.status_code == 400
         assert (await client.get("/v1/jobs/not-a-uuid")).status_code in (400, 404)
-    assert await read_to_end(topics.bootstrap, topics.jobs) == [], "nothing was enqueued"
+    assert await read_to_end(topics.kafka, topics.jobs) == [], "nothing was enqueued"
 
 
 async def test_a_job_the_engine_cannot_speak_fails_and_its_audio_is_409(apps):
@@ -61,7 +60,7 @@ async def test_a_job_the_engine_cannot_speak_fails_and_its_audio_is_409(apps):
 async def test_malformed_records_go_to_the_dlq_and_the_pipeline_keeps_going(apps, topics):
     app, voices = await start_pipeline(apps)
     voice = voices[0]
-    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
+    producer = topics.kafka.producer(acks="all")
     await producer.start()
     try:
         garbage = await producer.send_and_wait(
@@ -76,7 +75,7 @@ async def test_malformed_records_go_to_the_dlq_and_the_pipeline_keeps_going(apps
         job = await wait_for_job(client, submitted.json()["job_id"])
     assert job["state"] == "completed"
 
-    dead = await read_to_end(topics.bootstrap, topics.settings.dlq_topic)
+    dead = await read_to_end(topics.kafka, topics.settings.dlq_topic)
     by_source = {}
     for record in dead:
         source = (
@@ -127,7 +126,7 @@ async def test_an_unreachable_broker_gets_503_and_nothing_is_recorded(apps, topi
     assert job["state"] == "completed"
     queued = [
         e
-        for e in (decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs))
+        for e in (decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs))
         if e.type == "JobQueued"
     ]
     assert [e.job_id for e in queued] == [uuid.UUID(job["job_id"])], "one submission on the log: the healthy one"

@@ -26,7 +26,7 @@ async def test_the_api_projector_and_worker_export_what_they_see(apps):
     app.start("api", ["api"])
     await app.wait_ready()
     engine = await app.engine()
-    await wait_group_stable(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], app.synth_group(engine), 1, 120)
+    await wait_group_stable(app.kafka, app.synth_group(engine), 1, 120)
     voice = engine["voices"][0]
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         first = (await client.post("/v1/jobs", json={"text": "Counted once.", "voice": voice})).json()

@@ -42,8 +42,8 @@ async def private_pipeline(tmp_path: Path, **env: str) -> AsyncIterator[tuple[Pr
     app: AppStack | None = None
     try:
         await stack.up()
-        topics = Topics(stack.bootstrap_servers, TopicSettings(jobs_partitions=6))
-        await ensure_topics(stack.bootstrap_servers, topic_specs(topics.settings))
+        topics = Topics(stack.kafka, TopicSettings(jobs_partitions=6))
+        await ensure_topics(stack.kafka, topic_specs(topics.settings))
         await migrate_database(stack.database_url, "voxlog")
         app = new_app_stack(
             stack,
@@ -171,8 +171,8 @@ async def test_processes_started_while_a_dependency_is_down_wait_for_it(tmp_path
     app: AppStack | None = None
     try:
         await stack.up()
-        topics = Topics(stack.bootstrap_servers, TopicSettings(jobs_partitions=2))
-        await ensure_topics(stack.bootstrap_servers, topic_specs(topics.settings))
+        topics = Topics(stack.kafka, TopicSettings(jobs_partitions=2))
+        await ensure_topics(stack.kafka, topic_specs(topics.settings))
         if dependency == "kafka":
             stack.kill_broker()
         else:

@@ -66,7 +66,7 @@ async def test_twenty_identical_submissions_are_synthesized_once(apps, topics):
     assert len(sources) == 1
     assert sum(not job["cache_hit"] for job in jobs) == 1
 
-    events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
+    events = [decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs)]
     claims = [e for e in events if isinstance(e, JobClaimed)]
     completions = [e for e in events if isinstance(e, JobCompleted)]
     assert len(claims) == 1, "exactly one synthesis"
@@ -88,7 +88,7 @@ async def test_two_workers_split_forty_jobs_and_synthesize_each_once(apps, topic
 
     claims = [
         e
-        for e in (decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs))
+        for e in (decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs))
         if isinstance(e, JobClaimed)
     ]
     per_job = Counter(e.job_id for e in claims)

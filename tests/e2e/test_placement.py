@@ -29,7 +29,7 @@ async def test_jobs_are_placed_off_their_keys_partition_and_duplicates_still_coa
 
         ids = await asyncio.gather(*(submit(t) for t in [*texts, *[shared] * 6]))
         jobs = [await wait_for_job(client, job_id) for job_id in ids]
-    records = await read_to_end(topics.bootstrap, topics.jobs)
+    records = await read_to_end(topics.kafka, topics.jobs)
 
     partitions_of_job: dict[str, set[int]] = defaultdict(set)
     partitions_of_fingerprint: dict[str, set[int]] = defaultdict(set)

@@ -9,7 +9,7 @@ import time
 import uuid
 
 import asyncpg
-from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.admin import RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from foundation.kafka import KafkaEventPublisher
@@ -79,7 +79,7 @@ async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(st
     half = len(events) // 2
     app = apps(VOXLOG_PROJECTOR_BATCH="40")
     name = f"projector-{schema}"
-    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+    async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
         await asyncio.gather(*(publisher.publish(e) for e in events[:half]))
         await publisher.publish(node, topic=topics.settings.nodes_topic)
         app.start("projector", ["projector"])
@@ -131,7 +131,7 @@ async def test_regression_a_projector_whose_position_fell_below_the_log_start_st
     to the end: the records in between were never projected, and nothing said so."""
     # Two jobs of one text: one fingerprint, one partition.
     first, later = one_of_each("One partition.", uuid.uuid4()), one_of_each("One partition.", uuid.uuid4())
-    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+    async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
         positions = [await publisher.publish(e) for e in first]
     app = apps()
     name = f"projector-{schema}"
@@ -139,11 +139,11 @@ async def test_regression_a_projector_whose_position_fell_below_the_log_start_st
     await wait_applied(stack.database_url, schema, name, len(first))
     app.stop("projector")
 
-    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+    async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
         positions += [await publisher.publish(e) for e in later]
     assert {p.partition for p in positions} == {positions[0].partition}
     tp = TopicPartition(topics.jobs, positions[0].partition)
-    admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    admin = topics.kafka.admin()
     await admin.start()
     try:  # what retention does: the partition now starts after records the projector never read
         await admin.delete_records({tp: RecordsToDelete(before_offset=positions[-1].offset)})

@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from aiokafka import AIOKafkaProducer
 
 from foundation.kafka_groups import wait_group_stable
 from infra.processes import free_port
@@ -68,14 +67,14 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
     app.start("api", ["api"])
     await app.wait_ready()
     engine = await app.engine()
-    await wait_group_stable(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], app.synth_group(engine), 1, 120)
+    await wait_group_stable(app.kafka, app.synth_group(engine), 1, 120)
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         voice = engine["voices"][0]
         for text in ("Scraped once.", "Scraped once.", "A doomed request."):
             response = await client.post("/v1/jobs", json={"text": text, "voice": voice})
             if response.status_code == 202:
                 await wait_for_job(client, response.json()["job_id"])
-    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap)
+    producer = topics.kafka.producer()
     await producer.start()
     try:
         await producer.send_and_wait(topics.jobs, b"{not an event", key=b"poison")

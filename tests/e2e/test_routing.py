@@ -62,7 +62,7 @@ async def test_a_mixed_deployment_and_a_rolling_upgrade_route_every_job_to_its_o
     jobs = [*mixed[0], *mixed[1], *upgraded]
     assert {job["state"] for job in jobs} == {"completed"}
 
-    events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
+    events = [decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs)]
     requests = {e.job_id: e.payload.request for e in events if isinstance(e, JobQueued)}
     claims = [e for e in events if isinstance(e, JobClaimed)]
     assert len(claims) == len(jobs), "each job synthesized once"

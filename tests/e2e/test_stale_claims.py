@@ -59,7 +59,7 @@ async def test_a_hung_engine_is_given_back_by_the_watchdog_and_its_job_completes
         app.start("worker-1", ["worker"], {"VOXLOG_WORKER_ID": "w1"})
         job = await wait_for_job(client, job_id, 120)
     assert (job["state"], job["attempt"], job["worker_id"]) == ("completed", 2, "w1")
-    events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
+    events = [decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs)]
     mine = [e for e in events if str(e.job_id) == job_id and e.type != "JobQueued"]
     assert [(e.type, e.attempt) for e in mine if e.type != "SegmentProduced"] == [
         ("JobClaimed", 1),
@@ -105,7 +105,7 @@ async def test_the_sweeper_releases_a_dead_workers_claim_once_deletes_its_partia
         assert job["release"]["reason"] == "stale"
         assert job["segments"] == [], "a released attempt's partial audio is not served"
 
-        events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
+        events = [decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs)]
         produced = [e for e in events if isinstance(e, SegmentProduced) and str(e.job_id) == job_id]
         blob = Path(unquote(urlparse(produced[0].payload.audio.uri).path))
         await wait_until("the partial audio deleted", lambda: asyncio.to_thread(lambda: not blob.exists()))
@@ -114,7 +114,7 @@ async def test_the_sweeper_releases_a_dead_workers_claim_once_deletes_its_partia
         app.start("worker-1", ["worker"], {"VOXLOG_WORKER_ID": "w1", "VOXLOG_BENCH_SYNTH_MS": "1500"})
         job = await wait_for_job(client, job_id, 120)
     assert (job["state"], job["attempt"], job["worker_id"]) == ("completed", 2, "w1")
-    events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
+    events = [decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs)]
     releases = [e for e in events if isinstance(e, JobReleased) and str(e.job_id) == job_id]
     assert len(releases) == 1, "two sweepers ran; one acted"
     assert releases[0].producer.service == "sweeper"

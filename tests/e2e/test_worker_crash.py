@@ -43,7 +43,7 @@ async def test_a_job_whose_worker_was_killed_completes_under_a_new_attempt(apps,
     assert job["attempt"] == 2
     assert job["worker_id"] == "w1"
     assert {segment["index"] for segment in job["segments"]} == set(range(job["segment_count"]))
-    events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
+    events = [decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs)]
     claims = [(e.attempt, e.payload.worker_id) for e in events if isinstance(e, JobClaimed)]
     assert claims == [(1, "w0"), (2, "w1")]
     completions = [e for e in events if isinstance(e, JobCompleted)]

@@ -71,14 +71,14 @@ async def test_write_the_v1_fixture_log(apps, topics, stack):
         app.start("worker-1", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w1"})
         await wait_for_job(client, killed["job_id"], 180)
 
-    events = [decode_event(r.value) for r in await read_to_end(topics.bootstrap, topics.jobs)]
+    events = [decode_event(r.value) for r in await read_to_end(topics.kafka, topics.jobs)]
     late = late_work_of_a_dead_attempt(events, uuid.UUID(killed["job_id"]), index=4)
-    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+    async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
         for event in late:
             await publisher.publish(event)
 
     shutil.rmtree(FIXTURE, ignore_errors=True)
-    await archive_before(topics.bootstrap, topics.jobs, FIXTURE, utc_now() + timedelta(seconds=1))
+    await archive_before(topics.kafka, topics.jobs, FIXTURE, utc_now() + timedelta(seconds=1))
     schema = "fixture_v1"
     await drop_schema(stack.database_url, schema)
     await migrate_database(stack.database_url, schema)

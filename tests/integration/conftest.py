@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import asyncpg
 import pytest_asyncio
-from aiokafka.admin import AIOKafkaAdminClient
 
+from foundation.kafka_access import KafkaAccess
 from foundation.settings import TopicSettings
 from infra.stack import DevStack
 from projections.migrations import drop_schema, migrate_database
@@ -32,7 +32,7 @@ async def stack() -> AsyncIterator[DevStack]:
 
 @dataclass(frozen=True)
 class Topics:
-    bootstrap: str
+    kafka: KafkaAccess
     settings: TopicSettings
 
     @property
@@ -49,9 +49,10 @@ async def topics(stack: DevStack) -> AsyncIterator[Topics]:
         nodes_topic=f"test.{suffix}.nodes",
         dlq_topic=f"test.{suffix}.dlq",
     )
-    await ensure_topics(stack.bootstrap_servers, topic_specs(settings))
-    yield Topics(stack.bootstrap_servers, settings)
-    admin = AIOKafkaAdminClient(bootstrap_servers=stack.bootstrap_servers)
+    kafka = KafkaAccess(stack.bootstrap_servers)
+    await ensure_topics(kafka, topic_specs(settings))
+    yield Topics(kafka, settings)
+    admin = kafka.admin()
     await admin.start()
     try:
         await admin.delete_topics([settings.jobs_topic, settings.nodes_topic, settings.dlq_topic])

@@ -12,11 +12,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 import pytest_asyncio
-from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.admin import RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from contracts import JobEvent, encode_event, event_headers, record_key, utc_now
+from foundation.kafka_access import KafkaAccess
 from projections.archive import MANIFEST
 from projections.archive_export import archive_before
 from projections.migrations import drop_schema
@@ -38,8 +38,8 @@ def jobs(first: int, count: int) -> list[JobEvent]:
     return events
 
 
-async def publish(bootstrap: str, topic: str, events: list[JobEvent], poison: bool = False) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+async def publish(kafka: KafkaAccess, topic: str, events: list[JobEvent], poison: bool = False) -> None:
+    producer = kafka.producer(acks="all")
     await producer.start()
     try:
         for e in events:
@@ -66,18 +66,18 @@ async def schemas(stack) -> AsyncIterator[Callable[[], str]]:
 async def test_archive_then_replay_equals_replay_from_the_topic_alone_and_refuses_a_damaged_archive(
     stack, topics, schemas, tmp_path
 ):
-    bootstrap, names = topics.bootstrap, (topics.jobs, topics.settings.nodes_topic)
+    kafka, names = topics.kafka, (topics.jobs, topics.settings.nodes_topic)
     early, late = jobs(0, 20), jobs(20, 20)
-    await publish(bootstrap, topics.jobs, early, poison=True)
+    await publish(kafka, topics.jobs, early, poison=True)
     moment = utc_now()
-    await publish(bootstrap, topics.jobs, late)
+    await publish(kafka, topics.jobs, late)
     archive = tmp_path / "archive"
-    first = await archive_before(bootstrap, topics.jobs, archive, moment)
+    first = await archive_before(kafka, topics.jobs, archive, moment)
     conn = await asyncpg.connect(stack.database_url)
 
     async def replay(archived: Path | None) -> str:
         name = schemas()
-        await replay_into(conn, name, bootstrap, names, TTL, Limit(), lambda *_: None, archive=archived)
+        await replay_into(conn, name, kafka, names, TTL, Limit(), lambda *_: None, archive=archived)
         return name
 
     try:
@@ -86,7 +86,7 @@ async def test_archive_then_replay_equals_replay_from_the_topic_alone_and_refuse
         assert await compare(conn, from_topic, await replay(archive), ("replay", "replay")) == []
 
         # Retention lets go of everything archived: the topic alone is now incomplete, the archive makes it whole.
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        admin = kafka.admin()
         await admin.start()
         try:
             ends = {TopicPartition(topics.jobs, p): RecordsToDelete(end) for p, end in first.ends.items()}
@@ -96,7 +96,7 @@ async def test_archive_then_replay_equals_replay_from_the_topic_alone_and_refuse
         assert await compare(conn, from_topic, await replay(None), ("replay", "replay")) != []
         assert await compare(conn, from_topic, await replay(archive), ("replay", "replay")) == []
 
-        later = await archive_before(bootstrap, topics.jobs, archive, utc_now())
+        later = await archive_before(kafka, topics.jobs, archive, utc_now())
         assert later.records > 0, "a second run adds what came after the first"
         assert await compare(conn, from_topic, await replay(archive), ("replay", "replay")) == []
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 
 from foundation.kafka_groups import GroupShares, wait_group_stable
 
@@ -14,15 +13,12 @@ pytestmark = pytest.mark.integration
 
 async def test_the_shares_of_a_stable_group_are_its_members_disjoint_partitions(topics):
     group = f"shares-{uuid.uuid4().hex[:8]}"
-    members = [
-        AIOKafkaConsumer(topics.jobs, bootstrap_servers=topics.bootstrap, group_id=group, enable_auto_commit=False)
-        for _ in range(2)
-    ]
-    shares = GroupShares(topics.bootstrap, topics.jobs, fresh_s=60.0)
+    members = [topics.kafka.consumer(topics.jobs, group_id=group, enable_auto_commit=False) for _ in range(2)]
+    shares = GroupShares(topics.kafka, topics.jobs, fresh_s=60.0)
     try:
         for member in members:
             await member.start()
-        await wait_group_stable(topics.bootstrap, group, 2, 60)
+        await wait_group_stable(topics.kafka, group, 2, 60)
         before = await shares.shares(group)  # nothing read yet: the reading starts in the background
         read = await shares.read(group)
         cached = await shares.shares(group)

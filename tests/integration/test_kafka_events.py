@@ -11,6 +11,7 @@ from contracts import HEADER_SCHEMA_VERSION, HEADER_TRACEPARENT, HEADER_TYPE, de
 from contracts.codec import is_traceparent
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
+from foundation.kafka_access import KafkaAccess
 from tests.support.events import one_of_each
 from tests.support.kafka import read_topic
 
@@ -18,10 +19,10 @@ from tests.support.kafka import read_topic
 async def test_every_event_type_round_trips_through_kafka_with_headers(topics):
     events = one_of_each()
     trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+    async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
         positions = [await publisher.publish(event, traceparent=trace) for event in events]
 
-    records = await read_topic(topics.bootstrap, topics.jobs, expected=len(events))
+    records = await read_topic(topics.kafka, topics.jobs, expected=len(events))
     assert len({p.partition for p in positions}) == 1, "one fingerprint, one partition"
     records.sort(key=lambda r: r.offset)
     assert [r.offset for r in records] == [p.offset for p in positions]
@@ -36,11 +37,11 @@ async def test_every_event_type_round_trips_through_kafka_with_headers(topics):
 async def test_records_of_a_fingerprint_land_in_one_partition_in_order(topics):
     texts = [f"Sentence number {i}." for i in range(12)]
     jobs = [one_of_each(text) for text in texts for _ in range(3)]  # 3 jobs per fingerprint
-    async with KafkaEventPublisher(topics.bootstrap, topics.jobs) as publisher:
+    async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
         for job in jobs:
             await asyncio.gather(*(publisher.publish(event) for event in job[:2]))
 
-    records = await read_topic(topics.bootstrap, topics.jobs, expected=len(jobs) * 2)
+    records = await read_topic(topics.kafka, topics.jobs, expected=len(jobs) * 2)
     partitions_by_fingerprint: dict[str, set[int]] = defaultdict(set)
     for record in records:
         event = decode_event(record.value)
@@ -53,6 +54,6 @@ async def test_records_of_a_fingerprint_land_in_one_partition_in_order(topics):
 
 
 async def test_an_unreachable_broker_raises_our_error():
-    publisher = KafkaEventPublisher("127.0.0.1:1", "nowhere", request_timeout_ms=2000)
+    publisher = KafkaEventPublisher(KafkaAccess("127.0.0.1:1"), "nowhere", request_timeout_ms=2000)
     with pytest.raises(BrokerUnavailable, match="cannot connect"):
         await publisher.start()

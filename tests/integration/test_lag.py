@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from foundation.kafka_groups import wait_group_stable
@@ -13,7 +12,7 @@ from foundation.lag import Status, evaluate
 
 
 async def test_a_groups_lag_is_its_committed_offsets_against_the_ends_and_stop_once_it_has_no_members(topics):
-    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
+    producer = topics.kafka.producer(acks="all")
     await producer.start()
     try:
         sent = [await producer.send_and_wait(topics.jobs, b"x", partition=p % 2) for p in range(10)]
@@ -22,24 +21,22 @@ async def test_a_groups_lag_is_its_committed_offsets_against_the_ends_and_stop_o
     stamps = {(m.partition, m.offset): m.timestamp for m in sent}
     prefix = f"lagtest.{uuid.uuid4().hex[:8]}."  # groups outlive tests on a shared broker: this test's own names
     group = prefix + "synth"
-    consumer = AIOKafkaConsumer(
-        topics.jobs, bootstrap_servers=topics.bootstrap, group_id=group, enable_auto_commit=False
-    )
+    consumer = topics.kafka.consumer(topics.jobs, group_id=group, enable_auto_commit=False)
     await consumer.start()
     try:
-        await wait_group_stable(topics.bootstrap, group, 1, 60)
+        await wait_group_stable(topics.kafka, group, 1, 60)
         await consumer.commit(
             {
                 TopicPartition(topics.jobs, 0): OffsetAndMetadata(2, ""),
                 TopicPartition(topics.jobs, 1): OffsetAndMetadata(5, ""),
             }
         )
-        async with LagReader(topics.bootstrap, topics.jobs) as reader:
+        async with LagReader(topics.kafka, topics.jobs) as reader:
             assert await reader.groups(prefix) == [group]
             live = await reader.group_sample(group)
     finally:
         await consumer.stop()  # leaves the group
-    async with LagReader(topics.bootstrap, topics.jobs) as reader:
+    async with LagReader(topics.kafka, topics.jobs) as reader:
         left = await reader.group_sample(group)
         projector = await reader.sample("projector:p", {0: 5}, None)
 

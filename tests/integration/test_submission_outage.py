@@ -39,7 +39,7 @@ async def broker() -> AsyncIterator[PrivateStack]:
     stack = PrivateStack()
     try:
         await stack.up()
-        await ensure_topics(stack.bootstrap_servers, topic_specs(TOPICS))
+        await ensure_topics(stack.kafka, topic_specs(TOPICS))
         yield stack
     finally:
         stack.down()
@@ -66,7 +66,7 @@ class KillsTheBrokerMidway:
 
 
 def publisher(stack: PrivateStack, topic: str) -> ReconnectingPublisher:
-    return ReconnectingPublisher(stack.bootstrap_servers, topic, client_id=f"test-{topic}", deadline_ms=3000)
+    return ReconnectingPublisher(stack.kafka, topic, client_id=f"test-{topic}", deadline_ms=3000)
 
 
 async def test_a_batch_the_broker_took_in_part_is_completed_by_its_retry_and_no_job_is_recorded_twice(broker):
@@ -88,7 +88,7 @@ async def test_a_batch_the_broker_took_in_part_is_completed_by_its_retry_and_no_
         await jobs_log.stop()
     assert retried.queued == 100, "nothing is projected here, so the retry sends every job again"
 
-    records = await read_to_end(broker.bootstrap_servers, TOPICS.jobs_topic)
+    records = await read_to_end(broker.kafka, TOPICS.jobs_topic)
     copies: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
     for record in records:
         event = decode_event(record.value)
@@ -123,7 +123,7 @@ async def test_a_document_whose_parts_the_broker_did_not_take_is_completed_by_it
     finally:
         await jobs_log.stop()
         await nodes_log.stop()
-    documents = [decode_node_event(r.value) for r in await read_to_end(broker.bootstrap_servers, TOPICS.nodes_topic)]
+    documents = [decode_node_event(r.value) for r in await read_to_end(broker.kafka, TOPICS.nodes_topic)]
     assert [d.payload.document_id for d in documents if isinstance(d, DocumentSubmitted)] == [document_id]
-    parts = {decode_event(r.value).job_id for r in await read_to_end(broker.bootstrap_servers, TOPICS.jobs_topic)}
+    parts = {decode_event(r.value).job_id for r in await read_to_end(broker.kafka, TOPICS.jobs_topic)}
     assert parts == {document_part_job_id(document_id, i) for i in range(10)}, "every part, each once"

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from foundation.kafka_access import KafkaAccess
 from foundation.kafka_groups import synth_group, wait_group_stable
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail
@@ -26,6 +27,7 @@ class AppStack:
     home: Path
     env: dict[str, str]
     api_port: int
+    kafka: KafkaAccess  # how the processes (VOXLOG_KAFKA_* in env) and the test reach the broker
     processes: AppProcesses = field(init=False)
     specs: dict[str, AppSpec] = field(default_factory=dict)
 
@@ -37,7 +39,7 @@ class AppStack:
         return f"http://127.0.0.1:{self.api_port}"
 
     def start(self, name: str, command: list[str], extra_env: Mapping[str, str] | None = None) -> None:
-        ready = f"{self.api}/readyz" if command[0] == "api" else None
+        ready = f"{self.api}/readyz" if "api" in command else None  # the command may start with options
         spec = AppSpec(name, [*CLI, *command], {**self.env, **(extra_env or {})}, ready_url=ready)
         self.specs[name] = spec
         self.processes.start(spec)
@@ -78,7 +80,7 @@ class AppStack:
 
 def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **extra: str) -> dict[str, str]:
     return {
-        **isolated_env(stack.bootstrap_servers, stack.database_url, schema, topics.settings, home, api_port),
+        **isolated_env(topics.kafka, stack.database_url, schema, topics.settings, home, api_port),
         "VOXLOG_ENGINE": "kokoro-onnx",  # the real model, whatever the caller's environment says
         **extra,
     }
@@ -100,7 +102,7 @@ async def wait_for_job(client: httpx.AsyncClient, job_id: str, within_s: float =
 
 def new_app_stack(stack: Any, topics: Any, schema: str, home: Path, **extra: str) -> AppStack:
     port = free_port()
-    return AppStack(home, app_env(stack, topics, schema, home, port, **extra), port)
+    return AppStack(home, app_env(stack, topics, schema, home, port, **extra), port, topics.kafka)
 
 
 async def wait_http(url: str, within_s: float = 60.0) -> None:
@@ -128,5 +130,5 @@ async def start_pipeline(make: Any, workers: int = 1, **env: str) -> tuple[AppSt
     engine = await app.engine()
     if workers:  # every worker is a member with its partitions before any job is submitted
         group = app.synth_group(engine)
-        await wait_group_stable(app.env["VOXLOG_KAFKA_BOOTSTRAP_SERVERS"], group, workers, 180)
+        await wait_group_stable(app.kafka, group, workers, 180)
     return app, list(engine["voices"])

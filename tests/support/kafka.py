@@ -8,10 +8,12 @@ import time
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.structs import TopicPartition
 
+from foundation.kafka_access import KafkaAccess
 
-async def read_topic(bootstrap: str, topic: str, expected: int, within_s: float = 30.0) -> list[ConsumerRecord]:
+
+async def read_topic(kafka: KafkaAccess, topic: str, expected: int, within_s: float = 30.0) -> list[ConsumerRecord]:
     """All records of ``topic`` from offset 0, once ``expected`` have arrived (or fail at the deadline)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = kafka.consumer(enable_auto_commit=False, auto_offset_reset="earliest")
     await consumer.start()
     try:
         partitions = await _partitions(consumer, topic, within_s)
@@ -41,9 +43,9 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str, within_s: float) -
     raise AssertionError(f"topic {topic} has no partitions after {within_s}s")
 
 
-async def read_to_end(bootstrap: str, topic: str) -> list[ConsumerRecord]:
+async def read_to_end(kafka: KafkaAccess, topic: str) -> list[ConsumerRecord]:
     """Every record of ``topic`` up to its end offsets at the time of the call."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = kafka.consumer(enable_auto_commit=False)
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in await _partitions(consumer, topic, 30.0)]
@@ -52,4 +54,4 @@ async def read_to_end(bootstrap: str, topic: str) -> list[ConsumerRecord]:
         total = sum(ends.values())
     finally:
         await consumer.stop()
-    return await read_topic(bootstrap, topic, expected=total) if total else []
+    return await read_topic(kafka, topic, expected=total) if total else []

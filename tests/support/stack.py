@@ -14,9 +14,11 @@ import socket
 import uuid
 from pathlib import Path
 
+from foundation.kafka_access import KafkaAccess
 from foundation.settings import default_state_root
 from infra.processes import free_port
 from infra.stack import DevStack
+from tests.support.credentials import make_credentials
 from voxlog.devstack import scratch_stack
 
 
@@ -52,16 +54,25 @@ class PrivateStack:
 
     Its data lives under the state root (the ``postgres`` user must be able to reach it when the
     tests run as root; pytest's temporary directories are private to their owner), and ``down``
-    deletes it.
+    deletes it. ``secure``: credentials made for it (tests.support.credentials), a SASL_SSL broker
+    and PostgreSQL over TLS with a password; ``kafka`` and ``database_url`` then log in.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, secure: bool = False) -> None:
         home = stack_home_for_tests().parent / "test-private" / uuid.uuid4().hex[:12]
-        self.stack = scratch_stack(home, kafka_heap="384m")
+        self.credentials = make_credentials(home / "credentials") if secure else None
+        security = self.credentials.stack_security() if self.credentials else None
+        self.stack = scratch_stack(home, kafka_heap="384m", security=security)
 
     @property
     def bootstrap_servers(self) -> str:
         return self.stack.bootstrap_servers
+
+    @property
+    def kafka(self) -> KafkaAccess:
+        if self.credentials is None:
+            return KafkaAccess(self.stack.bootstrap_servers)
+        return self.credentials.kafka(self.stack.bootstrap_servers)
 
     @property
     def database_url(self) -> str:

@@ -19,6 +19,7 @@ from typing import Final
 import httpx
 
 from contracts import TERMINAL_STATES
+from foundation.kafka_access import KafkaAccess
 from infra.stack import DevStack
 from projections.migrations import drop_schema, migrate_database
 from projections.replay import verify_against_live
@@ -50,7 +51,7 @@ class Deployment(deployment.Deployment):
         self, stack: DevStack, home: Path, engine_env: Mapping[str, str] | None = None, partitions: int = 6
     ) -> None:
         super().__init__(
-            stack.bootstrap_servers,
+            KafkaAccess(stack.bootstrap_servers),
             stack.database_url,
             home,
             prefix="ch",
@@ -96,7 +97,7 @@ class Deployment(deployment.Deployment):
             self.tag,
             f"projector-{self.tag}",
             f"{self.tag}_replay",
-            self.bootstrap,
+            self.kafka,
             (self.topics.jobs_topic, self.topics.nodes_topic),
             timedelta(seconds=float(self.env.get("VOXLOG_CACHE_TTL", 600))),
             lambda done, total, elapsed: None,
@@ -105,7 +106,7 @@ class Deployment(deployment.Deployment):
 
     async def verify(self) -> Report:
         return await verify(
-            self.bootstrap,
+            self.kafka,
             self.topics.jobs_topic,
             self.database_url,
             self.tag,

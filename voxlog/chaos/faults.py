@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from aiokafka import AIOKafkaProducer
 
 from contracts import JobClaimed, JobReleased
 from infra.stack import DevStack
@@ -196,7 +195,7 @@ async def poison_records(stack: DevStack, home: Path, sizes: Sizes) -> FaultResu
     result = FaultResult("poison records", "undecodable records in the middle of the jobs topic's partitions")
 
     async def poison(d: Deployment) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+        producer = d.kafka.producer(acks="all")
         await producer.start()
         try:
             for partition in range(d.topics.jobs_partitions):
@@ -219,7 +218,7 @@ async def retry_exhaustion(stack: DevStack, home: Path, sizes: Sizes) -> FaultRe
         states = await d.states(client, {doomed})
         if states.get(doomed) != "failed":
             settled.violations.append(f"the doomed job ended {states.get(doomed)}, not failed")
-        events = [e for e in await read_log(stack.bootstrap_servers, d.topics.jobs_topic) if str(e.job_id) == doomed]
+        events = [e for e in await read_log(d.kafka, d.topics.jobs_topic) if str(e.job_id) == doomed]
         releases = {e.attempt: e for e in events if isinstance(e, JobReleased)}
         for claim in (e for e in events if isinstance(e, JobClaimed) and e.attempt > 1):
             released = releases.get(claim.attempt - 1)

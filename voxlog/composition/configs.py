@@ -78,7 +78,7 @@ def worker_config(settings: WorkerSettings, engine: EngineDescription | None = N
     return WorkerConfig(
         worker_id=worker_id_of(settings),
         host=socket.gethostname(),
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+        kafka=settings.kafka_access(),
         jobs_topic=settings.jobs_topic,
         cache_ttl=timedelta(seconds=settings.cache_ttl),
         shutdown_grace_s=settings.shutdown_grace_s,

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import structlog
 import uvicorn
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from consumers.cache_janitor import CacheJanitor
@@ -21,7 +20,7 @@ from foundation.blobs import LocalBlobStore, ThreadedBlobShelf
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.job_changes import JobChanges
-from foundation.kafka import RETRY_BACKOFF_MS, ReconnectingPublisher, wait_for_partitions
+from foundation.kafka import ReconnectingPublisher, wait_for_partitions
 from foundation.kafka_groups import GroupShares
 from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
@@ -82,12 +81,13 @@ async def run_api(settings: ApiSettings) -> None:
 
 
 async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
+    kafka = settings.kafka_access()
     async with AsyncExitStack() as resources:
         # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
         # owns the schema's migrations).
         pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = ReconnectingPublisher(
-            settings.kafka_bootstrap_servers,
+            kafka,
             settings.jobs_topic,
             client_id="voxlog-api",
             deadline_ms=settings.publish_timeout_ms,
@@ -95,22 +95,20 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
         resources.push_async_callback(publisher.stop)
         placement: BalancedPlacement | None = None
         if settings.job_placement == "balanced":
-            workers = GroupShares(settings.kafka_bootstrap_servers, settings.jobs_topic)
+            workers = GroupShares(kafka, settings.jobs_topic)
             resources.push_async_callback(workers.stop)
             placement = BalancedPlacement(pool, publisher, settings.placement_ttl_s, workers, settings.synth_group)
             resources.push_async_callback(placement.stop)
         document_log = ReconnectingPublisher(
-            settings.kafka_bootstrap_servers,
+            kafka,
             settings.nodes_topic,
             client_id="voxlog-api-documents",
             deadline_ms=settings.publish_timeout_ms,
         )
         resources.push_async_callback(document_log.stop)
         consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
-        lag = LagMonitor(
-            settings.kafka_bootstrap_servers, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s
-        )
-        changes = JobChanges(settings.database_url, settings.database_schema, settings.stream_poll_s)
+        lag = LagMonitor(kafka, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s)
+        changes = JobChanges(settings.database_url.get_secret_value(), settings.database_schema, settings.stream_poll_s)
         reader = ProjectionReader(pool, NodeLiveness(settings.stale_after_s, settings.node_forget_after_s))
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
@@ -146,9 +144,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             producer=producer,
             audit=LogAudit(
                 LogAuditor(
-                    JobLogReader(
-                        settings.kafka_bootstrap_servers, settings.jobs_topic, within_s=settings.audit_timeout_s
-                    ),
+                    JobLogReader(kafka, settings.jobs_topic, within_s=settings.audit_timeout_s),
                     pool,
                     timedelta(seconds=settings.cache_ttl),
                 )
@@ -199,25 +195,21 @@ async def run_projector(settings: ProjectorSettings) -> None:
 
 async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
     config = projector_config(settings)
+    kafka = settings.kafka_access()
     stop = shutdown.stop
     async with AsyncExitStack() as resources:
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=True)
-        publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.dlq_topic, "projector", shutdown
+        publisher = await open_publisher(resources, kafka, settings.dlq_topic, "projector", shutdown)
+        consumer = await open_consumer(
+            resources,
+            kafka,
+            shutdown,
+            group_id=None,
+            enable_auto_commit=False,
+            # Never jump over records silently: an offset out of range is a gap the projector reports.
+            auto_offset_reset="none",
         )
-
-        def make_consumer() -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(
-                bootstrap_servers=settings.kafka_bootstrap_servers,
-                group_id=None,
-                enable_auto_commit=False,
-                # Never jump over records silently: an offset out of range is a gap the projector reports.
-                auto_offset_reset="none",
-                retry_backoff_ms=RETRY_BACKOFF_MS,
-            )
-
-        consumer = await open_consumer(resources, make_consumer, shutdown)
 
         async def topic_partitions() -> list[TopicPartition]:
             return [
@@ -241,24 +233,14 @@ async def run_sweeper(settings: SweeperSettings) -> None:
 
 
 async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
+    kafka = settings.kafka_access()
     stop = shutdown.stop
     instance = instance_name()
     async with AsyncExitStack() as resources:
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False)
-        publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, instance, shutdown
-        )
-
-        def make_consumer() -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(
-                bootstrap_servers=settings.kafka_bootstrap_servers,
-                group_id=None,
-                enable_auto_commit=False,
-                retry_backoff_ms=RETRY_BACKOFF_MS,
-            )
-
-        consumer = await open_consumer(resources, make_consumer, shutdown)
+        publisher = await open_publisher(resources, kafka, settings.jobs_topic, instance, shutdown)
+        consumer = await open_consumer(resources, kafka, shutdown, group_id=None, enable_auto_commit=False)
         nodes = await until_available(
             "the nodes topic", lambda: wait_for_partitions(consumer, settings.nodes_topic), stop, (BrokerUnavailable,)
         )
@@ -274,7 +256,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
         outage = Outage("PostgreSQL or Kafka (the sweeper)")
         sweeper = Sweeper(
             sweeper_config(settings),
-            AdvisoryLeadership(settings.database_url, settings.database_schema, outage),
+            AdvisoryLeadership(settings.database_url.get_secret_value(), settings.database_schema, outage),
             PostgresSweeperStore(pool),
             book,
             publisher,

@@ -9,17 +9,17 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable
 from contextlib import AsyncExitStack
+from typing import Any
 
 import asyncpg
 import structlog
 from aiokafka import AIOKafkaConsumer
-from aiokafka.errors import KafkaError
 
 from foundation.db import open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
+from foundation.kafka_access import KafkaAccess
 from foundation.outages import until_available
 from foundation.settings import (
     DatabaseSettings,
@@ -44,22 +44,22 @@ async def open_database(
     """A lazy pool (no connection until one is needed); with ``migrate``, once the schema is migrated,
     waiting for PostgreSQL as long as it takes."""
     if migrate:
-        url, schema = settings.database_url, settings.database_schema
+        url, schema = settings.database_url.get_secret_value(), settings.database_schema
         await until_available(
             "PostgreSQL", lambda: migrate_database(url, schema), shutdown.stop, (DatabaseUnavailable,)
         )
-    pool = await open_pool(settings.database_url, settings.database_schema, min_size=0, max_size=10)
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=10)
     resources.push_async_callback(shutdown.closing("closing the PostgreSQL pool", pool.close))
     return pool
 
 
 async def open_publisher(
-    resources: AsyncExitStack, bootstrap: str, topic: str, client_id: str, shutdown: Shutdown
+    resources: AsyncExitStack, kafka: KafkaAccess, topic: str, client_id: str, shutdown: Shutdown
 ) -> KafkaEventPublisher:
     """A started producer, once Kafka answers (a stopped aiokafka producer cannot start again: a new one per try)."""
 
     async def started() -> KafkaEventPublisher:
-        publisher = KafkaEventPublisher(bootstrap, topic, client_id=client_id)
+        publisher = KafkaEventPublisher(kafka, topic, client_id=client_id)
         await publisher.start()
         return publisher
 
@@ -70,20 +70,22 @@ async def open_publisher(
 
 
 async def open_consumer(
-    resources: AsyncExitStack, make: Callable[[], AIOKafkaConsumer], shutdown: Shutdown
+    resources: AsyncExitStack, kafka: KafkaAccess, shutdown: Shutdown, **options: Any
 ) -> AIOKafkaConsumer:
-    """A started consumer, once Kafka answers (a new one per try, like the producer)."""
+    """A started consumer with aiokafka's ``options``, once Kafka answers (a new one per try, like the producer)."""
 
     async def started() -> AIOKafkaConsumer:
-        consumer = make()
+        consumer = kafka.consumer(**options)
         try:
-            await consumer.start()
+            await kafka.start(consumer, "cannot connect the consumer")
+        except BrokerUnavailable:
+            raise  # stopped already
         except BaseException:
             await consumer.stop()
             raise
         return consumer
 
-    consumer = await until_available("Kafka", started, shutdown.stop, (KafkaError, OSError))
+    consumer = await until_available("Kafka", started, shutdown.stop, (BrokerUnavailable,))
     resources.push_async_callback(shutdown.closing("leaving Kafka (the consumer)", consumer.stop))
     return consumer
 

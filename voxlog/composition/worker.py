@@ -5,7 +5,6 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 import structlog
-from aiokafka import AIOKafkaConsumer
 
 from consumers.activity import Activity
 from consumers.heartbeat import beat, heartbeat
@@ -17,7 +16,7 @@ from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Produc
 from foundation.blobs import LocalBlobStore
 from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import RETRY_BACKOFF_MS, KafkaEventPublisher
+from foundation.kafka import KafkaEventPublisher
 from foundation.kafka_groups import synth_group
 from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1
 from foundation.metrics import ENGINE_QUEUE_DEPTH, serve_metrics
@@ -56,9 +55,7 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
         ENGINE_QUEUE_DEPTH.set_function(lambda: fifo.depth)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False)
-        publisher = await open_publisher(
-            resources, settings.kafka_bootstrap_servers, settings.jobs_topic, config.worker_id, shutdown
-        )
+        publisher = await open_publisher(resources, config.kafka, settings.jobs_topic, config.worker_id, shutdown)
         await until_available(
             "Kafka (announcing this worker)",
             lambda: _announce(publisher, settings.nodes_topic, config.worker_id, producer, engine),
@@ -81,23 +78,21 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
         )
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"worker:{config.worker_id}")
 
-        def make_consumer() -> AIOKafkaConsumer:
-            return AIOKafkaConsumer(
-                bootstrap_servers=settings.kafka_bootstrap_servers,
-                group_id=synth_group(settings.synth_group, config.engine, config.model_version),
-                client_id=config.worker_id,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                # The loop does not poll while a job synthesizes: allow the longest job plus the
-                # handling budget after which it polls again (consumers.worker.POLL_BUDGET_S), and give
-                # a revocation callback its grace period plus a segment before eviction.
-                max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
-                rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
-                fetch_max_wait_ms=settings.fetch_max_wait_ms,
-                retry_backoff_ms=RETRY_BACKOFF_MS,
-            )
-
-        consumer = await open_consumer(resources, make_consumer, shutdown)
+        consumer = await open_consumer(
+            resources,
+            config.kafka,
+            shutdown,
+            group_id=synth_group(settings.synth_group, config.engine, config.model_version),
+            client_id=config.worker_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            # The loop does not poll while a job synthesizes: allow the longest job plus the
+            # handling budget after which it polls again (consumers.worker.POLL_BUDGET_S), and give
+            # a revocation callback its grace period plus a segment before eviction.
+            max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
+            rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        )
         worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup)
         shutdown.holds("the job in hand", lambda: _in_hand(activity))
         shutdown.holds("offsets", worker.partitions.describe_uncommitted)
