@@ -49,8 +49,10 @@ def cache_hit(queued: JobQueued, result: LiveResult) -> JobCompleted:
 class Unrecorded(Rejected):
     """The log did not take (or confirm) the whole submission: a 503 naming the key to retry with."""
 
-    def __init__(self, cause: BrokerUnavailable, key: str) -> None:
-        if isinstance(cause, PublishUnconfirmed):
+    def __init__(self, cause: BrokerUnavailable, key: str, *, sent: bool = True) -> None:
+        if not sent:  # it failed before the first record went out (placement asks the broker first)
+            what = f"the job log is unreachable ({cause}); nothing was accepted or recorded"
+        elif isinstance(cause, PublishUnconfirmed):
             what = f"the job log did not confirm the submission in time ({cause}); part of it may be recorded"
         else:
             what = f"the job log is unreachable ({cause}); part of the submission may be recorded"
@@ -84,10 +86,12 @@ class SubmissionLog:
         """``queued`` (each followed by its completion in ``completions``, by position, if it has one) after
         ``record``; :class:`Unrecorded` when the log does not take them all."""
         self._check_sizes(queued, record)
+        sent = False
         try:
             if record is not None:
                 if self._document_log is None:
                     raise Rejected("this API records no documents", 404)
+                sent = True
                 await self._document_log.publish(record)
             if queued:
                 placed = await self._placement.place(queued) if self._placement is not None else [None] * len(queued)
@@ -99,9 +103,10 @@ class SubmissionLog:
                     if i in completions:
                         events.append(completions[i])
                         partitions.append(partition)
+                sent = True
                 await self._publisher.publish_all(events, partitions)  # type: ignore[arg-type]
         except BrokerUnavailable as exc:
-            raise Unrecorded(exc, client_key) from exc
+            raise Unrecorded(exc, client_key, sent=sent) from exc
 
     def _check_sizes(self, queued: Sequence[JobQueued], record: DocumentSubmitted | None) -> None:
         """413 before the first record is sent when one would be over the limit (a job's record is encoded only

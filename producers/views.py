@@ -192,6 +192,9 @@ class ErrorBody(View):
     errors: list[dict[str, Any]] | None = Field(
         None, description="A submission of several: each invalid request's index, status and detail."
     )
+    extra: list[Any] | dict[str, Any] | None = Field(
+        None, description="A body the route does not take: each field that is wrong, and why."
+    )
 
 
 def document_links(document_id: uuid.UUID) -> dict[str, str]:

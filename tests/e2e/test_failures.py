@@ -10,6 +10,7 @@ import pytest
 from contracts import decode_event, header_value
 from contracts.topics import DLQ_HEADER_REASON, DLQ_HEADER_SOURCE_OFFSET, DLQ_HEADER_SOURCE_PARTITION
 from tests.support.apps import start_pipeline, wait_for_job, wait_http
+from tests.support.engines import FAILING_ENGINE
 from tests.support.kafka import read_to_end
 from tests.support.stack import free_port
 
@@ -43,15 +44,19 @@ async def test_bad_inputs_get_a_4xx_that_says_what_to_fix_and_enqueue_nothing(ap
     assert await read_to_end(topics.kafka, topics.jobs) == [], "nothing was enqueued"
 
 
-async def test_a_job_the_engine_cannot_speak_fails_and_its_audio_is_409(apps):
-    app, voices = await start_pipeline(apps)
-    voice = voices[0]
+async def test_a_job_whose_every_attempt_fails_ends_failed_and_its_audio_is_409(apps):
+    """Text with nothing to speak is refused at submission now (it was accepted, then failed): what still
+    fails after acceptance is an engine that cannot render it, here the bench engine's injected failure."""
+    app, voices = await start_pipeline(apps, **FAILING_ENGINE)
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
-        submitted = await client.post("/v1/jobs", json={"text": "🎉🚀", "voice": voice})
-        assert submitted.status_code == 202
+        refused = await client.post("/v1/jobs", json={"text": "\U0001f389\U0001f680", "voice": voices[0]})
+        assert refused.status_code == 422, refused.text
+        assert "nothing to speak" in refused.text
+        submitted = await client.post("/v1/jobs", json={"text": "A doomed request.", "voice": voices[0]})
+        assert submitted.status_code == 202, submitted.text
         job = await wait_for_job(client, submitted.json()["job_id"])
         assert job["state"] == "failed"
-        assert job["error"]["code"] == "input_rejected"
+        assert job["error"]["code"] == "engine_error"
         audio = await client.get(f"/v1/jobs/{job['job_id']}/audio")
         assert audio.status_code == 409
         assert "failed" in audio.text

@@ -51,8 +51,10 @@ async def test_the_api_projector_and_worker_export_what_they_see(apps):
 
     projector_text, projector = await scrape(f"http://127.0.0.1:{ports['projector']}/metrics")
     assert 'voxlog_jobs_completed_total{source="synthesis"} 2.0' in projector_text
-    assert 'voxlog_job_events_total{outcome="applied",type="JobQueued"} 2.0' in projector_text
-    assert 'voxlog_job_phase_seconds_count{phase="visible"} 2.0' in projector_text
+    # The cache hit is a job of its own too (JobQueued and JobCompleted from the cache): three queued.
+    assert 'voxlog_job_events_total{outcome="applied",type="JobQueued"} 3.0' in projector_text
+    assert 'voxlog_jobs_completed_total{source="cache"} 1.0' in projector_text
+    assert 'voxlog_job_phase_seconds_count{phase="visible"} 3.0' in projector_text
     assert projector["voxlog_projector_batch_records_count"] >= 1
     assert projector["voxlog_projector_batch_records_sum"] >= 8, "two jobs' four events at least"
 

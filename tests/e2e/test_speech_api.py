@@ -12,6 +12,7 @@ import pytest
 import soundfile as sf
 
 from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.engines import FAILING_ENGINE
 
 
 def rms(samples: np.ndarray) -> float:
@@ -78,7 +79,10 @@ async def test_jobs_come_in_the_format_rate_and_voice_mix_asked_for(apps):
             },
         )
         assert same_mix.status_code == 200, "the same mix written differently is the same request: a cache hit"
-        assert same_mix.json()["job_id"] == job["job_id"]
+        hit = same_mix.json()
+        assert hit["cache_hit"]
+        assert hit["fingerprint"] == job["fingerprint"]
+        assert hit["source_job_id"] == job["job_id"], "a job of its own, completed from the first one's audio"
 
         bad_rate = await client.post("/v1/jobs", json={"text": "Hi.", "voice": voices[0], "sample_rate": 8000})
         assert bad_rate.status_code == 422
@@ -103,12 +107,12 @@ async def test_regression_malformed_json_is_a_400_in_openais_shape(apps):
 
 async def test_regression_a_stream_of_a_failed_job_ends_with_an_error_not_done(apps):
     """Streaming answers said `speech.audio.done`, or ended a raw stream normally, when the job had failed."""
-    app, voices = await start_pipeline(apps)
-    body = {"model": "tts-1", "voice": voices[0], "input": "\U0001f389\U0001f680", "response_format": "pcm"}
+    app, voices = await start_pipeline(apps, **FAILING_ENGINE)
+    body = {"model": "tts-1", "voice": voices[0], "input": "A doomed request.", "response_format": "pcm"}
     async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
         raw = await client.post("/v1/audio/speech", json={**body, "stream_format": "audio"})
-        assert raw.status_code == 400, raw.text  # failed before any audio: the status still says so
-        assert raw.json()["error"]["code"] == "input_rejected"
+        assert raw.status_code == 500, raw.text  # failed before any audio: the status still says so
+        assert raw.json()["error"]["code"] == "engine_error"
         sse = await client.post("/v1/audio/speech", json={**body, "stream_format": "sse"})
     events = [json.loads(line[len("data: ") :]) for line in sse.text.splitlines() if line.startswith("data: ")]
     assert [e["type"] for e in events] == ["error"]
@@ -176,10 +180,15 @@ async def test_wav_and_pcm_stream_by_default_and_flac_comes_whole(apps):
 
 
 async def test_a_default_request_that_fails_before_any_audio_gets_an_http_error(apps):
-    app, voices = await start_pipeline(apps)
+    app, voices = await start_pipeline(apps, **FAILING_ENGINE)
     async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
-        response = await client.post(
+        refused = await client.post(
             "/v1/audio/speech", json={"model": "tts-1", "voice": voices[0], "input": "\U0001f389\U0001f680"}
         )
-    assert response.status_code == 400, response.text
-    assert response.json()["error"]["code"] == "input_rejected"
+        response = await client.post(
+            "/v1/audio/speech", json={"model": "tts-1", "voice": voices[0], "input": "A doomed request."}
+        )
+    assert refused.status_code == 400, refused.text  # nothing to speak: refused before anything is recorded
+    assert "nothing to speak" in refused.json()["error"]["message"]
+    assert response.status_code == 500, response.text
+    assert response.json()["error"]["code"] == "engine_error"
