@@ -344,8 +344,11 @@ class ApiSettings(
     LifecycleSettings,
     AuthSettings,
     LimitSettings,
+    MetricsSettings,
 ):
-    """`voxlog api`: the HTTP front door."""
+    """`voxlog api`: the HTTP front door. Its /metrics is on the API's port under the operator scope; with
+    VOXLOG_METRICS_PORT it is also served on a port of its own, with no key (bind it where only Prometheus
+    reaches: VOXLOG_METRICS_HOST)."""
 
     process = "api"
 

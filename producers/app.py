@@ -14,6 +14,7 @@ from litestar.plugins.prometheus import PrometheusConfig
 
 from foundation.audio_formats import SUPPORTED_RATES, supported_formats
 from foundation.errors import BrokerUnavailable
+from producers import admin_routes
 from producers.auth import PUBLIC_PATHS, READ, KeyAuthentication, add_limit_headers
 from producers.batches import submit_batch
 from producers.cancel import cancel_job
@@ -120,6 +121,7 @@ ROUTES = [
     get_toc,
     cancel_document,
     get_usage,
+    *admin_routes.ROUTES,
 ]
 
 

@@ -1,10 +1,12 @@
 """The page served at ``/dashboard``: one self-contained HTML file (no CDN, no build step).
 
-It polls ``/v1/dashboard`` every two seconds (consumer lag as ``voxlog lag --json`` prints it, and the
-projection's recent activity) and redraws: a status per consumer group, its lag by partition as a heat
-strip, throughput, phase latencies, the cache ratio, the nodes (one silent past its heartbeat timeout shown
-as gone) and the dead-letter count. Every figure carries a ``data-*`` attribute, so that a test reads what a
-person sees.
+The page itself needs no key; what it shows does (the operator scope): it sends the key given in its URL's
+fragment, ``/dashboard#key=<key>``, which browsers never send to the server (so no log holds it), keeps it
+in the tab's session storage, and takes it off the address bar. It polls ``/v1/dashboard`` every two
+seconds (consumer lag as ``voxlog lag --json`` prints it, and the projection's recent activity) and
+redraws: a status per consumer group, its lag by partition as a heat strip, throughput, phase latencies,
+the cache ratio, the nodes (one silent past its heartbeat timeout shown as gone) and the dead-letter
+count. Every figure carries a ``data-*`` attribute, so that a test reads what a person sees.
 """
 
 from __future__ import annotations
@@ -147,9 +149,25 @@ function drawActivity(a) {
   }
 }
 
+// The operator's key comes in the URL's fragment (/dashboard#key=...), which no request carries: kept for
+// this tab only, and taken off the address bar so that a screen share does not show it.
+const fragment = new URLSearchParams(location.hash.slice(1));
+if (fragment.has("key")) {
+  sessionStorage.setItem("voxlog-key", fragment.get("key"));
+  history.replaceState(null, "", location.pathname + location.search);
+}
+const key = sessionStorage.getItem("voxlog-key");
+
 async function refresh() {
   try {
-    const response = await fetch("/v1/dashboard", { cache: "no-store" });
+    const headers = key ? { Authorization: `Bearer ${key}` } : {};
+    const response = await fetch("/v1/dashboard", { cache: "no-store", headers });
+    if (response.status === 401 || response.status === 403) {
+      const why = (await response.json()).detail;
+      text("error", `${why}: open /dashboard#key=<a key with the operator scope> (voxlog keys create)`);
+      document.body.dataset.refused = String(response.status);
+      return;
+    }
     const body = await response.json();
     text("at", new Date(body.lag.at).toLocaleTimeString());
     drawLag(body.lag);

@@ -23,7 +23,7 @@ from producers.api_keys import Principal
 from producers.auth import KeyBook
 from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
-from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Polling
+from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Operations, Polling
 from producers.queries import ProjectionReader
 from producers.rate_limit import RateLimiter
 from producers.requests import Limits
@@ -53,6 +53,7 @@ class ApiDeps:
     limiter: RateLimiter | None = None  # each key's requests per second (None: none judged)
     policies: Policies = NO_LIMITS  # each tenant's limits, as /v1/usage shows them
     changes: JobChangeFeed = field(default_factory=Polling)
+    operations: Operations | None = None  # the admin routes' switches and purges (None: they answer 404)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""
     tasks: OwnedTasks = field(default_factory=OwnedTasks)  # closed by the composition root at shutdown

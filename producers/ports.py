@@ -134,3 +134,19 @@ class Polling:
     @contextlib.contextmanager
     def watch(self, job_id: uuid.UUID) -> Iterator[Waiter]:
         yield self._interval
+
+
+class Operations(Protocol):
+    """The operator's actions behind the admin routes (the same as ``voxlog admin`` and ``voxlog cache
+    purge``): switches and evictions are events on the log (``BrokerUnavailable`` when not taken), the
+    status is the projection's (``ProjectionUnavailable`` while PostgreSQL cannot be read)."""
+
+    async def set_cache_only(self, enabled: bool, reason: str) -> None: ...
+
+    async def cache_only(self) -> dict[str, Any]:
+        """``cache_only`` (either switch on), ``switches`` by source, and the ``backlog`` they are judged by."""
+        ...
+
+    async def purge_cache(self, older_than_s: float | None) -> tuple[int, int]:
+        """Evict the results completed more than ``older_than_s`` ago (``None``: all): how many, their bytes."""
+        ...

@@ -15,14 +15,13 @@ import getpass
 import json
 from typing import Any
 
-from consumers.cache_only import mode_event
 from contracts import Producer
-from foundation.backlog import read_backlog
 from foundation.db import DATABASE_OUTAGES, open_pool
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import KafkaEventPublisher
+from foundation.kafka import ReconnectingPublisher
 from foundation.settings import ModeSettings
 from voxlog.composition.resources import instance_name
+from voxlog.operations import cache_only_status, switch_cache_only
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,27 +57,21 @@ def run(args: argparse.Namespace) -> int:
 
 async def _switch(settings: ModeSettings, enabled: bool, reason: str) -> None:
     producer = Producer(service="admin", instance=instance_name())
-    async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
-        await publisher.publish(mode_event(enabled, "operator", reason, producer))
+    nodes = ReconnectingPublisher(
+        settings.kafka_access(), settings.nodes_topic, client_id="voxlog-admin", deadline_ms=30_000
+    )
+    try:
+        await switch_cache_only(nodes, enabled, reason, producer)
+    finally:
+        await nodes.stop()
 
 
 async def _status(settings: ModeSettings) -> dict[str, Any]:
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
-        rows = await pool.fetch(
-            "SELECT source, enabled, reason, set_at FROM service_modes WHERE mode = 'cache_only' ORDER BY source",
-            timeout=30,
-        )
-        backlog = await read_backlog(pool, 30)
+        return await cache_only_status(pool)
     finally:
         await pool.close()
-    switches = {r["source"]: {"enabled": r["enabled"], "reason": r["reason"], "set_at": r["set_at"]} for r in rows}
-    return {
-        "cache_only": any(s["enabled"] for s in switches.values()),
-        "switches": switches,
-        "backlog": {"syntheses": backlog.syntheses, "chars": backlog.chars, "chars_per_s": backlog.chars_per_s,
-                    "work_s": backlog.work_s()},
-    }  # fmt: skip
 
 
 def _lines(status: dict[str, Any]) -> list[str]:

@@ -17,24 +17,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from consumers.cache_janitor import Entry, eviction, record_evictions
-from contracts import Producer, utc_now
+from contracts import Producer
 from foundation.db import DATABASE_OUTAGES, open_pool
 from foundation.errors import BrokerUnavailable
-from foundation.kafka import KafkaEventPublisher
-from foundation.live_jobs import job_partition_sql
+from foundation.kafka import ReconnectingPublisher
 from foundation.settings import CacheStatsSettings
 from voxlog.composition.resources import instance_name
+from voxlog.operations import purge_cache
 
 _ENTRIES: Final = (
     "SELECT count(*) AS entries, count(*) FILTER (WHERE expires_at > now()) AS live,"
     " coalesce(sum(total_bytes), 0) AS bytes, coalesce(sum(total_bytes) FILTER (WHERE expires_at > now()), 0)"
     " AS live_bytes, min(created_at) AS oldest, max(last_hit_at) AS last_hit FROM result_cache"
-)
-_PURGED: Final = (
-    f"SELECT fingerprint, job_id, expires_at, total_bytes, {job_partition_sql('result_cache')} AS kafka_partition"
-    " FROM result_cache"
-    " WHERE $1::float8 IS NULL OR created_at < now() - make_interval(secs => $1)"
 )
 _REUSE: Final = (
     "SELECT count(*) AS completed, count(*) FILTER (WHERE cache_hit) AS reused FROM jobs"
@@ -82,24 +76,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tuple[int, int]:
-    """Evict the results completed more than ``older_than_s`` ago (``None``: all); returns how many, and their
-    bytes. Run again after a failure: an eviction's id is its job's, so a result is evicted once."""
+    """Evict the results completed more than ``older_than_s`` ago (``None``: all): see
+    :func:`voxlog.operations.purge_cache`."""
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
+    jobs = ReconnectingPublisher(
+        settings.kafka_access(), settings.jobs_topic, client_id="voxlog-cache-purge", deadline_ms=30_000
+    )
     try:
-        rows = await pool.fetch(_PURGED, older_than_s, timeout=30)
+        return await purge_cache(pool, jobs, older_than_s, Producer(service="cache-purge", instance=instance_name()))
     finally:
+        await jobs.stop()
         await pool.close()
-    entries = [
-        Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset(), r["kafka_partition"])
-        for r in rows
-    ]
-    producer = Producer(service="cache-purge", instance=instance_name())
-    async with KafkaEventPublisher(settings.kafka_access(), settings.jobs_topic) as publisher:
-        now = utc_now()
-        await record_evictions(
-            publisher, [(eviction(entry, "purge", now, producer), entry.partition) for entry in entries]
-        )
-    return len(entries), sum(entry.total_bytes for entry in entries)
 
 
 async def cache_stats(settings: CacheStatsSettings, window_s: float | None) -> dict[str, Any]:

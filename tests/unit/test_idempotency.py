@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from contracts import JobQueued
+from foundation.errors import BrokerUnavailable
 from producers.auth import ANONYMOUS
 from producers.errors import Rejected
 from producers.idempotency import job_id_for, scoped_key
@@ -72,3 +73,34 @@ def test_regression_two_clients_with_the_same_key_have_two_keys():
 def test_a_bad_key_is_refused_with_what_to_fix(key, message):
     with pytest.raises(Rejected, match=message.replace("+", r"\+")):
         scoped_key(key, None)
+
+
+class Unplaceable:
+    """Placement that cannot ask the broker where jobs go: it fails before any record is sent."""
+
+    async def place(self, jobs: object) -> list[int | None]:
+        raise BrokerUnavailable("Kafka did not tell the partitions within 5s")
+
+
+async def test_regression_a_broker_gone_before_any_record_says_nothing_was_recorded():
+    """A 503 from a placement that could not reach Kafka said "part of the submission may be recorded", when
+    nothing had been sent: a client reading it could not tell that a plain retry was safe."""
+    log = Log()
+    submissions = Submissions(
+        Reader(),
+        SubmissionLog(log, LIMITS.max_record_bytes, Unplaceable()),  # type: ignore[arg-type]
+        Blobs(),  # type: ignore[arg-type]
+        LIMITS,
+        PRODUCER,
+    )
+    submission = Submission([Item(JobRequest(text="Hi.", voice="af_heart"), "interactive")], "k/1", True, ANONYMOUS)
+    with pytest.raises(Rejected) as refused:
+        await submissions.submit(submission)
+    assert refused.value.status == 503
+    assert "nothing was accepted or recorded" in str(refused.value)
+    assert "may be recorded" not in str(refused.value)
+    assert log.published == []
+
+    partial = Log(takes=0)
+    with pytest.raises(Rejected, match="part of it may be recorded"):
+        await pipeline(Reader(), partial).submit(submission)

@@ -69,6 +69,7 @@ from voxlog.composition.resources import (
     open_publisher,
 )
 from voxlog.lag_monitor import Consumers, LagMonitor
+from voxlog.operations import ApiOperations
 
 log = structlog.get_logger("voxlog")
 OFFLOADED_MODULES = ("foundation.offload", "producers.document_parsing", "producers.requests")
@@ -85,6 +86,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
     async with AsyncExitStack() as resources:
         # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
         # owns the schema's migrations).
+        serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = ReconnectingPublisher(
             kafka,
@@ -158,6 +160,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             limiter=RateLimiter(ledger, policies) if keys is not None else None,
             policies=policies,
             document_parser=DocumentParser(offload, document_budget(settings)),
+            operations=ApiOperations(pool, publisher, document_log, producer),
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()

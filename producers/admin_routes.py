@@ -1,0 +1,130 @@
+"""The operator's switches over HTTP, under the admin scope: cache-only mode and cache purges.
+
+They do what ``voxlog admin cache-only`` and ``voxlog cache purge`` do (the
+same code, through :class:`producers.ports.Operations`): a switch is a
+``ServiceModeSet`` event that every API follows once the projector applies it,
+a purge is one ``CacheEvicted`` per result. Each says who asked: the reason
+recorded names the key, unless the caller gives one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from litestar import Response, get, post
+from litestar.params import Body
+from pydantic import ConfigDict, Field, model_validator
+
+from producers.api_keys import Principal
+from producers.auth import ADMIN
+from producers.deps import Injected
+from producers.errors import Rejected
+from producers.http_errors import responses
+from producers.ports import Operations
+from producers.views import View
+
+MAX_REASON_CHARS = 500
+
+
+class CacheOnlySwitch(View):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(description="true: answer only cached or in-flight requests, refuse new syntheses (503)")
+    reason: str = Field("", max_length=MAX_REASON_CHARS, description="Shown to refused clients; default: who asked.")
+
+
+class SwitchView(View):
+    enabled: bool
+    reason: str
+    set_at: datetime
+
+
+class BacklogView(View):
+    syntheses: int
+    chars: int
+    chars_per_s: float | None
+    work_s: float | None = Field(description="Seconds of the fleet's work ahead (null: no worker measured its speed).")
+
+
+class CacheOnlyView(View):
+    cache_only: bool = Field(description="Either switch is on: new syntheses are refused with 503.")
+    switches: dict[str, SwitchView] = Field(description="By source: operator (this route, voxlog admin), backlog.")
+    backlog: BacklogView
+
+
+class SwitchAccepted(View):
+    enabled: bool
+    reason: str
+    detail: str
+
+
+class CachePurge(View):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    all: bool = Field(False, description="Evict every result.")
+    older_than_s: float | None = Field(None, gt=0, description="Evict only results completed before then.")
+
+    @model_validator(mode="after")
+    def _one(self) -> CachePurge:
+        if self.all == (self.older_than_s is not None):
+            raise ValueError('give exactly one of "all": true and "older_than_s"')
+        return self
+
+
+class PurgeView(View):
+    evicted: int
+    bytes: int
+    detail: str
+
+
+def _wired(operations: Operations | None) -> Operations:
+    if operations is None:
+        raise Rejected("this API was started without the operator's actions", 404)
+    return operations
+
+
+def _who(principal: Principal) -> str:
+    return f"set over HTTP by key {principal.key_id}" if principal.key_id else "set over HTTP (auth off)"
+
+
+@get(
+    "/v1/admin/cache-only",
+    summary="Cache-only mode: both switches as projected, and the backlog they are judged by",
+    guards=ADMIN,
+    responses=responses(401, 403, 503),
+)
+async def get_cache_only(operations: Injected[Operations | None]) -> CacheOnlyView:
+    return CacheOnlyView.model_validate(await _wired(operations).cache_only())
+
+
+@post(
+    "/v1/admin/cache-only",
+    summary="Switch cache-only mode on or off (a ServiceModeSet event; every API follows once it is projected)",
+    guards=ADMIN,
+    status_code=202,
+    responses=responses(400, 401, 403, 422, 503),
+)
+async def set_cache_only(
+    operations: Injected[Operations | None], principal: Injected[Principal], data: Annotated[CacheOnlySwitch, Body()]
+) -> Response[SwitchAccepted]:
+    reason = data.reason.strip() or _who(principal)
+    await _wired(operations).set_cache_only(data.enabled, reason)
+    detail = "recorded on the log: every API follows once the projector applies it (GET this route to see)"
+    return Response(SwitchAccepted(enabled=data.enabled, reason=reason, detail=detail), status_code=202)
+
+
+@post(
+    "/v1/admin/cache/purge",
+    summary="Evict results from the cache (CacheEvicted events); their audio goes once no job keeps it",
+    guards=ADMIN,
+    status_code=200,
+    responses=responses(400, 401, 403, 422, 503),
+)
+async def purge_cache(operations: Injected[Operations | None], data: Annotated[CachePurge, Body()]) -> PurgeView:
+    evicted, freed = await _wired(operations).purge_cache(None if data.all else data.older_than_s)
+    detail = "evicted with CacheEvicted events; their blobs go at the sweeper's rounds once no job keeps them"
+    return PurgeView(evicted=evicted, bytes=freed, detail=detail)
+
+
+ROUTES = [get_cache_only, set_cache_only, purge_cache]

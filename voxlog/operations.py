@@ -1,0 +1,98 @@
+"""The operator's actions, once for the CLI and the API: the cache-only switch, its status, and cache purges.
+
+``voxlog admin cache-only`` and ``voxlog cache purge`` call these with a pool
+and a publisher of their own; the API calls them through :class:`ApiOperations`
+(the adapter of ``producers.ports.Operations``), with its own pool and
+publishers, behind the admin scope. Either way a switch is a ``ServiceModeSet``
+on the nodes topic and a purge is ``CacheEvicted`` events on the jobs topic:
+nothing is written to the projection by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, Protocol
+
+import asyncpg
+
+from consumers.cache_janitor import Entry, eviction
+from consumers.cache_only import mode_event
+from contracts import AnyEvent, Producer, utc_now
+from foundation.backlog import read_backlog
+from foundation.db import DATABASE_OUTAGES
+from foundation.live_jobs import job_partition_sql
+from producers.queries import ProjectionUnavailable
+
+_PURGED: Final = (
+    f"SELECT fingerprint, job_id, expires_at, total_bytes, {job_partition_sql('result_cache')} AS kafka_partition"
+    " FROM result_cache"
+    " WHERE $1::float8 IS NULL OR created_at < now() - make_interval(secs => $1)"
+)
+_SWITCHES: Final = "SELECT source, enabled, reason, set_at FROM service_modes WHERE mode = 'cache_only' ORDER BY source"
+
+
+class Log(Protocol):
+    """A topic, as the operator's actions write it: ``BrokerUnavailable`` unless every event is acknowledged."""
+
+    async def publish_all(
+        self, events: Sequence[AnyEvent], partitions: Sequence[int | None] | None = None
+    ) -> object: ...
+
+
+async def switch_cache_only(nodes: Log, enabled: bool, reason: str, producer: Producer) -> None:
+    """Record the operator's switch; every API follows once the projector applies it."""
+    await nodes.publish_all([mode_event(enabled, "operator", reason, producer)])
+
+
+async def cache_only_status(pool: asyncpg.Pool, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Both switches (the operator's and the sweeper's backlog switch) as projected, and the backlog."""
+    rows = await pool.fetch(_SWITCHES, timeout=timeout_s)
+    backlog = await read_backlog(pool, timeout_s)
+    switches = {r["source"]: {"enabled": r["enabled"], "reason": r["reason"], "set_at": r["set_at"]} for r in rows}
+    return {
+        "cache_only": any(s["enabled"] for s in switches.values()),
+        "switches": switches,
+        "backlog": {"syntheses": backlog.syntheses, "chars": backlog.chars, "chars_per_s": backlog.chars_per_s,
+                    "work_s": backlog.work_s()},
+    }  # fmt: skip
+
+
+async def purge_cache(
+    pool: asyncpg.Pool, jobs: Log, older_than_s: float | None, producer: Producer, timeout_s: float = 30.0
+) -> tuple[int, int]:
+    """Evict the results completed more than ``older_than_s`` ago (``None``: all); returns how many, and their
+    bytes. Run again after a failure: an eviction's id is its job's, so a result is evicted once."""
+    rows = await pool.fetch(_PURGED, older_than_s, timeout=timeout_s)
+    entries = [
+        Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset(), r["kafka_partition"])
+        for r in rows
+    ]
+    if entries:
+        now = utc_now()
+        await jobs.publish_all(
+            [eviction(entry, "purge", now, producer) for entry in entries], [entry.partition for entry in entries]
+        )
+    return len(entries), sum(entry.total_bytes for entry in entries)
+
+
+class ApiOperations:
+    """``producers.ports.Operations`` for the API: its pool and publishers, PostgreSQL's errors as
+    ``ProjectionUnavailable`` (Kafka's are ``BrokerUnavailable`` already)."""
+
+    def __init__(self, pool: asyncpg.Pool, jobs: Log, nodes: Log, producer: Producer) -> None:
+        self._pool, self._jobs, self._nodes, self._producer = pool, jobs, nodes, producer
+
+    async def set_cache_only(self, enabled: bool, reason: str) -> None:
+        await switch_cache_only(self._nodes, enabled, reason, self._producer)
+
+    async def cache_only(self) -> dict[str, Any]:
+        try:
+            return await cache_only_status(self._pool, timeout_s=10.0)
+        except DATABASE_OUTAGES as exc:
+            raise ProjectionUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def purge_cache(self, older_than_s: float | None) -> tuple[int, int]:
+        try:
+            return await purge_cache(self._pool, self._jobs, older_than_s, self._producer, timeout_s=10.0)
+        except DATABASE_OUTAGES as exc:
+            raise ProjectionUnavailable(f"{type(exc).__name__}: {exc}") from exc
