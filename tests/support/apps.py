@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 
 from foundation.kafka_access import KafkaAccess
 from foundation.kafka_groups import synth_group, wait_group_stable
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail
+from tests.support.cli import voxlog
 from tests.support.stack import free_port
 from voxlog.devstack import isolated_env
 
@@ -30,6 +32,7 @@ class AppStack:
     kafka: KafkaAccess  # how the processes (VOXLOG_KAFKA_* in env) and the test reach the broker
     processes: AppProcesses = field(init=False)
     specs: dict[str, AppSpec] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)  # an operator's key, when the API needs keys
 
     def __post_init__(self) -> None:
         self.processes = AppProcesses(self.home)
@@ -43,6 +46,19 @@ class AppStack:
         spec = AppSpec(name, [*CLI, *command], {**self.env, **(extra_env or {})}, ready_url=ready)
         self.specs[name] = spec
         self.processes.start(spec)
+
+    def start_api(self, name: str, port: int, extra_env: Mapping[str, str] | None = None) -> str:
+        """Another API instance on ``port`` (ready when its own /readyz answers); its base URL."""
+        url = f"http://127.0.0.1:{port}"
+        spec = AppSpec(
+            name,
+            [*CLI, "api"],
+            {**self.env, "VOXLOG_API_PORT": str(port), **(extra_env or {})},
+            ready_url=f"{url}/readyz",
+        )
+        self.specs[name] = spec
+        self.processes.start(spec)
+        return url
 
     async def wait_ready(self, within_s: float = 120.0) -> None:
         for spec in self.specs.values():
@@ -65,7 +81,7 @@ class AppStack:
     async def engine(self, within_s: float = 120.0) -> dict[str, Any]:
         """The first engine a worker announced (name, model version, voices), once it is projected."""
         deadline = time.monotonic() + within_s
-        async with httpx.AsyncClient(base_url=self.api) as client:
+        async with httpx.AsyncClient(base_url=self.api, headers=self.headers) as client:
             while time.monotonic() < deadline:
                 response = await client.get("/v1/voices")  # 503 while the projection is unreachable
                 engines = response.json()["engines"] if response.status_code == 200 else []
@@ -119,6 +135,40 @@ async def wait_http(url: str, within_s: float = 60.0) -> None:
     raise AssertionError(f"{url} did not answer within {within_s}s")
 
 
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def create_key(app: AppStack, tenant: str, scopes: str = "submit,read") -> str:
+    """A key made as an operator makes one (`voxlog keys create`), once the projection knows it."""
+    made = await asyncio.to_thread(voxlog, app.env, "keys", "create", "--tenant", tenant, "--scopes", scopes)
+    assert made.returncode == 0, made.stdout + made.stderr
+    token = made.stdout.splitlines()[0].strip()
+    await until_key(app, token.split("_")[1], lambda row: row is not None, "projected")
+    return token
+
+
+async def key_row(app: AppStack, key_id: str) -> asyncpg.Record | None:
+    conn = await asyncpg.connect(
+        app.env["VOXLOG_DATABASE_URL"], server_settings={"search_path": app.env["VOXLOG_DATABASE_SCHEMA"]}
+    )
+    try:
+        return await conn.fetchrow("SELECT * FROM api_keys WHERE key_id = $1", key_id)
+    finally:
+        await conn.close()
+
+
+async def until_key(
+    app: AppStack, key_id: str, check: Callable[[asyncpg.Record | None], bool], what: str, within_s: float = 60.0
+) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if check(await key_row(app, key_id)):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"key {key_id} was not {what} within {within_s}s; projector log:\n{app.log('projector')}")
+
+
 async def start_pipeline(make: Any, workers: int = 1, **env: str) -> tuple[AppStack, list[str]]:
     """A projector, ``workers`` workers and the API on this test's topics; returns them and the voices."""
     app: AppStack = make(**env)
@@ -127,6 +177,8 @@ async def start_pipeline(make: Any, workers: int = 1, **env: str) -> tuple[AppSt
         app.start(f"worker-{i}", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": f"w{i}"})
     app.start("api", ["api"])
     await app.wait_ready()
+    if env.get("VOXLOG_AUTH") == "on":  # the test's own operator, to ask the API what it needs to know
+        app.headers = bearer(await create_key(app, "ops", "submit,read,admin,operator"))
     engine = await app.engine()
     if workers:  # every worker is a member with its partitions before any job is submitted
         group = app.synth_group(engine)
