@@ -5,6 +5,7 @@ cache-only switch and cache purges have admin routes that do what `voxlog admin`
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -34,9 +35,24 @@ async def until_switch(ops: httpx.AsyncClient, enabled: bool, within_s: float = 
     raise AssertionError(f"the operator's switch never showed enabled={enabled}: {seen}")
 
 
+async def until_refused(client: httpx.AsyncClient, voice: str, within_s: float = 30.0) -> httpx.Response:
+    """Submit new texts (each its own synthesis, so none coalesces onto an earlier one) until one is refused."""
+    deadline = time.monotonic() + within_s
+    for take in itertools.count():
+        answer = await client.post("/v1/jobs", json={"text": f"Something new, take {take}.", "voice": voice})
+        if answer.status_code != 202 or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(0.2)
+    raise AssertionError("unreachable")
+
+
 async def test_the_dashboard_metrics_and_the_operators_switches_need_their_scopes(apps):
     metrics_port = free_port()
-    app, voices = await start_pipeline(apps, **AUTH, VOXLOG_METRICS_PORT=str(metrics_port))
+    app, voices = await start_pipeline(apps, **AUTH)
+    # The API again, with its metrics on a port of its own (the projector and the worker have theirs).
+    app.stop("api")
+    app.start("api", ["api"], {"VOXLOG_METRICS_PORT": str(metrics_port)})
+    await app.wait_ready()
     operator = await create_key(app, "ops", "read,operator")
     tenant = await create_key(app, "acme", "submit,read")
     admin = await create_key(app, "ops", "submit,read,admin")
@@ -78,7 +94,8 @@ async def test_the_dashboard_metrics_and_the_operators_switches_need_their_scope
         status = await until_switch(ops, True)
         assert status["cache_only"] is True
         assert status["switches"]["operator"]["reason"] == "GPU maintenance"
-        refused_new = await client.post("/v1/jobs", json={"text": "Something new.", "voice": voices[0]})
+        # Each API reads the switch again within a second of its last reading (producers.admission).
+        refused_new = await until_refused(client, voices[0])
         assert refused_new.status_code == 503, refused_new.text
         assert "GPU maintenance" in refused_new.json()["detail"]
         assert (await client.post("/v1/jobs", json=text)).status_code == 200, "from the cache, in cache-only mode"
@@ -91,7 +108,8 @@ async def test_the_dashboard_metrics_and_the_operators_switches_need_their_scope
         assert purged.status_code == 200, purged.text
         assert purged.json()["evicted"] >= 1
         deadline = time.monotonic() + 60
-        while (again := await client.post("/v1/jobs", json=text)).status_code == 200:
-            assert time.monotonic() < deadline, "the purged result was still served from the cache"
+        # 200: still served from the cache; 503: this API has not read the switch's end yet (within a second).
+        while (again := await client.post("/v1/jobs", json=text)).status_code in (200, 503):
+            assert time.monotonic() < deadline, f"the purged result was never synthesized again: {again.text}"
             await asyncio.sleep(0.3)
         assert again.status_code == 202, again.text

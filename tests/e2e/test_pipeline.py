@@ -74,16 +74,16 @@ async def test_twenty_identical_submissions_are_synthesized_once(apps, topics):
     assert {e.job_id for e in completions} == {j for j in map(__import__("uuid").UUID, job_ids)}
 
 
-async def test_two_workers_split_forty_jobs_and_synthesize_each_once(apps, topics):
+async def test_two_workers_split_sixteen_jobs_and_synthesize_each_once(apps, topics):
     app, voices = await start_pipeline(apps, workers=2, VOXLOG_THREADS="1")
     voice = voices[0]
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         responses = await asyncio.gather(
-            *(client.post("/v1/jobs", json={"text": f"Job number {i}.", "voice": voice}) for i in range(40))
+            *(client.post("/v1/jobs", json={"text": f"Job number {i}.", "voice": voice}) for i in range(16))
         )
         assert {r.status_code for r in responses} == {202}
         jobs = await asyncio.gather(*(wait_for_job(client, r.json()["job_id"], 300) for r in responses))
-    assert [job["state"] for job in jobs] == ["completed"] * 40
+    assert [job["state"] for job in jobs] == ["completed"] * 16
     assert not any(job["cache_hit"] for job in jobs)
 
     claims = [
@@ -92,6 +92,6 @@ async def test_two_workers_split_forty_jobs_and_synthesize_each_once(apps, topic
         if isinstance(e, JobClaimed)
     ]
     per_job = Counter(e.job_id for e in claims)
-    assert len(per_job) == 40
+    assert len(per_job) == 16
     assert set(per_job.values()) == {1}, "each job synthesized once"
     assert {e.payload.worker_id for e in claims} == {"w0", "w1"}, "the group split the partitions"

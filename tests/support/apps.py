@@ -104,16 +104,21 @@ def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **e
 
 async def wait_for_job(client: httpx.AsyncClient, job_id: str, within_s: float = 120.0) -> dict[str, Any]:
     """Poll the API until the job ended: completed, failed or cancelled."""
+    return await wait_ended(client, f"/v1/jobs/{job_id}", within_s)
+
+
+async def wait_ended(client: httpx.AsyncClient, path: str, within_s: float = 120.0) -> dict[str, Any]:
+    """Poll ``path`` (a job or a document) until its state is completed, failed or cancelled."""
     deadline = time.monotonic() + within_s
     last: Any = None
     while time.monotonic() < deadline:
-        response = await client.get(f"/v1/jobs/{job_id}")
+        response = await client.get(path)
         if response.status_code == 200:
             last = response.json()
             if last["state"] in {"completed", "failed", "cancelled"}:
                 return dict(last)
         await asyncio.sleep(0.25)
-    raise AssertionError(f"job {job_id} did not finish within {within_s}s; last seen: {last}")
+    raise AssertionError(f"{path} did not finish within {within_s}s; last seen: {last}")
 
 
 def new_app_stack(stack: Any, topics: Any, schema: str, home: Path, **extra: str) -> AppStack:
