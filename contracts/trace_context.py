@@ -8,8 +8,8 @@ its event id* (:func:`span_id_of`). Event ids are derived too
 (:func:`contracts.events.derive_event_id`), so anyone who knows a job and an
 attempt knows the spans of its events without reading their records: a
 worker's attempt is the child of its job's ``JobQueued`` span, a coalesced
-duplicate links to the attempt that made its audio, and the same fact emitted
-twice is one span.
+duplicate links to the completion whose audio it takes, and the same fact
+emitted twice is one span.
 
 A job recorded before traces existed (``traceparent`` null) has the trace
 :func:`trace_of_job` gives it, derived from its id, so its events still share one.

@@ -1,8 +1,8 @@
 """The trace a process is working in, and the spans it records there.
 
 Which trace a piece of work belongs to is *ambient*, as the logger is: a
-context variable that the API's request middleware, the worker's attempt and
-the sweeper's release set (:func:`within`), which the Kafka adapter reads to
+context variable that the API's request middleware and the worker's work on a
+job set (:func:`within`), which the Kafka adapter reads to
 give every record it sends its span in that trace (:func:`contracts.record_trace`),
 and which the JSON logs carry (``trace_id`` beside the ``job_id``,
 ``fingerprint`` and ``attempt`` bound with it). Threading a tracer through every
