@@ -111,7 +111,8 @@ async def test_a_request_is_one_trace_from_the_api_through_the_worker_to_the_pro
     server, attempt = by_name["POST /v1/jobs"], by_name["synthesis attempt"]
     queued_span = span_id_of(derive_event_id(uuid.UUID(job_id), "JobQueued", 0))
     assert server.parent_span_id == ("00f067aa0ba902b7" if trace == CLIENT_TRACE else "b7ad6b7169203331")
-    assert attempt.parent_span_id == queued_span  # the attempt hangs under the job's JobQueued
+    assert attempt.parent_span_id == queued_span == by_name["job queued"].span_id  # under the job's JobQueued
+    assert by_name["job queued"].parent_span_id == server.span_id
     assert {by_name[n].parent_span_id for n in ("claim", "segment synthesis", "completion")} == {attempt.span_id}
     assert by_name["segment synthesis"].attributes["voxlog.engine"] == "bench-sleep"
     assert by_name["segment synthesis"].attributes["voxlog.segment.rtf"] > 0

@@ -172,6 +172,8 @@ def test_the_api_continues_the_clients_trace_onto_the_jobs_queued(spans):
     assert log.traces == [server.context]  # the adapter sends the record within the request's span
     assert answer.headers[TRACERESPONSE] == server.context.traceparent
     assert server.attributes["http.response.status_code"] == 202
+    [job] = spans.named("job queued")  # the parent of the job's attempts, under the request
+    assert (job.context.span_id, job.parent_span_id) == (span_id_of(queued.event_id), server.context.span_id)
 
 
 def test_a_request_without_a_trace_starts_one():
