@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -39,6 +40,7 @@ from contracts import (
     JobClaimedPayload,
     JobCompleted,
     JobCompletedPayload,
+    JobEvent,
     JobFailed,
     JobFailedPayload,
     JobReleased,
@@ -47,10 +49,15 @@ from contracts import (
     SegmentProduced,
     SegmentProducedPayload,
     TextSpan,
+    TraceContext,
+    derive_event_id,
     job_event,
+    job_trace_of,
+    span_id_of,
     utc_now,
 )
 from contracts.events import ReleaseReason
+from foundation import tracing
 from foundation.metrics import JOB_PHASE_SECONDS
 from foundation.outages import backoff_delay
 
@@ -58,7 +65,28 @@ log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
 CLAIM_RIDES_ALONG_S: Final = 0.05
 """A claim waits for the first segment when the node has measured that it comes within this long."""
+_SPAN_NAMES: Final = {
+    "JobClaimed": "claim",
+    "JobCompleted": "completion",
+    "JobReleased": "release",
+    "JobFailed": "failure",
+}
 _EmittedEvent = type[JobClaimed] | type[SegmentProduced] | type[JobCompleted] | type[JobReleased] | type[JobFailed]
+
+
+def _span_name(event: JobEvent) -> str:
+    coalesced = isinstance(event, JobCompleted) and event.payload.cache_hit
+    return "coalesced completion" if coalesced else _SPAN_NAMES[event.type]
+
+
+def _span_attributes(event: JobEvent) -> dict[str, tracing.Attribute]:
+    if isinstance(event, JobCompleted):
+        return {"voxlog.segments": event.payload.segment_count, "voxlog.audio_ms": event.payload.total_duration_ms}
+    if isinstance(event, JobReleased):
+        return {"voxlog.reason": event.payload.reason}
+    if isinstance(event, JobFailed):
+        return {"voxlog.reason": event.payload.reason_code}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -111,6 +139,7 @@ class JobRunner:
         self._audio = SegmentMaker(engine, blobs, call, self.activity, segments)
         self.acknowledgements = Acknowledgements(publisher)
         """What this runner handed to the log and Kafka has not acknowledged yet: the worker waits for it."""
+        self._joined: TraceContext | None = None  # the completion a coalesced duplicate takes its audio from
 
     @property
     def blobs(self) -> AudioSink:
@@ -124,6 +153,29 @@ class JobRunner:
         for a retry (or fails it once its attempts are spent). Only an unreachable broker escapes
         (``BrokerUnavailable``): nothing can be recorded then, and the worker tries the record again.
         """
+        job, description = attempt.job, self._engine.description
+        parent = job.trace or tracing.current() or job_trace_of(job.job_id)
+        span = tracing.start_span(
+            "synthesis attempt",
+            parent,
+            attributes={
+                "voxlog.job_id": str(job.job_id),
+                "voxlog.attempt": attempt.number,
+                "voxlog.worker": self._worker_id,
+                "voxlog.engine": description.name,
+                "voxlog.device": description.device,
+            },
+        )
+        outcome = "interrupted"  # by a broker that went away, a cancellation from the watchdog
+        try:
+            with tracing.within(span.context):
+                result = await self._attempt(attempt)
+            outcome = result.kind
+            return result
+        finally:
+            span.end(attributes={"voxlog.outcome": outcome})
+
+    async def _attempt(self, attempt: Attempt) -> AttemptResult:
         job, number, ledger = attempt.job, attempt.number, attempt.ledger
         if number > self._retry.max_attempts:
             last = f"; the last: {job.last_error}" if job.last_error else ""
@@ -190,11 +242,29 @@ class JobRunner:
         ended = await self._at_boundary(progress, segment.index)
         if ended is not None:
             return ended
+        started_ns, started = tracing.now_ns(), time.perf_counter()
         audio = await self._audio.make(segment, progress.attempt.request)
         progress.total_ms += audio.duration_ms
         if not progress.for_duplicate:
+            synthesis_s = time.perf_counter() - started
             await self._emit_segment(progress, segment, audio)
+            self._segment_span(progress.attempt, segment, audio, started_ns, synthesis_s)
         return None
+
+    def _segment_span(
+        self, attempt: Attempt, segment: PlannedSegment, audio: SegmentAudio, started_ns: int, synthesis_s: float
+    ) -> None:
+        """The span of a segment's ``SegmentProduced``, from the start of its synthesis to its hand-off to the log."""
+        attributes: dict[str, tracing.Attribute] = {
+            "voxlog.engine": self._engine.description.name,
+            "voxlog.segment.index": segment.index,
+            "voxlog.segment.chars": len(segment.text),
+            "voxlog.segment.audio_ms": audio.duration_ms,
+            "voxlog.segment.rtf": round(synthesis_s / max(audio.duration_ms / 1000, 1e-3), 4),
+            "voxlog.segment.reused": audio.reused,
+        }
+        event_id = derive_event_id(attempt.job.job_id, "SegmentProduced", attempt.number, segment.index)
+        self._record_span("segment synthesis", event_id, started_ns, attributes)
 
     async def _at_boundary(self, progress: _Progress, index: int) -> AttemptResult | None:
         """Before segment ``index``: release the job if the worker wants it back, stop if it was cancelled
@@ -267,7 +337,11 @@ class JobRunner:
             source_job_id=cached.job_id,
         )
         # Its own id: a real completion of the same attempt (a zombie's, say) is another fact.
-        await self._emit(ledger, JobCompleted, job, job.attempt, payload, "cache", str(cached.job_id))
+        self._joined = cached.trace  # its span links to the synthesis whose audio it takes
+        try:
+            await self._emit(ledger, JobCompleted, job, job.attempt, payload, "cache", str(cached.job_id))
+        finally:
+            self._joined = None
         return AttemptResult("completed", cached.segment_count, cached.total_duration_ms)
 
     async def fail_without_attempt(self, job: JobView, code: str, message: str, ledger: Recorder) -> AttemptResult:
@@ -296,13 +370,35 @@ class JobRunner:
         them all, in order, so that the worker's offset moves past a job only once everything its attempt
         recorded is acknowledged (acks=all). A held event (``hold``) goes with the next one, in its request."""
         event = job_event(cls, job.job_id, job.fingerprint, number, self._producer, payload, *parts)
+        started_ns = tracing.now_ns()
         if hold:
             self.acknowledgements.hold(event, job.partition, ledger)
-            return None
-        recorded = await self.acknowledgements.send(event, job.partition, ledger)
-        if wait:
-            await self.acknowledgements.wait_all()
+            recorded = None
+        else:
+            recorded = await self.acknowledgements.send(event, job.partition, ledger)
+            if wait:
+                await self.acknowledgements.wait_all()
+        if cls is not SegmentProduced:  # a segment's span covers its synthesis (_step)
+            self._record_span(_span_name(event), event.event_id, started_ns, _span_attributes(event))
         return recorded
+
+    def _record_span(
+        self, name: str, event_id: uuid.UUID, started_ns: int, attributes: dict[str, tracing.Attribute]
+    ) -> None:
+        """The span of the record ``event_id`` (its id derived from the event's, as its ``traceparent`` names
+        it), a child of the work in hand: the attempt, or for a coalesced duplicate its job."""
+        parent = tracing.current()
+        if parent is not None and tracing.exporting():
+            links = (self._joined,) if self._joined is not None else ()
+            tracing.start_span(
+                name,
+                parent,
+                span_id_of(event_id),
+                kind="producer",
+                links=links,
+                start_ns=started_ns,
+                attributes=attributes,
+            ).end()
 
     async def _release(self, attempt: Attempt, reason: ReleaseReason, message: str, *, backoff: bool) -> AttemptResult:
         job, number = attempt.job, attempt.number

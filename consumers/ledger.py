@@ -28,7 +28,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from consumers.ports import CachedResult
-from contracts import CacheEvicted, JobCompleted, JobEvent, JobQueued, JobReleased, SynthesisRequest
+from contracts import (
+    CacheEvicted,
+    JobCompleted,
+    JobEvent,
+    JobQueued,
+    JobReleased,
+    SynthesisRequest,
+    TraceContext,
+    job_trace_of_record,
+    span_id_of,
+)
 from contracts.job_state import JobState, JobStatus, status_implied_by, transition
 
 
@@ -48,6 +58,7 @@ class JobView:
     confirmed_completion: JobCompleted | None = None
     evicted: bool = False  # a CacheEvicted was read: its result is not reused any more
     partition: int | None = None  # where its events go: the partition its JobQueued is in (None: the key's)
+    trace: TraceContext | None = None  # its trace, at its JobQueued's span: the parent of its attempts
 
     def __post_init__(self) -> None:
         self.status = self.confirmed
@@ -78,8 +89,8 @@ class Ledger:
         self._finished: OrderedDict[uuid.UUID, None] = OrderedDict()  # terminal jobs, oldest first
         self.results: OrderedDict[str, CachedResult] = OrderedDict()  # by fingerprint, oldest expiry first
 
-    def observe(self, event: JobEvent, offset: int | None = None) -> JobView:
-        """Fold in one record read from the log (at ``offset``), in log order."""
+    def observe(self, event: JobEvent, offset: int | None = None, traceparent: str | None = None) -> JobView:
+        """Fold in one record read from the log (at ``offset``, with the ``traceparent`` header), in log order."""
         view = self.jobs.get(event.job_id)
         if view is None:
             # The recovery scan starts at the committed offset, which may lie after the job's
@@ -96,6 +107,8 @@ class Ledger:
                 self._confirm_effects(view, event)
         if isinstance(event, CacheEvicted) and view.state is JobState.COMPLETED:
             view.evicted = True  # its result answers no duplicate any more (the job stays completed)
+        if view.trace is None or (isinstance(event, JobQueued) and view.request is None):
+            view.trace = job_trace_of_record(event, traceparent)
         if isinstance(event, JobQueued) and view.request is None:
             view.request, view.submitted_at = event.payload.request, event.payload.submitted_at
             view.priority = event.payload.priority
@@ -159,6 +172,7 @@ class Ledger:
                     completed.payload.segment_count,
                     completed.payload.total_duration_ms,
                     completed.occurred_at + self._ttl,
+                    view.trace.child(span_id_of(completed.event_id)) if view.trace is not None else None,
                 )
                 self._expire(completed.occurred_at)
         elif held is not None and held.job_id == view.job_id:

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 from aiokafka import ConsumerRecord
 
-from contracts import AudioRef, JobEvent, SynthesisRequest
+from contracts import AudioRef, JobEvent, SynthesisRequest, TraceContext
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ class CachedResult:
     segment_count: int
     total_duration_ms: int
     expires_at: datetime
+    trace: TraceContext | None = None
+    """The span of the completion that made it (a duplicate's trace links to it); ``None``: not known (the
+    projection does not keep traces)."""
 
 
 @dataclass(frozen=True)

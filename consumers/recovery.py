@@ -16,6 +16,7 @@ from aiokafka.structs import TopicPartition
 
 from consumers.ledger import Ledger
 from contracts import (
+    HEADER_TRACEPARENT,
     HEADER_TYPE,
     CacheEvicted,
     DecodeError,
@@ -59,7 +60,9 @@ async def scan_tails(
                     if header_value(record.headers, HEADER_TYPE) in LEDGER_TYPES:
                         # An undecodable record is dead-lettered by the main loop when it gets there.
                         with contextlib.suppress(DecodeError):
-                            ledgers[tp].observe(decode_event(record.value))
+                            ledgers[tp].observe(
+                                decode_event(record.value), None, header_value(record.headers, HEADER_TRACEPARENT)
+                            )
             # Offsets can skip (compaction, transaction markers): trust the consumer's position.
             pending = {tp for tp in pending if await reader.position(tp) < ends[tp]}
         return ledgers, read

@@ -36,7 +36,7 @@ import contextlib
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -59,6 +59,7 @@ from consumers.retries import DueRetry, RetryQueue
 from consumers.watchdog import Hung, Watchdog
 from consumers.worker_config import WorkerConfig
 from contracts import (
+    HEADER_TRACEPARENT,
     HEADER_TYPE,
     DecodeError,
     JobEvent,
@@ -71,6 +72,7 @@ from contracts import (
     type_name,
     utc_now,
 )
+from foundation import tracing
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
 from foundation.outages import Outage
@@ -250,15 +252,22 @@ class SynthWorker(ConsumerRebalanceListener):
                 if event_type in ACTIONABLE:
                     await self._dead_letter(record, str(exc))
             else:
-                acted = await self._on_event(tp, ledger, event, record.offset)
+                acted = await self._on_event(tp, ledger, event, record.offset, record.headers)
         # Done with: the offset may move past it, unless the record was deferred (its job waits for a turn,
         # a retry, or its completion's acknowledgement).
         self.partitions.handled(tp, record.offset)
         return acted
 
-    async def _on_event(self, tp: TopicPartition, ledger: Ledger, event: JobEvent, offset: int) -> bool:
+    async def _on_event(
+        self,
+        tp: TopicPartition,
+        ledger: Ledger,
+        event: JobEvent,
+        offset: int,
+        headers: Sequence[tuple[str, bytes]] | None = None,
+    ) -> bool:
         """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
-        view = ledger.observe(event, offset)
+        view = ledger.observe(event, offset, header_value(headers, HEADER_TRACEPARENT))
         if isinstance(event, JobQueued) and view.state in {JobState.QUEUED, JobState.CLAIMED}:
             if view.state is JobState.QUEUED and view.priority == "batch":
                 self.partitions.defer(tp, offset)  # its turn comes (consumers.priorities); no commit passes it
@@ -336,10 +345,16 @@ class SynthWorker(ConsumerRebalanceListener):
         return None
 
     async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView, offset: int) -> bool:
-        """Act on ``view``'s job, read at ``offset``; returns whether its completion is still being
-        acknowledged: the record is then deferred until it is, and acted on again if it is refused."""
+        """Act on ``view``'s job, read at ``offset``, in its trace (what is recorded and logged meanwhile
+        carries it, and the job's id, fingerprint and attempt); returns whether its completion is still
+        being acknowledged: the record is then deferred until it is, and acted on again if it is refused."""
         if self._stop.is_set():
             raise _Stopping
+        bound = {"job_id": view.job_id, "fingerprint": view.fingerprint, "attempt": view.attempt + 1}
+        with tracing.within(view.trace, **bound):
+            return await self._act_on(tp, ledger, view, offset)
+
+    async def _act_on(self, tp: TopicPartition, ledger: Ledger, view: JobView, offset: int) -> bool:
         if view.fingerprint in self._runner.acknowledgements.fingerprints():
             await self._acknowledged()  # a duplicate coalesces only onto a completion in the log
         request = view.request or await self._request_of(tp, view)

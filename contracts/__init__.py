@@ -14,8 +14,11 @@ from contracts.codec import (
     encode_event,
     event_headers,
     header_value,
-    new_traceparent,
+    job_trace,
+    job_trace_of,
+    job_trace_of_record,
     record_key,
+    record_trace,
 )
 from contracts.errors import ContractError, DecodeError, InvalidRequest, UnsupportedSchemaVersion
 from contracts.events import (
@@ -85,6 +88,15 @@ from contracts.job_state import (
     transition,
 )
 from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
+from contracts.trace_context import (
+    TraceContext,
+    new_span_id,
+    new_trace,
+    new_traceparent,
+    parse_traceparent,
+    span_id_of,
+    trace_of_job,
+)
 
 __all__ = [
     "DEFAULT_DLQ_TOPIC",
@@ -149,6 +161,7 @@ __all__ = [
     "SynthesisRequest",
     "Tenant",
     "TextSpan",
+    "TraceContext",
     "UnsupportedSchemaVersion",
     "decode_event",
     "decode_node_event",
@@ -160,11 +173,20 @@ __all__ = [
     "fold",
     "header_value",
     "job_event",
+    "job_trace",
+    "job_trace_of",
+    "job_trace_of_record",
+    "new_span_id",
+    "new_trace",
     "new_traceparent",
     "node_event",
     "normalize_text",
+    "parse_traceparent",
     "record_key",
+    "record_trace",
+    "span_id_of",
     "status_implied_by",
+    "trace_of_job",
     "transition",
     "type_name",
     "utc_now",

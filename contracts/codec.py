@@ -1,14 +1,14 @@
 """JSON encoding of events and the Kafka headers that travel with them.
 
 Headers on every record: ``type`` and ``schema_version`` (so consumers can
-filter before decoding) and ``traceparent`` (W3C trace context).
+filter before decoding) and ``traceparent`` (W3C trace context: the record's
+own span in its job's trace, see :mod:`contracts.trace_context`).
 """
 
 from __future__ import annotations
 
 import json
-import re
-import secrets
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
@@ -17,16 +17,28 @@ from pydantic import ValidationError
 from contracts.errors import DecodeError
 from contracts.events import (
     CURRENT_SCHEMA_VERSIONS,
+    EVENT_CLASSES,
     JOB_EVENT_ADAPTER,
     NODE_EVENT_ADAPTER,
     ApiKeyIssued,
     ApiKeyRevoked,
     DocumentSubmitted,
     JobEvent,
+    JobQueued,
     NodeAnnounced,
     NodeEvent,
     NodeHeartbeat,
     ServiceModeSet,
+    derive_event_id,
+)
+from contracts.trace_context import (
+    TraceContext,
+    is_traceparent,
+    new_span_id,
+    new_trace,
+    parse_traceparent,
+    span_id_of,
+    trace_of_job,
 )
 from contracts.upcasting import UPCASTERS, Upcaster, upcast
 
@@ -35,19 +47,6 @@ Headers = list[tuple[str, bytes]]
 HEADER_TYPE: Final = "type"
 HEADER_SCHEMA_VERSION: Final = "schema_version"
 HEADER_TRACEPARENT: Final = "traceparent"
-
-_TRACEPARENT: Final = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
-
-
-def new_traceparent() -> str:
-    """A fresh W3C ``traceparent`` (version 00, sampled)."""
-    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-
-
-def is_traceparent(value: str) -> bool:
-    """Whether ``value`` is a well-formed version-00 ``traceparent``."""
-    return bool(_TRACEPARENT.match(value)) and "0" * 32 not in value and "-" + "0" * 16 + "-" not in value
-
 
 AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted | ApiKeyIssued | ApiKeyRevoked
 
@@ -72,13 +71,52 @@ def record_key(event: AnyEvent) -> bytes:
     return event.fingerprint.encode()
 
 
-def event_headers(event: AnyEvent, traceparent: str | None = None) -> Headers:
-    """Kafka headers for ``event``; a new trace is started when none is given."""
-    trace = traceparent if traceparent is not None and is_traceparent(traceparent) else new_traceparent()
+_JOB_EVENTS: Final = tuple(EVENT_CLASSES)
+
+
+def job_trace(event: JobQueued) -> TraceContext:
+    """The trace a job's events continue: its request's (``payload.traceparent``), else its id's (a job queued
+    before version 4); the span is the ``JobQueued``'s own, the parent of the job's attempts."""
+    recorded = parse_traceparent(event.payload.traceparent)
+    trace_id = recorded.trace_id if recorded is not None else trace_of_job(event.job_id)
+    return TraceContext(trace_id, span_id_of(event.event_id), recorded.sampled if recorded is not None else True)
+
+
+def job_trace_of_record(event: JobEvent, traceparent: str | None) -> TraceContext:
+    """The trace of ``event``'s job as a record of it tells: a ``JobQueued``'s own (:func:`job_trace`), else
+    :func:`job_trace_of` the record's ``traceparent`` header."""
+    return job_trace(event) if isinstance(event, JobQueued) else job_trace_of(event.job_id, traceparent)
+
+
+def job_trace_of(job_id: uuid.UUID, traceparent: str | None = None) -> TraceContext:
+    """Job ``job_id``'s trace at its ``JobQueued``'s span, whose id anyone derives alike (the API derives its
+    ``JobQueued`` ids from the job): the trace ``traceparent`` names, else the one the job's id gives."""
+    header = parse_traceparent(traceparent)
+    queued = span_id_of(derive_event_id(job_id, "JobQueued", 0))
+    if header is None:
+        return TraceContext(trace_of_job(job_id), queued)
+    return TraceContext(header.trace_id, queued, header.sampled)
+
+
+def record_trace(event: AnyEvent, trace: TraceContext | None = None) -> TraceContext:
+    """The ``traceparent`` of ``event``'s record: its trace (a ``JobQueued``'s own, else ``trace``, else its
+    job's id's) with the span id its event id gives; a node event's is ``trace``'s child, else a new trace."""
+    if isinstance(event, JobQueued):
+        return job_trace(event)
+    if not isinstance(event, _JOB_EVENTS):
+        return trace.child(new_span_id()) if trace is not None else new_trace()
+    trace_id = trace.trace_id if trace is not None else trace_of_job(event.job_id)
+    return TraceContext(trace_id, span_id_of(event.event_id), trace.sampled if trace is not None else True)
+
+
+def event_headers(event: AnyEvent, traceparent: str | None = None, *, trace: TraceContext | None = None) -> Headers:
+    """Kafka headers for ``event``: ``traceparent`` as given when it is well formed (the caller chose the
+    record's span), else the record's own span in ``trace`` (:func:`record_trace`)."""
+    given = traceparent if traceparent is not None and is_traceparent(traceparent) else None
     return [
         (HEADER_TYPE, event.type.encode()),
         (HEADER_SCHEMA_VERSION, str(event.schema_version).encode()),
-        (HEADER_TRACEPARENT, trace.encode()),
+        (HEADER_TRACEPARENT, (given or record_trace(event, trace).traceparent).encode()),
     ]
 
 

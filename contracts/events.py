@@ -85,7 +85,9 @@ class JobQueuedPayload(_Frozen):
     """``priority`` (version 2): workers take interactive jobs first, and one batch job after every few
     interactive ones so that batch work never starves. Not part of the fingerprint: it changes when a
     job is synthesized, not what it sounds like. ``tenant`` and ``key_id`` (version 3): who owns the job,
-    and the API key it was submitted with (its public prefix; ``None`` while auth is off)."""
+    and the API key it was submitted with (its public prefix; ``None`` while auth is off). ``traceparent``
+    (version 4): the W3C trace context of the request that submitted it, the trace every later event of
+    the job continues (:mod:`contracts.trace_context`; ``None`` in a job recorded before version 4)."""
 
     request: SynthesisRequest
     idempotency_key: Annotated[str | None, Field(max_length=256)] = None
@@ -93,6 +95,7 @@ class JobQueuedPayload(_Frozen):
     priority: Priority = "interactive"
     tenant: Tenant = DEFAULT_TENANT
     key_id: Annotated[str | None, Field(max_length=64)] = None
+    traceparent: Annotated[str | None, Field(pattern=r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")] = None
 
 
 class JobClaimedPayload(_Frozen):
@@ -199,10 +202,10 @@ class _Envelope(_Frozen):
 
 class JobQueued(_Envelope):
     """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``;
-    version 3 ``tenant``, ``key_id`` and ``request.cache_scope``."""
+    version 3 ``tenant``, ``key_id`` and ``request.cache_scope``; version 4 ``traceparent``."""
 
     type: Literal["JobQueued"] = "JobQueued"
-    schema_version: Literal[3] = 3
+    schema_version: Literal[4] = 4
     payload: JobQueuedPayload
 
 

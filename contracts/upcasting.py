@@ -60,6 +60,15 @@ def _queued_v2_to_v3(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _queued_v3_to_v4(raw: RawEvent) -> RawEvent:
+    """``JobQueued`` 4 records the trace of the request that submitted the job; a version-3 job recorded
+    none (its events share the trace its id gives: :func:`contracts.trace_context.trace_of_job`)."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):
+        raw = {**raw, "payload": {**payload, "traceparent": None}}
+    return raw
+
+
 def _document_v2_to_v3(raw: RawEvent) -> RawEvent:
     """``DocumentSubmitted`` 3 names the tenant that owns the document: version 2's was the default one."""
     payload = raw.get("payload")
@@ -75,6 +84,7 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("SegmentProduced", 1): _segment_v1_to_v2,
     ("DocumentSubmitted", 1): _document_v1_to_v2,
     ("JobQueued", 2): _queued_v2_to_v3,
+    ("JobQueued", 3): _queued_v3_to_v4,
     ("DocumentSubmitted", 2): _document_v2_to_v3,
 }
 

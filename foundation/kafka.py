@@ -7,6 +7,8 @@ default partitioner (murmur2, the same as the Java client's) picks the
 fingerprint's: either way every event of a job is in one partition, in order. The producer is idempotent with
 ``acks=all``: a record is reported published only once every in-sync replica
 has it. aiokafka errors are converted here into :class:`BrokerUnavailable`.
+Each record's ``traceparent`` names its own span in the trace of the work in
+hand (:func:`foundation.tracing.current`: the request, the job's attempt).
 
 The services name what they need from the log as ports of their own
 (``consumers.ports.EventLog``, ``producers.ports.JobLog``); these classes
@@ -29,6 +31,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from contracts import AnyEvent, encode_event, event_headers, record_key
+from foundation import tracing
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from foundation.kafka_access import KafkaAccess
 
@@ -111,7 +114,7 @@ class KafkaEventPublisher:
         """Append ``event`` (to the default topic unless ``topic`` is given; to ``partition``, else the
         fingerprint's) and wait for acks=all."""
         return await self.send_raw(
-            topic or self.topic, record_key(event), encode_event(event), event_headers(event, traceparent), partition
+            topic or self.topic, record_key(event), encode_event(event), self._headers(event, traceparent), partition
         )
 
     async def send(self, event: AnyEvent, partition: int | None = None) -> asyncio.Future[RecordPosition]:
@@ -124,7 +127,7 @@ class KafkaEventPublisher:
                 self.topic,
                 value=encode_event(event),
                 key=record_key(event),
-                headers=event_headers(event),
+                headers=self._headers(event),
                 partition=partition,
             )
         except KafkaError as exc:
@@ -134,6 +137,10 @@ class KafkaEventPublisher:
         acknowledged: asyncio.Future[RecordPosition] = asyncio.get_running_loop().create_future()
         sent.add_done_callback(lambda done: _convert(done, acknowledged, self.topic))
         return acknowledged
+
+    @staticmethod
+    def _headers(event: AnyEvent, traceparent: str | None = None) -> list[tuple[str, bytes]]:
+        return event_headers(event, traceparent, trace=tracing.current())
 
     def _one_acknowledged(self, _: asyncio.Future[Any]) -> None:
         self.unacknowledged -= 1

@@ -220,8 +220,18 @@ class ShutdownSettings(_Settings):
     )
 
 
-class LifecycleSettings(OutageSettings, ShutdownSettings):
-    """What every long-running process with dependencies reads: how it lives through outages, how it stops."""
+class TracingSettings(_Settings):
+    otlp_endpoint: str = Field(
+        "",
+        description="Base URL of an OTLP/HTTP collector (http://host:4318) that the process's spans are exported"
+        " to, /v1/traces appended (needs the otel extra); empty: no spans (trace ids still travel with every"
+        " record and log line).",
+    )
+
+
+class LifecycleSettings(OutageSettings, ShutdownSettings, TracingSettings):
+    """What every long-running process with dependencies reads: how it lives through outages, how it stops,
+    where its spans go."""
 
 
 class MetricsSettings(_Settings):

@@ -27,6 +27,7 @@ from producers.job_routes import get_audio, get_job, get_segment_audio, submit_j
 from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.ports import JobLog
 from producers.queries import ProjectionReader, ProjectionUnavailable
+from producers.request_trace import RequestTrace
 from producers.speech import openai_speech
 from producers.usage_routes import get_usage
 from producers.views import EngineView, HealthView, ReadyView, VoicesView
@@ -141,6 +142,7 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
             ),
         ),
         middleware=[
+            RequestTrace,  # outermost: everything a request does is in its trace
             # Requests by route (its template, not the path), method and status, and their duration.
             PrometheusConfig(
                 app_name="voxlog-api", prefix="voxlog_http", group_path=True, exclude=["/metrics"]

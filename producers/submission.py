@@ -60,6 +60,7 @@ from contracts import (
     job_event,
     utc_now,
 )
+from foundation import tracing
 from foundation.blobs import BlobStore
 from foundation.metrics import SUBMISSIONS
 from producers.admission import Admission
@@ -308,6 +309,7 @@ class Submissions:
             priority=item.priority,
             tenant=principal.tenant,
             key_id=principal.key_id,
+            traceparent=trace.traceparent if (trace := tracing.current()) is not None else None,
         )
         return job_event(JobQueued, job_id, request.fingerprint(), 0, self._producer, payload, at=now)
 

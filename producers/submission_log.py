@@ -23,7 +23,10 @@ from contracts import (
     JobQueued,
     encode_event,
     job_event,
+    parse_traceparent,
+    span_id_of,
 )
+from foundation import tracing
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from producers.errors import Rejected
 from producers.ports import DocumentLog, JobLog, Placement
@@ -44,6 +47,21 @@ def cache_hit(queued: JobQueued, result: LiveResult) -> JobCompleted:
     return job_event(
         JobCompleted, queued.job_id, queued.fingerprint, 0, queued.producer, payload, "cache", str(result.job_id)
     )
+
+
+def _queued_spans(queued: Sequence[JobQueued], started_ns: int) -> None:
+    """Each new job's ``JobQueued`` as a span of its request (from its publishing to its acknowledgement): the
+    parent of the job's attempts, with the id every process derives from the record's event id."""
+    if not tracing.exporting():
+        return
+    for event in queued:
+        request = parse_traceparent(event.payload.traceparent)
+        if request is not None:
+            attributes = {"voxlog.job_id": str(event.job_id), "voxlog.priority": event.payload.priority}
+            span = tracing.start_span(
+                "job queued", request, span_id_of(event.event_id), kind="producer", start_ns=started_ns
+            )
+            span.end(attributes=attributes)
 
 
 class Unrecorded(Rejected):
@@ -104,7 +122,9 @@ class SubmissionLog:
                         events.append(completions[i])
                         partitions.append(partition)
                 sent = True
+                started_ns = tracing.now_ns()
                 await self._publisher.publish_all(events, partitions)  # type: ignore[arg-type]
+                _queued_spans(queued, started_ns)
         except BrokerUnavailable as exc:
             raise Unrecorded(exc, client_key, sent=sent) from exc
 

@@ -8,7 +8,8 @@ absorbs. Each batch of records, job and node events alike, is applied in one
 read and one write together with the new offsets (projections.batch_apply),
 folded by the one projection (projections.reducer). A record that cannot be
 decoded, or that the tables refuse, is copied to the DLQ with the reason and
-skipped.
+skipped. Each committed batch is a span in the trace of every job it made
+visible (projections.batch_spans).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import TopicPartition
 
 from contracts import DecodeError, JobEvent, NodeEvent, decode_event, decode_node_event
+from foundation import tracing
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition
@@ -35,6 +37,7 @@ from foundation.lifecycle import Stopped, wait_for_stop
 from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
 from foundation.outages import Outage, until_available
 from projections.batch_apply import Offsets, apply_events
+from projections.batch_spans import record_batch_spans
 from projections.errors import ProjectionGap
 from projections.linger import NEVER, Linger, LiveJobs
 from projections.observed import observe
@@ -154,7 +157,7 @@ class Projector:
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         """Apply ``batch`` with the offsets past it, set-based in one write; when the tables refuse something
         in it, record by record (each a batch of its own), so that only that record is dead-lettered."""
-        started = time.monotonic()
+        started, started_ns = time.monotonic(), tracing.now_ns()
         decoded: list[_Decoded] = []
         for records in batch.values():
             for record in records:
@@ -176,6 +179,7 @@ class Projector:
         PROJECTOR_BATCH_RECORDS.observe(sum(len(records) for records in batch.values()))
         observe(seen)
         self.live.observe(seen)
+        record_batch_spans(self.config.name, decoded, started_ns)
 
     async def _write(self, decoded: list[_Decoded], past: dict[tuple[str, int], int]) -> list[tuple[JobEvent, Outcome]]:
         """Apply ``decoded`` and move the offsets to ``past`` in one read and one write, or not at all

@@ -34,6 +34,7 @@ from voxlog import (
     archive_cli,
     audit_cli,
     cache_cli,
+    check_cli,
     devstack,
     docs,
     keys_cli,
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_cli.add_parser(commands)
     keys_cli.add_parser(commands)
     usage_cli.add_parser(commands)
+    check_cli.add_parser(commands)
     speak_cli.add_parser(commands)
     chaos = commands.add_parser(
         "chaos", help="inject every fault into voxlog on a Kafka and PostgreSQL of its own; write docs/reliability.md"
@@ -266,6 +268,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
     "admin": admin_cli.run,
     "keys": keys_cli.run,
     "usage": usage_cli.run,
+    "check": check_cli.run,
     "speak": speak_cli.run,
     "chaos": _chaos,
     "config": _config,

@@ -2,7 +2,7 @@
 
 promtool validates the config and the rules and runs the rules' unit tests; then a Prometheus server
 scrapes a pipeline (a job completed, one served from the cache, one failed, a poison record dead-lettered)
-and must know every metric that an alert or a dashboard panel names.
+and the canary (`voxlog check --every`), and must know every metric that an alert or a dashboard panel names.
 """
 
 from __future__ import annotations
@@ -81,6 +81,12 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
     finally:
         await producer.stop()
 
+    # The canary, exporting its results (with bench-sleep's tone it fails the speech checks: failures are
+    # exported too).
+    ports["canary"] = free_port()
+    every = ["--every", "1", "--timeout", "10", "--no-asr", "--metrics-port", str(ports["canary"])]
+    app.start("canary", ["check", "--api", app.api, *every])
+
     port = free_port()
     api_port = app.api.rsplit(":", 1)[1]
     jobs = {"voxlog-api": api_port, **{f"voxlog-{n.split('-')[0]}": str(p) for n, p in ports.items()}}
@@ -124,6 +130,13 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
     finally:
         server.terminate()
         await asyncio.wait_for(server.wait(), 30)
-    assert {rule["name"] for rule in rules} >= {"VoxlogConsumerLagHigh", "VoxlogConsumerStalled", "VoxlogNoWorker"}
+    assert {rule["name"] for rule in rules} >= {
+        "VoxlogConsumerLagHigh",
+        "VoxlogConsumerStalled",
+        "VoxlogNoWorker",
+        "VoxlogCanaryFailing",
+        "VoxlogCanaryStale",
+    }
+    assert {"voxlog_canary_up", "voxlog_canary_phase_seconds"} <= wanted, "the rules and the dashboard read the canary"
     assert all(rule["health"] == "ok" for rule in rules), rules
     assert "voxlog_dead_letters_total" in wanted, "the names come from the files, and the files name this one"

@@ -62,6 +62,7 @@ from voxlog.composition.configs import (
     tenant_policies,
 )
 from voxlog.composition.resources import (
+    export_spans,
     instance_name,
     load_configured_engine,
     open_consumer,
@@ -84,6 +85,7 @@ async def run_api(settings: ApiSettings) -> None:
 async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
     kafka = settings.kafka_access()
     async with AsyncExitStack() as resources:
+        export_spans(resources, settings, "api", shutdown)
         # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
         # owns the schema's migrations).
         serve_metrics(settings.metrics_host, settings.metrics_port)
@@ -201,6 +203,7 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
     kafka = settings.kafka_access()
     stop = shutdown.stop
     async with AsyncExitStack() as resources:
+        export_spans(resources, settings, "projector", shutdown)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=True)
         publisher = await open_publisher(resources, kafka, settings.dlq_topic, "projector", shutdown)
@@ -240,6 +243,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
     stop = shutdown.stop
     instance = instance_name()
     async with AsyncExitStack() as resources:
+        export_spans(resources, settings, "sweeper", shutdown)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = await open_publisher(resources, kafka, settings.jobs_topic, instance, shutdown)

@@ -16,14 +16,17 @@ import asyncpg
 import structlog
 from aiokafka import AIOKafkaConsumer
 
+from foundation import tracing
 from foundation.db import open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
 from foundation.kafka_access import KafkaAccess
+from foundation.otel import span_sink
 from foundation.outages import until_available
 from foundation.settings import (
     DatabaseSettings,
     EngineSettings,
+    TracingSettings,
 )
 from foundation.shutdown import Shutdown
 from projections.errors import DatabaseUnavailable
@@ -36,6 +39,17 @@ log = structlog.get_logger("voxlog")
 
 def instance_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def export_spans(resources: AsyncExitStack, settings: TracingSettings, service: str, shutdown: Shutdown) -> None:
+    """The process's spans to ``VOXLOG_OTLP_ENDPOINT`` (nowhere when it is empty), the last of them sent as the
+    process's final closing step (pushed first, closed last: after the producer's flush)."""
+    sink = span_sink(settings.otlp_endpoint, service, instance_name())
+    if sink is None:
+        return
+    tracing.export_spans_to(sink)
+    log.info("exporting spans", endpoint=settings.otlp_endpoint)
+    resources.push_async_callback(shutdown.closing("sending the last spans", lambda: asyncio.to_thread(sink.close)))
 
 
 async def open_database(

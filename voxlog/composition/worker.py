@@ -25,6 +25,7 @@ from foundation.settings import WorkerSettings
 from foundation.shutdown import Shutdown
 from voxlog.composition.configs import retry_policy, worker_config
 from voxlog.composition.resources import (
+    export_spans,
     load_configured_engine,
     open_consumer,
     open_database,
@@ -47,6 +48,7 @@ async def run_worker(settings: WorkerSettings) -> None:
 async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
     stop = shutdown.stop
     async with AsyncExitStack() as resources:
+        export_spans(resources, settings, "worker", shutdown)
         model = await load_configured_engine(settings)
         engine = TtsNodeSpeechEngine(model)
         config = worker_config(settings, engine.description)
