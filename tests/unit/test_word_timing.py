@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from tts_node.engine import Segment
-from tts_node.word_timing import entries, id_runs, word_times
+from tts_node.word_timing import LEAD_FRAMES, entries, id_runs, word_times
 
 pytestmark = pytest.mark.unit
 
@@ -43,12 +43,16 @@ def test_each_word_starts_at_its_first_phoneme_and_ends_after_its_last_scaled_to
     # "ab, c": pad, a, b, comma, space, c, pad (frames 4, 1, 2, 3, 1, 2, 5: 18 in all)
     seg = segment("ab, c", "ab, c", [1, 2, COMMA, SPACE, 5], start=100)
     words = word_times(seg, [4, 1, 2, 3, 1, 2, 5], 18 * 600, SPACE, SILENT)
+    lead = LEAD_FRAMES
     assert [(w.start, w.end, w.first, w.last) for w in words or ()] == [
-        (100, 103, 4 * 600, 7 * 600),  # "ab," from frame 4 to 7: the comma's pause is not in it
-        (104, 105, 11 * 600, 13 * 600),
+        (100, 103, (4 - lead) * 600, (7 - lead) * 600),  # "ab," frames 4 to 7: the comma's pause is not in it
+        (104, 105, (11 - lead) * 600, (13 - lead) * 600),
     ]
     scaled = word_times(seg, [4, 1, 2, 3, 1, 2, 5], 9 * 600, SPACE, SILENT)
-    assert [(w.first, w.last) for w in scaled or ()] == [(2 * 600, 3.5 * 600), (5.5 * 600, 6.5 * 600)]
+    assert [(w.first, w.last) for w in scaled or ()] == [
+        ((4 - lead) * 300, (7 - lead) * 300),
+        ((11 - lead) * 300, (13 - lead) * 300),
+    ]
 
 
 def test_when_espeak_says_another_number_of_words_each_entry_takes_its_share_of_the_ids():
@@ -57,7 +61,7 @@ def test_when_espeak_says_another_number_of_words_each_entry_takes_its_share_of_
     words = word_times(seg, [0, 1, 1, 1, 1, 1, 1, 1, 1, 0], 8 * 600, SPACE, SILENT) or ()
     assert [(w.start, w.end) for w in words] == [(0, 1), (2, 5)]
     assert words[0].first == 0
-    assert words[-1].last == 8 * 600
+    assert words[-1].last == (8 - LEAD_FRAMES) * 600, "heard a little before its frames say"
     assert all(a.last <= b.first for a, b in itertools.pairwise(words))
 
 
