@@ -36,7 +36,7 @@ async def test_a_real_model_jobs_words_are_said_where_its_audio_speaks_them(apps
         vtt = await client.get(f"/v1/jobs/{job_id}/captions", params={"format": "vtt"})
         captioned = await client.post(
             "/dev/captioned_speech",
-            json={"model": "kokoro", "input": TEXT, "voice": voices[0], "response_format": "wav", "stream": False},
+            json={"model": "tts-1", "input": TEXT, "voice": voices[0], "response_format": "wav", "stream": False},
         )
     samples, rate = sf.read(io.BytesIO(audio.content), dtype="float32")
     words = captions["words"]
@@ -47,9 +47,9 @@ async def test_a_real_model_jobs_words_are_said_where_its_audio_speaks_them(apps
     # Each word is said where the audio is loud; the lead-in before the first is quiet.
     loud = [frame_rms(samples, rate, w["start_ms"], w["end_ms"]) for w in words]
     assert min(loud) > 3 * frame_rms(samples, rate, 0, max(1, words[0]["start_ms"] - 50)), loud
-    # The first sound (10 ms over a tenth of the loudest) and the first word's start agree.
+    # The first sound (10 ms over a fiftieth of the loudest) and the first word's start agree.
     energy = np.square(samples[: len(samples) // 240 * 240].reshape(-1, 240)).mean(axis=1)
-    onset_ms = 10 * int(np.argmax(energy > 0.1 * energy.max()))
+    onset_ms = 10 * int(np.argmax(energy > 0.02 * energy.max()))
     assert abs(onset_ms - words[0]["start_ms"]) < 100, (onset_ms, words[0])
     assert srt.startswith("1\n00:00:00,"), srt
     assert re.search(r"\n2\n00:00:0\d,\d{3} --> ", srt), srt
@@ -111,12 +111,12 @@ async def test_a_documents_captions_follow_its_stitched_audio_through_pauses_and
     for paragraph in (p for paragraphs in chapters for p in paragraphs):
         first = said.index(paragraph.split()[0])
         assert said[first : first + len(paragraph.split())] == paragraph.split()
-    start = toc["chapters"][1]["start_ms"]
-    later = [w for w in captions["words"] if w["start_ms"] >= start]
-    assert [w["text"] for w in in_chapter["words"]] == [w["text"] for w in later]
-    assert all(
-        abs(mine["start_ms"] + start - theirs["start_ms"]) <= 1
-        for mine, theirs in zip(in_chapter["words"], later, strict=True)
-    ), "a chapter's captions are the whole document's, from the chapter's start"
+    # A chapter's captions are the whole document's, from the chapter's start (the table of contents sums
+    # rounded durations: a millisecond a segment apart at most).
+    tail = captions["words"][-len(in_chapter["words"]) :]
+    assert [w["text"] for w in tail] == [w["text"] for w in in_chapter["words"]]
+    shift = tail[0]["start_ms"] - in_chapter["words"][0]["start_ms"]
+    assert abs(shift - toc["chapters"][1]["start_ms"]) <= 4, (shift, toc)
+    assert all(abs(t["start_ms"] - c["start_ms"] - shift) <= 1 for t, c in zip(tail, in_chapter["words"], strict=True))
     assert vtt.status_code == 200
     assert vtt.text.startswith("WEBVTT")
