@@ -295,6 +295,7 @@ class JobRunner:
             byte_length=audio.byte_length,
             segment_key=audio.key,
             reused=audio.reused,
+            words=audio.words,
         )
         await self._emit(
             attempt.ledger, SegmentProduced, attempt.job, attempt.number, payload, segment.index, wait=False

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 from aiokafka import ConsumerRecord
 
-from contracts import AudioRef, JobEvent, SynthesisRequest, TraceContext
+from contracts import AudioRef, JobEvent, SynthesisRequest, TraceContext, WordTiming
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,25 @@ class PlannedSegment:
 
 
 @dataclass(frozen=True)
+class Rendering:
+    """A segment's audio, and when its words are said in it (``None``: the engine cannot tell)."""
+
+    samples: npt.NDArray[np.float32]
+    words: tuple[WordTiming, ...] | None = None
+
+
+@dataclass(frozen=True)
 class ReusableSegment:
-    """A segment synthesized before, whose audio another segment of the same key can reuse."""
+    """A segment synthesized before, whose audio another segment of the same key can reuse; its words'
+    characters count from the start of its ``text`` (another segment of the key may be elsewhere in its
+    request, or written otherwise: its words are reused only when its text is the same)."""
 
     audio: AudioRef
     duration_ms: int
     byte_length: int
     sample_rate: int
+    text: str = ""
+    words: tuple[WordTiming, ...] | None = None
 
 
 class SegmentReuse(Protocol):
@@ -67,7 +79,7 @@ class SpeechEngine(Protocol):
 
     def plan(self, text: str, lang: str, normalize: bool = True) -> Sequence[PlannedSegment]: ...
 
-    def render(self, segment: PlannedSegment, voice: str, speed: float) -> npt.NDArray[np.float32]: ...
+    def render(self, segment: PlannedSegment, voice: str, speed: float) -> Rendering: ...
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from consumers.activity import Activity
 from consumers.errors import BlobWriteFailed
 from consumers.ports import AudioSink, PlannedSegment, ReusableSegment, SegmentReuse, SpeechEngine
 from consumers.segment_reuse import LOOKUP_WORTH_S
-from contracts import AudioRef, SynthesisRequest
+from contracts import AudioRef, SynthesisRequest, WordTiming
 from contracts.fingerprint import segment_key
 from foundation.audio import encode_wav
 from foundation.metrics import SEGMENTS_REUSED
@@ -38,6 +38,7 @@ class SegmentAudio:
     duration_ms: int
     key: str | None  # the segment's key in the segment cache (None: never reused)
     reused: bool
+    words: tuple[WordTiming, ...] | None = None  # their characters in the request text
 
 
 class SegmentMaker:
@@ -63,7 +64,8 @@ class SegmentMaker:
             return await self._render(segment, request, key)
         self._activity.reused(len(segment.text))
         SEGMENTS_REUSED.labels(self._engine.description.name).inc()
-        return SegmentAudio(found.audio, found.byte_length, found.duration_ms, key, reused=True)
+        words = shifted(found.words, segment.start) if found.text == segment.text else None
+        return SegmentAudio(found.audio, found.byte_length, found.duration_ms, key, reused=True, words=words)
 
     async def _reusable(self, segment: PlannedSegment, key: str | None) -> ReusableSegment | None:
         if not key or self._segments is None:
@@ -78,7 +80,8 @@ class SegmentMaker:
     async def _render(self, segment: PlannedSegment, request: SynthesisRequest, key: str | None) -> SegmentAudio:
         sample_rate = self._engine.description.sample_rate
         rendering = time.perf_counter()
-        samples = await self._call(self._engine.render, segment, request.voice, request.speed)
+        rendered = await self._call(self._engine.render, segment, request.voice, request.speed)
+        samples = rendered.samples
         self._activity.rendered(time.perf_counter() - rendering)
         try:  # encoded and written in one hop off the loop
             ref, byte_length = await asyncio.to_thread(self._store, samples, sample_rate)
@@ -86,8 +89,11 @@ class SegmentMaker:
             raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
         duration_ms = round(1000 * len(samples) / sample_rate)
         if key and self._segments is not None:
-            self._segments.remember(key, ReusableSegment(ref, duration_ms, byte_length, sample_rate))
-        return SegmentAudio(ref, byte_length, duration_ms, key, reused=False)
+            words = shifted(rendered.words, -segment.start)
+            self._segments.remember(
+                key, ReusableSegment(ref, duration_ms, byte_length, sample_rate, segment.text, words)
+            )
+        return SegmentAudio(ref, byte_length, duration_ms, key, reused=False, words=rendered.words)
 
     def _key(self, segment: PlannedSegment, request: SynthesisRequest) -> str | None:
         if not segment.ids:
@@ -104,3 +110,10 @@ class SegmentMaker:
     def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:
         wav = encode_wav(samples, sample_rate)
         return self._blobs.put(wav, ".wav"), len(wav)
+
+
+def shifted(words: tuple[WordTiming, ...] | None, by: int) -> tuple[WordTiming, ...] | None:
+    """``words`` with their characters ``by`` further on: a segment's own, or its request's."""
+    if words is None:
+        return None
+    return tuple(w.model_copy(update={"start": w.start + by, "end": w.end + by}) for w in words)

@@ -19,7 +19,9 @@ import asyncpg
 
 from consumers.errors import LookupUnavailable
 from consumers.ports import CachedResult, Outlook, ReusableSegment
+from consumers.segment_audio import shifted
 from contracts import AudioRef, JobState, SynthesisRequest
+from contracts.word_timings import words_of
 from foundation.db import reading
 from foundation.live_jobs import WANTED_ELSEWHERE
 from foundation.outages import Outage
@@ -95,7 +97,8 @@ class PostgresResultLookup:
         """A segment of ``key`` some job produced (its blob may be gone since: the caller touches it)."""
         async with self._reading():
             row = await self._pool.fetchrow(
-                "SELECT audio_sha256, audio_uri, duration_ms, byte_length, sample_rate FROM segments"
+                "SELECT audio_sha256, audio_uri, duration_ms, byte_length, sample_rate, span_start, span_text, words"
+                " FROM segments"
                 " WHERE segment_key = $1 ORDER BY produced_at DESC LIMIT 1",
                 key,
                 timeout=QUERY_TIMEOUT_S,
@@ -103,4 +106,6 @@ class PostgresResultLookup:
         if row is None:
             return None
         audio = AudioRef(sha256=row["audio_sha256"], uri=row["audio_uri"])
-        return ReusableSegment(audio, row["duration_ms"], row["byte_length"], row["sample_rate"])
+        words = shifted(words_of(row["words"]), -row["span_start"])
+        text = row["span_text"]
+        return ReusableSegment(audio, row["duration_ms"], row["byte_length"], row["sample_rate"], text, words)

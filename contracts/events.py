@@ -124,10 +124,22 @@ class AudioRef(_Frozen):
     uri: Annotated[str, Field(min_length=1)]
 
 
+class WordTiming(_Frozen):
+    """A caption entry: characters ``[start, end)`` of the request text as written (a word, or a written
+    form said as several words: "2.5 kg"), said from ``start_ms`` to ``end_ms`` of its segment's audio."""
+
+    start: NonNegative
+    end: NonNegative
+    start_ms: NonNegative
+    end_ms: NonNegative
+
+
 class SegmentProducedPayload(_Frozen):
     """Version 2 added ``segment_key`` (what makes this segment's audio: see
     :func:`contracts.fingerprint.segment_key`; ``None`` when not known) and ``reused`` (the audio is an
-    earlier segment's of the same key, not a new synthesis)."""
+    earlier segment's of the same key, not a new synthesis). Version 3 added ``words``: when each word
+    is said, from the model's predicted durations (``None``: the engine could not tell, or an older
+    segment)."""
 
     index: NonNegative
     span: TextSpan
@@ -137,6 +149,7 @@ class SegmentProducedPayload(_Frozen):
     byte_length: NonNegative
     segment_key: Sha256Hex | None = None
     reused: bool = False
+    words: tuple[WordTiming, ...] | None = None
 
 
 class JobCompletedPayload(_Frozen):
@@ -217,7 +230,7 @@ class JobClaimed(_Envelope):
 
 class SegmentProduced(_Envelope):
     type: Literal["SegmentProduced"] = "SegmentProduced"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     payload: SegmentProducedPayload
 
 

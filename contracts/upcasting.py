@@ -45,6 +45,14 @@ def _segment_v1_to_v2(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _segment_v2_to_v3(raw: RawEvent) -> RawEvent:
+    """``SegmentProduced`` 3 says when each word is said; a version-2 segment did not record it."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):
+        raw = {**raw, "payload": {**payload, "words": None}}
+    return raw
+
+
 def _document_v1_to_v2(raw: RawEvent) -> RawEvent:
     """``DocumentSubmitted`` 2 may hold the scene break ``b`` in ``breaks``; a version-1 record has none, and
     reads as it is."""
@@ -86,6 +94,7 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("JobQueued", 2): _queued_v2_to_v3,
     ("JobQueued", 3): _queued_v3_to_v4,
     ("DocumentSubmitted", 2): _document_v2_to_v3,
+    ("SegmentProduced", 2): _segment_v2_to_v3,
 }
 
 

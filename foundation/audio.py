@@ -7,12 +7,14 @@ whole job is the concatenation of its segments' samples.
 from __future__ import annotations
 
 import io
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import soundfile as sf
 
 Samples = npt.NDArray[np.float32]
+WAV_HEADER_BYTES: Final = 44  # what ``encode_wav``'s files hold before their 16-bit samples
 
 
 def encode_wav(samples: Samples, sample_rate: int) -> bytes:
@@ -20,6 +22,11 @@ def encode_wav(samples: Samples, sample_rate: int) -> bytes:
     buffer = io.BytesIO()
     sf.write(buffer, np.clip(samples, -1.0, 1.0), sample_rate, format="WAV", subtype="PCM_16")
     return buffer.getvalue()
+
+
+def wav_seconds(byte_length: int, sample_rate: int) -> float:
+    """How long a segment file of ``encode_wav`` lasts, to the sample, from its size alone."""
+    return (byte_length - WAV_HEADER_BYTES) / 2 / sample_rate
 
 
 def decode_audio(data: bytes) -> tuple[Samples, int]:

@@ -18,6 +18,8 @@ from producers import admin_routes
 from producers.auth import PUBLIC_PATHS, READ, KeyAuthentication, add_limit_headers
 from producers.batches import submit_batch
 from producers.cancel import cancel_job
+from producers.caption_routes import CAPTION_ROUTES
+from producers.captioned_speech import captioned_speech
 from producers.deps import ApiDeps, Injected, dependencies
 from producers.document_output import cancel_document, get_chapter_audio, get_document_audio, get_toc
 from producers.documents import get_document, submit_document
@@ -123,6 +125,8 @@ ROUTES = [
     cancel_document,
     get_usage,
     *admin_routes.ROUTES,
+    *CAPTION_ROUTES,
+    captioned_speech,
 ]
 
 

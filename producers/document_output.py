@@ -36,7 +36,7 @@ from producers.views import DocumentCancelView, TocChapterView, TocView
 CANCEL_VISIBLE_WITHIN_S: Final = 5.0  # then 202 with "visible": false; the cancellation still holds
 
 
-async def _layout(
+async def layout(
     documents: DocumentReader, document_id: uuid.UUID, principal: Principal, chapter: int | None = None
 ) -> tuple[DocumentRow, list[ChapterSpan], dict[int, list[StoredSegment]]]:
     """The document, its chapters' places in the audio, and the completed parts' segments (by part index).
@@ -59,6 +59,15 @@ async def _layout(
     return document, chapter_spans(document.chapters, document.breaks, segments), segments
 
 
+def stitched_parts(
+    document: DocumentRow, spans: Sequence[ChapterSpan], segments: dict[int, list[StoredSegment]]
+) -> list[tuple[list[StoredSegment], str]]:
+    """The parts of ``spans``' chapters in reading order: each one's segments and the break after it."""
+    return [
+        (segments.get(p, []), document.breaks[p]) for s in spans for p in range(s.first_part, s.first_part + s.parts)
+    ]
+
+
 def _stream(
     blobs: BlobStore,
     document: DocumentRow,
@@ -69,9 +78,7 @@ def _stream(
     fmt, rate = document.request.format, document.request.sample_rate
     start = spans[0].start_ms
     chapters = [(s.start_ms - start, s.start_ms - start + s.duration_ms, s.title) for s in spans]
-    parts = [
-        (segments.get(p, []), document.breaks[p]) for s in spans for p in range(s.first_part, s.first_part + s.parts)
-    ]
+    parts = stitched_parts(document, spans, segments)
     extension = "raw" if fmt == "pcm" else fmt
     return Stream(
         stitched(blobs, parts, fmt, rate, chapters),
@@ -93,7 +100,7 @@ async def get_document_audio(
     blobs: Injected[BlobStore],
     principal: Injected[Principal],
 ) -> Stream:
-    document, spans, segments = await _layout(documents, document_id, principal)
+    document, spans, segments = await layout(documents, document_id, principal)
     return _stream(blobs, document, spans, segments, str(document_id))
 
 
@@ -111,7 +118,7 @@ async def get_chapter_audio(
     blobs: Injected[BlobStore],
     principal: Injected[Principal],
 ) -> Stream:
-    document, spans, segments = await _layout(documents, document_id, principal, index)
+    document, spans, segments = await layout(documents, document_id, principal, index)
     return _stream(blobs, document, [spans[index]], segments, f"{document_id}-{index:03d}")
 
 
@@ -125,7 +132,7 @@ async def get_toc(
     document_id: FromPath[uuid.UUID], documents: Injected[DocumentReader], principal: Injected[Principal]
 ) -> TocView:
     """Times are those of GET .../audio (the whole document); 409 until every part is completed."""
-    document, spans, _ = await _layout(documents, document_id, principal)
+    document, spans, _ = await layout(documents, document_id, principal)
     return TocView(
         document_id=document_id,
         title=document.title,

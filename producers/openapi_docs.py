@@ -109,3 +109,34 @@ def document_operation(body: type[BaseModel], options: type[BaseModel]) -> type[
             )
 
     return DocumentOperation
+
+
+_CAPTION: Final = Schema(
+    type=OpenAPIType.OBJECT,
+    properties={
+        "text": Schema(type=OpenAPIType.STRING),
+        "start_ms": Schema(type=OpenAPIType.INTEGER),
+        "end_ms": Schema(type=OpenAPIType.INTEGER),
+    },
+    required=["text", "start_ms", "end_ms"],
+)
+
+
+@dataclass
+class CaptionsOperation(Operation):
+    """Captions: SRT, WebVTT, or JSON with every word and the cues (``?format=``)."""
+
+    def __post_init__(self) -> None:
+        if self.responses is None or not isinstance(ok := self.responses.get("200"), OpenAPIResponse):
+            return
+        listed = Schema(type=OpenAPIType.ARRAY, items=_CAPTION)
+        captions = Schema(
+            type=OpenAPIType.OBJECT,
+            properties={"duration_ms": Schema(type=OpenAPIType.INTEGER), "words": listed, "cues": listed},
+            required=["duration_ms", "words", "cues"],
+        )
+        ok.content = {
+            "application/x-subrip": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING)),
+            "text/vtt": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING)),
+            "application/json": OpenAPIMediaType(schema=captions),
+        }

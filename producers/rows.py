@@ -49,12 +49,17 @@ def _request(stored: str | Mapping[str, Any]) -> SynthesisRequest:
 
 
 class StoredSegment(Row, frozen=True, kw_only=True):
-    """A segment of a job's audio: its place, where its audio is and how long it lasts."""
+    """A segment of a job's audio: its place, where its audio is, how long it lasts and what it says when."""
 
     segment_index: int
     audio_sha256: str
     audio_uri: str
     duration_ms: int
+    span_start: int
+    span_text: str
+    sample_rate: int
+    byte_length: int
+    words: str | None = None  # JSON (contracts.word_timings): when each word is said
 
     @property
     def audio(self) -> AudioRef:
@@ -65,11 +70,7 @@ class SegmentRow(StoredSegment, frozen=True, kw_only=True):
     """A ``segments`` row: a job's segment with its text and how it was made."""
 
     attempt: int
-    span_start: int
     span_end: int
-    span_text: str
-    sample_rate: int
-    byte_length: int
     produced_at: datetime
     reused: bool
 

@@ -37,6 +37,7 @@ from litestar.exceptions import HTTPException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody
 from litestar.response import ServerSentEvent, Stream
+from litestar.types import ExceptionHandlersMap
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import JobState
@@ -158,7 +159,7 @@ def _voice(spec: str | dict[str, str], default_voice: str, voices: tuple[str, ..
     return name
 
 
-async def _job_request(speech: SpeechRequest, deps: ApiDeps) -> JobRequest:
+async def job_request(speech: SpeechRequest, deps: ApiDeps) -> JobRequest:
     engines = await deps.reader.engines()
     engine = speech.model if any(e.engine == speech.model for e in engines) else None
     if engine is None and speech.model not in OPENAI_MODELS:
@@ -179,7 +180,16 @@ async def _job_request(speech: SpeechRequest, deps: ApiDeps) -> JobRequest:
     )
 
 
-_OPENAI_ERRORS: Final = {
+OPENAI_HANDLERS: Final[ExceptionHandlersMap] = {
+    SpeechFailed: _failed,
+    Rejected: _rejected,
+    HTTPException: _bad_body,
+    ProjectionUnavailable: _no_projection,
+    BrokerUnavailable: _no_log,
+}
+"""The OpenAI-shaped answers of what goes wrong, for this route and those that follow its shape."""
+
+OPENAI_ERRORS: Final = {
     status: ResponseSpec(OpenAIErrorBody, description=description)
     for status, description in {
         400: "Invalid request (OpenAI's status for every invalid request), or the job could not be spoken.",
@@ -199,14 +209,8 @@ _OPENAI_ERRORS: Final = {
     guards=SUBMIT,
     operation_class=SpeechOperation,
     status_code=200,
-    responses=_OPENAI_ERRORS,
-    exception_handlers={
-        SpeechFailed: _failed,
-        Rejected: _rejected,
-        HTTPException: _bad_body,
-        ProjectionUnavailable: _no_projection,
-        BrokerUnavailable: _no_log,
-    },
+    responses=OPENAI_ERRORS,
+    exception_handlers=dict(OPENAI_HANDLERS),
 )
 async def openai_speech(
     data: JSONBody[SpeechRequest],
@@ -215,7 +219,7 @@ async def openai_speech(
     request: Request[Any, Any, Any],
     idempotency_key: IdempotencyKey = None,
 ) -> Response[bytes] | Stream:
-    body = await _job_request(data, deps)
+    body = await job_request(data, deps)
     answered = await submit_one(deps.submissions, body, idempotency_key, principal, request)
     job_id, fingerprint = answered.job_id, answered.fingerprint
     try:
@@ -232,6 +236,12 @@ async def _answer(
         return ServerSentEvent(_sse(deps, job_id, fmt, rate))
     if speech.stream and streamable(fmt):
         return await _streamed(deps, job_id, fingerprint, fmt, rate)
+    _, audio = await whole_audio(deps, job_id, fmt, rate)
+    return Response(audio, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(job_id)})
+
+
+async def whole_audio(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> tuple[JobRow, bytes]:
+    """The job once it completed, and its whole audio; :class:`SpeechFailed` when it does not complete in time."""
     job = await _wait_finished(deps, job_id)
     if job is None:
         raise SpeechFailed(504, f"job {job_id} did not finish within {deps.speech_timeout_s:.0f}s")
@@ -239,10 +249,9 @@ async def _answer(
         status = 400 if job.error_code == "input_rejected" else 500
         raise SpeechFailed(status, job.error_message or f"job {job_id} is {job.state.value}")
     try:
-        audio = await render(deps.blobs, job.segments, fmt, rate)
+        return job, await render(deps.blobs, job.segments, fmt, rate)
     except (BlobNotFound, ValueError) as exc:
         raise SpeechFailed(500, f"audio of job {job_id} is gone: {exc}") from exc
-    return Response(audio, media_type=media_type(fmt, rate), headers={"X-Voxlog-Job-Id": str(job_id)})
 
 
 async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> JobRow | None:

@@ -40,6 +40,7 @@ from contracts import (
     ServiceModeSet,
 )
 from contracts.job_state import Fenced, transition
+from contracts.word_timings import words_json
 from foundation.kafka import RecordPosition
 from projections import accounts
 from projections.rows import (
@@ -241,6 +242,7 @@ class Projection:
             rows[p.index] = SegmentRow(
                 e.job_id, p.index, e.attempt, p.span.start, p.span.end, p.span.text, p.audio.sha256, p.audio.uri,
                 p.duration_ms, p.sample_rate, p.byte_length, e.occurred_at, p.segment_key, p.reused,
+                words_json(p.words),
             )  # fmt: skip
 
     def _completed(self, row: JobRow, e: JobCompleted) -> None:

@@ -71,6 +71,7 @@ class SegmentRow:
     produced_at: datetime
     segment_key: str | None
     reused: bool
+    words: str | None = None  # JSON (SegmentProduced version 3): contracts.word_timings
 
 
 @dataclass
@@ -293,7 +294,8 @@ def _types(table: Table) -> tuple[str, ...]:
 _USAGE_COUNTS: Final = ("requests", "chars", "syntheses", "audio_ms_synthesized", "audio_ms_reused")
 TABLES: Final = (
     Table("jobs", JobRow, ("job_id",), json_columns=("request",)),
-    Table("segments", SegmentRow, ("job_id", "segment_index"), read_by=("job_id",)),  # a job's, all at once
+    # A job's segments are read all at once.
+    Table("segments", SegmentRow, ("job_id", "segment_index"), read_by=("job_id",), json_columns=("words",)),
     Table("job_events", EventRow, ("event_id",), json_columns=("payload",), bigint_columns=("kafka_offset",)),
     Table("result_cache", CacheRow, ("fingerprint",), bigint_columns=("total_bytes",)),
     Table("nodes", NodeRow, ("worker_id",)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tts_node.engine import Audio, Engine, EngineInfo, Segment
+from tts_node.engine import Audio, Engine, EngineInfo, Segment, Speech, WordTime
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 
 # bench-sleep is for benchmarks only (see tts_node.bench_sleep); never a default.
@@ -32,7 +32,9 @@ __all__ = [
     "EngineInputError",
     "ModelUnavailable",
     "Segment",
+    "Speech",
     "TtsNodeError",
+    "WordTime",
     "load_engine",
 ]
 

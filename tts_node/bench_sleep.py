@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import threading
 import time
 
 import numpy as np
 
-from tts_node.engine import Audio, EngineInfo, Segment
+from tts_node.engine import Audio, EngineInfo, Segment, Speech, WordTime
 from tts_node.errors import EngineFailure, EngineInputError
 from tts_node.segmenter import MAX_TOKENS, segment_text
 
@@ -128,3 +129,15 @@ class BenchSleepEngine:
         pitch = 200.0 + int.from_bytes(digest, "big") % 400 + speed
         t = np.arange(round(SAMPLE_RATE * audio_seconds(segment.text, speed)), dtype=np.float32) / SAMPLE_RATE
         return (0.1 * np.sin(2 * np.pi * pitch * t)).astype(np.float32)
+
+    def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
+        """The tone, and each word of the text placed in it by its characters: the tone's length is
+        proportional to them (no model predicts anything here)."""
+        audio = self.synthesize(segment, voice, speed)
+        per_char = audio.size / max(1, len(segment.text))
+        at = segment.start
+        words = tuple(
+            WordTime(at + m.start(), at + m.end(), round(m.start() * per_char), round(m.end() * per_char))
+            for m in re.finditer(r"\S+", segment.text)
+        )
+        return Speech(audio, words)

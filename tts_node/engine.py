@@ -21,6 +21,27 @@ class Segment:
     end: int
     text: str
     token_ids: tuple[int, ...]
+    spoken: str = ""  # the text the G2P read: ``text`` normalized, or as written when not asked to
+
+
+@dataclass(frozen=True)
+class WordTime:
+    """One caption entry of a segment: characters ``[start, end)`` of the request text as written (a word,
+    or a written form spelled out as several spoken words: "2.5 kg"), said from sample ``first`` to sample
+    ``last`` (exclusive) of the segment's audio."""
+
+    start: int
+    end: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class Speech:
+    """A segment's audio and when each of its words is said in it (none when the engine cannot tell)."""
+
+    audio: Audio
+    words: tuple[WordTime, ...] | None
 
 
 @dataclass(frozen=True)
@@ -40,7 +61,8 @@ class Engine(Protocol):
 
     ``segment`` raises ``EngineInputError`` for an unsupported language or text
     with nothing to speak; ``synthesize`` raises ``EngineInputError`` for an
-    unknown voice or speed and ``EngineFailure`` when the runtime fails.
+    unknown voice or speed and ``EngineFailure`` when the runtime fails; ``speak`` is ``synthesize``
+    with the words' times in the audio, from the model's own predicted durations where it has them.
     """
 
     @property
@@ -49,3 +71,5 @@ class Engine(Protocol):
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]: ...
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio: ...
+
+    def speak(self, segment: Segment, voice: str, speed: float) -> Speech: ...

@@ -14,12 +14,16 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Final, Protocol
 
+from tts_node.engine import Segment, WordTime
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
 from tts_node.normalization import RULES_VERSION
 from tts_node.normalization import normalize as normalize_text
+from tts_node.segmenter import segment_text
+from tts_node.word_timing import word_times
 
 LANGUAGES: Final = ("en-us", "en-gb")
 _EMOJI: Final = re.compile(
@@ -37,6 +41,7 @@ class Phonemizer:
     def __init__(self, vocab: Mapping[str, int]) -> None:
         self._vocab = dict(vocab)
         self._silent_ids = frozenset(i for c, i in self._vocab.items() if unicodedata.category(c)[0] in "PZS")
+        self._space_id = self._vocab.get(" ")
         self._g2p: dict[str, _G2P] = {}
         self._lock = threading.Lock()
 
@@ -49,6 +54,20 @@ class Phonemizer:
             if g2p is None:
                 g2p = self._g2p[key] = _make_g2p(key)
             return g2p
+
+    def segment(self, text: str, lang: str, max_tokens: int, *, normalize: bool = True) -> list[Segment]:
+        """Model-sized segments of ``text`` (see ``tts_node.segmenter``), each with its spoken form."""
+        phonemize = self.phonemizer_for(lang, normalize=normalize)
+        segments = segment_text(text, phonemize, max_tokens)
+        if not segments:
+            raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
+        spoken = (lambda piece: normalize_text(piece, lang)) if normalize else (lambda piece: piece)
+        return [replace(segment, spoken=spoken(segment.text)) for segment in segments]
+
+    def word_times(self, segment: Segment, durations: Sequence[int], samples: int) -> tuple[WordTime, ...] | None:
+        """Where ``segment``'s words are said in its audio, from the model's frames per id (see
+        :mod:`tts_node.word_timing`)."""
+        return word_times(segment, durations, samples, self._space_id, self._silent_ids)
 
     def phonemizer_for(self, lang: str, *, normalize: bool = True) -> Callable[[str], list[int]]:
         """Ids of a piece of text in ``lang``, spelled out first by :mod:`tts_node.normalization` (numbers,

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
-from tts_node.engine import Audio, EngineInfo, Segment
+from tts_node.engine import Audio, EngineInfo, Segment, Speech
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
 from tts_node.model_files import ensure_model, load_vocab, load_voices
-from tts_node.segmenter import MAX_TOKENS, segment_text
+from tts_node.onnx_outputs import with_output
+from tts_node.segmenter import MAX_TOKENS
 from tts_node.voices import VoiceBank, model_version
 
 SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.25, 4.0)
 _WARM_UP_TEXT = "Hello."
+_log = logging.getLogger(__name__)
 
 
 class KokoroOnnxEngine:
@@ -25,6 +28,8 @@ class KokoroOnnxEngine:
 
     Voices are the bundled packs plus, when ``voices_dir`` is given, the extra
     packs in it (see ``VoiceBank.from_dir``); ``synthesize`` also takes mixes.
+    The graph is loaded with its phoneme durations as a second output
+    (:mod:`tts_node.onnx_outputs`), which place each word in the audio.
     """
 
     def __init__(self, cache_dir: Path | None = None, threads: int = 2, *, voices_dir: Path | None = None) -> None:
@@ -54,14 +59,14 @@ class KokoroOnnxEngine:
 
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
-        phonemize = self._phonemizer.phonemizer_for(lang, normalize=normalize)
-        segments = segment_text(text, phonemize, MAX_TOKENS)
-        if not segments:
-            raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
-        return segments
+        return self._phonemizer.segment(text, lang, MAX_TOKENS, normalize=normalize)
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         """Mono float32 audio at ``SAMPLE_RATE`` for one segment; ``voice`` is a name or a mix spec."""
+        return self.speak(segment, voice, speed).audio
+
+    def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
+        """``synthesize``'s audio with its words' times, from the durations the graph outputs."""
         pack = self._voices.resolve(voice)
         low, high = SPEED_RANGE
         if not (math.isfinite(speed) and low <= speed <= high):
@@ -82,7 +87,10 @@ class KokoroOnnxEngine:
         audio = np.asarray(outputs[0], dtype=np.float32).reshape(-1)
         if audio.size == 0 or not np.isfinite(audio).all():
             raise EngineFailure(f"the model returned no usable audio for segment {segment.index}")
-        return audio
+        if len(outputs) < 2:
+            return Speech(audio, None)
+        durations = np.asarray(outputs[1]).reshape(-1).tolist()
+        return Speech(audio, self._phonemizer.word_times(segment, durations, audio.size))
 
     def _warm_up(self) -> None:
         # The first run allocates arenas and picks kernels; pay that at load, not on a job.
@@ -95,6 +103,14 @@ class KokoroOnnxEngine:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         try:
-            return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+            model = model_path.read_bytes()
+        except OSError as exc:
+            raise ModelUnavailable(f"cannot read {model_path}: {exc}") from exc
+        try:
+            return ort.InferenceSession(with_output(model), sess_options=options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a graph without the tensor still speaks, only without word times
+            _log.warning("%s: no phoneme durations to expose (%s); jobs will have no word times", model_path, exc)
+        try:
+            return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise ModelUnavailable(f"onnxruntime cannot load {model_path}: {exc}") from exc

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from tts_node.engine import Audio, EngineInfo, Segment
+from tts_node.engine import Audio, EngineInfo, Segment, Speech
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
 from tts_node.model_files import _sha256_of
-from tts_node.segmenter import MAX_TOKENS, segment_text
+from tts_node.segmenter import MAX_TOKENS
 from tts_node.voices import VoiceBank, model_version
 
 SAMPLE_RATE = 24_000
@@ -72,14 +72,14 @@ class KokoroTorchEngine:
 
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
-        phonemize = self._phonemizer.phonemizer_for(lang, normalize=normalize)
-        segments = segment_text(text, phonemize, self._max_tokens)
-        if not segments:
-            raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
-        return segments
+        return self._phonemizer.segment(text, lang, self._max_tokens, normalize=normalize)
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         """Mono float32 audio at ``SAMPLE_RATE`` for one segment."""
+        return self.speak(segment, voice, speed).audio
+
+    def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
+        """``synthesize``'s audio with its words' times, from ``KModel``'s predicted durations (``pred_dur``)."""
         pack = torch.from_numpy(self._voices.resolve(voice).reshape(-1, 256).copy()).to(self._device)
         low, high = SPEED_RANGE
         if not (math.isfinite(speed) and low <= speed <= high):
@@ -92,13 +92,15 @@ class KokoroTorchEngine:
                 # Id 0 pads both ends, as KModel.forward does with the phoneme string's ids.
                 tokens = torch.tensor([[0, *ids, 0]], dtype=torch.long, device=self._device)
                 style = pack[min(len(ids), len(pack) - 1)].unsqueeze(0)
-                audio, _ = self._model.forward_with_tokens(tokens, style, speed)
+                audio, pred_dur = self._model.forward_with_tokens(tokens, style, speed)
                 samples = audio.reshape(-1).float().cpu().numpy()
+                durations = pred_dur.reshape(-1).cpu().tolist()
         except Exception as exc:
             raise EngineFailure(f"torch failed on segment {segment.index}: {exc}") from exc
         if samples.size == 0 or not np.isfinite(samples).all():
             raise EngineFailure(f"the model returned no usable audio for segment {segment.index}")
-        return samples.astype(np.float32, copy=False)
+        words = self._phonemizer.word_times(segment, durations, samples.size)
+        return Speech(samples.astype(np.float32, copy=False), words)
 
 
 def hf_snapshot_dir() -> Path:

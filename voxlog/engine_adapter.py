@@ -5,13 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import numpy as np
-import numpy.typing as npt
-
 from consumers.errors import InputRejected, TransientEngineError
-from consumers.ports import EngineDescription, PlannedSegment
+from consumers.ports import EngineDescription, PlannedSegment, Rendering
+from contracts import WordTiming
 from foundation.metrics import AUDIO_SECONDS, REAL_TIME_FACTOR, SEGMENTS, SYNTHESIS_SECONDS
-from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment
+from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment, WordTime
 
 
 class TtsNodeSpeechEngine:
@@ -40,13 +38,13 @@ class TtsNodeSpeechEngine:
             raise TransientEngineError(str(exc)) from exc
         return [PlannedSegment(s.index, s.start, s.end, s.text, s, s.token_ids) for s in segments]
 
-    def render(self, segment: PlannedSegment, voice: str, speed: float) -> npt.NDArray[np.float32]:
+    def render(self, segment: PlannedSegment, voice: str, speed: float) -> Rendering:
         handle = segment.handle
         if not isinstance(handle, Segment):
             raise TypeError("segment was not planned by this engine")
         started = time.perf_counter()
         try:
-            audio = self._engine.synthesize(handle, voice, speed)
+            speech = self._engine.speak(handle, voice, speed)
         except EngineInputError as exc:
             raise InputRejected(str(exc)) from exc
         except (EngineFailure, ModelUnavailable) as exc:
@@ -54,9 +52,17 @@ class TtsNodeSpeechEngine:
         finally:
             spent = time.perf_counter() - started
             SYNTHESIS_SECONDS.labels(self._description.name).inc(spent)
+        audio = speech.audio
         audio_s = len(audio) / self._description.sample_rate
         AUDIO_SECONDS.labels(self._description.name).inc(audio_s)
         if audio_s > 0:
             REAL_TIME_FACTOR.labels(self._description.name).observe(spent / audio_s)
         SEGMENTS.labels(self._description.name).inc()
-        return audio
+        words = None if speech.words is None else tuple(self._timing(w) for w in speech.words)
+        return Rendering(audio, words)
+
+    def _timing(self, word: WordTime) -> WordTiming:
+        rate = self._description.sample_rate
+        start_ms = round(1000 * word.first / rate)
+        end_ms = max(start_ms, round(1000 * word.last / rate))
+        return WordTiming(start=word.start, end=word.end, start_ms=start_ms, end_ms=end_ms)

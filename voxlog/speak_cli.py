@@ -1,5 +1,6 @@
 """`voxlog speak FILE`: have the running API speak a document (EPUB, Markdown or plain text), show its
-progress, and write each chapter's audio (and the table of contents) into a directory.
+progress, and write each chapter's audio (and the table of contents; with ``--captions``, each audio
+file's captions beside it) into a directory.
 
 The submission carries an ``Idempotency-Key`` computed from the file and the options, so running the
 same command again after a crash or a Ctrl-C finds the same document on the server (which went on
@@ -47,6 +48,7 @@ class SpeakOptions:
     lang: str | None = None
     title: str | None = None
     whole: bool = False
+    captions: str | None = None  # also write each audio file's captions in this format (srt, vtt, json)
 
     @property
     def extension(self) -> str:
@@ -306,9 +308,10 @@ def speak(
     outage_s: float = _OUTAGE_S,
 ) -> list[Path]:
     """Submit ``path``, follow it to the end, write its chapters (``NN-<title>.<ext>``, each as soon as it
-    completes), ``toc.json`` and, with ``options.whole``, the whole document into ``out``; returns the
-    paths written. Raises :class:`VoxlogError` when it ends failed or cancelled or outlasts ``timeout_s``,
-    and :class:`SpeakInterrupted` on Ctrl-C once the document was submitted."""
+    completes), ``toc.json`` and, with ``options.whole``, the whole document into ``out``, and with
+    ``options.captions`` each audio file's captions beside it; returns the paths written. Raises
+    :class:`VoxlogError` when it ends failed or cancelled or outlasts ``timeout_s``, and
+    :class:`SpeakInterrupted` on Ctrl-C once the document was submitted."""
     deadline = time.monotonic() + timeout_s
     voice = options.voice or first_voice(client, min(_VOICE_WAIT_S, timeout_s))
     document, resumed = submit(client, path, options, voice)
@@ -344,6 +347,7 @@ class _Follower:
     timeout_s: float
     outage: _Outage
     written: dict[int, Path] = field(default_factory=dict)  # chapter index -> its file
+    captions: list[Path] = field(default_factory=list)  # the caption files written, in order
     status: dict[str, Any] = field(default_factory=dict)
 
     def chapters(self) -> None:
@@ -376,6 +380,7 @@ class _Follower:
             name = chapter_file_name(number, len(chapters), str(chapter.get("title") or ""), self.options.extension)
             if _download(self.client, _chapter_url(self.document_id, chapter), self.out / name, self.outage):
                 self.written[index] = self.out / name
+                self._captions(f"/v1/documents/{self.document_id}/chapters/{index}/captions", self.out / name)
         return state == "completed" and len(self.written) == len(chapters)
 
     def toc(self) -> Path:
@@ -396,7 +401,20 @@ class _Follower:
                     f"the whole audio of document {self.document_id} was not ready within {self.timeout_s:.0f}s"
                 )
             self._pause()
+        self._captions(f"/v1/documents/{self.document_id}/captions", path)
         return path
+
+    def _captions(self, url: str, audio: Path) -> None:
+        """The captions of ``audio`` beside it (``--captions``), named as it is with the format's suffix."""
+        fmt = self.options.captions
+        if fmt is None:
+            return
+        path = audio.with_suffix(f".{fmt}")
+        while not _download(self.client, f"{url}?format={fmt}", path, self.outage):
+            if time.monotonic() >= self.deadline:
+                raise VoxlogError(f"the captions {url} were not ready within {self.timeout_s:.0f}s")
+            self._pause()
+        self.captions.append(path)
 
     def _pause(self) -> None:
         if self.poll_s > 0:
@@ -409,7 +427,7 @@ def _follow(follower: _Follower) -> list[Path]:
     paths.append(follower.toc())
     if follower.options.whole:
         paths.append(follower.whole())
-    return paths
+    return paths + follower.captions
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -428,6 +446,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     speak_cmd.add_argument("--whole", action="store_true", help="also write the whole document as one file")
     speak_cmd.add_argument(
+        "--captions",
+        nargs="?",
+        const="srt",
+        choices=("srt", "vtt", "json"),
+        default=None,
+        help="also write each audio file's captions beside it, as FORMAT (default when given: srt)",
+    )
+    speak_cmd.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
@@ -444,7 +470,7 @@ def run(args: argparse.Namespace) -> int:
     from voxlog import devstack
 
     api = str(args.api or devstack.api_url(DevSettings())).rstrip("/")
-    options = SpeakOptions(args.voice, args.format, args.speed, args.lang, args.title, args.whole)
+    options = SpeakOptions(args.voice, args.format, args.speed, args.lang, args.title, args.whole, args.captions)
     out = args.out if args.out is not None else default_out(args.file)
     bar = ProgressBar(sys.stderr, live=sys.stderr.isatty() and not args.no_progress)
     try:

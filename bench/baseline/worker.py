@@ -89,7 +89,8 @@ class BaselineWorker:
             total_ms = 0
             rate = self._engine.description.sample_rate
             for segment in plan:
-                samples = await self._call(self._engine.render, segment, request.voice, request.speed)
+                rendered = await self._call(self._engine.render, segment, request.voice, request.speed)
+                samples = rendered.samples
                 wav = encode_wav(samples, rate)
                 ref = await asyncio.to_thread(self._blobs.put, wav, ".wav")
                 duration_ms = round(1000 * len(samples) / rate)

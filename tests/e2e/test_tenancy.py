@@ -30,6 +30,7 @@ NOT_OWNED = {
     ("POST", "/v1/batches"),
     ("POST", "/v1/documents"),
     ("POST", "/v1/audio/speech"),
+    ("POST", "/dev/captioned_speech"),
     ("GET", "/v1/voices"),
     ("GET", "/v1/usage"),
     ("GET", "/v1/lag"),

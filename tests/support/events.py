@@ -40,6 +40,7 @@ from contracts import (
     ServiceModeSetPayload,
     SynthesisRequest,
     TextSpan,
+    WordTiming,
     derive_event_id,
     node_event,
 )
@@ -103,6 +104,7 @@ def one_of_each(text: str = "Hello world.", job_id: uuid.UUID | None = None) -> 
                 duration_ms=1200,
                 sample_rate=24000,
                 byte_length=57644,
+                words=(WordTiming(start=0, end=min(5, len(text)), start_ms=300, end_ms=650),),
             ),
             **common,
         ),

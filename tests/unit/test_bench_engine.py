@@ -221,3 +221,15 @@ def test_fault_modes_hang_or_fail_only_the_marked_segments():
     assert [str(e) for e in raised] == ["released from a hang"]
     with pytest.raises(ValueError, match="hang:TEXT or fail:TEXT"):
         BenchSleepEngine(fault="explode:now")
+
+
+def test_the_adapter_gives_each_words_characters_and_milliseconds_in_its_segment():
+    adapter = TtsNodeSpeechEngine(BenchSleepEngine(synth_ms=0))
+    text = "Lead in. Two words"
+    segment = adapter.plan(text, "en-us")[-1]
+    rendered = adapter.render(segment, "bench_tone", 1.0)
+    words = rendered.words or ()
+    assert [text[w.start : w.end] for w in words] == ["Two", "words"], "characters of the request text"
+    length_ms = 1000 * rendered.samples.size / 24000
+    assert words[0].start_ms == 0
+    assert words[-1].end_ms == round(length_ms)

@@ -13,6 +13,7 @@ from contracts import (
     HEADER_TYPE,
     DecodeError,
     JobQueued,
+    SegmentProduced,
     UnsupportedSchemaVersion,
     decode_event,
     derive_event_id,
@@ -175,3 +176,13 @@ def test_a_request_read_as_written_has_a_fingerprint_of_its_own():
     as_written = request.model_copy(update={"normalize": False})
     assert as_written.fingerprint() != request.fingerprint()
     assert request.model_copy(update={"normalize": True}).fingerprint() == request.fingerprint()
+
+
+def test_a_version_2_segment_is_read_as_version_3_with_no_word_times():
+    segment = next(e for e in one_of_each() if isinstance(e, SegmentProduced))
+    raw = json.loads(encode_event(segment))
+    raw["schema_version"] = 2
+    raw["payload"].pop("words", None)
+    read = decode_event(json.dumps(raw).encode())
+    assert isinstance(read, SegmentProduced)
+    assert (read.schema_version, read.payload.words) == (3, None)

@@ -15,7 +15,7 @@ from consumers.cancellation import CancelWatch
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.job_runner import CLAIM_RIDES_ALONG_S, JobRunner, RetryPolicy
 from consumers.ledger import Ledger
-from consumers.ports import CachedResult, EngineDescription, PlannedSegment
+from consumers.ports import CachedResult, EngineDescription, PlannedSegment, Rendering
 from consumers.segment_reuse import SegmentCache
 from contracts import AudioRef, JobEvent, Producer, utc_now
 from foundation.errors import BrokerUnavailable
@@ -38,7 +38,7 @@ class FakeEngine:
     def render(self, segment, voice: str, speed: float):
         if self.fail_render:
             raise self.fail_render
-        return np.zeros(240, dtype=np.float32)
+        return Rendering(np.zeros(240, dtype=np.float32))
 
 
 class FullDisk:

@@ -12,9 +12,9 @@ import pytest
 from consumers.attempts import Attempt
 from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.ledger import Ledger
-from consumers.ports import EngineDescription, PlannedSegment
+from consumers.ports import EngineDescription, PlannedSegment, Rendering
 from consumers.segment_reuse import SegmentCache
-from contracts import Producer, SegmentProduced
+from contracts import Producer, SegmentProduced, WordTiming
 from contracts.fingerprint import segment_key
 from foundation.blobs import LocalBlobStore
 from tests.support.job_logs import _Builder
@@ -36,10 +36,12 @@ class SentenceEngine:
         sentences = [s.strip() + "." for s in text.split(".") if s.strip()]
         return [PlannedSegment(i, 0, len(s), s, None, tuple(map(ord, s))) for i, s in enumerate(sentences)]
 
-    def render(self, segment: PlannedSegment, voice: str, speed: float) -> np.ndarray:
+    def render(self, segment: PlannedSegment, voice: str, speed: float) -> Rendering:
         self.rendered.append(segment.text)
         pitch = 100 + sum(segment.ids) % 500
-        return (0.1 * np.sin(2 * np.pi * pitch * np.arange(2400) / 24000)).astype(np.float32)
+        samples = (0.1 * np.sin(2 * np.pi * pitch * np.arange(2400) / 24000)).astype(np.float32)
+        # One word: the whole segment, said over its 100 ms.
+        return Rendering(samples, (WordTiming(start=segment.start, end=segment.end, start_ms=0, end_ms=100),))
 
 
 async def run(runner: LoggedRunner, job_id: int, text: str, voice: str = "v") -> list[SegmentProduced]:
@@ -102,3 +104,27 @@ async def test_a_segment_whose_blob_the_sweeper_deleted_is_synthesized_again(tmp
     assert engine.rendered == ["Said twice.", "Said twice."]
     assert again.payload.reused is False
     assert blobs.get(again.payload.audio)[:4] == b"RIFF"
+
+
+class PlacedSentenceEngine(SentenceEngine):
+    """``SentenceEngine`` with each sentence's real place in the text."""
+
+    def plan(self, text: str, lang: str, normalize: bool = True) -> list[PlannedSegment]:
+        planned, at = [], 0
+        for segment in super().plan(text, lang, normalize):
+            at = text.index(segment.text.rstrip("."), at)
+            planned.append(PlannedSegment(segment.index, at, at + len(segment.text), segment.text, None, segment.ids))
+            at += len(segment.text)
+        return planned
+
+
+async def test_a_reused_segment_says_its_words_where_they_stand_in_its_own_request(tmp_path):
+    runner = runner_with(PlacedSentenceEngine(), LocalBlobStore(tmp_path))
+    first = await run(runner, 1, "A middle. Said again.")
+    second = await run(runner, 2, "Something new comes first. Said again.")
+    assert second[1].payload.reused
+    (word,) = second[1].payload.words or ()
+    assert (word.start, word.end) == (27, 38), "the characters of its own request, not the first's"
+    (earlier,) = first[1].payload.words or ()
+    assert (earlier.start, earlier.end) == (10, 21)
+    assert (word.start_ms, word.end_ms) == (earlier.start_ms, earlier.end_ms) == (0, 100)

@@ -108,6 +108,9 @@ class FakeApi:
             return httpx.Response(200, content=b"whole-book")
         if path == f"/v1/documents/{DOC_ID}/toc":
             return httpx.Response(200, json=TOC)
+        captions = re.fullmatch(rf"/v1/documents/{DOC_ID}(/chapters/\d+)?/captions", path)
+        if captions:
+            return httpx.Response(200, content=f"{request.url.params['format']} of {captions.group(1)}".encode())
         return httpx.Response(404, json={"detail": f"no route {request.method} {path}"})
 
     def client(self) -> httpx.Client:
@@ -382,6 +385,7 @@ def test_run_prints_how_to_resume_and_cancel_and_exits_130(
         title=None,
         out=None,
         whole=False,
+        captions=None,
         timeout=10.0,
         no_progress=True,
     )
@@ -395,7 +399,8 @@ def test_the_command_line_parses_every_option():
     from voxlog.cli import build_parser
 
     argv = ["speak", "b.epub", "--api", "http://h:1", "--voice", "v", "--format", "mp3", "--speed", "1.5"]
-    argv += ["--lang", "fr", "--title", "T", "--out", "o", "--whole", "--timeout", "60", "--no-progress"]
+    argv += ["--lang", "fr", "--title", "T", "--out", "o", "--whole", "--captions", "vtt"]
+    argv += ["--timeout", "60", "--no-progress"]
     given = vars(build_parser().parse_args(argv))
     assert given == {
         "log_level": "INFO",
@@ -409,6 +414,7 @@ def test_the_command_line_parses_every_option():
         "title": "T",
         "out": Path("o"),
         "whole": True,
+        "captions": "vtt",
         "timeout": 60.0,
         "no_progress": True,
     }
@@ -424,6 +430,7 @@ def test_the_command_line_parses_every_option():
         "title": None,
         "out": None,
         "whole": False,
+        "captions": None,
         "timeout": 86400.0,
         "no_progress": False,
     }
@@ -462,3 +469,16 @@ def test_chapter_file_names_are_numbered_from_one_and_padded():
     assert chapter_file_name(1, 9, "Prologue", "wav") == "01-prologue.wav"
     assert chapter_file_name(7, 120, "Épilogue", "raw") == "007-epilogue.raw"
     assert chapter_file_name(3, 3, "***", "mp3") == "03-chapter.mp3"
+
+
+def test_captions_are_written_beside_each_audio_file_in_the_format_asked(book: Path, tmp_path: Path):
+    api = FakeApi(completed_script())
+    out = tmp_path / "out"
+    with api.client() as client:
+        paths = speak(client, book, SpeakOptions(voice="v", whole=True, captions="vtt"), out, poll_s=0)
+
+    assert paths[-3:] == [out / "01-prologue.vtt", out / "02-l-ete-a-paris.vtt", out / "my-book.vtt"]
+    assert (out / "01-prologue.vtt").read_bytes() == b"vtt of /chapters/0"
+    assert (out / "02-l-ete-a-paris.vtt").read_bytes() == b"vtt of /chapters/1"
+    assert (out / "my-book.vtt").read_bytes() == b"vtt of None"
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths)

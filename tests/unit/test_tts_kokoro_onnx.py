@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,47 @@ def test_written_forms_are_spelled_out_before_g2p_unless_the_request_says_not_to
     assert normalized.token_ids == spelled.token_ids
     assert as_written.token_ids != normalized.token_ids
     assert (normalized.start, normalized.end, normalized.text) == (0, 23, "It costs $5 at 4:07 PM."), "spans as written"
+
+
+def test_the_graph_with_its_durations_exposed_gives_bit_identical_audio(engine, tmp_path):
+    """The duration output is an in-memory edit: the file keeps its checksum, the audio its every bit."""
+    import onnxruntime as ort
+
+    from tts_node.onnx_outputs import DURATIONS
+
+    path, sha256 = model_files.ensure_model(tmp_path)
+    assert sha256 == SHA256
+    assert model_files._sha256_of(path) == SHA256
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = 2, 1
+    plain = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    assert [o.name for o in plain.get_outputs()] == ["audio"]
+    assert [o.name for o in engine._session.get_outputs()] == ["audio", DURATIONS]
+    for text in ("Hello world.", "The parcel weighs 2.5 kg and it costs $12.40 to send."):
+        (segment,) = engine.segment(text, "en-us")
+        ids = segment.token_ids
+        feeds = {
+            "tokens": np.array([[0, *ids, 0]], dtype=np.int64),
+            "style": engine._voices.resolve("jf_alpha")[len(ids)].reshape(1, -1),
+            "speed": np.array([1.0], dtype=np.float32),
+        }
+        (audio,) = plain.run(None, feeds)
+        speech = engine.speak(segment, "jf_alpha", 1.0)
+        assert np.array_equal(np.asarray(audio).reshape(-1), speech.audio), text
+        durations = engine._session.run(None, feeds)[1].reshape(-1)
+        assert len(durations) == len(ids) + 2
+        assert speech.audio.size == 600 * int(durations.sum()), "every frame is 600 samples at 24 kHz"
+
+
+def test_each_written_word_is_placed_in_order_and_a_spelled_out_form_is_one_entry(engine):
+    text = "The parcel weighs 2.5 kg and it costs $12.40 to send."
+    (segment,) = engine.segment(text, "en-us")
+    speech = engine.speak(segment, "jf_alpha", 1.0)
+    words = speech.words or ()
+    assert [text[w.start : w.end] for w in words] == [
+        "The", "parcel", "weighs", "2.5 kg", "and", "it", "costs", "$12.40", "to", "send.",
+    ]  # fmt: skip
+    assert all(0 <= w.first < w.last <= speech.audio.size for w in words)
+    assert all(a.last <= b.first for a, b in itertools.pairwise(words)), "no overlap, in order"
+    spelled = words[3]
+    assert (spelled.last - spelled.first) / 24000 > 0.6, "two point five kilograms takes longer than a word"

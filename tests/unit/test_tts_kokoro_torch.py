@@ -71,10 +71,17 @@ def test_info_describes_the_loaded_checkpoint(engine, checkpoint):
     assert info.model_version == f"{sha256(checkpoint / WEIGHTS_NAME)[:16]}+{RULES_VERSION}"
 
 
-def test_a_short_phrase_gives_finite_audible_float32_audio(engine):
+@pytest.fixture(scope="module")
+def hi_there(engine):
+    """One rendering, shared: the random checkpoint's every phoneme lasts the longest it can."""
     segments = engine.segment("Hi there.", "en-us")
     assert [s.text for s in segments] == ["Hi there."]
-    audio = engine.synthesize(segments[0], "af_random", 1.0)
+    return segments[0], engine.speak(segments[0], "af_random", 1.0)
+
+
+def test_a_short_phrase_gives_finite_audible_float32_audio(hi_there):
+    _, speech = hi_there
+    audio = speech.audio
     assert audio.dtype == np.float32
     assert audio.ndim == 1
     assert audio.size > 0
@@ -159,3 +166,10 @@ def test_voice_mixes_are_accepted_and_every_spelling_speaks_alike(engine):
     assert float(np.abs(mixed).max()) > 0
     with pytest.raises(EngineInputError, match="af_random"):
         engine.synthesize(segment, "af_random(1)+nobody(1)", 1.0)
+
+
+def test_the_torch_engine_places_words_by_kmodels_predicted_durations(hi_there):
+    segment, speech = hi_there
+    words = speech.words or ()
+    assert [segment.text[w.start - segment.start : w.end - segment.start] for w in words] == ["Hi", "there."]
+    assert 0 <= words[0].first < words[0].last <= words[1].first < words[1].last <= speech.audio.size
