@@ -35,21 +35,26 @@ class _G2P(Protocol):
     def __call__(self, text: str) -> tuple[str, object]: ...
 
 
+_ESPEAK: Final = threading.Lock()
+"""The one owner of espeak-ng in a process. Its C library keeps global state (the voice, the output
+buffer), so concurrent calls can corrupt each other's output (kokoro-onnx issue #191): every G2P call, of
+every :class:`Phonemizer` and language, holds this lock, not a lock of its own instance's."""
+
+
 class Phonemizer:
-    """Thread-safe: espeak-ng keeps global state in C, so every call holds one lock."""
+    """Thread-safe: every call into espeak-ng holds the process's one lock (``_ESPEAK``)."""
 
     def __init__(self, vocab: Mapping[str, int]) -> None:
         self._vocab = dict(vocab)
         self._silent_ids = frozenset(i for c, i in self._vocab.items() if unicodedata.category(c)[0] in "PZS")
         self._space_id = self._vocab.get(" ")
         self._g2p: dict[str, _G2P] = {}
-        self._lock = threading.Lock()
 
     def for_language(self, lang: str) -> _G2P:
         key = lang.strip().lower()
         if key not in LANGUAGES:
             raise EngineInputError(f"unsupported language {lang!r}; supported: {', '.join(LANGUAGES)}")
-        with self._lock:
+        with _ESPEAK:  # building a backend initializes espeak-ng too
             g2p = self._g2p.get(key)
             if g2p is None:
                 g2p = self._g2p[key] = _make_g2p(key)
@@ -80,7 +85,7 @@ class Phonemizer:
 
     def ids(self, g2p: _G2P, text: str) -> list[int]:
         try:
-            with self._lock:
+            with _ESPEAK:
                 phonemes, _ = g2p(_EMOJI.sub(" ", text))
         except Exception as exc:
             raise EngineFailure(f"phonemizing failed: {exc}") from exc
