@@ -62,7 +62,9 @@ async def test_a_batch_without_a_channel_notifies_nobody_and_a_lost_listener_com
         assert not watch.changed.is_set(), "a projector without a channel sent a notification"
 
         killed = await pg.fetchval(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN%voxlog_jobs%'"
+            # This test's listener only: the channel names the schema, and other sessions listen on theirs.
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE '%LISTEN%' || $1 || '%'",
+            changes.channel,
         )
         assert killed == 1
         await until(lambda: not changes.listening, "noticing the lost connection")
