@@ -59,7 +59,7 @@ async def list_voices(reader: Injected[ProjectionReader]) -> VoicesView:
     )
 
 
-@get("/healthz", summary="The process is alive", media_type=MediaType.JSON)
+@get("/healthz", summary="The process is alive", media_type=MediaType.JSON, security=[{}])  # no key: PUBLIC_PATHS
 async def healthz() -> HealthView:
     return HealthView(status="ok")
 
@@ -69,6 +69,7 @@ async def healthz() -> HealthView:
     summary="Postgres and Kafka answer; 503 names the one that does not",
     media_type=MediaType.JSON,
     responses={503: ResponseSpec(ReadyView, description="A service is down: the check names it.")},
+    security=[{}],  # no key (PUBLIC_PATHS): the document's global security is not this route's
 )
 async def readyz(reader: Injected[ProjectionReader], publisher: Injected[JobLog]) -> Response[ReadyView]:
     checks: dict[str, str] = {}

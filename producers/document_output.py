@@ -156,7 +156,9 @@ async def get_toc(
     status_code=202,
     summary="Cancel a document's remaining parts",
     guards=SUBMIT,
-    responses=responses(404, 503, _200=ResponseSpec(DocumentCancelView, description="Every part had ended already.")),
+    responses=responses(
+        401, 403, 404, 503, _200=ResponseSpec(DocumentCancelView, description="Every part had ended already.")
+    ),
 )
 async def cancel_document(
     document_id: FromPath[uuid.UUID],

@@ -76,7 +76,14 @@ BREAKS: Final[dict[BreakKind, PartBreak]] = {"sentence": "s", "paragraph": "p", 
 async def _received(request: Request[Any, Any, Any]) -> Received:
     """The body as it came, unparsed (a multipart form is taken apart: its file and its fields)."""
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        form = await request.form()
+        try:
+            form = await request.form()
+        except UnicodeDecodeError as exc:  # Litestar decodes every part without a file name as a field
+            raise Rejected(
+                f"a field of the multipart form is not UTF-8 text ({exc.reason} at byte {exc.start}); send the"
+                " document as the 'file' part, with a file name, and the other fields as UTF-8",
+                400,
+            ) from None
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise Rejected("a multipart upload needs the document in a part named 'file'")

@@ -22,16 +22,16 @@ Stdlib only. An upload is untrusted input; the rules:
    ``h2`` or ``h3`` text, else its ``<title>``, else none (the caller numbers it).
 6. Refused with :class:`~producers.document_split.DocumentError` saying why: a file that is not a zip; a member
    that cannot be unpacked (a bad CRC, corrupt deflate, LZMA or bzip2 data, an unknown method, encryption); a
-   missing container or package document; XML that is not well-formed; a document that declares an encoding
-   no book is written in (``idna``, ``utf-7``, ``unicode_escape``, ...; an encoding Python does not know is
-   read as UTF-8, which EPUB requires anyway); HTML that the parser cannot take.
+   missing container or package document; XML that is not well-formed; a file (XHTML or XML) that declares an
+   encoding no book is written in (``idna``, ``utf-7``, ``unicode_escape``, ...; an encoding Python does not
+   know is read as UTF-8, which EPUB requires anyway); HTML that the parser cannot take.
 7. No DTD, entity or external reference is ever resolved. The XML files (container, package, NCX) are parsed
-   by expat with an internal DTD subset (where entities are declared: "billion laughs", XXE), any entity
-   declaration, and any reference to an entity the document does not define all refused, in any encoding
-   (UTF-16 too); a DOCTYPE naming an external DTD (as NCX files do) is allowed and never read: expat reads no
-   file or URL itself, and parameter entities (the external subset) are never parsed. The XHTML documents are
-   read by :mod:`html.parser`, which knows only HTML's own character references; one declaring entities is
-   refused as well.
+   by expat (given text decoded by rule 6 when the file declares an encoding) with an internal DTD subset
+   (where entities are declared: "billion laughs", XXE), any entity declaration, and any reference to an
+   entity the document does not define all refused, in any encoding (UTF-16 too); a DOCTYPE naming an
+   external DTD (as NCX files do) is allowed and never read: expat reads no file or URL itself, and parameter
+   entities (the external subset) are never parsed. The XHTML documents are read by :mod:`html.parser`, which
+   knows only HTML's own character references; one declaring entities is refused as well.
 """
 
 from __future__ import annotations
@@ -195,10 +195,17 @@ def parse_xml(raw: bytes, name: str) -> ElementTree.Element:
     parser.EndElementHandler = builder.end
     parser.CharacterDataHandler = builder.data
     try:
-        parser.Parse(raw, True)
+        parser.Parse(_declared_as_text(raw, name), True)
         return builder.close()
     except expat.ExpatError as e:
         raise DocumentError(f"not a readable EPUB: {name} is not well-formed XML ({e})") from None
+
+
+def _declared_as_text(raw: bytes, name: str) -> bytes | str:
+    """What expat is given: ``raw`` decoded by the documents' own rule (:func:`_decode`) when it declares an
+    encoding, else as it is (UTF-8, or UTF-16 told by its first bytes). Expat takes a declared encoding only if
+    it is single-byte: ``shift_jis`` or ``utf-7`` raised ValueError, an unknown name LookupError (500s)."""
+    return _decode(raw, name) if _XML_ENCODING.match(raw[:_DECLARATION_BYTES]) else raw
 
 
 def _book(reader: _Reader, opf: ElementTree.Element, base: str, limits: SplitLimits) -> Book:

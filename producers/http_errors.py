@@ -35,15 +35,21 @@ _MEANINGS: Final = {
     410: "The audio expired (VOXLOG_JOB_RETENTION_S).",
     413: "Over a size limit (the message names it).",
     422: "Invalid: the message says what to fix.",
-    429: "Over the backlog limit (VOXLOG_MAX_BACKLOG_S): retry after Retry-After.",
+    429: "Over a limit (the message names it: the backlog, VOXLOG_MAX_BACKLOG_S; the key's rate or its tenant's"
+    " quotas, VOXLOG_LIMIT_*; the address's failed authentications): retry after Retry-After.",
     503: "A service voxlog needs is unreachable (PostgreSQL or Kafka), or cache-only mode: retry after Retry-After.",
 }
 
 
 def responses(*statuses: int, **overrides: ResponseSpec) -> dict[int, ResponseSpec]:
     """The OpenAPI entries of ``statuses`` (an :class:`ErrorBody` each) and of ``overrides`` (by status,
-    written ``_200=ResponseSpec(...)``): what a route's ``responses=`` takes."""
-    specs = {status: ResponseSpec(data_container=ErrorBody, description=_MEANINGS[status]) for status in statuses}
+    written ``_200=ResponseSpec(...)``): what a route's ``responses=`` takes. A route that takes a key (it lists
+    401) is answered 429 too, by the door (:mod:`producers.auth`: the key's rate, the address's failures)."""
+    keyed = (429,) if 401 in statuses else ()
+    specs = {
+        status: ResponseSpec(data_container=ErrorBody, description=_MEANINGS[status])
+        for status in dict.fromkeys((*statuses, *keyed))
+    }
     specs.update({int(name.lstrip("_")): spec for name, spec in overrides.items()})
     return specs
 

@@ -18,6 +18,21 @@ from pydantic import BaseModel
 from foundation.audio_formats import media_type, supported_formats
 
 _BINARY: Final = Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY)
+_EVENT: Final = Schema(
+    type=OpenAPIType.OBJECT,
+    required=["data"],
+    properties={
+        "event": Schema(type=OpenAPIType.STRING),
+        "data": Schema(
+            type=OpenAPIType.STRING,
+            description='JSON: {"type": "speech.audio.delta", "audio": <base64>} for each segment, then'
+            ' {"type": "speech.audio.done", ...} or {"type": "error", "error": {...}}.',
+        ),
+        "id": Schema(type=OpenAPIType.STRING),
+        "retry": Schema(type=OpenAPIType.INTEGER),
+    },
+    description="One server-sent event: before OpenAPI 3.2's itemSchema, an event stream's schema is each event's.",
+)
 
 
 def audio_media_types(formats: tuple[str, ...] | None = None) -> list[str]:
@@ -40,7 +55,7 @@ class AudioOperation(Operation):
             return
         content = {kind: OpenAPIMediaType(schema=_BINARY) for kind in audio_media_types(self.media_types)}
         if self.events:
-            content["text/event-stream"] = OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING))
+            content["text/event-stream"] = OpenAPIMediaType(schema=_EVENT)
         ok.content = content
 
 

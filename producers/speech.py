@@ -134,7 +134,12 @@ def _rejected(_: Request[Any, Any, Any], exc: Rejected) -> Response[OpenAIErrorB
 
 
 def _bad_body(_: Request[Any, Any, Any], exc: HTTPException) -> Response[OpenAIErrorBody]:
-    """Litestar's refusal of the body: fields that do not validate (named), or a body that is not JSON."""
+    """Litestar's refusal of the body: fields that do not validate (named), or a body that is not JSON. The
+    door's answers come here too (401, 403, 429: :mod:`producers.auth`), and a body over the route's size (413):
+    those keep their own message and headers (WWW-Authenticate, Retry-After)."""
+    if exc.status_code != 400:
+        code = "rate_limit_exceeded" if exc.status_code == 429 else None
+        return openai_error(exc.status_code, exc.detail, code=code, headers=exc.headers)
     extra = exc.extra if isinstance(exc.extra, list) and exc.extra else None
     if extra is None:
         return openai_error(exc.status_code, f"the request body is not valid JSON: {exc.detail}")

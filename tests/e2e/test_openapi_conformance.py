@@ -11,7 +11,6 @@ called without this test naming it.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -19,41 +18,12 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.checks import (
-    content_type_conformance,
-    not_a_server_error,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
-from contracts import document_part_job_id
-from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.api_fuzz import CHECKS, known_ids
+from tests.support.apps import start_pipeline
 
 BENCH = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_MAX_BATCH": "20"}
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_schema_conformance,
-    response_headers_conformance,
-]
 EXAMPLES_PER_OPERATION = 15
-
-
-async def _known_ids(client: httpx.AsyncClient, voice: str) -> dict[str, Any]:
-    """A completed job and a completed document, for the path parameters of the 200 answers."""
-    job = await client.post("/v1/jobs", json={"text": "Conformance, checked end to end.", "voice": voice})
-    assert job.status_code == 202, job.text
-    job_id = job.json()["job_id"]
-    await wait_for_job(client, job_id)
-    text = "# One\n\nThe first chapter.\n\n# Two\n\nThe second chapter."
-    document = await client.post("/v1/documents", json={"text": text, "voice": voice})
-    assert document.status_code == 202, document.text
-    document_id = document.json()["document_id"]
-    for part in range(document.json()["parts"]):
-        await wait_for_job(client, str(document_part_job_id(uuid.UUID(document_id), part)))
-    return {"job_id": job_id, "document_id": document_id, "index": 0}
 
 
 def _run(schema: Any, known: dict[str, Any]) -> tuple[Counter[str], list[str]]:
@@ -87,7 +57,7 @@ def _run(schema: Any, known: dict[str, Any]) -> tuple[Counter[str], list[str]]:
 async def test_every_route_answers_as_the_live_openapi_document_says(apps):
     app, voices = await start_pipeline(apps, workers=1, **BENCH)
     async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
-        known = await _known_ids(client, voices[0])
+        known = await known_ids(client, voices[0])
     schema = schemathesis.openapi.from_url(f"{app.api}/schema/openapi.json")
     statuses, failures = await asyncio.to_thread(_run, schema, known)
     assert not failures, "\n\n".join(failures[:20])

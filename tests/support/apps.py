@@ -42,8 +42,10 @@ class AppStack:
         return f"http://127.0.0.1:{self.api_port}"
 
     def start(self, name: str, command: list[str], extra_env: Mapping[str, str] | None = None) -> None:
-        ready = f"{self.api}/readyz" if "api" in command else None  # the command may start with options
-        spec = AppSpec(name, [*CLI, *command], {**self.env, **(extra_env or {})}, ready_url=ready)
+        env = {**self.env, **(extra_env or {})}
+        # The command may start with options; a second API serves on the port its environment names.
+        ready = f"http://127.0.0.1:{env['VOXLOG_API_PORT']}/readyz" if "api" in command else None
+        spec = AppSpec(name, [*CLI, *command], env, ready_url=ready)
         self.specs[name] = spec
         self.processes.start(spec)
 

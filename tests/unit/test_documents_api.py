@@ -69,6 +69,24 @@ def test_a_bad_document_gets_a_4xx_that_says_what_to_fix_and_nothing_is_recorded
     assert log.published == []
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"files": {"file": ("", b"\xf7I<\x02'%\xa6")}, "data": {"voice": "af_heart"}},  # no file name: a field
+        {"files": {"file": ("a.md", b"Hello there.")}, "data": {"voice": "af_heart", "title": b"\xff\xfe"}},
+    ],
+)
+def test_regression_a_multipart_field_that_is_not_utf8_was_a_500(kwargs):
+    """Found by the fuzz campaign's document bodies: Litestar decodes each part of a form that has no file name
+    (the document sent without one, or a field) as UTF-8, and its UnicodeDecodeError reached the client as a 500."""
+    test, log = client()
+    with test:
+        answer = test.post("/v1/documents", **kwargs)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["detail"].startswith("a field of the multipart form is not UTF-8 text (invalid")
+    assert log.published == []
+
+
 def test_an_epub_upload_is_read_chapter_by_chapter():
     book = epub(
         {

@@ -34,7 +34,7 @@ def book(chapter: str | bytes = "<html><body><p>Words.</p></body></html>", metho
     data = io.BytesIO()
     with zipfile.ZipFile(data, "w", method) as z:
         z.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
-        z.writestr("META-INF/container.xml", CONTAINER)
+        z.writestr("META-INF/container.xml", files.pop("container", CONTAINER))
         z.writestr("book.opf", files.pop("opf", opf()))
         z.writestr("a.xhtml", chapter)
         for name, content in files.items():
@@ -134,6 +134,29 @@ def test_regression_a_chapter_declaring_an_unusual_encoding_was_a_500(encoding: 
 def test_a_chapter_in_an_encoding_books_are_written_in_is_decoded(encoding: str, text: str):
     chapter = f'<?xml version="1.0" encoding="{encoding}"?><html><body><p>{text}</p></body></html>'
     assert read_epub(book(chapter.encode(encoding))).chapters[0][1] == (text,)
+
+
+@pytest.mark.parametrize("encoding", ["utf-7", "idna", "rot13"])
+def test_regression_an_xml_file_declaring_an_encoding_expat_cannot_take_was_a_500(encoding: str):
+    """Found by the fuzz campaign: expat takes a declared encoding only if it is single-byte, and raised
+    ValueError (utf-7), UnicodeError (idna) or LookupError (rot13) past its own ExpatError. The XML files follow
+    the chapters' rule now: an encoding no book is written in is refused, saying so."""
+    declaration = f'<?xml version="1.0" encoding="{encoding}"?>'
+    with pytest.raises(DocumentError, match=f"META-INF/container.xml declares the encoding '{encoding}'"):
+        read_epub(book(container=declaration + CONTAINER.removeprefix('<?xml version="1.0"?>')))
+    with pytest.raises(DocumentError, match=f"book.opf declares the encoding '{encoding}'"):
+        read_epub(book(opf=opf(head=declaration)))
+
+
+def test_regression_a_package_document_in_shift_jis_was_a_500_and_is_read():
+    """A book's encoding that expat cannot take as bytes (multi-byte) is decoded first, as a chapter would be."""
+    document = opf(title="\u65e5\u672c", head='<?xml version="1.0" encoding="shift_jis"?>').encode("shift_jis")
+    assert read_epub(book(opf=document)).title == "\u65e5\u672c"
+
+
+def test_regression_an_xml_file_declaring_an_encoding_python_does_not_know_was_a_500_and_is_read_as_utf8():
+    document = opf(title="Caf\u00e9", head='<?xml version="1.0" encoding="x-unknown"?>')
+    assert read_epub(book(opf=document)).title == "Caf\u00e9"
 
 
 def test_an_encoding_python_does_not_know_is_read_as_utf8():

@@ -14,13 +14,16 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+import schemathesis
 import soundfile as sf
 from litestar.response import Stream
+from schemathesis.checks import content_type_conformance, response_schema_conformance
 
 from contracts import JobState
 from foundation.audio import encode_wav
 from foundation.audio_formats import supported_formats
 from foundation.blobs import BlobNotFound
+from producers.app import create_app
 from producers.deps import ApiDeps
 from producers.queries import ProjectionUnavailable
 from producers.speech import _streamed
@@ -164,3 +167,16 @@ async def test_the_body_starts_with_the_first_segment_before_the_job_completes()
     chunks = [chunk async for chunk in answer.iterator]  # type: ignore[union-attr]
     assert len(chunks) == 3, "the header, then one chunk per segment"
     assert reader.progress_reads == [0, 1, 1], "each read asks only for the segments not sent yet"
+
+
+def test_regression_the_documents_event_stream_schema_said_each_event_was_a_string():
+    """Found by the fuzz campaign (schemathesis' response_schema_conformance, ST108): the text/event-stream answer
+    was documented as ``{"type": "string"}``, which before OpenAPI 3.2's itemSchema describes each event, and
+    each event is an object (its data, its name). The document says so now."""
+    schema = schemathesis.openapi.from_asgi("/schema/openapi.json", create_app(deps(scripted(*TWO_SEGMENTS))))
+    body = {"model": "tts-1", "voice": "alloy", "input": "First part. Second part.", "stream_format": "sse"}
+    case = schema["/v1/audio/speech"]["POST"].Case(body=body, media_type="application/json")
+    answer = case.call()
+    assert answer.status_code == 200
+    assert answer.headers["content-type"][0].startswith("text/event-stream")
+    case.validate_response(answer, checks=[response_schema_conformance, content_type_conformance])

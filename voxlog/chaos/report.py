@@ -1,4 +1,9 @@
-"""docs/reliability.md: what each fault did to the jobs, from a `voxlog chaos` run."""
+"""docs/reliability.md: what each fault did to the jobs, from a `voxlog chaos` run.
+
+The page ends with the fuzz campaign's section (``tests/e2e/test_fuzz_campaign.py`` writes it between
+:data:`FUZZ_BEGIN` and :data:`FUZZ_END` when asked), which a chaos run keeps as it found it: each
+campaign rewrites only its own part of the page.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,33 @@ import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 from voxlog.chaos.faults import FaultResult
+
+FUZZ_BEGIN: Final = "<!-- the fuzz campaign's section: VOXLOG_FUZZ_REPORT=1 pytest tests/e2e/test_fuzz_campaign.py -->"
+FUZZ_END: Final = "<!-- end of the fuzz campaign's section -->"
+
+
+def fuzz_section(page: str) -> str:
+    """The fuzz campaign's section of ``page``, its markers included ("" when it has none)."""
+    begin, end = page.find(FUZZ_BEGIN), page.find(FUZZ_END)
+    return page[begin : end + len(FUZZ_END)] + "\n" if begin != -1 and end > begin else ""
+
+
+def keeping_fuzz_section(page: str, old_page: str) -> str:
+    """``page`` (a chaos run's) followed by the fuzz campaign's section of ``old_page``, if it had one."""
+    kept = fuzz_section(old_page)
+    return f"{page}\n{kept}" if kept else page
+
+
+def with_fuzz_section(page: str, body: str) -> str:
+    """``page`` with ``body`` as its fuzz campaign's section, in place of the one it had, or at its end."""
+    section = f"{FUZZ_BEGIN}\n{body.rstrip()}\n{FUZZ_END}\n"
+    old = fuzz_section(page)
+    if old:
+        return page.replace(old, section)
+    return page.rstrip("\n") + "\n\n" + section
 
 
 def render(results: Sequence[FaultResult], profile: str, minutes: float, root: Path) -> str:

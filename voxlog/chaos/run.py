@@ -15,7 +15,7 @@ from pathlib import Path
 
 from foundation.settings import default_state_root
 from voxlog.chaos.faults import FAULTS, FaultResult, Sizes
-from voxlog.chaos.report import render
+from voxlog.chaos.report import keeping_fuzz_section, render
 from voxlog.devstack import SOURCE_ROOT, scratch_stack
 
 QUICK = Sizes(kill_jobs=200, jobs=30)
@@ -51,8 +51,8 @@ def main(quick: bool, docs: Path | None) -> int:
     target = docs if docs is not None else (None if quick else SOURCE_ROOT / "docs")
     if target is not None:
         target.mkdir(parents=True, exist_ok=True)
-        (target / "reliability.md").write_text(
-            render(results, "quick" if quick else "full", (time.monotonic() - started) / 60, SOURCE_ROOT)
-        )
-        print(f"wrote {target / 'reliability.md'}", file=sys.stderr)
+        page = target / "reliability.md"
+        chaos = render(results, "quick" if quick else "full", (time.monotonic() - started) / 60, SOURCE_ROOT)
+        page.write_text(keeping_fuzz_section(chaos, page.read_text() if page.exists() else ""))
+        print(f"wrote {page}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
