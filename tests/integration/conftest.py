@@ -11,23 +11,18 @@ from foundation.kafka_access import KafkaAccess
 from foundation.settings import TopicSettings
 from infra.stack import DevStack
 from projections.migrations import drop_schema, migrate_database
-from tests.support.stack import build_test_stack, stack_home_for_tests
+from tests.support.stack import running_test_stack
 from voxlog.topics import ensure_topics, topic_specs
 
 
 @pytest_asyncio.fixture(scope="session")
 async def stack() -> AsyncIterator[DevStack]:
-    home = stack_home_for_tests()
-    probe = build_test_stack(home, probe_running=True)
-    if all(status.up for status in await probe.status()):
-        yield probe
-        return
-    started = build_test_stack(home, probe_running=False)
+    running, started = await running_test_stack()
     try:
-        await started.up()
-        yield started
+        yield running
     finally:
-        started.down()
+        if started:
+            running.down()
 
 
 @dataclass(frozen=True)

@@ -95,3 +95,15 @@ class PrivateStack:
 
     async def start_postgres(self) -> None:
         await self.stack.start_postgres()
+
+
+async def running_test_stack() -> tuple[DevStack, bool]:
+    """The shared test stack, started unless it runs already; and whether this call started it (then the
+    caller stops it when done)."""
+    home = stack_home_for_tests()
+    probe = build_test_stack(home, probe_running=True)
+    if all(status.up for status in await probe.status()):
+        return probe, False
+    started = build_test_stack(home, probe_running=False)
+    await started.up()
+    return started, True

@@ -12,16 +12,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from tests.support.stack import build_test_stack, stack_home_for_tests
+from tests.support.stack import build_test_stack, running_test_stack, stack_home_for_tests
 
 
 async def up() -> str:
-    home = stack_home_for_tests()
-    probe = build_test_stack(home, probe_running=True)
-    if all(status.up for status in await probe.status()):
-        return "running"
-    await build_test_stack(home, probe_running=False).up()
-    return "started"
+    _, started = await running_test_stack()
+    return "started" if started else "running"
 
 
 def main(argv: list[str]) -> int:
