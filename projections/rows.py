@@ -256,9 +256,6 @@ class Table:
     bigint_columns: tuple[str, ...] = ()
     counters: bool = False
     """Its rows are counts a batch adds to (never read by a batch: the fold's rows are the batch's own)."""
-    set_by_database: tuple[str, ...] = ()
-    """Columns after the row's own that the database sets (their defaults). The live writer sends each row
-    as a record of the table's own type, so these travel with it as nulls, and are never written."""
 
     @property
     def lookup(self) -> tuple[str, ...]:
@@ -299,14 +296,7 @@ TABLES: Final = (
     Table("jobs", JobRow, ("job_id",), json_columns=("request",)),
     # A job's segments are read all at once.
     Table("segments", SegmentRow, ("job_id", "segment_index"), read_by=("job_id",), json_columns=("words",)),
-    Table(
-        "job_events",
-        EventRow,
-        ("event_id",),
-        json_columns=("payload",),
-        bigint_columns=("kafka_offset",),
-        set_by_database=("recorded_at",),
-    ),
+    Table("job_events", EventRow, ("event_id",), json_columns=("payload",), bigint_columns=("kafka_offset",)),
     Table("result_cache", CacheRow, ("fingerprint",), bigint_columns=("total_bytes",)),
     Table("nodes", NodeRow, ("worker_id",)),
     Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
