@@ -180,7 +180,7 @@ UNITS: list[Row] = [
     ("1 ft", "one foot"),
     ("6 ft. tall", "six feet tall"),
     ("12in", "twelve inches"),
-    ("a 27 in. screen", "a twenty-seven inches screen"),
+    ("a 27 in. screen", "a twenty-seven inch screen"),
     ("put 5 in the box", "put five in the box"),
     ("2 L", "two liters"),
     ("250 ml", "two hundred fifty milliliters"),
