@@ -100,6 +100,7 @@ USES: dict[str, Mode] = {
     "tts_node.normalization.punctuation._SENTENCE_END": "match",
     "tts_node.normalization.punctuation._TEXT_END": "match",
     "tts_node.normalization.quantities._RANGE": "finditer",
+    "tts_node.normalization.quantities._BETWEEN": "finditer",
     **{f"tts_node.normalization.quantities._MONEY[{i}]": "finditer" for i in range(3)},
     "tts_node.normalization.quantities._PERCENT": "finditer",
     "tts_node.normalization.durations._DURATION": "finditer",

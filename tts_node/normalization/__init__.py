@@ -20,7 +20,8 @@ text, in this order, each to what the ones before it left:
    twenty twenty-seven". Before ranges (ISO dashes) and abbreviations ("Jan.").
    A bare "3/4" is a fraction (rule 16).
 4. ranges: a hyphen or en dash between numbers says "to": "10-20" → "10 to 20",
-   "pages 5\u20137" → "pages 5 to 7", a score "won 21-18" → "won 21 to 18". The left
+   "pages 5\u20137" → "pages 5 to 7", a score "won 21-18" → "won 21 to 18"; after
+   "between", "and": "between 9-11" → "between 9 and 11". The left
    number starts a word: "A3-2B" is a name. Before durations, times, money,
    percentages and units, so that "9:30-10:30", "$10-20" and "10-20%" read both ends.
 5. durations: race and elapsed times. "2:01:09" → "two hours, one minute and

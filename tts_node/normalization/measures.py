@@ -17,6 +17,7 @@ from tts_node.normalization.numbers import (
     cardinal,
     fraction_parts,
     is_one,
+    mixed,
     number,
     part,
 )
@@ -85,7 +86,7 @@ def _measure(match: re.Match[str], british: bool) -> str:
         return match.group()  # "5 in the box": only "5in" and "5 in. wide" are inches
     one, many = _UNITS[match["unit"]]
     if match["fraction"]:
-        return _fraction_of(match, one, many)
+        return _fraction_of(match, one, many, british)
     amount = number(match["amount"], british=british)
     text, start = match.string, match.start()
     if _ARTICLE_BEFORE.search(text, max(0, start - 3), start) and _NOUN_AFTER.match(text, match.end()):
@@ -93,14 +94,14 @@ def _measure(match: re.Match[str], british: bool) -> str:
     return f"{amount} {one if is_one(match['amount']) else many}"
 
 
-def _fraction_of(match: re.Match[str], one: str, many: str) -> str:
+def _fraction_of(match: re.Match[str], one: str, many: str, british: bool) -> str:
     """ "1/2 tsp" → "half a teaspoon", "3/4 cup" → "three quarters of a cup", "2 1/2 cups" → "two and a half cups"."""
     whole, numerator, denominator = fraction_parts(match)
     if not 0 < numerator < denominator <= 100:
         said = f"{cardinal(numerator)} over {cardinal(denominator)} {many}"
-        return f"{cardinal(whole)} and {said}" if whole is not None else said
+        return f"{cardinal(whole, british=british)} and {said}" if whole is not None else said
     if whole is not None:
-        return f"{cardinal(whole)} and {part(numerator, denominator)} {many}"
+        return f"{mixed(whole, numerator, denominator, british=british)} {many}"
     if (numerator, denominator) == (1, 2):
         return f"half {article(one)} {one}"
     return f"{part(numerator, denominator)} of {article(one)} {one}"

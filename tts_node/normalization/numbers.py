@@ -34,7 +34,7 @@ VULGAR_FRACTIONS: Final = {
 }  # fmt: skip
 FRACTION: Final = (
     # A whole number only before a fraction: "2 1/2", "1\u00bd". At most 3 digits, so "in 2019 1/3" is a year.
-    rf"(?:(?P<whole>[0-9]{{1,3}})(?:[ \t]+(?=[0-9]{{1,9}}/[0-9])|(?=[{''.join(VULGAR_FRACTIONS)}])))?"
+    rf"(?:(?P<whole>[0-9]{{1,3}})(?:[ \t]+(?=[0-9]{{1,9}}/[0-9])|[ \t]?(?=[{''.join(VULGAR_FRACTIONS)}])))?"
     rf"(?:(?P<n>[0-9]{{1,9}})/(?P<d>[0-9]{{1,9}})|(?P<vulgar>[{''.join(VULGAR_FRACTIONS)}]))"
 )
 """A fraction as written: "3/4", "\u00be", or a mixed number, "2 1/2" or "2\u00bd"; see :func:`fraction_parts`."""
@@ -176,6 +176,11 @@ def fraction_name(numerator: int, denominator: int) -> str:
 def article(word: str) -> str:
     """ "a" or "an" before a number word or unit as said: "an eighth", "an ounce", "an hour", "a unit"."""
     return "an" if word[:1] in ("a", "e", "i", "o") or word.startswith("hour") else "a"
+
+
+def mixed(whole: int, numerator: int, denominator: int, *, british: bool = False) -> str:
+    """A whole number and a proper fraction: (2, 1, 2) → "two and a half"."""
+    return f"{cardinal(whole, british=british)} and {part(numerator, denominator)}"
 
 
 def part(numerator: int, denominator: int) -> str:

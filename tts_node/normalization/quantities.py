@@ -15,10 +15,10 @@ from tts_node.normalization.numbers import (
     fraction_parts,
     integer,
     is_one,
+    mixed,
     nominal,
     number,
     ordinal,
-    part,
     plural,
     year,
 )
@@ -31,6 +31,9 @@ _SIGNED: Final = rf"(?<![\w.])(?P<amount>{_SIGN}?{NUMBER})"
 _RANGE: Final = re.compile(
     "(?<![\\w.,:%])(?P<left>[0-9][0-9.,:]*+%?)(?:-|\\s?\u2013\\s?)(?=[$\u20ac\u00a3\u00a5]?[0-9])"
 )
+
+
+_BETWEEN: Final = re.compile(r"\b[Bb]etween\s+\Z")  # "between 9-11" is "between nine and eleven"
 
 
 class _Currency(NamedTuple):
@@ -96,7 +99,12 @@ _INTEGER: Final = re.compile(rf"(?P<sign>(?<![\w.]){_SIGN})?(?P<n>{INT}|[0-9]{{{
 
 def ranges(text: str, british: bool) -> str:
     """A dash between numbers says "to": "10-20" → "10 to 20"; the later rules read the numbers."""
-    return _RANGE.sub(lambda m: f"{m['left']} to ", text)
+    return _RANGE.sub(_range, text)
+
+
+def _range(match: re.Match[str]) -> str:
+    between = _BETWEEN.search(match.string, max(0, match.start() - 10), match.start())
+    return f"{match['left']} {'and' if between else 'to'} "
 
 
 def money(text: str, british: bool) -> str:
@@ -183,17 +191,16 @@ def decimals(text: str, british: bool) -> str:
 
 def fractions(text: str, british: bool) -> str:
     """Fractions: "3/4" → "three quarters"; anything but a proper fraction up to tenths is two numbers ("24/7")."""
-    return _FRACTION.sub(_fraction, text)
+    return _FRACTION.sub(lambda m: _fraction(m, british), text)
 
 
-def _fraction(match: re.Match[str]) -> str:
+def _fraction(match: re.Match[str], british: bool) -> str:
     whole, numerator, denominator = fraction_parts(match)
-    proper = 0 < numerator < denominator <= 10
+    if not 0 < numerator < denominator <= 10:
+        said = f"{cardinal(numerator)} {cardinal(denominator)}"
+        return said if whole is None else f"{cardinal(whole, british=british)} {said}"
     if whole is not None:
-        said = part(numerator, denominator) if proper else f"{cardinal(numerator)} {cardinal(denominator)}"
-        return f"{cardinal(whole)} and {said}" if proper else f"{cardinal(whole)} {said}"
-    if not proper:
-        return f"{cardinal(numerator)} {cardinal(denominator)}"
+        return mixed(whole, numerator, denominator, british=british)
     return f"{cardinal(numerator)} {fraction_name(numerator, denominator)}"
 
 
