@@ -583,13 +583,13 @@ def test_ratios_and_clock_times_are_no_durations(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["A3-2B", "x86-64", "RX7-3", "COVID-19", "v2-3"])
 def test_regression_a_dash_inside_a_name_was_read_as_a_range(text: str) -> None:
-    """"A3-2B" was "A3 to 2B": the left number of a range must start a word."""
+    """A name such as "A3-2B" was read "A3 to 2B": the left number of a range must start a word."""
     assert quantities.ranges(text, False) == text
 
 
 @pytest.mark.parametrize("text", ["1/2 kg", "3/4 kg"])
 def test_regression_the_denominator_of_a_fraction_took_the_unit(text: str) -> None:
-    """"1/2 kg" was "one/two kilograms": the unit rule read "2 kg" after the slash."""
+    """A fraction before a unit, "1/2 kg", was "one/two kilograms": the unit rule read "2 kg" after the slash."""
     assert "/" not in measures.units(text, False)
 
 
