@@ -352,6 +352,8 @@ DATA_SIZES: list[Row] = [
     ("a 2 GB memory card", "a two gigabyte memory card"),
     ("A 512 GB drive", "A five hundred twelve gigabyte drive"),
     ("an 8 TB disk", "an eight terabyte disk"),
+    ("a 2 GB RAM stick", "a two gigabyte RAM stick"),
+    ("it is a 2 GB.", "it is a two gigabytes."),
     ("it has 2 GB of memory", "it has two gigabytes of memory"),
     ("a 5 km run", "a five kilometer run"),
     ("16 GiB", "sixteen gibibytes"),
@@ -579,6 +581,11 @@ def test_text_that_only_resembles_a_new_pattern_is_read_as_before(text: str, spo
 @pytest.mark.parametrize("text", ["16:9", "4:3", "aspect 21:9", "John 3:16", "at 10:30", "14:05:30", "at 2:01:09 am"])
 def test_ratios_and_clock_times_are_no_durations(text: str) -> None:
     assert durations.durations(text, False) == text
+
+
+@pytest.mark.parametrize("text", ["40\u00b026'46\" N", "5'13\"", "'80s", "rock 'n' roll", "the 5' mark"])
+def test_angles_and_quotes_are_no_heights(text: str) -> None:
+    assert "feet" not in measures.units(text, False)
 
 
 @pytest.mark.parametrize("text", ["A3-2B", "x86-64", "RX7-3", "COVID-19", "v2-3"])

@@ -62,10 +62,11 @@ _AMOUNT: Final = rf"(?<![\w./])(?:(?P<fraction>{FRACTION})|(?P<amount>[-+\u2212]
 _MEASURE: Final = re.compile(rf"{_AMOUNT}(?P<gap>\s?)(?P<unit>{_UNIT})(?![\w/])(?P<dot>\.(?=\s+[a-z]))?")
 # "a 2 GB card": a measure between "a" and a noun describes the noun, and its unit stays singular.
 _ARTICLE_BEFORE: Final = re.compile(r"(?<![\w'])(?:[Aa]|[Aa]n)\s\Z")
-_NOUN_AFTER: Final = re.compile(r"\s[a-z]")
+_NOUN_AFTER: Final = re.compile(r"\s[A-Za-z]")
+# Inches under 12, and not after a degree sign: 40\u00b026'46" is an angle.
 _FEET_INCHES: Final = re.compile(
-    r"(?<![\w.'])(?P<feet>[0-9]{1,2})(?:['\u2032]\s?(?P<inches>[0-9]{1,2})(?:\"|\u2033|'')"
-    r"|\s?ft\.?\s(?P<spelled>[0-9]{1,2})\s?in\b\.?)"
+    r"(?<![\w.'\u00b0])(?P<feet>[0-9]{1,2})(?:['\u2032]\s?(?P<inches>1[01]|0?[0-9])(?:\"|\u2033|'')"
+    r"|\s?ft\.?\s(?P<spelled>1[01]|0?[0-9])\s?in\b\.?)"
 )
 _MULTIPLIER: Final = re.compile(rf"(?<![\w.])(?P<amount>{NUMBER})[x\u00d7](?!\w|\.?[0-9])")
 

@@ -31,8 +31,6 @@ _SIGNED: Final = rf"(?<![\w.])(?P<amount>{_SIGN}?{NUMBER})"
 _RANGE: Final = re.compile(
     "(?<![\\w.,:%])(?P<left>[0-9][0-9.,:]*+%?)(?:-|\\s?\u2013\\s?)(?=[$\u20ac\u00a3\u00a5]?[0-9])"
 )
-
-
 _BETWEEN: Final = re.compile(r"\b[Bb]etween\s+\Z")  # "between 9-11" is "between nine and eleven"
 
 
