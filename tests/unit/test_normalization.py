@@ -10,7 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.work import growth, linear
-from tts_node.normalization import NORMALIZED_LANGUAGES, RULES, RULES_VERSION, addresses, normalize, words
+from tts_node.normalization import (
+    NORMALIZED_LANGUAGES,
+    RULES,
+    RULES_VERSION,
+    addresses,
+    dates,
+    durations,
+    measures,
+    normalize,
+    numbers,
+    quantities,
+    words,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -180,7 +192,7 @@ UNITS: list[Row] = [
     ("1 ft", "one foot"),
     ("6 ft. tall", "six feet tall"),
     ("12in", "twelve inches"),
-    ("a 27 in. screen", "a twenty-seven inches screen"),
+    ("a 27 in. screen", "a twenty-seven inch screen"),
     ("put 5 in the box", "put five in the box"),
     ("2 L", "two liters"),
     ("250 ml", "two hundred fifty milliliters"),
@@ -301,6 +313,133 @@ ALPHANUMERICS: list[Row] = [
     ("24/7", "twenty-four seven"),
     ("2 + 2 = 4", "two plus two equals four"),
 ]
+KITCHEN: list[Row] = [
+    ("3 tbsp of sugar", "three tablespoons of sugar"),
+    ("1 tbsp", "one tablespoon"),
+    ("2 Tbsp butter", "two tablespoons butter"),
+    ("1 tsp", "one teaspoon"),
+    ("Add 1 tsp. Stir.", "Add one teaspoon. Stir."),
+    ("1/2 tsp", "half a teaspoon"),
+    ("1/4 tsp", "a quarter of a teaspoon"),
+    ("1/8 oz", "an eighth of an ounce"),
+    ("3/4 cup", "three quarters of a cup"),
+    ("2/3 cup", "two thirds of a cup"),
+    ("1/2 h", "half an hour"),
+    ("3/16in", "three sixteenths of an inch"),
+    ("3/16 in the bowl", "three sixteen in the bowl"),
+    ("1 1/2 cups", "one and a half cups"),
+    ("2 1/4 tsp", "two and a quarter teaspoons"),
+    ("1\u00bd cups", "one and a half cups"),
+    ("1 \u00bd cups", "one and a half cups"),
+    ("\u00be cup", "three quarters of a cup"),
+    ("1 cups", "one cup"),
+    ("2 cup", "two cups"),
+    ("a pinch of salt", "a pinch of salt"),
+    ("2 pinch", "two pinches"),
+    ("8 fl oz", "eight fluid ounces"),
+    ("1 fl. oz.", "one fluid ounce."),
+    ("2 qt", "two quarts"),
+    ("1 gal", "one gallon"),
+    ("1.5 l", "one point five liters"),
+    ("1 lb 4 oz", "one pound four ounces"),
+    ("3/2 cups", "three over two cups"),
+    ("1/2-1 cup", "one half to one cup"),
+]
+DATA_SIZES: list[Row] = [
+    ("2 GB", "two gigabytes"),
+    ("1 GB", "one gigabyte"),
+    ("2GB", "two gigabytes"),
+    ("a 2 GB memory card", "a two gigabyte memory card"),
+    ("A 512 GB drive", "A five hundred twelve gigabyte drive"),
+    ("an 8 TB disk", "an eight terabyte disk"),
+    ("a 2 GB RAM stick", "a two gigabyte RAM stick"),
+    ("it is a 2 GB.", "it is a two gigabytes."),
+    ("it has 2 GB of memory", "it has two gigabytes of memory"),
+    ("a 5 km run", "a five kilometer run"),
+    ("16 GiB", "sixteen gibibytes"),
+    ("4 KiB", "four kibibytes"),
+    ("1 MiB", "one mebibyte"),
+    ("2 TiB", "two tebibytes"),
+    ("10 PB", "ten petabytes"),
+    ("300 Mb", "three hundred megabits"),
+    ("56 kbps", "fifty-six kilobits per second"),
+    ("500 MB/s", "five hundred megabytes per second"),
+    ("1.5x faster", "one point five times faster"),
+    ("10\u00d7 zoom", "ten times zoom"),
+    ("5'10\"", "five feet ten inches"),
+    ("6'0\"", "six feet"),
+    ("6 ft 1 in tall", "six feet one inch tall"),
+]
+DURATIONS: list[Row] = [
+    ("2:01:09", "two hours, one minute and nine seconds"),
+    ("The marathon record is 2:01:09.", "The marathon record is two hours, one minute and nine seconds."),
+    ("finished in 1:00:00", "finished in one hour"),
+    ("2:00:35", "two hours and thirty-five seconds"),
+    ("a 3:05:01 marathon", "a three hours, five minutes and one second marathon"),
+    ("1:59.4", "one minute and fifty-nine point four seconds"),
+    ("0:59.40", "fifty-nine point four zero seconds"),
+    ("3:43.13", "three minutes and forty-three point one three seconds"),
+    ("2:01:09.5", "two hours, one minute and nine point five seconds"),
+    ("clocked 10:12:33", "clocked ten hours, twelve minutes and thirty-three seconds"),
+    ("a 30:00:05 ultra", "a thirty hours and five seconds ultra"),
+    ("1:59.4-2:01.3", "one minute and fifty-nine point four seconds to two minutes and one point three seconds"),
+    # Times of day: a clock word before, am/pm after, or a zero-padded or 24-hour hour.
+    ("at 2:01:09", "at two oh one and nine seconds"),
+    ("until 2:01:09", "until two oh one and nine seconds"),
+    ("2:01:09 PM", "two oh one and nine seconds p m"),
+    ("09:15:30", "nine fifteen and thirty seconds"),
+    ("at 10:30", "at ten thirty"),
+    ("ran the mile in 3:43", "ran the mile in three forty-three"),
+]
+FRACTIONS: list[Row] = [
+    ("2 1/2", "two and a half"),
+    ("2 1/2 years", "two and a half years"),
+    ("1 3/4", "one and three quarters"),
+    ("3 1/8", "three and an eighth"),
+    ("\u00bd", "one half"),
+    ("\u00be of them", "three quarters of them"),
+    ("1\u00bd", "one and a half"),
+    ("2\u2153", "two and a third"),
+    ("in 2019 1/3 of people", "in twenty nineteen one third of people"),
+    ("5 24/7", "five twenty-four seven"),
+]
+NAMED_NUMBERS: list[Row] = [
+    ("Room 104", "Room one oh four"),
+    ("room 1205", "room twelve oh five"),
+    ("Apt 4", "Apartment four"),
+    ("Apt. 4B", "Apartment four B"),
+    ("Rm. 12", "Room twelve"),
+    ("Suite 200", "Suite two hundred"),
+    ("Flight 417", "Flight four seventeen"),
+    ("Gate 007", "Gate zero zero seven"),
+    ("Highway 101", "Highway one oh one"),
+    ("RTX 4090", "RTX forty ninety"),
+    ("GTX 1080 Ti", "GTX ten eighty Ti"),
+    ("HTTP 404", "HTTP four oh four"),
+    ("Boeing 747", "Boeing seven forty-seven"),
+    ("iPhone 15 Pro", "iPhone fifteen Pro"),
+    ("Route 66", "Route sixty-six"),
+    ("NASA 12500", "NASA twelve thousand five hundred"),
+    ("Chapter 104", "Chapter one hundred four"),
+    ("Room 104.5", "Room one hundred four point five"),
+]
+# Text that only resembles a new rule's pattern: what the rules did with it before en-2, they still do.
+LOOKALIKES: list[Row] = [
+    ("A3-2B", "A three-two B"),
+    ("x86-64", "x eighty-six-sixty-four"),
+    ("16:9", "sixteen:nine"),
+    ("a 4:3 screen", "a four:three screen"),
+    ("tablespoon", "tablespoon"),
+    ("2 tablespoons", "two tablespoons"),
+    ("a cup of tea", "a cup of tea"),
+    ("gal pals", "gal pals"),
+    ("put 5 in the box", "put five in the box"),
+    ("page 1999", "page one thousand nine hundred ninety-nine"),
+    ("0x1F", "zero x one F"),
+    ("2x4", "two by four"),
+    ("He said '5'", "He said 'five'"),
+    ("Plan B", "Plan B"),
+]
 
 FAMILIES = {
     "cardinals": CARDINALS,
@@ -319,6 +458,12 @@ FAMILIES = {
     "initialisms": INITIALISMS,
     "roman_numerals": ROMAN_NUMERALS,
     "alphanumerics": ALPHANUMERICS,
+    "kitchen": KITCHEN,
+    "data_sizes": DATA_SIZES,
+    "durations": DURATIONS,
+    "fractions": FRACTIONS,
+    "named_numbers": NAMED_NUMBERS,
+    "lookalikes": LOOKALIKES,
 }
 ALL_ROWS = [row for rows in FAMILIES.values() for row in rows]
 
@@ -403,6 +548,58 @@ def test_alphanumerics_fractions_and_symbols(text: str, spoken: str) -> None:
     assert normalize(text, "a") == spoken
 
 
+@table(KITCHEN)
+def test_kitchen_units_agree_with_whole_numbers_fractions_and_mixed_numbers(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(DATA_SIZES)
+def test_data_sizes_heights_and_multipliers(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(DURATIONS)
+def test_race_and_elapsed_times_are_durations_and_clock_times_stay_times(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(FRACTIONS)
+def test_mixed_numbers_and_vulgar_fractions(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(NAMED_NUMBERS)
+def test_numbers_that_name_a_room_flight_or_model(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@table(LOOKALIKES)
+def test_text_that_only_resembles_a_new_pattern_is_read_as_before(text: str, spoken: str) -> None:
+    assert normalize(text, "a") == spoken
+
+
+@pytest.mark.parametrize("text", ["16:9", "4:3", "aspect 21:9", "John 3:16", "at 10:30", "14:05:30", "at 2:01:09 am"])
+def test_ratios_and_clock_times_are_no_durations(text: str) -> None:
+    assert durations.durations(text, False) == text
+
+
+@pytest.mark.parametrize("text", ["40\u00b026'46\" N", "5'13\"", "'80s", "rock 'n' roll", "the 5' mark"])
+def test_angles_and_quotes_are_no_heights(text: str) -> None:
+    assert "feet" not in measures.units(text, False)
+
+
+@pytest.mark.parametrize("text", ["A3-2B", "x86-64", "RX7-3", "COVID-19", "v2-3"])
+def test_regression_a_dash_inside_a_name_was_read_as_a_range(text: str) -> None:
+    """A name such as "A3-2B" was read "A3 to 2B": the left number of a range must start a word."""
+    assert quantities.ranges(text, False) == text
+
+
+@pytest.mark.parametrize("text", ["1/2 kg", "3/4 kg"])
+def test_regression_the_denominator_of_a_fraction_took_the_unit(text: str) -> None:
+    """A fraction before a unit, "1/2 kg", was "one/two kilograms": the unit rule read "2 kg" after the slash."""
+    assert "/" not in measures.units(text, False)
+
+
 @table(ALL_ROWS)
 def test_normalizing_twice_changes_nothing(text: str, spoken: str) -> None:
     assert normalize(spoken, "a") == spoken
@@ -423,6 +620,8 @@ BRITISH: list[Row] = [
     ("03/04/2027", "March fourth, twenty twenty-seven"),
     ("1,000,001", "one million and one"),
     ("305 km", "three hundred and five kilometers"),
+    ("101 1/2 cups", "one hundred and one and a half cups"),
+    ("2:01:09", "two hours, one minute and nine seconds"),
 ]
 
 
@@ -522,6 +721,30 @@ def test_plain_words_are_left_unchanged(words: list[tuple[str, str]], end: str) 
 
 # Work linear in the text: counted (regex steps in the engine's step model, lines of Python), never timed,
 # so the same on any machine under any load. Each fails with the pattern it pins put back.
+
+
+@pytest.mark.parametrize(
+    ("rule", "run"),
+    [
+        (durations.durations, "1:"),
+        (durations.durations, "1:00:"),
+        (durations.durations, "at 1:00:00 "),
+        (measures.units, "1/"),
+        (measures.units, "1 "),
+        (measures.units, "1 1/"),
+        (measures.units, "5'1"),
+        (measures.units, "a 1 kg "),
+        (quantities.fractions, "1 "),
+        (quantities.ranges, "1-"),
+        (quantities.ranges, "between 1-"),
+        (quantities.named_numbers, "RTX 1 "),
+    ],
+)
+def test_the_en2_rules_do_linear_work_on_long_runs(rule, run: str) -> None:
+    """Counted like the regression below: durations, measures with fractions, ranges and named numbers."""
+    modules = (durations, measures, quantities, numbers, dates)
+    counts = growth(lambda n: rule(run * (n // len(run)), False), modules, 2000)
+    assert linear(counts, 2000), counts
 
 
 @pytest.mark.parametrize("run", ["%", "%a", "a.%"])

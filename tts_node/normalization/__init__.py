@@ -20,61 +20,83 @@ text, in this order, each to what the ones before it left:
    twenty twenty-seven". Before ranges (ISO dashes) and abbreviations ("Jan.").
    A bare "3/4" is a fraction (rule 16).
 4. ranges: a hyphen or en dash between numbers says "to": "10-20" → "10 to 20",
-   "pages 5\u20137" → "pages 5 to 7". Before times, money, percentages and units,
-   so that "9:30-10:30", "$10-20" and "10-20%" read both ends.
-5. times: "H:MM[:SS]" (24-hour too) and an hour with am/pm. "9:30 a.m." → "nine
+   "pages 5\u20137" → "pages 5 to 7", a score "won 21-18" → "won 21 to 18"; after
+   "between", "and": "between 9-11" → "between 9 and 11". The left
+   number starts a word: "A3-2B" is a name. Before durations, times, money,
+   percentages and units, so that "9:30-10:30", "$10-20" and "10-20%" read both ends.
+5. durations: race and elapsed times. "2:01:09" → "two hours, one minute and
+   nine seconds", "1:59.4" → "one minute and fifty-nine point four seconds".
+   Tenths of a second make a duration; "H:MM:SS" is one after "in", "of", "a",
+   "record", "clocked", ..., or with a one-digit hour and no "at", "until",
+   "from", ... before it nor am/pm after it ("14:05:30", "at 2:01:09" are times of
+   day). "H:MM" is left to times: "3:43" is said the same either way, and "16:9"
+   or "4:3" are neither (a ratio keeps its colon). Before times.
+6. times: "H:MM[:SS]" (24-hour too) and an hour with am/pm. "9:30 a.m." → "nine
    thirty a m", "4:07 PM" → "four oh seven p m", "6 AM" → "six a m", "9:00 pm" →
    "nine p m", "12:00" → "twelve o'clock", "14:05" → "fourteen oh five", "14:00" →
    "fourteen hundred". Before abbreviations and initialisms, which would take "a.m.".
-6. abbreviations: titles ("Dr. Smith" → "Doctor Smith", "Mr.", "Mrs.", "Ms.",
+7. abbreviations: titles ("Dr. Smith" → "Doctor Smith", "Mr.", "Mrs.", "Ms.",
    "Prof.", "Mt."), "Jr.", "Sr.", "vs.", "etc.", "e.g.", "i.e.", "approx.", "Inc.",
    "Ave.", month and weekday abbreviations ("Feb." → "February"; "Jan." only in a
-   date, it is also a name), and "No. 5" / "#5" → "number 5". "St." and "Dr." are
+   date, it is also a name), "No. 5" / "#5" → "number 5", and before a number
+   "Apt", "Bldg", "Rm", "Ste" ("Apt 4B" → "Apartment 4B"). "St." and "Dr." are
    a place after a capitalized word other than the sentence's first, or after a
    number ("Baker St." → "Baker Street", "Mulholland Dr." → "Mulholland Drive"),
    otherwise a person before a capitalized word ("St. Louis" → "Saint Louis").
    British undotted contractions ("Dr Smith", "St Paul") count before a name.
-7. initialisms: dotted letters are said one by one: "U.N." → "U N". Undotted
+8. initialisms: dotted letters are said one by one: "U.N." → "U N". Undotted
    acronyms ("NASA", "FBI") are left to G2P.
-8. money: "$", "\u20ac", "\u00a3", "\u00a5" before, or USD, EUR, GBP, JPY before
+9. money: "$", "\u20ac", "\u00a3", "\u00a5" before, or USD, EUR, GBP, JPY before
    or after, an amount, with an optional scale ("million", "k", "bn").
    "$1,234.56" → "one thousand two hundred thirty-four dollars and fifty-six
    cents", "$1" → "one dollar", "\u00a32.50" → "two pounds fifty", "$3 million" →
    "three million dollars", "$20/month" → "twenty dollars per month".
-9. percentages: "45%" → "forty-five percent", "2.5%" → "two point five percent".
-10. decades: "1990s" → "nineteen nineties", "the '80s" → "the eighties". Before
+10. percentages: "45%" → "forty-five percent", "2.5%" → "two point five percent".
+11. decades: "1990s" → "nineteen nineties", "the '80s" → "the eighties". Before
     units, where "90s" would be seconds: a bare two-digit "30s" stays "thirty
     seconds"; a short decade needs an apostrophe or "the", "his", "mid-", ....
-11. units: after a number, singular for exactly 1 (km, m, cm, mm, kg, g, mg, lb,
-    oz, mi, ft, in, mph, km/h, \u00b0C, \u00b0F, \u00b0, L, ml, KB-TB, Hz-GHz, W, kW,
-    V, s, ms, min, h, ...). "1 kg" → "one kilogram", "-12\u00b0C" → "minus twelve
-    degrees Celsius". "in" is inches only glued ("12in") or as "in." mid-sentence:
+12. units (``measures.py``): after a number, a fraction or a mixed number; the
+    unit singular for exactly 1 (km, m, cm, mm, kg, g, mg, lb, oz, mi, ft, in,
+    mph, km/h, \u00b0C, \u00b0F, \u00b0, L, l, ml; kitchen tsp, tbsp, cup, fl oz, qt,
+    gal, pinch; data KB-PB, KiB-TiB, Mb, Gb, Mbps, MB/s; Hz-GHz, W, kW, V, s, ms,
+    min, h, ...). "1 kg" → "one kilogram", "-12\u00b0C" → "minus twelve degrees
+    Celsius", "3 tbsp" → "three tablespoons", "1/2 tsp" → "half a teaspoon",
+    "3/4 cup" → "three quarters of a cup", "1\u00bd cups" and "1 1/2 cups" → "one
+    and a half cups", "2 GB" → "two gigabytes"; between "a" and a noun the unit
+    stays singular: "a 2 GB card" → "a two gigabyte card". Heights "5'10\"" and
+    "5 ft 10 in" → "five feet ten inches"; multipliers "1.5x" → "one point five
+    times". "in" is inches only glued ("12in") or as "in." mid-sentence:
     "5 in the box" is a preposition. Spelling is American for both Englishes
     ("meter"); it is said the same.
-12. ordinals: "5th" → "fifth", "21st" → "twenty-first", "2nd", "3rd".
-13. dotted_numbers: three or more parts, or after "v"/"version": a version,
+13. ordinals: "5th" → "fifth", "21st" → "twenty-first", "2nd", "3rd".
+14. dotted_numbers: three or more parts, or after "v"/"version": a version,
     each part a cardinal. "2.4.1" → "two point four point one", "v3.11" →
     "version three point eleven". Four parts up to 255: an IP address,
     "192.168.0.1" → "one ninety-two dot one sixty-eight dot zero dot one".
     Before decimals, which would read "2.4" of "2.4.1".
-14. decimals: "2.5" → "two point five", "0.75" → "zero point seven five".
-15. fractions: "3/4" → "three quarters", "1/2" → "one half"; anything but a
-    proper fraction up to tenths is said as two numbers: "24/7" → "twenty-four
-    seven", "9/11" → "nine eleven".
-16. dimensions: "1920x1080" → "nineteen twenty by ten eighty".
-17. alphanumerics: letters and digits in one word; the digits name ("house
+15. decimals: "2.5" → "two point five", "0.75" → "zero point seven five".
+16. fractions: "3/4" and "\u00be" → "three quarters", "1/2" → "one half", mixed
+    numbers "2 1/2" and "2\u00bd" → "two and a half"; anything but a proper
+    fraction up to tenths is said as two numbers: "24/7" → "twenty-four seven",
+    "9/11" → "nine eleven".
+17. dimensions: "1920x1080" → "nineteen twenty by ten eighty".
+18. named_numbers: three or four digits after a word that names a room,
+    flight, gate, route or model, or after an all-capital name, name rather than
+    count: "Room 104" → "Room one oh four", "Flight 417" → "Flight four
+    seventeen", "RTX 4090" → "RTX forty ninety". Before years and cardinals.
+19. alphanumerics: letters and digits in one word; the digits name ("house
     number" style): "221B" → "two twenty-one B", "A380" → "A three eighty",
     "MP3" → "MP three". Before years and cardinals, which would count them.
-18. years: a lone 4-digit number from 1100 to 2099, with no thousands
+20. years: a lone 4-digit number from 1100 to 2099, with no thousands
     separator, not after "page" or "number" (units and currencies have been read
     by now): "1999" → "nineteen ninety-nine", "1900" → "nineteen hundred",
     "2000" → "two thousand", "2007" → "two thousand seven", "2027" → "twenty
     twenty-seven". "2024 people" reads as a year too: the price of the heuristic.
-19. cardinals: every digit left, signed at a word start: "17" → "seventeen",
+21. cardinals: every digit left, signed at a word start: "17" → "seventeen",
     "1,024" → "one thousand twenty-four", "-12" → "minus twelve", "3,000,000" →
     "three million"; names up to decillions (10^33), digit by digit beyond,
     and for a leading zero ("007" → "zero zero seven").
-20. roman_numerals: after a counting word (Chapter, Part, Book, Volume, Act,
+22. roman_numerals: after a counting word (Chapter, Part, Book, Volume, Act,
     Scene, Section, War, ...): "Chapter IV" → "Chapter four", "World War II" →
     "World War two"; after a regnal name: "Henry VIII" → "Henry the eighth";
     after any capitalized word for I/V/X numerals of two letters or more ("Rocky
@@ -84,7 +106,7 @@ text, in this order, each to what the ones before it left:
     is a letter ("Part C"). After abbreviations ("Vol. IV") and after every rule
     that writes a capitalized word ("Celsius", "Doctor"), so that a second pass
     finds no new "Celsius II".
-21. symbols: what is left of "&", "%", "@", "\u00b0", and a free-standing "+" or
+23. symbols: what is left of "&", "%", "@", "\u00b0", and a free-standing "+" or
     "=": "R&D" → "R and D", "2 + 2" → "two plus two".
 
 An abbreviation's period stays where it may also end the sentence (at the end,
@@ -101,9 +123,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, NamedTuple
 
-from tts_node.normalization import addresses, dates, quantities, words
+from tts_node.normalization import addresses, dates, durations, measures, quantities, words
 
-RULES_VERSION: Final[str] = "en-1"
+RULES_VERSION: Final[str] = "en-2"
 """Part of request fingerprints: bump it whenever any rule changes any output."""
 NORMALIZED_LANGUAGES: Final[frozenset[str]] = frozenset({"a", "b", "en", "en-us", "en-gb"})
 _BRITISH: Final = frozenset({"b", "en-gb"})
@@ -119,18 +141,20 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("phone_numbers", addresses.phone_numbers),
     Rule("dates", dates.dates),
     Rule("ranges", quantities.ranges),
+    Rule("durations", durations.durations),
     Rule("times", dates.times),
     Rule("abbreviations", words.abbreviations),
     Rule("initialisms", words.initialisms),
     Rule("money", quantities.money),
     Rule("percentages", quantities.percentages),
     Rule("decades", quantities.decades),
-    Rule("units", quantities.units),
+    Rule("units", measures.units),
     Rule("ordinals", quantities.ordinals),
     Rule("dotted_numbers", quantities.dotted_numbers),
     Rule("decimals", quantities.decimals),
     Rule("fractions", quantities.fractions),
     Rule("dimensions", quantities.dimensions),
+    Rule("named_numbers", quantities.named_numbers),
     Rule("alphanumerics", quantities.alphanumerics),
     Rule("years", quantities.years),
     Rule("cardinals", quantities.cardinals),

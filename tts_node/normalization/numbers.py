@@ -25,6 +25,19 @@ _IRREGULAR_ORDINALS: Final = {
     "one": "first", "two": "second", "three": "third", "five": "fifth",
     "eight": "eighth", "nine": "ninth", "twelve": "twelfth",
 }  # fmt: skip
+_FRACTION_NAMES: Final = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+VULGAR_FRACTIONS: Final = {
+    "\u00bd": (1, 2), "\u2153": (1, 3), "\u2154": (2, 3), "\u00bc": (1, 4), "\u00be": (3, 4),
+    "\u2155": (1, 5), "\u2156": (2, 5), "\u2157": (3, 5), "\u2158": (4, 5), "\u2159": (1, 6),
+    "\u215a": (5, 6), "\u2150": (1, 7), "\u215b": (1, 8), "\u215c": (3, 8), "\u215d": (5, 8),
+    "\u215e": (7, 8), "\u2151": (1, 9), "\u2152": (1, 10),
+}  # fmt: skip
+FRACTION: Final = (
+    # A whole number only before a fraction: "2 1/2", "1\u00bd". At most 3 digits, so "in 2019 1/3" is a year.
+    rf"(?:(?P<whole>[0-9]{{1,3}})(?:[ \t]+(?=[0-9]{{1,9}}/[0-9])|[ \t]?(?=[{''.join(VULGAR_FRACTIONS)}])))?"
+    rf"(?:(?P<n>[0-9]{{1,9}})/(?P<d>[0-9]{{1,9}})|(?P<vulgar>[{''.join(VULGAR_FRACTIONS)}]))"
+)
+"""A fraction as written: "3/4", "\u00be", or a mixed number, "2 1/2" or "2\u00bd"; see :func:`fraction_parts`."""
 MAX_DIGITS: Final = 3 * len(_SCALES)  # past "decillion" there is no name: digit by digit
 INT: Final = rf"(?:[0-9]{{1,3}}(?:,[0-9]{{3}}){{1,{len(_SCALES) - 1}}}|[0-9]{{1,{MAX_DIGITS}}})(?![0-9])"
 """An integer, optionally with thousands separators; bounded, so ``int`` never sees a huge string."""
@@ -144,3 +157,33 @@ def nominal(text: str) -> str:
         rest = n % 100
         return f"{_ONES[n // 100]} {'oh ' + _ONES[rest] if rest < 10 else cardinal(rest)}"
     return paired(n)
+
+
+def fraction_parts(match: re.Match[str]) -> tuple[int | None, int, int]:
+    """The whole number (None when there is none), numerator and denominator a :data:`FRACTION` matched."""
+    whole = int(match["whole"]) if match["whole"] else None
+    if match["vulgar"]:
+        return (whole, *VULGAR_FRACTIONS[match["vulgar"]])
+    return whole, int(match["n"]), int(match["d"])
+
+
+def fraction_name(numerator: int, denominator: int) -> str:
+    """The denominator's name, as the numerator wants it: (1, 4) → "quarter", (3, 8) → "eighths"."""
+    one, many = _FRACTION_NAMES.get(denominator, (ordinal(denominator), ordinal(denominator) + "s"))
+    return one if numerator == 1 else many
+
+
+def article(word: str) -> str:
+    """ "a" or "an" before a number word or unit as said: "an eighth", "an ounce", "an hour", "a unit"."""
+    return "an" if word[:1] in ("a", "e", "i", "o") or word.startswith("hour") else "a"
+
+
+def mixed(whole: int, numerator: int, denominator: int, *, british: bool = False) -> str:
+    """A whole number and a proper fraction: (2, 1, 2) → "two and a half"."""
+    return f"{cardinal(whole, british=british)} and {part(numerator, denominator)}"
+
+
+def part(numerator: int, denominator: int) -> str:
+    """A proper fraction after "and" in a mixed number: "a half", "an eighth", "three quarters"."""
+    count = article(fraction_name(1, denominator)) if numerator == 1 else cardinal(numerator)
+    return f"{count} {fraction_name(numerator, denominator)}"

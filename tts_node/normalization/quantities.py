@@ -6,12 +6,16 @@ import re
 from typing import Final, NamedTuple
 
 from tts_node.normalization.numbers import (
+    FRACTION,
     INT,
     MAX_DIGITS,
     NUMBER,
     cardinal,
+    fraction_name,
+    fraction_parts,
     integer,
     is_one,
+    mixed,
     nominal,
     number,
     ordinal,
@@ -23,7 +27,11 @@ from tts_node.normalization.punctuation import spaced
 _SIGN: Final = "[-+\u2212]"
 # A sign belongs to the number only at a word's start: "x-1" is "x-one", not "x minus one".
 _SIGNED: Final = rf"(?<![\w.])(?P<amount>{_SIGN}?{NUMBER})"
-_RANGE: Final = re.compile("(?<=[0-9%])(?:-|\\s?\u2013\\s?)(?=[$\u20ac\u00a3\u00a5]?[0-9])")
+# The left end starts a word: in "A3-2B" or "x86-64" the dash is part of a name.
+_RANGE: Final = re.compile(
+    "(?<![\\w.,:%])(?P<left>[0-9][0-9.,:]*+%?)(?:-|\\s?\u2013\\s?)(?=[$\u20ac\u00a3\u00a5]?[0-9])"
+)
+_BETWEEN: Final = re.compile(r"\b[Bb]etween\s+\Z")  # "between 9-11" is "between nine and eleven"
 
 
 class _Currency(NamedTuple):
@@ -60,28 +68,6 @@ _MONEY: Final = (
 )
 _PERCENT: Final = re.compile(rf"{_SIGNED}\s?%")
 
-_UNITS: Final = {
-    "km/h": ("kilometer per hour", "kilometers per hour"), "kph": ("kilometer per hour", "kilometers per hour"),
-    "mph": ("mile per hour", "miles per hour"), "Mbps": ("megabit per second", "megabits per second"),
-    "Gbps": ("gigabit per second", "gigabits per second"),
-    "km": ("kilometer", "kilometers"), "m": ("meter", "meters"), "cm": ("centimeter", "centimeters"),
-    "mm": ("millimeter", "millimeters"), "kg": ("kilogram", "kilograms"), "g": ("gram", "grams"),
-    "mg": ("milligram", "milligrams"), "lb": ("pound", "pounds"), "lbs": ("pound", "pounds"),
-    "oz": ("ounce", "ounces"), "mi": ("mile", "miles"), "ft": ("foot", "feet"), "in": ("inch", "inches"),
-    "\u00b0C": ("degree Celsius", "degrees Celsius"), "\u00b0F": ("degree Fahrenheit", "degrees Fahrenheit"),
-    "\u00b0": ("degree", "degrees"), "L": ("liter", "liters"), "ml": ("milliliter", "milliliters"),
-    "mL": ("milliliter", "milliliters"), "KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"),
-    "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"), "TB": ("terabyte", "terabytes"),
-    "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
-    "GHz": ("gigahertz", "gigahertz"), "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"),
-    "V": ("volt", "volts"), "s": ("second", "seconds"), "sec": ("second", "seconds"),
-    "ms": ("millisecond", "milliseconds"), "min": ("minute", "minutes"), "mins": ("minute", "minutes"),
-    "h": ("hour", "hours"), "hr": ("hour", "hours"), "hrs": ("hour", "hours"),
-}  # fmt: skip
-_UNIT: Final = "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
-# A unit's own period is dropped mid-sentence ("5 ft. tall"), kept where it may end the sentence.
-_MEASURE: Final = re.compile(rf"{_SIGNED}(?P<gap>\s?)(?P<unit>{_UNIT})(?![\w/])(?P<dot>\.(?=\s+[a-z]))?")
-
 _DECADE: Final = re.compile(r"(?<![\w.,])(?P<year>1[1-9][0-9]0|20[0-9]0)['\u2019]?s\b")
 _SHORT_DECADE: Final = re.compile(
     r"(?P<lead>['\u2018\u2019]|\b(?:[Tt]he|his|her|their|my|our|your|[Ee]arly|[Mm]id|[Ll]ate)[\s-])"
@@ -91,9 +77,14 @@ _ORDINAL: Final = re.compile(rf"(?<![\w.])(?P<n>{INT})(?:st|nd|rd|th|ST|ND|RD|TH
 _DOTTED: Final = re.compile(r"(?<![\w.])(?P<v>[vV])?(?P<parts>[0-9]{1,9}(?:\.[0-9]{1,9})+)(?!\w|\.[0-9])")
 _VERSION_WORD: Final = re.compile(r"\b(?:[Vv]ersion|[Rr]elease|[Pp]ython)\s+\Z")
 _DECIMAL: Final = re.compile(rf"(?<![\w.])(?P<amount>{_SIGN}?(?:{INT})?\.[0-9]+)(?![0-9]|\.[0-9])")
-_FRACTION: Final = re.compile(r"(?<![\w/.])(?P<n>[0-9]{1,9})/(?P<d>[0-9]{1,9})(?!\w|/|\.[0-9])")
-_FRACTION_NAMES: Final = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+_FRACTION: Final = re.compile(rf"(?<![\w/.]){FRACTION}(?!\w|/|\.[0-9])")
 _DIMENSIONS: Final = re.compile("(?<![\\w.])[0-9]{1,9}(?:\\s?[x\u00d7]\\s?[0-9]{1,9})+(?!\\w|\\.[0-9])")
+# Digits after a word that names a room, flight, route or model are a name: "Room 104" is "room one oh four".
+_NAMING_WORD: Final = (
+    "[Rr]oom|[Aa]partment|[Ss]uite|[Uu]nit|[Gg]ate|[Ff]light|[Pp]latform|[Tt]rack|[Bb]us|[Rr]oute|[Hh]ighway"
+    "|[Ii]nterstate|[Ee]xit|[Tt]erminal|[Mm]odel|Boeing|[A-Z]{2,5}"  # an all-capital name: "RTX 4090"
+)
+_NAMED: Final = re.compile(rf"\b(?:{_NAMING_WORD})\s(?P<n>[0-9]{{3,4}})(?!\w|[.,:/-]?[0-9])")
 _ALPHANUMERIC: Final = re.compile(r"\b(?=[0-9]*[A-Za-z])(?=[A-Za-z]*[0-9])[A-Za-z0-9]+\b")
 _DIGIT_GROUP: Final = re.compile(r"[0-9]+")
 _LETTERS_OR_DIGITS: Final = re.compile(r"[A-Za-z]+|[0-9]+")
@@ -106,7 +97,12 @@ _INTEGER: Final = re.compile(rf"(?P<sign>(?<![\w.]){_SIGN})?(?P<n>{INT}|[0-9]{{{
 
 def ranges(text: str, british: bool) -> str:
     """A dash between numbers says "to": "10-20" → "10 to 20"; the later rules read the numbers."""
-    return _RANGE.sub(" to ", text)
+    return _RANGE.sub(_range, text)
+
+
+def _range(match: re.Match[str]) -> str:
+    between = _BETWEEN.search(match.string, max(0, match.start() - 10), match.start())
+    return f"{match['left']} {'and' if between else 'to'} "
 
 
 def money(text: str, british: bool) -> str:
@@ -165,21 +161,6 @@ def _short_decade(match: re.Match[str]) -> str:
     return lead + plural(cardinal(int(match["tens"])))
 
 
-def units(text: str, british: bool) -> str:
-    """Measures: "2.5 kg" → "two point five kilograms", "-12°C" → "minus twelve degrees Celsius".
-
-    Singular for exactly 1 only: "1.0 kg" and "0.5 kg" are plural, as spoken.
-    """
-    return _MEASURE.sub(lambda m: _measure(m, british), text)
-
-
-def _measure(match: re.Match[str], british: bool) -> str:
-    if match["unit"] == "in" and match["gap"] and not match["dot"]:
-        return match.group()  # "5 in the box": only "5in" and "5 in. wide" are inches
-    one, many = _UNITS[match["unit"]]
-    return f"{number(match['amount'], british=british)} {one if is_one(match['amount']) else many}"
-
-
 def ordinals(text: str, british: bool) -> str:
     """Ordinals: "5th" → "fifth", "21st" → "twenty-first"; the suffix is not checked against the number."""
     return _ORDINAL.sub(lambda m: ordinal(int(m["n"].replace(",", "")), british=british), text)
@@ -208,20 +189,27 @@ def decimals(text: str, british: bool) -> str:
 
 def fractions(text: str, british: bool) -> str:
     """Fractions: "3/4" → "three quarters"; anything but a proper fraction up to tenths is two numbers ("24/7")."""
-    return _FRACTION.sub(_fraction, text)
+    return _FRACTION.sub(lambda m: _fraction(m, british), text)
 
 
-def _fraction(match: re.Match[str]) -> str:
-    numerator, denominator = int(match["n"]), int(match["d"])
-    if not numerator < denominator <= 10:
-        return f"{cardinal(numerator)} {cardinal(denominator)}"
-    one, many = _FRACTION_NAMES.get(denominator, (ordinal(denominator), ordinal(denominator) + "s"))
-    return f"{cardinal(numerator)} {one if numerator == 1 else many}"
+def _fraction(match: re.Match[str], british: bool) -> str:
+    whole, numerator, denominator = fraction_parts(match)
+    if not 0 < numerator < denominator <= 10:
+        said = f"{cardinal(numerator)} {cardinal(denominator)}"
+        return said if whole is None else f"{cardinal(whole, british=british)} {said}"
+    if whole is not None:
+        return mixed(whole, numerator, denominator, british=british)
+    return f"{cardinal(numerator)} {fraction_name(numerator, denominator)}"
 
 
 def dimensions(text: str, british: bool) -> str:
     """Dimensions: "1920x1080" → "nineteen twenty by ten eighty", "2 x 4" → "two by four"."""
     return _DIMENSIONS.sub(lambda m: " by ".join(nominal(n) for n in _DIGIT_GROUP.findall(m.group())), text)
+
+
+def named_numbers(text: str, british: bool) -> str:
+    """Three or four digits after a naming word: "Room 104" → "Room one oh four", "RTX 4090" → "RTX forty ninety"."""
+    return _NAMED.sub(lambda m: m.group()[: m.start("n") - m.start()] + nominal(m["n"]), text)
 
 
 def alphanumerics(text: str, british: bool) -> str:

@@ -25,6 +25,8 @@ _CLOSING: Final = {
     "Thur": "Thursday", "Thurs": "Thursday", "Fri": "Friday", "Sat": "Saturday", "Sun": "Sunday",
 }  # fmt: skip
 _WEEKDAYS: Final = frozenset({"Mon", "Tue", "Tues", "Wed", "Thu", "Thur", "Thurs", "Fri", "Sat", "Sun"})
+# Parts of an address, before their number only: "Apt 4B" → "Apartment 4B".
+_NUMBERED_PLACES: Final = {"Apt": "Apartment", "Bldg": "Building", "Rm": "Room", "Ste": "Suite"}
 _PLACE_OR_PERSON: Final = {"Dr": ("Doctor", "Drive"), "St": ("Saint", "Street")}
 _DOTTED_WORDS: Final = sorted([*_INTRODUCING, *_CLOSING, *_PLACE_OR_PERSON], key=len, reverse=True)
 _ABBREVIATION: Final = re.compile(
@@ -33,6 +35,7 @@ _ABBREVIATION: Final = re.compile(
     r"|(?<![\w.])(?P<bare>Dr|Mr|Mrs|Ms|St|Mt)(?=\s+[A-Z])"
     r"|\b(?P<versus>vs)\b"
     r"|(?<![\w.])(?P<number>[Nn]o\.|#)(?=\s?[0-9])"
+    rf"|(?<![\w.])(?P<place>{'|'.join(_NUMBERED_PLACES)})\.?(?=\s?[0-9])"
 )
 _NAME_AFTER: Final = re.compile(r"\s+[A-Z]")
 _NAME_WORD: Final = re.compile(r"[A-Z][a-z]+|[0-9][0-9A-Za-z]*")
@@ -67,6 +70,8 @@ def abbreviations(text: str, british: bool) -> str:
 def _abbreviation(match: re.Match[str]) -> str:
     if match["number"]:
         return spaced(match, "number")
+    if match["place"]:
+        return spaced(match, _NUMBERED_PLACES[match["place"]])
     if match["versus"]:
         return "versus"
     word = match["word"] or match["bare"]
