@@ -108,6 +108,10 @@ class UnsupportedAudio(FoundationError):
     """A format or sample rate this service cannot produce; the message lists what it can."""
 
 
+class UnsupportedFormat(UnsupportedAudio):
+    """A format this service cannot produce (at any rate)."""
+
+
 def supported_formats() -> tuple[str, ...]:
     """Format names this process can encode, in a stable order."""
     return tuple(_FORMATS)
@@ -268,7 +272,7 @@ def mp3_audio_frames(data: bytes) -> bytes:
 def _check_format(fmt: str) -> str:
     key = fmt.strip().lower()
     if key not in _FORMATS:
-        raise UnsupportedAudio(f"unsupported audio format {fmt!r}; supported formats: {', '.join(_FORMATS)}")
+        raise UnsupportedFormat(f"unsupported audio format {fmt!r}; supported formats: {', '.join(_FORMATS)}")
     return key
 
 

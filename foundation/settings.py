@@ -418,8 +418,16 @@ class ApiSettings(
         description="Tests only: a Unix socket that parsing a document connects to, then waits on until it is sent"
         " a byte, before it reads anything (empty: none).",
     )
-    min_speed: float = Field(0.5, gt=0, description="Slowest accepted speed factor.")
-    max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")
+    min_speed: float = Field(
+        0.25,
+        gt=0,
+        description="Slowest accepted speed factor (below 0.5, the model's slowest, the audio is time-stretched).",
+    )
+    max_speed: float = Field(
+        4.0,
+        gt=0,
+        description="Fastest accepted speed factor (above 2.0, the model's fastest, the audio is time-stretched).",
+    )
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
     publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
     max_record_bytes: int = Field(

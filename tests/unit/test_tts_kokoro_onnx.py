@@ -148,19 +148,19 @@ def test_the_graph_with_its_durations_exposed_gives_bit_identical_audio(engine, 
     options.intra_op_num_threads, options.inter_op_num_threads = 2, 1
     plain = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     assert [o.name for o in plain.get_outputs()] == ["audio"]
-    assert [o.name for o in engine._session.get_outputs()] == ["audio", DURATIONS]
+    assert [o.name for o in engine.inner._session.get_outputs()] == ["audio", DURATIONS]
     for text in ("Hello world.", "The parcel weighs 2.5 kg and it costs $12.40 to send."):
         (segment,) = engine.segment(text, "en-us")
         ids = segment.token_ids
         feeds = {
             "tokens": np.array([[0, *ids, 0]], dtype=np.int64),
-            "style": engine._voices.resolve("jf_alpha")[len(ids)].reshape(1, -1),
+            "style": engine.inner._voices.resolve("jf_alpha")[len(ids)].reshape(1, -1),
             "speed": np.array([1.0], dtype=np.float32),
         }
         (audio,) = plain.run(None, feeds)
         speech = engine.speak(segment, "jf_alpha", 1.0)
         assert np.array_equal(np.asarray(audio).reshape(-1), speech.audio), text
-        durations = engine._session.run(None, feeds)[1].reshape(-1)
+        durations = engine.inner._session.run(None, feeds)[1].reshape(-1)
         assert len(durations) == len(ids) + 2
         assert speech.audio.size == 600 * int(durations.sum()), "every frame is 600 samples at 24 kHz"
 
