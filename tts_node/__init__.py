@@ -61,7 +61,9 @@ def load_engine(
     ``bench-sleep`` sleeps ``bench_synth_ms`` per segment plus ``bench_ms_per_char`` per character
     of it (benchmarks only; ``bench_fault`` is for fault tests: see :mod:`tts_node.bench_sleep`).
     """
-    return SpeedRange(_load(name, device, threads, cache_dir, model_dir, voices_dir, bench_synth_ms, bench_ms_per_char, bench_fault))
+    return SpeedRange(
+        _load(name, device, threads, cache_dir, model_dir, voices_dir, bench_synth_ms, bench_ms_per_char, bench_fault)
+    )
 
 
 def _load(

@@ -52,7 +52,9 @@ def test_audio_shorter_than_a_window_still_gets_its_length():
 
 
 def test_only_stretched_speeds_change_fingerprints_and_segment_keys():
-    base = dict(text="Hi.", voice="v", lang="en-us", engine="e", model_version="m", audio_format="wav", sample_rate=24000)
+    base = dict(
+        text="Hi.", voice="v", lang="en-us", engine="e", model_version="m", audio_format="wav", sample_rate=24000
+    )
     # Recorded before time-stretching existed: speeds the model makes keep their fingerprints.
     assert fingerprint(**base, speed=1.0) == "f40d2ba5f822b1ad54cc0245b1644ef00da1eacc803f6d7e715167c6e1aa804e"
     assert fingerprint(**base, speed=2.0) != fingerprint(**base, speed=2.004)
@@ -69,9 +71,10 @@ def test_the_engine_takes_every_speed_and_stretches_beyond_the_models():
     assert len(fast.audio) == round(len(native.audio) / 2)
     assert len(slow.audio) == round(len(engine.speak(segment, "bench_tone", 0.5).audio) * 2)
     assert dominant_hz(fast.audio) == pytest.approx(dominant_hz(native.audio), abs=5)
-    assert fast.words is not None and native.words is not None
+    assert fast.words is not None
+    assert native.words is not None
     assert [w.last for w in fast.words] == [min(len(fast.audio), round(w.last / 2)) for w in native.words]
     assert len(engine.synthesize(segment, "bench_tone", 4.0)) == len(fast.audio)
     for bad in (0.2, 4.5, float("nan")):
-        with pytest.raises(EngineInputError, match="use 0.25 to 4.0"):
+        with pytest.raises(EngineInputError, match=r"use 0\.25 to 4\.0"):
             engine.speak(segment, "bench_tone", bad)

@@ -69,7 +69,8 @@ def test_an_aac_stream_is_adts_frames_from_its_first_byte_and_cut_between_frames
         assert piece[:2] in (b"\xff\xf1", b"\xff\xf9"), "each piece starts on an ADTS sync word"
         at = 0
         while at < len(piece):  # every piece is whole frames: each header's 13-bit length lands on the next
-            assert piece[at] == 0xFF and piece[at + 1] & 0xF0 == 0xF0
+            assert piece[at] == 0xFF
+            assert piece[at + 1] & 0xF0 == 0xF0
             at += ((piece[at + 3] & 0x03) << 11) | (piece[at + 4] << 3) | (piece[at + 5] >> 5)
         assert at == len(piece)
 
