@@ -23,7 +23,7 @@ from foundation.errors import FoundationError
 try:
     import av
 except ImportError:  # pragma: no cover - av is a main dependency; without it, aac is not offered
-    av = None
+    av = None  # type: ignore[assignment]
 
 BIT_RATE: Final = 64_000
 """Bits a second, mono: what OpenAI's own AAC answers use, and plenty for speech."""

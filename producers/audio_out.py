@@ -114,11 +114,9 @@ async def audio_stream(blobs: BlobStore, segments: AsyncIterator[Audible], fmt: 
     a piece a segment as ``segments`` yields them (the first with the format's header, if it has one; a
     piece may be empty while the encoder holds a frame's worth), then the encoder's last piece. Joined, the
     pieces are one file as long as the segments (``fmt`` must be streamable)."""
-    encoder = None
+    encoder = await asyncio.to_thread(stream_encoder, fmt, rate)
     async for segment in segments:
         samples, source_rate = await segment_samples(blobs, segment)
-        encoder = encoder or await asyncio.to_thread(stream_encoder, fmt, rate)
         yield await asyncio.to_thread(encoder.write, samples, source_rate)
-    encoder = encoder or await asyncio.to_thread(stream_encoder, fmt, rate)
     if rest := await asyncio.to_thread(encoder.close):
         yield rest
