@@ -440,12 +440,12 @@ class ApiSettings(
     min_speed: float = Field(
         0.25,
         gt=0,
-        description="Slowest accepted speed factor (below 0.5, the model's slowest, the audio is time-stretched).",
+        description="Slowest accepted speed factor (the model makes 0.25 to 2.0 itself).",
     )
     max_speed: float = Field(
         4.0,
         gt=0,
-        description="Fastest accepted speed factor (above 2.0, the model's fastest, the audio is time-stretched).",
+        description="Fastest accepted speed factor (above 2.0 the model's audio is time-stretched, pitch preserved).",
     )
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
     publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")

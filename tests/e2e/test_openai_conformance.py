@@ -45,10 +45,10 @@ def conforms(instance: Any, name: str) -> None:
 def decoded_seconds(data: bytes, fmt: str) -> float:
     if fmt == "pcm":  # OpenAI's pcm: 24 kHz, 16-bit little-endian, no header
         return len(data) / 2 / 24000
-    if fmt in ("wav", "flac"):
+    if fmt in ("wav", "flac", "mp3"):  # mp3 through libsndfile (mpg123), which trusts an Info frame's count
         samples, rate = sf.read(io.BytesIO(data), dtype="float32")
         return len(samples) / rate
-    with av.open(io.BytesIO(data)) as container:  # mp3, aac (ADTS), opus (Ogg)
+    with av.open(io.BytesIO(data)) as container:  # aac (ADTS), opus (Ogg)
         return sum(frame.samples / frame.sample_rate for frame in container.decode(audio=0))
 
 

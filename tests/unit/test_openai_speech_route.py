@@ -69,10 +69,10 @@ async def speak(log: Log | None = None, **fields: Any) -> httpx.Response:
 def decoded_seconds(data: bytes, fmt: str) -> float:
     if fmt == "pcm":
         return len(data) / 2 / RATE
-    if fmt in ("wav", "flac"):
+    if fmt in ("wav", "flac", "mp3"):  # mp3 through libsndfile (mpg123), which trusts an Info frame's count
         samples, rate = sf.read(io.BytesIO(data), dtype="float32")
         return len(samples) / rate
-    with av.open(io.BytesIO(data)) as container:  # mp3, aac, opus (Ogg Opus decodes at 48 kHz)
+    with av.open(io.BytesIO(data)) as container:  # aac, opus (Ogg Opus decodes at 48 kHz)
         return sum(f.samples / f.sample_rate for f in container.decode(audio=0))
 
 

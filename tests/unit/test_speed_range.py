@@ -27,13 +27,13 @@ def dominant_hz(samples: np.ndarray) -> float:
 
 @pytest.mark.parametrize(
     ("speed", "model", "factor"),
-    [(1.0, 1.0, 1.0), (0.5, 0.5, 1.0), (2.0, 2.0, 1.0), (4.0, 2.0, 2.0), (3.0, 2.0, 1.5), (0.25, 0.5, 0.5)],
+    [(1.0, 1.0, 1.0), (0.25, 0.25, 1.0), (2.0, 2.0, 1.0), (4.0, 2.0, 2.0), (3.0, 2.0, 1.5), (0.2, 0.25, 0.8)],
 )
 def test_a_speed_is_the_models_up_to_its_range_and_stretched_beyond(speed, model, factor):
     assert split_speed(speed) == pytest.approx((model, factor))
     assert stretched(speed) == (factor != 1.0)
     assert SPEED_RANGE == (0.25, 4.0)
-    assert NATIVE_SPEED_RANGE == (0.5, 2.0)
+    assert NATIVE_SPEED_RANGE == (0.25, 2.0)
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.8, 1.5, 2.0])
@@ -67,9 +67,7 @@ def test_the_engine_takes_every_speed_and_stretches_beyond_the_models():
     segment = Segment(index=0, start=0, end=40, text="A sentence of forty characters, or so it", token_ids=(1,))
     native = engine.speak(segment, "bench_tone", 2.0)
     fast = engine.speak(segment, "bench_tone", 4.0)
-    slow = engine.speak(segment, "bench_tone", 0.25)
     assert len(fast.audio) == round(len(native.audio) / 2)
-    assert len(slow.audio) == round(len(engine.speak(segment, "bench_tone", 0.5).audio) * 2)
     assert dominant_hz(fast.audio) == pytest.approx(dominant_hz(native.audio), abs=5)
     assert fast.words is not None
     assert native.words is not None
