@@ -177,3 +177,19 @@ def test_each_written_word_is_placed_in_order_and_a_spelled_out_form_is_one_entr
     assert all(a.last <= b.first for a, b in itertools.pairwise(words)), "no overlap, in order"
     spelled = words[3]
     assert (spelled.last - spelled.first) / 24000 > 0.6, "two point five kilograms takes longer than a word"
+
+
+def test_speeds_above_the_models_are_time_stretched_from_its_fastest(engine):
+    """The model alone falls short above 2.0 (its durations bottom out at one frame a phoneme): 4.0 is the
+    model at 2.0, made twice as fast again (contracts.speed), its words' times with it."""
+    text = "The lighthouse stood at the edge of the world, and every night its keeper climbed the stairs."
+    segments = engine.segment(text, "en-us")
+    at = {s: [engine.speak(seg, "jf_alpha", s) for seg in segments] for s in (1.0, 2.0, 4.0)}
+    seconds = {s: sum(len(x.audio) for x in speech) / 24000 for s, speech in at.items()}
+    model_alone = sum(len(engine.inner.speak(seg, "jf_alpha", 4.0).audio) for seg in segments) / 24000
+    assert seconds[1.0] / model_alone < 2.6, "what the model alone makes of 4.0"
+    assert seconds[1.0] / seconds[4.0] > 3.5
+    for fast, native in zip(at[4.0], at[2.0], strict=True):
+        assert len(fast.audio) == round(len(native.audio) / 2)
+        assert rms(fast.audio) == pytest.approx(rms(native.audio), rel=0.15), "stretched, not faded or doubled"
+        assert [w.first for w in fast.words] == [round(w.first / 2) for w in native.words]
