@@ -5,7 +5,7 @@ The request becomes an ordinary job (same validation, fingerprint, cache and log
 and Kokoro-FastAPI, the answer streams by default: the body (chunked, with the format's Content-Type) grows
 segment by segment as the projection shows them, one encoder making the whole answer
 (``foundation.stream_encoders``) for every format that can be sent that way (``pcm``, ``wav`` with a
-header whose sizes say "unknown", ``mp3``, ``aac``); ``flac`` and ``opus`` are answered whole once the job
+header whose sizes say "unknown", ``mp3``, ``aac``); ``flac``, ``opus`` and ``ogg`` are answered whole once the job
 completes, as is any format when the request says ``"stream": false`` (Kokoro-FastAPI's field).
 ``stream_format="audio"`` (OpenAI's default) is the same raw body; ``stream_format="sse"`` streams OpenAI's
 events (:mod:`producers.speech_events`). Either way the handler waits for the job up to

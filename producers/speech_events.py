@@ -5,7 +5,7 @@ Events, as OpenAI's published document has them (``CreateSpeechResponseStreamEve
 * ``{"type": "speech.audio.delta", "audio": <base64>}``: a piece of one file of the asked format. For the
   formats that stream (``pcm``, ``wav``, ``mp3``, ``aac``) one encoder makes the whole answer
   (``foundation.stream_encoders``), a delta a segment as the projection shows them: the deltas' audio
-  joined is one file, as long as the job. ``flac`` and ``opus`` cannot be cut that way and come as one
+  joined is one file, as long as the job. ``flac``, ``opus`` and ``ogg`` are not cut that way and come as one
   delta, the whole file, once the job completed.
 * ``{"type": "speech.audio.done", "usage": {"input_tokens", "output_tokens", "total_tokens"}}``, only when
   the job completed. Kokoro counts no tokens of OpenAI's kind; voxlog's (:func:`usage`): an input token is a
