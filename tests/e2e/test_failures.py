@@ -24,7 +24,7 @@ async def test_bad_inputs_get_a_4xx_that_says_what_to_fix_and_enqueue_nothing(ap
         ({"text": "word " * 60, "voice": voice}, 413, "the limit is 200"),
         ({"text": "Hi.", "voice": voice, "speed": 5}, 422, "outside [0.25, 4.0]"),
         ({"text": "Hi.", "voice": "nobody"}, 422, f"known voices: {voice}"),
-        ({"text": "Hi.", "voice": voice, "format": "aac"}, 422, "supported formats: wav, flac"),
+        ({"text": "Hi.", "voice": voice, "format": "m4a"}, 422, "supported formats: wav, flac"),
         ({"text": "Hi.", "voice": voice, "sample_rate": 8000}, 422, "supported rates: 16000"),
         ({"text": "Hi.", "voice": f"{voice}(2)+"}, 422, "jf_alpha(2)+jm_kumo(1)"),
         ({"text": "Hi.", "voice": voice, "lang": "xx"}, 422, "use one of: en-us"),
