@@ -13,7 +13,9 @@ idempotency key or a timestamp). Normalization rules, applied before hashing:
 * voice: surrounding whitespace removed; kept case-sensitive.
 * lang, engine, format: surrounding whitespace removed, lower-cased.
 * speed: rounded to two decimals and written as a fixed-point string
-  (``"1.00"``), so ``1``, ``1.0`` and ``1.001`` hash alike.
+  (``"1.00"``), so ``1``, ``1.0`` and ``1.001`` hash alike. A speed beyond
+  what the model makes (``contracts.speed``) also hashes ``time_stretch``,
+  the stretching's version; others hash as before it existed.
 * sample_rate: an integer (Hz).
 * model_version: kept as given (a hash of the weights, and the version of the
   engine's text normalization rules).
@@ -38,6 +40,8 @@ import unicodedata
 from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Final
+
+from contracts.speed import STRETCH_VERSION, stretched
 
 FINGERPRINT_VERSION: Final = 1
 
@@ -86,6 +90,8 @@ def fingerprint(
         "format": audio_format.strip().lower(),
         "sample_rate": int(sample_rate),
     }
+    if stretched(speed):
+        document["time_stretch"] = STRETCH_VERSION
     if not normalize:
         document["normalize"] = False
     if cache_scope is not None:
@@ -108,4 +114,6 @@ def segment_key(*, engine: str, model_version: str, voice: str, speed: float, id
         "speed": normalize_speed(speed),
         "ids": list(ids),
     }
+    if stretched(speed):
+        document["time_stretch"] = STRETCH_VERSION
     return hashlib.sha256(canonical_json(document)).hexdigest()

@@ -1,7 +1,8 @@
 """Output formats and sample rates a client may ask for, and encoding to them.
 
 Formats are offered only when this libsndfile can write them (mp3 needs a
-libsndfile built with LAME/mpg123). ``pcm`` is raw signed 16-bit
+libsndfile built with LAME/mpg123), and ``aac`` (ADTS, ``audio/aac``) when PyAV
+is installed (``foundation.aac``: libsndfile has no AAC). ``pcm`` is raw signed 16-bit
 little-endian mono with no header; it is served as
 ``application/octet-stream`` because ``audio/L16`` (RFC 2586) means
 big-endian samples.
@@ -17,7 +18,10 @@ samples: libsndfile gives every Ogg stream a random serial number.
 Streaming (``STREAMABLE``): a job's audio can be sent segment by segment as
 ``stream_header(fmt, rate)`` followed by one ``encode_chunk`` per segment,
 for ``pcm`` (the raw samples), ``wav`` (a header whose sizes say "unknown",
-then raw samples) and ``mp3`` (each segment's MPEG frames).
+then raw samples), ``mp3`` (each segment's MPEG frames) and ``aac`` (ADTS
+frames, each with its own header). A stream of one job is better encoded by
+one encoder for the whole stream (``foundation.stream_encoders``): the
+encoder's delay is then paid once, not once a segment.
 
 A separately encoded MP3 starts with a Xing/Info frame (LAME's tag: this
 file's frame count, encoder delay and padding; these encodes carry no ID3
@@ -50,6 +54,7 @@ import numpy as np
 import soundfile as sf
 import soxr  # type: ignore[import-untyped]  # ships no type information
 
+from foundation import aac
 from foundation.audio import Samples
 from foundation.errors import FoundationError
 
@@ -73,15 +78,20 @@ def _endian(fmt: str) -> str:
     return "LITTLE" if fmt == "pcm" else "FILE"
 
 
+# Not libsndfile's: encoded by foundation.aac (PyAV), as ADTS frames.
+_AAC: Final = ("ADTS", "AAC", "audio/aac")
+
+
 def _available() -> MappingProxyType[str, tuple[str, str, str]]:
-    # Probed once at import: libsndfile's abilities are fixed for the process.
-    return MappingProxyType(
-        {
-            fmt: spec
-            for fmt, spec in _CANDIDATES.items()
-            if spec[1] in sf.available_subtypes(spec[0]) and sf.check_format(spec[0], spec[1], _endian(fmt))
-        }
-    )
+    # Probed once at import: libsndfile's and PyAV's abilities are fixed for the process.
+    formats = {
+        fmt: spec
+        for fmt, spec in _CANDIDATES.items()
+        if spec[1] in sf.available_subtypes(spec[0]) and sf.check_format(spec[0], spec[1], _endian(fmt))
+    }
+    if aac.available():
+        formats["aac"] = _AAC
+    return MappingProxyType(formats)
 
 
 _FORMATS: Final = _available()
@@ -91,11 +101,15 @@ _FORMATS: Final = _available()
 _MP3_STREAM_LEVEL: Final = 0.63
 
 # Formats whose per-segment encodes, after stream_header, concatenate into one playable stream.
-STREAMABLE: Final = frozenset({"pcm", "wav", "mp3"} & set(_FORMATS))
+STREAMABLE: Final = frozenset({"pcm", "wav", "mp3", "aac"} & set(_FORMATS))
 
 
 class UnsupportedAudio(FoundationError):
     """A format or sample rate this service cannot produce; the message lists what it can."""
+
+
+class UnsupportedFormat(UnsupportedAudio):
+    """A format this service cannot produce (at any rate)."""
 
 
 def supported_formats() -> tuple[str, ...]:
@@ -146,6 +160,8 @@ def _encode(samples: Samples, src_rate: int, fmt: str, rate: int, *, constant_bi
     container, subtype, _ = _FORMATS[fmt]
     # Clip after resampling: the filter overshoots near full scale, and PCM would wrap.
     audio = np.clip(resample(samples, src_rate, rate), -1.0, 1.0)
+    if fmt == "aac":
+        return aac.encode_aac(audio, rate)
     buffer = io.BytesIO()
     # soundfile applies a bitrate mode only together with a compression level.
     mode, level = ("CONSTANT", _MP3_STREAM_LEVEL) if constant_bitrate else (None, None)
@@ -193,6 +209,8 @@ def encode_chunk(samples: Samples, src_rate: int, fmt: str, rate: int) -> bytes:
         raise UnsupportedAudio(f"{fmt} cannot be streamed segment by segment; streamable: {streamable_ones}")
     if fmt == "mp3":
         return mp3_audio_frames(_encode(samples, src_rate, "mp3", rate, constant_bitrate=True))
+    if fmt == "aac":  # ADTS frames carry their own headers: whole streams join as one
+        return _encode(samples, src_rate, "aac", rate)
     return _encode(samples, src_rate, "pcm", rate)  # wav's samples follow its header as raw pcm
 
 
@@ -254,7 +272,7 @@ def mp3_audio_frames(data: bytes) -> bytes:
 def _check_format(fmt: str) -> str:
     key = fmt.strip().lower()
     if key not in _FORMATS:
-        raise UnsupportedAudio(f"unsupported audio format {fmt!r}; supported formats: {', '.join(_FORMATS)}")
+        raise UnsupportedFormat(f"unsupported audio format {fmt!r}; supported formats: {', '.join(_FORMATS)}")
     return key
 
 

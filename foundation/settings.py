@@ -335,6 +335,25 @@ class LimitSettings(_Settings):
         return value
 
 
+OPENAI_VOICES: Final = {
+    # OpenAI's voices, by their sound (feminine, masculine) onto the five voices the kokoro-onnx engine bundles.
+    "alloy": "jf_alpha",
+    "ash": "jm_kumo",
+    "ballad": "jm_kumo",
+    "coral": "jf_gongitsune",
+    "echo": "jm_kumo",
+    "fable": "jm_kumo",
+    "onyx": "jm_kumo",
+    "nova": "jf_nezumi",
+    "sage": "jf_tebukuro",
+    "shimmer": "jf_alpha",
+    "verse": "jm_kumo",
+    "marin": "jf_gongitsune",
+    "cedar": "jm_kumo",
+}
+"""What VOXLOG_OPENAI_VOICES maps by default: every voice name OpenAI's speech route lists."""
+
+
 class SilenceSettings(_Settings):
     stale_after_s: float = Field(
         15.0,
@@ -418,8 +437,16 @@ class ApiSettings(
         description="Tests only: a Unix socket that parsing a document connects to, then waits on until it is sent"
         " a byte, before it reads anything (empty: none).",
     )
-    min_speed: float = Field(0.5, gt=0, description="Slowest accepted speed factor.")
-    max_speed: float = Field(2.0, gt=0, description="Fastest accepted speed factor.")
+    min_speed: float = Field(
+        0.25,
+        gt=0,
+        description="Slowest accepted speed factor (the model makes 0.25 to 2.0 itself).",
+    )
+    max_speed: float = Field(
+        4.0,
+        gt=0,
+        description="Fastest accepted speed factor (above 2.0 the model's audio is time-stretched, pitch preserved).",
+    )
     default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
     publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
     max_record_bytes: int = Field(
@@ -435,8 +462,16 @@ class ApiSettings(
         description="How often a speech response reads its job again while the projector's notifications "
         "are not received (PostgreSQL LISTEN down); while they are, it reads on each notification.",
     )
+    openai_voices: dict[str, str] = Field(
+        default_factory=lambda: dict(OPENAI_VOICES),
+        description="The voice (a name or a mix) that serves each OpenAI voice name, as JSON"
+        ' ({"alloy": "jf_alpha", ...}); the default maps all thirteen to the bundled voices (README, Speech),'
+        " and names given here replace theirs.",
+    )
     openai_default_voice: str = Field(
-        "", description="Voice that serves OpenAI voice names (alloy, nova, ...); empty: the first announced voice."
+        "",
+        description="Voice that serves an OpenAI voice name whose mapped voice the engine does not have; empty:"
+        " the first announced voice.",
     )
     audit_timeout_s: float = Field(
         30.0, gt=0, description="How long GET /v1/jobs/{id}/events and ?as_of= may spend reading the log."

@@ -12,8 +12,9 @@ import numpy as np
 
 from contracts import TERMINAL_STATES, AudioRef, JobState
 from foundation.audio import decode_audio
-from foundation.audio_formats import encode, encode_chunk
+from foundation.audio_formats import encode
 from foundation.blobs import BlobStore
+from foundation.stream_encoders import stream_encoder
 
 
 class Audible(Protocol):
@@ -109,9 +110,13 @@ async def pcm_stream(blobs: BlobStore, segments: AsyncIterator[Audible], rate: i
 
 
 async def audio_stream(blobs: BlobStore, segments: AsyncIterator[Audible], fmt: str, rate: int) -> AsyncIterator[bytes]:
-    """One piece of a ``fmt`` stream at ``rate`` per segment, as ``segments`` yields them; after
-    ``stream_header(fmt, rate)`` they play as one file (``fmt`` must be streamable, see
-    foundation.audio_formats)."""
+    """A ``fmt`` stream at ``rate`` of ``segments``, made by one encoder (``foundation.stream_encoders``):
+    a piece a segment as ``segments`` yields them (the first with the format's header, if it has one; a
+    piece may be empty while the encoder holds a frame's worth), then the encoder's last piece. Joined, the
+    pieces are one file as long as the segments (``fmt`` must be streamable)."""
+    encoder = await asyncio.to_thread(stream_encoder, fmt, rate)
     async for segment in segments:
         samples, source_rate = await segment_samples(blobs, segment)
-        yield await asyncio.to_thread(encode_chunk, samples, source_rate, fmt, rate)
+        yield await asyncio.to_thread(encoder.write, samples, source_rate)
+    if rest := await asyncio.to_thread(encoder.close):
+        yield rest

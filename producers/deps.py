@@ -8,7 +8,7 @@ on the request.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, TypeAlias, TypeVar
 
@@ -19,6 +19,7 @@ from litestar.params import SkipValidationMarker
 from contracts import Producer
 from foundation.blobs import BlobStore
 from foundation.lifecycle import OwnedTasks
+from foundation.settings import OPENAI_VOICES
 from producers.api_keys import Principal
 from producers.auth import KeyBook
 from producers.document_parsing import DocumentParser
@@ -56,6 +57,7 @@ class ApiDeps:
     operations: Operations | None = None  # the admin routes' switches and purges (None: they answer 404)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""
+    openai_voices: Mapping[str, str] = field(default_factory=lambda: dict(OPENAI_VOICES))  # OpenAI's names -> ours
     tasks: OwnedTasks = field(default_factory=OwnedTasks)  # closed by the composition root at shutdown
 
 

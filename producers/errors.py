@@ -13,7 +13,8 @@ class ProducerError(Exception):
 
 class Rejected(ProducerError):
     """The request is invalid, or cannot be taken now; ``status`` is the HTTP status to answer with, and
-    ``retry_after`` (seconds) when coming back later will do."""
+    ``retry_after`` (seconds) when coming back later will do. ``param`` names the request field at fault,
+    where there is one (as ``POST /v1/jobs`` names it; the OpenAI-shaped answers name it and give a code)."""
 
     def __init__(
         self,
@@ -22,8 +23,10 @@ class Rejected(ProducerError):
         *,
         retry_after: int | None = None,
         headers: Mapping[str, str] | None = None,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.param = param
         self.status = status
         self.retry_after = retry_after
         self.extra_headers = dict(headers or {})  # a limit's RateLimit and RateLimit-Policy

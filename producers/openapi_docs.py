@@ -25,8 +25,9 @@ _EVENT: Final = Schema(
         "event": Schema(type=OpenAPIType.STRING),
         "data": Schema(
             type=OpenAPIType.STRING,
-            description='JSON: {"type": "speech.audio.delta", "audio": <base64>} for each segment, then'
-            ' {"type": "speech.audio.done", ...} or {"type": "error", "error": {...}}.',
+            description='JSON, as OpenAI\'s CreateSpeechResponseStreamEvent: {"type": "speech.audio.delta", "audio":'
+            ' <base64>} for each piece of the file, then {"type": "speech.audio.done", "usage": {"input_tokens",'
+            ' "output_tokens", "total_tokens"}}, or {"type": "error", "error": {...}}.',
         ),
         "id": Schema(type=OpenAPIType.STRING),
         "retry": Schema(type=OpenAPIType.INTEGER),

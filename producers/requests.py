@@ -29,7 +29,10 @@ class SpeechOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     voice: str = Field(description="A voice from GET /v1/voices.")
-    speed: float = Field(1.0, description="Speed factor, VOXLOG_MIN_SPEED to VOXLOG_MAX_SPEED (0.5 to 2.0).")
+    speed: float = Field(
+        1.0,
+        description="Speed factor, VOXLOG_MIN_SPEED to VOXLOG_MAX_SPEED (0.25 to 4.0; above 2.0, time-stretched).",
+    )
     lang: str = Field("en-us", description="Language of the text: en-us or en-gb.")
     format: str = Field("wav", description="Audio format: wav, flac, ogg, opus, mp3 or pcm.")
     sample_rate: int = Field(24000, description="Output sample rate: 16000, 22050, 24000, 44100 or 48000.")
@@ -84,6 +87,7 @@ class Refused:
 
     status: int
     detail: str
+    param: str | None = None
 
 
 async def validate_all(
@@ -108,7 +112,7 @@ def validate_each(
         try:
             checked.append(validate(body, limits, engines))
         except Rejected as exc:
-            checked.append(Refused(exc.status, str(exc)))
+            checked.append(Refused(exc.status, str(exc), exc.param))
     return checked
 
 
@@ -116,16 +120,19 @@ def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) 
     """The normalized request, or :class:`Rejected` saying what to fix."""
     text = _text(body.text, limits)
     if not limits.min_speed <= body.speed <= limits.max_speed:
-        raise Rejected(f"speed {body.speed} is outside [{limits.min_speed}, {limits.max_speed}]")
+        raise Rejected(f"speed {body.speed} is outside [{limits.min_speed}, {limits.max_speed}]", param="speed")
     try:
         fmt, rate = audio_formats.check(body.format, body.sample_rate)
     except audio_formats.UnsupportedAudio as exc:
-        raise Rejected(str(exc)) from exc
+        raise Rejected(
+            str(exc), param="format" if isinstance(exc, audio_formats.UnsupportedFormat) else "sample_rate"
+        ) from exc
     engine = _engine((body.engine or limits.default_engine).strip().lower(), engines)
     lang = body.lang.strip().lower()
     if lang not in engine.languages:
         raise Rejected(
-            f"lang {body.lang!r} is not supported by {engine.engine}; use one of: {', '.join(engine.languages)}"
+            f"lang {body.lang!r} is not supported by {engine.engine}; use one of: {', '.join(engine.languages)}",
+            param="lang",
         )
     return SynthesisRequest(
         text=text,
@@ -143,16 +150,21 @@ def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) 
 def _text(written: str, limits: Limits) -> str:
     refused = first_refused_character(written)
     if refused is not None:
-        raise Rejected(f"text contains {refused.describe()}; remove it (control characters have no sound)")
+        raise Rejected(
+            f"text contains {refused.describe()}; remove it (control characters have no sound)", param="text"
+        )
     text = normalize_text(written)
     if not text:
-        raise Rejected("text is empty (after folding whitespace and removing invisible characters)")
+        raise Rejected("text is empty (after folding whitespace and removing invisible characters)", param="text")
     if len(text) > limits.max_text_chars:
-        raise Rejected(f"text has {len(text)} characters; the limit is {limits.max_text_chars}: split it", 413)
+        raise Rejected(
+            f"text has {len(text)} characters; the limit is {limits.max_text_chars}: split it", 413, param="text"
+        )
     if not has_words(text):
         raise Rejected(
             "text has nothing to speak: it needs at least one word or number, not only punctuation, symbols or"
-            " emoji (a scene break such as '* * *' is a pause inside a document, POST /v1/documents)"
+            " emoji (a scene break such as '* * *' is a pause inside a document, POST /v1/documents)",
+            param="text",
         )
     return text
 
@@ -164,7 +176,7 @@ def _engine(name: str, engines: Sequence[EngineVoices]) -> EngineVoices:
     known = ", ".join(e.engine for e in engines)
     if not known:
         raise Rejected("no speech worker has announced itself yet; start `voxlog worker` and retry", 503)
-    raise Rejected(f"engine {name!r} has no worker; known engines: {known}")
+    raise Rejected(f"engine {name!r} has no worker; known engines: {known}", param="engine")
 
 
 def _voice(spec: str, engine: EngineVoices) -> str:
@@ -173,8 +185,11 @@ def _voice(spec: str, engine: EngineVoices) -> str:
         voice = canonical_voice(spec)
         parts = parse_voice_spec(voice)
     except InvalidRequest as exc:
-        raise Rejected(str(exc)) from exc
+        raise Rejected(str(exc), param="voice") from exc
     unknown = [name for name, _ in parts if name not in engine.voices]
     if unknown:
-        raise Rejected(f"voice {unknown[0]!r} is unknown to {engine.engine}; known voices: {', '.join(engine.voices)}")
+        raise Rejected(
+            f"voice {unknown[0]!r} is unknown to {engine.engine}; known voices: {', '.join(engine.voices)}",
+            param="voice",
+        )
     return voice

@@ -214,7 +214,7 @@ class Submissions:
         for index, outcome in enumerate(checked):
             if isinstance(outcome, Refused):
                 if len(items) == 1 or outcome.status == 503:  # one request, or none can be taken: say it as it is
-                    raise Rejected(outcome.detail, outcome.status)
+                    raise Rejected(outcome.detail, outcome.status, param=outcome.param)
                 invalid.append(InvalidItem(index, outcome.status, outcome.detail))
             else:
                 requests.append(outcome if scope is None else outcome.model_copy(update={"cache_scope": scope}))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tts_node.engine import Audio, Engine, EngineInfo, Segment, Speech, WordTime
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
+from tts_node.stretching import SpeedRange
 
 # bench-sleep is for benchmarks only (see tts_node.bench_sleep); never a default.
 ENGINES = ("kokoro-onnx", "kokoro", "bench-sleep")
@@ -51,7 +52,8 @@ def load_engine(
     bench_ms_per_char: float = 0.0,
     bench_fault: str = "",
 ) -> Engine:
-    """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings.
+    """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings. It takes every
+    speed of ``contracts.speed.SPEED_RANGE``: beyond the model's own, time-stretched (``tts_node.stretching``).
 
     ``kokoro-onnx`` uses ``cache_dir`` (assembled weights) and ``voices_dir``
     (extra voice packs); ``kokoro`` reads ``model_dir`` (config.json, the .pth
@@ -59,6 +61,22 @@ def load_engine(
     ``bench-sleep`` sleeps ``bench_synth_ms`` per segment plus ``bench_ms_per_char`` per character
     of it (benchmarks only; ``bench_fault`` is for fault tests: see :mod:`tts_node.bench_sleep`).
     """
+    return SpeedRange(
+        _load(name, device, threads, cache_dir, model_dir, voices_dir, bench_synth_ms, bench_ms_per_char, bench_fault)
+    )
+
+
+def _load(
+    name: str,
+    device: str,
+    threads: int,
+    cache_dir: Path | None,
+    model_dir: Path | None,
+    voices_dir: Path | None,
+    bench_synth_ms: float,
+    bench_ms_per_char: float,
+    bench_fault: str,
+) -> Engine:
     if name not in ENGINES:
         raise TtsNodeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
     if not _DEVICE_RES[name].fullmatch(device):

@@ -24,6 +24,7 @@ from litestar.params import JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.speed import SPEED_RANGE
 from foundation.audio import encode_wav
 from foundation.audio_formats import UnsupportedAudio, check, encode, media_type
 from foundation.shutdown import BoundedServer, Shutdown
@@ -203,7 +204,7 @@ def create_node_app(
     queue: SynthesisQueue,
     engine_info: EngineInfo,
     *,
-    speed_range: tuple[float, float] = (0.25, 4.0),
+    speed_range: tuple[float, float] = SPEED_RANGE,
     max_text_chars: int = 5000,
     stop_grace_s: float = 30.0,
 ) -> Litestar:

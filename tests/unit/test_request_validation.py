@@ -26,8 +26,8 @@ def body(**fields) -> JobRequest:
         ({"text": "\u200b \n\t"}, 422, "text is empty"),
         ({"text": "x" * 21}, 413, "has 21 characters; the limit is 20"),
         ({"speed": 0.49}, 422, "outside [0.5, 2.0]"),
-        ({"speed": 2.01}, 422, "outside [0.5, 2.0]"),
-        ({"format": "aac"}, 422, "supported formats: wav"),
+        ({"speed": 2.01}, 422, "outside [0.5, 2.0]"),  # VOXLOG_MIN_SPEED, VOXLOG_MAX_SPEED
+        ({"format": "m4a"}, 422, "supported formats: wav"),
         ({"sample_rate": 8000}, 422, "supported rates: 16000"),
         ({"format": "opus", "sample_rate": 44100}, 422, "supported rates: 16000, 24000, 48000"),
         ({"engine": "espeak"}, 422, "engine 'espeak' has no worker; known engines: kokoro-onnx"),
@@ -46,6 +46,7 @@ def test_a_refusal_says_what_to_fix(fields, status, message):
         validate(body(**fields), LIMITS, ENGINES)
     assert refused.value.status == status
     assert message in str(refused.value)
+    assert refused.value.param in fields, "the refusal names the field at fault"
 
 
 def test_no_announced_worker_is_a_503_not_a_client_error():

@@ -148,19 +148,19 @@ def test_the_graph_with_its_durations_exposed_gives_bit_identical_audio(engine, 
     options.intra_op_num_threads, options.inter_op_num_threads = 2, 1
     plain = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     assert [o.name for o in plain.get_outputs()] == ["audio"]
-    assert [o.name for o in engine._session.get_outputs()] == ["audio", DURATIONS]
+    assert [o.name for o in engine.inner._session.get_outputs()] == ["audio", DURATIONS]
     for text in ("Hello world.", "The parcel weighs 2.5 kg and it costs $12.40 to send."):
         (segment,) = engine.segment(text, "en-us")
         ids = segment.token_ids
         feeds = {
             "tokens": np.array([[0, *ids, 0]], dtype=np.int64),
-            "style": engine._voices.resolve("jf_alpha")[len(ids)].reshape(1, -1),
+            "style": engine.inner._voices.resolve("jf_alpha")[len(ids)].reshape(1, -1),
             "speed": np.array([1.0], dtype=np.float32),
         }
         (audio,) = plain.run(None, feeds)
         speech = engine.speak(segment, "jf_alpha", 1.0)
         assert np.array_equal(np.asarray(audio).reshape(-1), speech.audio), text
-        durations = engine._session.run(None, feeds)[1].reshape(-1)
+        durations = engine.inner._session.run(None, feeds)[1].reshape(-1)
         assert len(durations) == len(ids) + 2
         assert speech.audio.size == 600 * int(durations.sum()), "every frame is 600 samples at 24 kHz"
 
@@ -177,3 +177,19 @@ def test_each_written_word_is_placed_in_order_and_a_spelled_out_form_is_one_entr
     assert all(a.last <= b.first for a, b in itertools.pairwise(words)), "no overlap, in order"
     spelled = words[3]
     assert (spelled.last - spelled.first) / 24000 > 0.6, "two point five kilograms takes longer than a word"
+
+
+def test_speeds_above_the_models_are_time_stretched_from_its_fastest(engine):
+    """The model alone falls short above 2.0 (its durations bottom out at one frame a phoneme): 4.0 is the
+    model at 2.0, made twice as fast again (contracts.speed), its words' times with it."""
+    text = "The lighthouse stood at the edge of the world, and every night its keeper climbed the stairs."
+    segments = engine.segment(text, "en-us")
+    at = {s: [engine.speak(seg, "jf_alpha", s) for seg in segments] for s in (1.0, 2.0, 4.0)}
+    seconds = {s: sum(len(x.audio) for x in speech) / 24000 for s, speech in at.items()}
+    model_alone = sum(len(engine.inner.speak(seg, "jf_alpha", 4.0).audio) for seg in segments) / 24000
+    assert seconds[1.0] / model_alone < 2.6, "what the model alone makes of 4.0"
+    assert seconds[1.0] / seconds[4.0] > 3.5
+    for fast, native in zip(at[4.0], at[2.0], strict=True):
+        assert len(fast.audio) == round(len(native.audio) / 2)
+        assert rms(fast.audio) == pytest.approx(rms(native.audio), rel=0.15), "stretched, not faded or doubled"
+        assert [w.first for w in fast.words] == [round(w.first / 2) for w in native.words]

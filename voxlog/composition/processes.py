@@ -27,6 +27,7 @@ from foundation.metrics import serve_metrics
 from foundation.offload import Offload
 from foundation.outages import Outage, summarize_every, until_available
 from foundation.settings import (
+    OPENAI_VOICES,
     ApiSettings,
     NodeSettings,
     ProjectorSettings,
@@ -157,6 +158,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             speech_timeout_s=settings.speech_timeout_s,
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
+            openai_voices={**OPENAI_VOICES, **settings.openai_voices},  # the names it gives replace theirs
             documents=DocumentReader(pool),
             keys=keys,
             limiter=RateLimiter(ledger, policies) if keys is not None else None,

@@ -1,0 +1,60 @@
+"""Every speed a request may ask for (``contracts.speed``): the model's own, then time-stretching.
+
+:class:`SpeedRange` wraps a loaded engine. A speed inside the model's native range goes to it unchanged
+(and its audio is what it always was); one beyond it goes to the model at the nearest native speed, and the
+audio is then time-stretched by the rest, pitch preserved (:mod:`tts_node.time_stretch`), with its words'
+times scaled alike so that captions stay on the words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from contracts.speed import SPEED_RANGE, split_speed
+from tts_node.engine import Audio, Engine, EngineInfo, Segment, Speech
+from tts_node.errors import EngineInputError
+from tts_node.time_stretch import time_stretch
+
+
+class SpeedRange:
+    """``engine`` taking every speed of ``SPEED_RANGE`` (an ``Engine`` itself)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.inner = engine
+
+    @property
+    def info(self) -> EngineInfo:
+        return self.inner.info
+
+    def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
+        return self.inner.segment(text, lang, normalize=normalize)
+
+    def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
+        model_speed, factor = self._split(speed)
+        audio = self.inner.synthesize(segment, voice, model_speed)
+        return audio if factor == 1.0 else time_stretch(audio, factor, self.info.sample_rate)
+
+    def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
+        model_speed, factor = self._split(speed)
+        speech = self.inner.speak(segment, voice, model_speed)
+        if factor == 1.0:
+            return speech
+        audio = time_stretch(speech.audio, factor, self.info.sample_rate)
+        end = len(audio)
+        words = (
+            tuple(
+                replace(w, first=min(end, round(w.first / factor)), last=min(end, round(w.last / factor)))
+                for w in speech.words
+            )
+            if speech.words is not None
+            else None
+        )
+        return Speech(audio, words)
+
+    @staticmethod
+    def _split(speed: float) -> tuple[float, float]:
+        low, high = SPEED_RANGE
+        if not (math.isfinite(speed) and low <= speed <= high):
+            raise EngineInputError(f"speed {speed} is out of range; use {low} to {high}")
+        return split_speed(speed)
