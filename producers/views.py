@@ -39,6 +39,14 @@ class CancellationView(View):
     at: datetime | None
 
 
+class DegradedJobView(View):
+    """What degraded mode changed: the job's ``request`` is the degraded one, at the quality it was made."""
+
+    speed: float = Field(description="The speed its client asked for.")
+    sample_rate: int = Field(description="The sample rate its client asked for.")
+    reason: str = Field(description="Why degraded mode was on: each switch holding it, source: reason.")
+
+
 class TimingsView(View):
     submitted_at: datetime
     claimed_at: datetime | None
@@ -69,6 +77,9 @@ class JobView(View):
     attempt: int
     fingerprint: str
     request: SynthesisRequest
+    degraded: DegradedJobView | None = Field(
+        description="Set when degraded mode took the job at cheaper settings than its client asked for."
+    )
     cache_hit: bool
     segments_reused: int
     source_job_id: uuid.UUID | None = Field(description="A cache hit's: the job whose audio it reuses.")
@@ -95,6 +106,7 @@ def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
         attempt=job.attempt,
         fingerprint=job.fingerprint,
         request=job.request,
+        degraded=DegradedJobView.model_validate(job.degraded_from.model_dump()) if job.degraded_from else None,
         cache_hit=job.cache_hit,
         segments_reused=sum(1 for s in job.segments if s.reused),
         source_job_id=job.source_job_id,
