@@ -126,6 +126,7 @@ class Answered:
     answer: Answer
     job: JobRow | None = None  # a known job, as the projection shows it (no segments)
     source: LiveResult | None = None  # the result a cached answer reuses
+    degraded_from: DegradedFrom | None = None  # a new job's: what degraded mode changed in its request
 
 
 @dataclass(frozen=True)
@@ -374,5 +375,8 @@ class Submissions:
                 continue
             event = next(new)
             kind = Answer.CACHED if i in cached else Answer.QUEUED
-            answers.append(Answered(i, event.job_id, event.fingerprint, kind, source=cached.get(i)))
+            degraded_from = event.payload.degraded_from
+            answers.append(
+                Answered(i, event.job_id, event.fingerprint, kind, source=cached.get(i), degraded_from=degraded_from)
+            )
         return answers

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts import JobState, SynthesisRequest
+from contracts import DegradedFrom, JobState, SynthesisRequest
 from producers.rows import JobRow
 
 
@@ -95,6 +95,10 @@ class JobView(View):
     as_of: datetime | None = Field(None, description="Only with ?as_of=T: the moment of the log it shows.")
 
 
+def degraded_view(degraded_from: DegradedFrom | None) -> DegradedJobView | None:
+    return None if degraded_from is None else DegradedJobView.model_validate(degraded_from.model_dump())
+
+
 def _ms(later: datetime | None, earlier: datetime | None) -> int | None:
     return None if later is None or earlier is None else round((later - earlier).total_seconds() * 1000)
 
@@ -106,7 +110,7 @@ def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
         attempt=job.attempt,
         fingerprint=job.fingerprint,
         request=job.request,
-        degraded=DegradedJobView.model_validate(job.degraded_from.model_dump()) if job.degraded_from else None,
+        degraded=degraded_view(job.degraded_from),
         cache_hit=job.cache_hit,
         segments_reused=sum(1 for s in job.segments if s.reused),
         source_job_id=job.source_job_id,
@@ -150,6 +154,9 @@ class JobAccepted(View):
     job_id: uuid.UUID
     fingerprint: str
     state: JobState
+    degraded: DegradedJobView | None = Field(
+        None, description="Set when degraded mode took the job at cheaper settings than its client asked for."
+    )
     links: dict[str, str]
 
 

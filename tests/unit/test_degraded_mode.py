@@ -137,6 +137,7 @@ def test_the_job_view_shows_what_degraded_mode_changed_and_documents_record_what
     with TestClient(app) as http:
         accepted = http.post("/v1/jobs", json={"text": "Shown.", "voice": "af_heart"})
         assert accepted.status_code == 202, accepted.text
+        assert accepted.json()["degraded"] == {"speed": 1.0, "sample_rate": 24000, "reason": "operator: launch day"}
         reader.project(log.published[0])
         view = http.get(f"/v1/jobs/{accepted.json()['job_id']}").json()
         document = http.post("/v1/documents", json={"text": "# Book\n\nOne part.", "voice": "af_heart"})
