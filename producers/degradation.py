@@ -20,9 +20,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from contracts import DegradedFrom, SynthesisRequest
-from foundation.audio_formats import UnsupportedAudio, check
+from foundation.audio_formats import SUPPORTED_RATES, UnsupportedAudio, check
+from producers.errors import ProducerError
 
 MAX_REASON_CHARS: Final = 1000
+
+
+class DegradedSettingsInvalid(ProducerError):
+    """``VOXLOG_DEGRADED_*`` name something no request could be degraded to."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,13 @@ class DegradedSettings:
     sample_rate: int  # 0: keep the request's
     speed_factor: float  # 1: keep the request's
     max_speed: float
+
+    def __post_init__(self) -> None:
+        if self.sample_rate and self.sample_rate not in SUPPORTED_RATES:
+            raise DegradedSettingsInvalid(
+                f"VOXLOG_DEGRADED_SAMPLE_RATE={self.sample_rate} is not a rate voxlog delivers; use 0 (keep the"
+                f" request's) or one of {', '.join(map(str, SUPPORTED_RATES))}"
+            )
 
 
 def degrade(

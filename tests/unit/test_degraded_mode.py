@@ -11,7 +11,7 @@ from foundation.metrics import SUBMISSIONS_DEGRADED
 from producers.admission import Admission
 from producers.app import create_app
 from producers.auth import ANONYMOUS
-from producers.degradation import DegradedSettings, degrade
+from producers.degradation import DegradedSettings, DegradedSettingsInvalid, degrade
 from producers.idempotency import scoped_key
 from producers.queries import ProjectionUnavailable
 from producers.requests import JobRequest
@@ -148,3 +148,9 @@ def test_the_job_view_shows_what_degraded_mode_changed_and_documents_record_what
     assert isinstance(record, DocumentSubmitted)
     assert (record.payload.request.speed, record.payload.request.sample_rate) == (1.0, 24000)
     assert all(p.payload.degraded_from is not None for p in parts), "a document's parts degrade too"
+
+
+def test_a_degraded_sample_rate_voxlog_cannot_deliver_stops_the_api_at_start_saying_what_to_use():
+    with pytest.raises(DegradedSettingsInvalid, match=r"VOXLOG_DEGRADED_SAMPLE_RATE=11025 .* 16000, 22050"):
+        DegradedSettings(sample_rate=11025, speed_factor=1.15, max_speed=2.0)
+    assert DegradedSettings(sample_rate=0, speed_factor=1.0, max_speed=2.0).sample_rate == 0

@@ -54,6 +54,7 @@ from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
 from voxlog.composition.configs import (
+    backlog_thresholds,
     document_budget,
     janitor_config,
     limits,
@@ -283,10 +284,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
                     lambda event: publisher.publish(event, topic=settings.nodes_topic),
                     producer,
                 )
-                for mode, threshold_s in (
-                    ("degraded", settings.degrade_backlog_s),
-                    ("cache_only", settings.cache_only_backlog_s),
-                )
+                for mode, threshold_s in backlog_thresholds(settings)
             ],
             outage,
         )
