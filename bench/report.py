@@ -465,6 +465,62 @@ def _warm_up(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _degraded(d: dict[str, Any] | None) -> list[str]:
+    """Section (k), from ``python -m bench.degraded_throughput`` (its own run, merged into the results)."""
+    if not d:
+        return []
+    full = d["settings"][0]
+    rows = [
+        [
+            s["name"],
+            f"{s['speed']:g}",
+            str(s["sample_rate"]),
+            f"{s['jobs_per_s']:.3f}",
+            f"{s['jobs_per_s'] / full['jobs_per_s']:.2f}x",
+            f"{s['speedup_median']:.2f}x ({s['speedup_range'][0]:.2f} to {s['speedup_range'][1]:.2f})",
+            f"{s['audio_s_per_s']:.2f}",
+            f"{s['audio_s_per_job']:.2f}",
+            f"{s['cpu_ms_per_job']:.0f}",
+            f"{s['kib_per_job']:.0f}",
+        ]
+        for s in d["settings"]
+    ]
+    header = ["setting", "speed", "Hz", "jobs/s", "vs full", "per sentence", "audio s/s", "audio s/job"]
+    return [
+        "## (k) Degraded mode",
+        "",
+        "What degraded mode (`VOXLOG_DEGRADED_SPEED_FACTOR`, `VOXLOG_DEGRADED_SAMPLE_RATE`) buys, measured by",
+        f"`python -m bench.degraded_throughput` on {d['date'][:10]} (commit `{d['commit']}`, a run of its own",
+        f"beside this page's): {d['sentences']} sentences of `short.txt` through {d['engine']} (int8, CPU,",
+        f"{d['threads']} threads, voice `{d['voice']}`), one job at a time, every sentence at every setting, the",
+        "settings in turn. A job is the worker's part (segment, speak, encode the model's 24 kHz WAV) and the",
+        "API's render at the request's rate; the orchestration around it (about 10 ms, scenario (b)) is left",
+        "out. *Per sentence*: the sentence's full-quality time over its time at the setting, median (range).",
+        f"Machine: {d['machine']}, onnxruntime {d['onnxruntime']}; {d['duration_s']:.0f} s in all.",
+        "",
+        *_table([*header, "CPU ms/job", "KiB/job"], rows),
+        "",
+        "Kokoro always synthesizes at 24 kHz, so a lower sample rate saves bytes (the delivered file), not",
+        "synthesis time; a faster speed makes shorter audio, and the model's time follows the audio's length.",
+        "Jobs per second is how fast the fleet drains a backlog in degraded mode; each job says the same words",
+        "in less audio. The wall times are as noisy as the machine was busy (the per-sentence range shows it;",
+        "a setting that does the same synthesis as full quality, 16 kHz alone, reads the noise); the CPU time",
+        "per job is steadier. Against full quality:",
+        "",
+        *(
+            f"- {s['name']}: {_less(s['cpu_ms_per_job'], full['cpu_ms_per_job'])} CPU per job,"
+            f" {_less(s['audio_s_per_job'], full['audio_s_per_job'])} audio,"
+            f" {_less(s['kib_per_job'], full['kib_per_job'])} data delivered."
+            for s in d["settings"][1:]
+        ),
+    ]
+
+
+def _less(value: float, full: float) -> str:
+    change = 1 - value / full
+    return f"{change:.0%} less" if change >= 0.005 else f"{-change:.0%} more" if change <= -0.005 else "as much"
+
+
 def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
     s = results["scenarios"]
     plots = _plots(s, docs / "benchmarks")
@@ -571,6 +627,8 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "## (j) Priorities",
         "",
         *priorities(s),
+        *([""] if results.get("degraded") else []),
+        *_degraded(results.get("degraded")),
     ]
     page = docs / "benchmarks.md"
     page.write_text("\n".join(lines))

@@ -27,7 +27,7 @@ again or a writer touched them meanwhile.
 
 The leader also keeps the result cache and the blob store bounded, every
 ``cache_sweep_interval_s`` (:mod:`consumers.cache_janitor`), and switches
-cache-only mode by the backlog (:mod:`consumers.cache_only`).
+the service modes by the backlog (:mod:`consumers.backlog_switch`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -43,8 +43,8 @@ from typing import Protocol
 import structlog
 
 from consumers.activity import expected_seconds
+from consumers.backlog_switch import BacklogSwitch
 from consumers.cache_janitor import CacheJanitor
-from consumers.cache_only import BacklogSwitch
 from consumers.errors import LookupUnavailable
 from consumers.ports import EventLog
 from contracts import (
@@ -163,7 +163,7 @@ class Sweeper:
         producer: Producer,
         remove_blob: RemoveBlob,
         janitor: CacheJanitor | None = None,
-        backlog_switch: BacklogSwitch | None = None,
+        backlog_switches: Sequence[BacklogSwitch] = (),
         outage: Outage | None = None,
     ) -> None:
         self.config = config
@@ -178,7 +178,7 @@ class Sweeper:
         self._doomed: list[tuple[datetime, Claim, AudioRef]] = []  # released attempts' blobs, when to check them
         self._released: dict[tuple[uuid.UUID, int], datetime] = {}  # until the projection shows the release
         self._janitor = janitor
-        self._backlog_switch = backlog_switch
+        self._backlog_switches = tuple(backlog_switches)
         self._janitor_due = 0.0  # monotonic time of the next cache round
         self._deaf = False  # not hearing heartbeats live (said once, when it starts and ends)
 
@@ -214,10 +214,9 @@ class Sweeper:
         self._janitor_due = time.monotonic() + self._janitor.config.interval_s
 
     async def _backlog_round(self) -> None:
-        if self._backlog_switch is None:
-            return
         try:
-            await self._backlog_switch.check()
+            for switch in self._backlog_switches:
+                await switch.check()
         except (BrokerUnavailable, LookupUnavailable) as exc:
             self.outage.failed(exc, skipped="judging the backlog; the next sweep does")
 

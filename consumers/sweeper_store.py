@@ -125,11 +125,12 @@ class PostgresBacklog:
         async with _reading():
             return await read_backlog(self._pool, QUERY_TIMEOUT_S)
 
-    async def switched_on(self) -> bool:
-        """Whether the projection shows the backlog's cache-only switch on."""
+    async def switched_on(self, mode: str) -> bool:
+        """Whether the projection shows the backlog's switch of ``mode`` on."""
         async with _reading():
             found = await self._pool.fetchval(
-                "SELECT enabled FROM service_modes WHERE mode = 'cache_only' AND source = 'backlog'",
+                "SELECT enabled FROM service_modes WHERE mode = $1 AND source = 'backlog'",
+                mode,
                 timeout=QUERY_TIMEOUT_S,
             )
         return bool(found)

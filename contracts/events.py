@@ -81,13 +81,29 @@ DEFAULT_TENANT: Final = "default"
 """The tenant of everything recorded before tenants existed, and of every request while auth is off."""
 
 
+class DegradedFrom(_Frozen):
+    """What degraded mode changed in a job's request (``JobQueued`` version 5): the speed and sample rate the
+    client asked for (the request recorded is the degraded one, so the fingerprint is the audio's), and why
+    (the switches that held the mode on)."""
+
+    speed: Annotated[float, Field(gt=0)]
+    sample_rate: Annotated[int, Field(gt=0)]
+    reason: Annotated[str, Field(max_length=1100)] = ""
+
+    def requested(self, request: SynthesisRequest) -> SynthesisRequest:
+        """``request`` (the degraded one) as the client asked for it."""
+        return request.model_copy(update={"speed": self.speed, "sample_rate": self.sample_rate})
+
+
 class JobQueuedPayload(_Frozen):
     """``priority`` (version 2): workers take interactive jobs first, and one batch job after every few
     interactive ones so that batch work never starves. Not part of the fingerprint: it changes when a
     job is synthesized, not what it sounds like. ``tenant`` and ``key_id`` (version 3): who owns the job,
     and the API key it was submitted with (its public prefix; ``None`` while auth is off). ``traceparent``
     (version 4): the W3C trace context of the request that submitted it, the trace every later event of
-    the job continues (:mod:`contracts.trace_context`; ``None`` in a job recorded before version 4)."""
+    the job continues (:mod:`contracts.trace_context`; ``None`` in a job recorded before version 4).
+    ``degraded_from`` (version 5): set when degraded mode rewrote the request (a faster speed, a lower sample
+    rate) before it was fingerprinted; ``None``: the job is at the quality its client asked for."""
 
     request: SynthesisRequest
     idempotency_key: Annotated[str | None, Field(max_length=256)] = None
@@ -96,6 +112,7 @@ class JobQueuedPayload(_Frozen):
     tenant: Tenant = DEFAULT_TENANT
     key_id: Annotated[str | None, Field(max_length=64)] = None
     traceparent: Annotated[str | None, Field(pattern=r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")] = None
+    degraded_from: DegradedFrom | None = None
 
 
 class JobClaimedPayload(_Frozen):
@@ -215,10 +232,11 @@ class _Envelope(_Frozen):
 
 class JobQueued(_Envelope):
     """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``;
-    version 3 ``tenant``, ``key_id`` and ``request.cache_scope``; version 4 ``traceparent``."""
+    version 3 ``tenant``, ``key_id`` and ``request.cache_scope``; version 4 ``traceparent``; version 5
+    ``degraded_from``."""
 
     type: Literal["JobQueued"] = "JobQueued"
-    schema_version: Literal[4] = 4
+    schema_version: Literal[5] = 5
     payload: JobQueuedPayload
 
 
@@ -323,24 +341,29 @@ class NodeHeartbeat(_Frozen):
 
 
 ModeSource = Literal["operator", "backlog"]
+ServiceMode = Literal["cache_only", "degraded"]
+"""``cache_only``: while any source holds it on, the API answers what the cache (or a job already in flight)
+can answer and refuses new syntheses. ``degraded`` (version 2): new syntheses are made at the API's degraded
+settings (a faster speed, a lower sample rate) instead of being refused."""
 
 
 class ServiceModeSetPayload(_Frozen):
-    """Cache-only mode switched on or off: while any source holds it on, the API answers what the cache
-    (or a job already in flight) can answer and refuses new syntheses. An operator's switch and the
-    backlog's (the sweeper's, past ``VOXLOG_CACHE_ONLY_BACKLOG_S``) are separate records."""
+    """A service mode switched on or off by one source. An operator's switch and the backlog's (the
+    sweeper's, past ``VOXLOG_CACHE_ONLY_BACKLOG_S`` or ``VOXLOG_DEGRADE_BACKLOG_S``) are separate records,
+    and either one holds the mode on."""
 
-    mode: Literal["cache_only"]
+    mode: ServiceMode
     enabled: bool
     source: ModeSource
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
 class ServiceModeSet(_Frozen):
-    """On the compacted nodes topic, key = ``mode/<mode>/<source>``: the latest switch of each source."""
+    """On the compacted nodes topic, key = ``mode/<mode>/<source>``: the latest switch of each source. Version 2
+    may name the mode ``degraded``; a version-1 record (cache-only, as every one was) reads as it is."""
 
     type: Literal["ServiceModeSet"] = "ServiceModeSet"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     event_id: uuid.UUID
     occurred_at: AwareDatetime
     producer: Producer

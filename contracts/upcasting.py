@@ -77,6 +77,21 @@ def _queued_v3_to_v4(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _queued_v4_to_v5(raw: RawEvent) -> RawEvent:
+    """``JobQueued`` 5 says whether degraded mode rewrote the request; a version-4 job was never degraded (the
+    mode did not exist), so its request is the one its client asked for."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):
+        raw = {**raw, "payload": {**payload, "degraded_from": None}}
+    return raw
+
+
+def _mode_v1_to_v2(raw: RawEvent) -> RawEvent:
+    """``ServiceModeSet`` 2 may name the mode ``degraded``; a version-1 switch (cache-only, the only mode
+    there was) reads as it is."""
+    return raw
+
+
 def _document_v2_to_v3(raw: RawEvent) -> RawEvent:
     """``DocumentSubmitted`` 3 names the tenant that owns the document: version 2's was the default one."""
     payload = raw.get("payload")
@@ -93,6 +108,8 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("DocumentSubmitted", 1): _document_v1_to_v2,
     ("JobQueued", 2): _queued_v2_to_v3,
     ("JobQueued", 3): _queued_v3_to_v4,
+    ("JobQueued", 4): _queued_v4_to_v5,
+    ("ServiceModeSet", 1): _mode_v1_to_v2,
     ("DocumentSubmitted", 2): _document_v2_to_v3,
     ("SegmentProduced", 2): _segment_v2_to_v3,
 }

@@ -7,7 +7,8 @@ fingerprint, not per job: duplicates of a request coalesce onto one
 synthesis, so a flood of the same few texts is the work of those texts. Their ratio is how long
 the fleet, working as it does now, needs before a job submitted now starts:
 the backlog the API compares with ``VOXLOG_MAX_BACKLOG_S`` (429 above it) and
-the sweeper with ``VOXLOG_CACHE_ONLY_BACKLOG_S`` (cache-only mode above it).
+the sweeper with ``VOXLOG_DEGRADE_BACKLOG_S`` (degraded mode above it) and
+``VOXLOG_CACHE_ONLY_BACKLOG_S`` (cache-only mode above it).
 It drains at one second per second while the fleet keeps its speed, so the
 time until it falls under a threshold is simply the excess.
 

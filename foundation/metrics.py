@@ -94,6 +94,11 @@ SUBMISSIONS_REFUSED = Counter(
     "Submissions the API refused for backpressure: backlog (429, over VOXLOG_MAX_BACKLOG_S) or cache_only (503).",
     ["reason"],
 )
+SUBMISSIONS_DEGRADED = Counter(
+    "voxlog_submissions_degraded",
+    "Requests the API took at the degraded settings (a faster speed, a lower sample rate) while degraded mode was"
+    " on, rather than at the quality asked for.",
+)
 BACKLOG_SECONDS = Gauge(
     "voxlog_backlog_seconds", "Seconds of the fleet's synthesis work ahead, as the API last read it (-1: unknown)."
 )

@@ -482,6 +482,19 @@ class ApiSettings(
         description="Seconds of the fleet's synthesis work ahead above which a new synthesis gets 429 with"
         " Retry-After (cached and in-flight requests are still taken; 0: no limit).",
     )
+    degraded_sample_rate: int = Field(
+        16000,
+        ge=0,
+        description="In degraded mode, the sample rate a new synthesis is delivered at when its request asked for"
+        " more (0: keep the request's; the model's own rate is unchanged, so this saves bytes, not time).",
+    )
+    degraded_speed_factor: float = Field(
+        1.15,
+        ge=1.0,
+        description="In degraded mode, what a new synthesis's speed is multiplied by (capped at VOXLOG_MAX_SPEED):"
+        " the engine's time is about proportional to the audio's length, so this is what drains the backlog"
+        " faster (1: keep the request's).",
+    )
     job_placement: Literal["balanced", "key"] = Field(
         "balanced",
         description="Where a new job goes in the jobs topic: balanced (the partition with the least work not"
@@ -628,6 +641,13 @@ class SweeperSettings(
         description="Seconds of synthesis work ahead above which the sweeper switches cache-only mode on; it"
         " switches it off below half of it (0: never).",
     )
+    degrade_backlog_s: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds of synthesis work ahead above which the sweeper switches degraded mode on (new"
+        " syntheses at the API's VOXLOG_DEGRADED_* settings); it switches it off below half of it (0: never, the"
+        " operator opts in; set it under VOXLOG_MAX_BACKLOG_S so that jobs degrade before they are refused).",
+    )
 
 
 class VerifySettings(KafkaSettings, DatabaseSettings, ProjectorNameSettings):
@@ -667,7 +687,8 @@ class CacheStatsSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCa
 
 
 class ModeSettings(KafkaSettings, DatabaseSettings):
-    """`voxlog admin cache-only`: the operator's switch, and the modes and backlog as the projection has them."""
+    """`voxlog admin cache-only|degraded`: the operator's switches, and the modes and backlog as the projection has
+    them."""
 
     process = "admin"
 

@@ -1,6 +1,6 @@
-"""The operator's switches over HTTP, under the admin scope: cache-only mode and cache purges.
+"""The operator's switches over HTTP, under the admin scope: cache-only and degraded mode, and cache purges.
 
-They do what ``voxlog admin cache-only`` and ``voxlog cache purge`` do (the
+They do what ``voxlog admin cache-only|degraded`` and ``voxlog cache purge`` do (the
 same code, through :class:`producers.ports.Operations`): a switch is a
 ``ServiceModeSet`` event that every API follows once the projector applies it,
 a purge is one ``CacheEvicted`` per result. Each says who asked: the reason
@@ -34,6 +34,18 @@ class CacheOnlySwitch(View):
     reason: str = Field("", max_length=MAX_REASON_CHARS, description="Shown to refused clients; default: who asked.")
 
 
+class DegradedSwitch(View):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(
+        description="true: take new syntheses at the degraded settings (VOXLOG_DEGRADED_SPEED_FACTOR, "
+        "VOXLOG_DEGRADED_SAMPLE_RATE) instead of refusing them"
+    )
+    reason: str = Field(
+        "", max_length=MAX_REASON_CHARS, description="Recorded in each degraded job; default: who asked."
+    )
+
+
 class SwitchView(View):
     enabled: bool
     reason: str
@@ -49,6 +61,12 @@ class BacklogView(View):
 
 class CacheOnlyView(View):
     cache_only: bool = Field(description="Either switch is on: new syntheses are refused with 503.")
+    switches: dict[str, SwitchView] = Field(description="By source: operator (this route, voxlog admin), backlog.")
+    backlog: BacklogView
+
+
+class DegradedView(View):
+    degraded: bool = Field(description="Either switch is on: new syntheses are taken at the degraded settings.")
     switches: dict[str, SwitchView] = Field(description="By source: operator (this route, voxlog admin), backlog.")
     backlog: BacklogView
 
@@ -88,6 +106,9 @@ def _who(principal: Principal) -> str:
     return f"set over HTTP by key {principal.key_id}" if principal.key_id else "set over HTTP (auth off)"
 
 
+ACCEPTED = "recorded on the log: every API follows once the projector applies it (GET this route to see)"
+
+
 @get(
     "/v1/admin/cache-only",
     summary="Cache-only mode: both switches as projected, and the backlog they are judged by",
@@ -95,7 +116,7 @@ def _who(principal: Principal) -> str:
     responses=responses(401, 403, 503),
 )
 async def get_cache_only(operations: Injected[Operations | None]) -> CacheOnlyView:
-    return CacheOnlyView.model_validate(await _wired(operations).cache_only())
+    return CacheOnlyView.model_validate(await _wired(operations).mode("cache_only"))
 
 
 @post(
@@ -109,9 +130,33 @@ async def set_cache_only(
     operations: Injected[Operations | None], principal: Injected[Principal], data: Annotated[CacheOnlySwitch, Body()]
 ) -> Response[SwitchAccepted]:
     reason = data.reason.strip() or _who(principal)
-    await _wired(operations).set_cache_only(data.enabled, reason)
-    detail = "recorded on the log: every API follows once the projector applies it (GET this route to see)"
-    return Response(SwitchAccepted(enabled=data.enabled, reason=reason, detail=detail), status_code=202)
+    await _wired(operations).set_mode("cache_only", data.enabled, reason)
+    return Response(SwitchAccepted(enabled=data.enabled, reason=reason, detail=ACCEPTED), status_code=202)
+
+
+@get(
+    "/v1/admin/degraded",
+    summary="Degraded mode: both switches as projected, and the backlog they are judged by",
+    guards=ADMIN,
+    responses=responses(401, 403, 503),
+)
+async def get_degraded(operations: Injected[Operations | None]) -> DegradedView:
+    return DegradedView.model_validate(await _wired(operations).mode("degraded"))
+
+
+@post(
+    "/v1/admin/degraded",
+    summary="Switch degraded mode on or off (a ServiceModeSet event; every API follows once it is projected)",
+    guards=ADMIN,
+    status_code=202,
+    responses=responses(400, 401, 403, 422, 503),
+)
+async def set_degraded(
+    operations: Injected[Operations | None], principal: Injected[Principal], data: Annotated[DegradedSwitch, Body()]
+) -> Response[SwitchAccepted]:
+    reason = data.reason.strip() or _who(principal)
+    await _wired(operations).set_mode("degraded", data.enabled, reason)
+    return Response(SwitchAccepted(enabled=data.enabled, reason=reason, detail=ACCEPTED), status_code=202)
 
 
 @post(
@@ -127,4 +172,4 @@ async def purge_cache(operations: Injected[Operations | None], data: Annotated[C
     return PurgeView(evicted=evicted, bytes=freed, detail=detail)
 
 
-ROUTES = [get_cache_only, set_cache_only, purge_cache]
+ROUTES = [get_cache_only, set_cache_only, get_degraded, set_degraded, purge_cache]

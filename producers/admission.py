@@ -9,6 +9,10 @@ coalesces, costing no synthesis), is always taken. Any other is refused
   ``VOXLOG_MAX_BACKLOG_S``; ``Retry-After`` is the excess, the time the
   fleet needs to bring the backlog under the limit at its measured speed.
 
+Degraded mode refuses nothing: it is read here with the other modes, and the
+submission pipeline asks :meth:`Admission.degraded` whether to rewrite a new
+synthesis to the degraded settings (:mod:`producers.degradation`).
+
 The backlog and the modes are read at most once per ``refresh_s`` (so a flood
 costs one query a second, not one per request); what this API accepted since
 the last reading is added to it. Work is counted per fingerprint, not per
@@ -42,7 +46,7 @@ MAX_RETRY_AFTER_S: Final = 3600
 @dataclass(frozen=True)
 class _Reading:
     backlog: Backlog
-    cache_only: list[tuple[str, str]]  # (source, reason) of each switch holding it on
+    modes: dict[str, list[tuple[str, str]]]  # by mode, (source, reason) of each switch holding it on
     at: float  # monotonic
 
 
@@ -74,9 +78,16 @@ class Admission:
             return  # every one coalesces onto a synthesis the backlog counts already
         self._accepted.update(new)
 
+    async def degraded(self) -> str | None:
+        """Why degraded mode is on (each switch holding it, ``source: reason``); ``None``: it is off, or the
+        projection cannot be read (nothing is degraded unjudged)."""
+        reading = await self._read()
+        switches = reading.modes.get("degraded") if reading is not None else None
+        return _why(switches) if switches else None
+
     def _refusal(self, reading: _Reading, chars: int) -> Rejected | None:
-        if reading.cache_only:
-            why = "; ".join(f"{source}: {reason}" if reason else source for source, reason in reading.cache_only)
+        if cache_only := reading.modes.get("cache_only"):
+            why = _why(cache_only)
             return Rejected(
                 f"voxlog is in cache-only mode ({why}): it answers requests whose audio is cached or being"
                 " synthesized already, and takes no new synthesis; retry later",
@@ -109,3 +120,7 @@ class Admission:
             work_s = backlog.work_s()
             BACKLOG_SECONDS.set(-1 if work_s is None else work_s)
             return self._reading
+
+
+def _why(switches: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{source}: {reason}" if reason else source for source, reason in switches)

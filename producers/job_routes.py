@@ -28,7 +28,7 @@ from producers.queries import ProjectionReader
 from producers.requests import JobRequest, Limits
 from producers.rows import JobRow, SegmentRow
 from producers.submission import Answer, Answered, Item, Submission, Submissions
-from producers.views import JobAccepted, JobView, job_links, job_view
+from producers.views import JobAccepted, JobView, degraded_view, job_links, job_view
 
 IdempotencyKey = Annotated[
     str | None,
@@ -99,7 +99,13 @@ async def submit_job(
     if job is not None and job.state is JobState.COMPLETED:
         return Response(job_view(job), status_code=200)
     state = JobState.COMPLETED if answered.answer is Answer.CACHED else job.state if job else JobState.QUEUED
-    accepted = JobAccepted(job_id=job_id, fingerprint=answered.fingerprint, state=state, links=job_links(job_id))
+    accepted = JobAccepted(
+        job_id=job_id,
+        fingerprint=answered.fingerprint,
+        state=state,
+        degraded=degraded_view(answered.degraded_from),
+        links=job_links(job_id),
+    )
     return Response(accepted, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
 
 
@@ -120,6 +126,7 @@ def cached_job(source: JobRow, answered: Answered, principal: Principal) -> JobR
         idempotency_key=None,
         tenant=principal.tenant,
         key_id=principal.key_id,
+        degraded_from=answered.degraded_from,
     )
 
 

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from contracts import DocumentSubmitted, JobCancelled, JobQueued
+from contracts import DocumentSubmitted, JobCancelled, JobQueued, ServiceMode
 from foundation.errors import BrokerUnavailable
 from producers.errors import LogUnreadable
 
@@ -141,10 +141,11 @@ class Operations(Protocol):
     purge``): switches and evictions are events on the log (``BrokerUnavailable`` when not taken), the
     status is the projection's (``ProjectionUnavailable`` while PostgreSQL cannot be read)."""
 
-    async def set_cache_only(self, enabled: bool, reason: str) -> None: ...
+    async def set_mode(self, mode: ServiceMode, enabled: bool, reason: str) -> None: ...
 
-    async def cache_only(self) -> dict[str, Any]:
-        """``cache_only`` (either switch on), ``switches`` by source, and the ``backlog`` they are judged by."""
+    async def mode(self, mode: ServiceMode) -> dict[str, Any]:
+        """``mode`` itself (true: either switch is on), ``switches`` by source, and the ``backlog`` they are
+        judged by."""
         ...
 
     async def purge_cache(self, older_than_s: float | None) -> tuple[int, int]:

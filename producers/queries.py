@@ -237,14 +237,17 @@ class ProjectionReader:
         async with _reading("the backlog"):
             return await read_backlog(self._pool, QUERY_TIMEOUT_S)
 
-    async def modes_on(self) -> list[tuple[str, str]]:
-        """The (source, reason) of every switch that holds cache-only mode on."""
+    async def modes_on(self) -> dict[str, list[tuple[str, str]]]:
+        """By service mode, the (source, reason) of every switch that holds it on (a mode off is absent)."""
         async with _reading("the service modes"):
             rows = await self._pool.fetch(
-                "SELECT source, reason FROM service_modes WHERE mode = 'cache_only' AND enabled ORDER BY source",
+                "SELECT mode, source, reason FROM service_modes WHERE enabled ORDER BY mode, source",
                 timeout=QUERY_TIMEOUT_S,
             )
-        return [(r["source"], r["reason"]) for r in rows]
+        modes: dict[str, list[tuple[str, str]]] = {}
+        for r in rows:
+            modes.setdefault(r["mode"], []).append((r["source"], r["reason"]))
+        return modes
 
     async def wanted_elsewhere(self, fingerprint: str, job_id: uuid.UUID) -> bool:
         """Whether a live job of ``fingerprint`` other than ``job_id`` waits for the same audio."""

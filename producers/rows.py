@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final, Self
 
 import msgspec
 
-from contracts import DEFAULT_TENANT, TERMINAL_STATES, AudioRef, JobState, SynthesisRequest
+from contracts import DEFAULT_TENANT, TERMINAL_STATES, AudioRef, DegradedFrom, JobState, SynthesisRequest
 
 
 def columns(row_type: type[Row], *, but: Iterable[str] = (), prefix: str = "") -> str:
@@ -46,6 +46,12 @@ class Row(msgspec.Struct, frozen=True, kw_only=True):
 
 def _request(stored: str | Mapping[str, Any]) -> SynthesisRequest:
     return SynthesisRequest.model_validate(json.loads(stored) if isinstance(stored, str) else stored)
+
+
+def _degraded_from(stored: str | Mapping[str, Any] | None) -> DegradedFrom | None:
+    if stored is None:
+        return None
+    return DegradedFrom.model_validate(json.loads(stored) if isinstance(stored, str) else stored)
 
 
 class StoredSegment(Row, frozen=True, kw_only=True):
@@ -81,7 +87,7 @@ SEGMENT_COLUMNS: Final = columns(SegmentRow)
 class JobRow(Row, frozen=True, kw_only=True):
     """A ``jobs`` row and the segments that hold its audio (a cache hit's are its source job's)."""
 
-    _decoded: ClassVar[dict[str, Any]] = {"request": _request, "state": JobState}
+    _decoded: ClassVar[dict[str, Any]] = {"request": _request, "state": JobState, "degraded_from": _degraded_from}
     _read_apart: ClassVar[tuple[str, ...]] = ("segments",)
 
     job_id: uuid.UUID
@@ -107,6 +113,7 @@ class JobRow(Row, frozen=True, kw_only=True):
     cancel_reason: str | None
     tenant: str = DEFAULT_TENANT
     key_id: str | None = None
+    degraded_from: DegradedFrom | None = None
     segments: tuple[SegmentRow, ...] = ()
 
     @property
@@ -117,6 +124,13 @@ class JobRow(Row, frozen=True, kw_only=True):
     @property
     def ended(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    @property
+    def requested_fingerprint(self) -> str:
+        """The fingerprint of the request as its client asked for it (the job's own, unless it was degraded)."""
+        if self.degraded_from is None:
+            return self.fingerprint
+        return self.degraded_from.requested(self.request).fingerprint()
 
 
 JOB_COLUMNS: Final = columns(JobRow)

@@ -14,7 +14,12 @@ every route:
    whose audio is cached is answered at once by a job of its own completed from
    the cache, once the result's blobs are marked used (a document's parts are
    always queued, as jobs of their own, and a worker completes a cached one);
-3. **admit** what needs a synthesis (:mod:`producers.admission`: 429 over the
+3. **degrade** what needs a synthesis while degraded mode is on
+   (:mod:`producers.degradation`): its request is rewritten to the degraded
+   settings and fingerprinted again (an item whose audio is cached or in
+   flight at the quality asked for is not: it costs nothing), and a degraded
+   request whose audio is cached is answered from it;
+   **admit** what needs a synthesis (:mod:`producers.admission`: 429 over the
    backlog limit, 503 in cache-only mode), and the new jobs together against
    the key's and the tenant's limits (:mod:`producers.quotas`: 429 over one,
    413 for a submission that alone is over one);
@@ -50,6 +55,7 @@ from typing import Literal
 import structlog
 
 from contracts import (
+    DegradedFrom,
     DocumentSubmitted,
     JobCompleted,
     JobQueued,
@@ -62,9 +68,10 @@ from contracts import (
 )
 from foundation import tracing
 from foundation.blobs import BlobStore
-from foundation.metrics import SUBMISSIONS
+from foundation.metrics import SUBMISSIONS, SUBMISSIONS_DEGRADED
 from producers.admission import Admission
 from producers.api_keys import Principal
+from producers.degradation import DegradedSettings, degrade
 from producers.errors import Rejected
 from producers.idempotency import client_key, item_key, job_id_for
 from producers.limits_ledger import Admitted
@@ -119,6 +126,7 @@ class Answered:
     answer: Answer
     job: JobRow | None = None  # a known job, as the projection shows it (no segments)
     source: LiveResult | None = None  # the result a cached answer reuses
+    degraded_from: DegradedFrom | None = None  # a new job's: what degraded mode changed in its request
 
 
 @dataclass(frozen=True)
@@ -164,6 +172,7 @@ class Submissions:
         cache_scope: CacheScope = "shared",
         offload: OffLoop | None = None,
         quotas: Quotas | None = None,
+        degraded: DegradedSettings | None = None,
     ) -> None:
         self._reader = reader
         self._log = log_
@@ -174,26 +183,31 @@ class Submissions:
         self._cache_scope = cache_scope
         self._offload = offload  # where large submissions are validated (producers.requests.validate_all)
         self._quotas = quotas  # per-key live jobs, per-tenant quotas (producers.quotas)
+        self._degraded = degraded  # what degraded mode makes of a new synthesis (None: it is never degraded)
 
     async def submit(self, submission: Submission) -> Submitted:
         requests = await self._validate(submission)
+        asked = list(requests)  # degraded mode may rewrite some of requests: a document records what was asked
         keys = [self._key_of(submission, i) for i in range(len(requests))]
         fingerprints = [request.fingerprint() for request in requests]
         answered = await self._known(submission, keys, fingerprints)
         live = await self._live_results([fp for i, fp in enumerate(fingerprints) if i not in answered])
+        degraded = await self._degrade(requests, fingerprints, answered, live)
+        if degraded:
+            live |= await self._live_results([fingerprints[i] for i in degraded])
         cached = await self._cached(fingerprints, live, answered) if submission.from_cache else {}
         queued: list[JobQueued] = []
         completions: dict[int, JobCompleted] = {}
         for i, item in enumerate(submission.items):
             if i in answered:
                 continue
-            event = self._queued(requests[i], item, keys[i], submission.principal)
+            event = self._queued(requests[i], item, keys[i], submission.principal, degraded.get(i))
             if i in cached:
                 completions[len(queued)] = cache_hit(event, cached[i])
             queued.append(event)
         await self._admit(queued, live)
         admitted = await self._judge_limits(submission.principal, queued, completions)
-        record = submission.record(requests) if submission.record is not None else None
+        record = submission.record(asked) if submission.record is not None else None
         try:
             await self._log.publish(queued, completions, record, client_key(submission.key))
         except Exception:
@@ -203,6 +217,7 @@ class Submissions:
         answers = self._answers(len(requests), answered, queued, cached)
         for answer in answers:
             SUBMISSIONS.labels(answer.answer.value).inc()
+        SUBMISSIONS_DEGRADED.inc(len(degraded))
         return Submitted(answers, submission.key, requests)
 
     async def _validate(self, submission: Submission) -> list[SynthesisRequest]:
@@ -248,7 +263,7 @@ class Submissions:
         answered = {}
         for key, job in by_key.items():
             index = named[key]
-            if job.fingerprint != fingerprints[index]:
+            if fingerprints[index] not in (job.fingerprint, job.requested_fingerprint):
                 raise Rejected(
                     "this Idempotency-Key was used for another request; send a new key with a new request", 409
                 )
@@ -266,6 +281,33 @@ class Submissions:
         except ProjectionUnavailable as exc:
             log.warning("submitting without the result cache", error=str(exc))
             return {}
+
+    async def _degrade(
+        self,
+        requests: list[SynthesisRequest],
+        fingerprints: list[str],
+        answered: dict[int, Answered],
+        live: dict[str, LiveResult],
+    ) -> dict[int, DegradedFrom]:
+        """While degraded mode is on, rewrite (in place) the requests that need a new synthesis to the degraded
+        settings, with their fingerprints; returns what was changed, by item. Not rewritten: an item answered
+        already, or whose audio is cached or in flight at the quality asked for (that costs nothing)."""
+        if self._degraded is None or self._admission is None:
+            return {}
+        pending = [i for i, fp in enumerate(fingerprints) if i not in answered and fp not in live]
+        if not pending or (why := await self._admission.degraded()) is None:
+            return {}
+        try:
+            flying = await self._reader.in_flight([fingerprints[i] for i in pending])
+        except ProjectionUnavailable:
+            return {}  # nothing is degraded unjudged (admission takes it at full quality, too)
+        changed = {}
+        for i in pending:
+            if fingerprints[i] in flying or (rewritten := degrade(requests[i], self._degraded, why)) is None:
+                continue
+            requests[i], changed[i] = rewritten
+            fingerprints[i] = requests[i].fingerprint()
+        return changed
 
     async def _cached(
         self, fingerprints: list[str], live: dict[str, LiveResult], answered: dict[int, Answered]
@@ -299,7 +341,14 @@ class Submissions:
         jobs = [Admitted(e.job_id, len(e.payload.request.text), i not in completions) for i, e in enumerate(queued)]
         return await self._quotas.admit(principal, jobs)
 
-    def _queued(self, request: SynthesisRequest, item: Item, key: str | None, principal: Principal) -> JobQueued:
+    def _queued(
+        self,
+        request: SynthesisRequest,
+        item: Item,
+        key: str | None,
+        principal: Principal,
+        degraded_from: DegradedFrom | None = None,
+    ) -> JobQueued:
         job_id = item.job_id or job_id_for(key or "", request.fingerprint())
         now = utc_now()
         payload = JobQueuedPayload(
@@ -310,6 +359,7 @@ class Submissions:
             tenant=principal.tenant,
             key_id=principal.key_id,
             traceparent=trace.traceparent if (trace := tracing.current()) is not None else None,
+            degraded_from=degraded_from,
         )
         return job_event(JobQueued, job_id, request.fingerprint(), 0, self._producer, payload, at=now)
 
@@ -325,5 +375,8 @@ class Submissions:
                 continue
             event = next(new)
             kind = Answer.CACHED if i in cached else Answer.QUEUED
-            answers.append(Answered(i, event.job_id, event.fingerprint, kind, source=cached.get(i)))
+            degraded_from = event.payload.degraded_from
+            answers.append(
+                Answered(i, event.job_id, event.fingerprint, kind, source=cached.get(i), degraded_from=degraded_from)
+            )
         return answers

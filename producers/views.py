@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts import JobState, SynthesisRequest
+from contracts import DegradedFrom, JobState, SynthesisRequest
 from producers.rows import JobRow
 
 
@@ -37,6 +37,14 @@ class ReleaseView(View):
 class CancellationView(View):
     reason: str
     at: datetime | None
+
+
+class DegradedJobView(View):
+    """What degraded mode changed: the job's ``request`` is the degraded one, at the quality it was made."""
+
+    speed: float = Field(description="The speed its client asked for.")
+    sample_rate: int = Field(description="The sample rate its client asked for.")
+    reason: str = Field(description="Why degraded mode was on: each switch holding it, source: reason.")
 
 
 class TimingsView(View):
@@ -69,6 +77,9 @@ class JobView(View):
     attempt: int
     fingerprint: str
     request: SynthesisRequest
+    degraded: DegradedJobView | None = Field(
+        description="Set when degraded mode took the job at cheaper settings than its client asked for."
+    )
     cache_hit: bool
     segments_reused: int
     source_job_id: uuid.UUID | None = Field(description="A cache hit's: the job whose audio it reuses.")
@@ -84,6 +95,10 @@ class JobView(View):
     as_of: datetime | None = Field(None, description="Only with ?as_of=T: the moment of the log it shows.")
 
 
+def degraded_view(degraded_from: DegradedFrom | None) -> DegradedJobView | None:
+    return None if degraded_from is None else DegradedJobView.model_validate(degraded_from.model_dump())
+
+
 def _ms(later: datetime | None, earlier: datetime | None) -> int | None:
     return None if later is None or earlier is None else round((later - earlier).total_seconds() * 1000)
 
@@ -95,6 +110,7 @@ def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
         attempt=job.attempt,
         fingerprint=job.fingerprint,
         request=job.request,
+        degraded=degraded_view(job.degraded_from),
         cache_hit=job.cache_hit,
         segments_reused=sum(1 for s in job.segments if s.reused),
         source_job_id=job.source_job_id,
@@ -138,6 +154,9 @@ class JobAccepted(View):
     job_id: uuid.UUID
     fingerprint: str
     state: JobState
+    degraded: DegradedJobView | None = Field(
+        None, description="Set when degraded mode took the job at cheaper settings than its client asked for."
+    )
     links: dict[str, str]
 
 

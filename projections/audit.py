@@ -17,6 +17,7 @@ from typing import Any
 
 from contracts import (
     CacheEvicted,
+    DegradedFrom,
     JobCancelled,
     JobClaimed,
     JobCompleted,
@@ -97,6 +98,7 @@ class JobHistory:
     evicted: str | None = None  # why its result left the result cache (CacheEvicted), if it did
     cancelled: str | None = None  # why it was cancelled (JobCancelled's reason and message), if it was
     tenant: str | None = None  # who owns it (its JobQueued's tenant)
+    degraded_from: DegradedFrom | None = None  # what degraded mode changed in its request, if it did
 
     @property
     def found(self) -> bool:
@@ -153,6 +155,7 @@ def _record(history: JobHistory, event: JobEvent, before: JobStatus | None, curr
     match event:
         case JobQueued():
             history.request, history.tenant = event.payload.request, event.payload.tenant
+            history.degraded_from = event.payload.degraded_from
         case JobClaimed():
             if before is not None and before.state is JobState.CLAIMED:
                 _end(history.attempts.get(before.attempt), event, f"taken over by attempt {event.attempt}")
@@ -203,6 +206,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
         "state": history.status.state.value if history.status else None,
         "attempt": history.status.attempt if history.status else None,
         "request": history.request.model_dump(mode="json") if history.request else None,
+        "degraded_from": history.degraded_from.model_dump(mode="json") if history.degraded_from else None,
         "reused_from": str(history.reused_from) if history.reused_from else None,
         "result_evicted": history.evicted,
         "cancelled": history.cancelled,

@@ -197,6 +197,7 @@ class Projection:
                     queued.request.model_dump_json(), queued.idempotency_key, None, False, None, None, None, None,
                     None, None, None, queued.submitted_at, None, None, None, event.occurred_at, event.event_id,
                     tenant=queued.tenant, key_id=queued.key_id,
+                    degraded_from=queued.degraded_from.model_dump_json() if queued.degraded_from else None,
                 )  # fmt: skip
                 accounts.submitted(self.usage, event)
             case JobClaimed():

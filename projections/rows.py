@@ -53,6 +53,7 @@ class JobRow:
     cancel_reason: str | None = None
     tenant: str = DEFAULT_TENANT
     key_id: str | None = None
+    degraded_from: str | None = None  # JSON: the speed and sample rate asked for, when degraded mode changed them
 
 
 @dataclass
@@ -293,7 +294,7 @@ def _types(table: Table) -> tuple[str, ...]:
 
 _USAGE_COUNTS: Final = ("requests", "chars", "syntheses", "audio_ms_synthesized", "audio_ms_reused")
 TABLES: Final = (
-    Table("jobs", JobRow, ("job_id",), json_columns=("request",)),
+    Table("jobs", JobRow, ("job_id",), json_columns=("request", "degraded_from")),
     # A job's segments are read all at once.
     Table("segments", SegmentRow, ("job_id", "segment_index"), read_by=("job_id",), json_columns=("words",)),
     Table("job_events", EventRow, ("event_id",), json_columns=("payload",), bigint_columns=("kafka_offset",)),

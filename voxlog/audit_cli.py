@@ -8,7 +8,7 @@ import json
 import uuid
 from datetime import datetime, timedelta
 
-from contracts import SegmentProduced
+from contracts import JobQueued, SegmentProduced
 from contracts.job_state import event_attempt
 from foundation.db import open_pool
 from foundation.settings import AuditSettings
@@ -73,6 +73,8 @@ def job_report(history: JobHistory) -> list[str]:
             f"request {len(r.text)} chars, voice {r.voice}, speed {r.speed}, {r.lang}, {r.engine} {r.model_version},"
             f" {r.format} {r.sample_rate} Hz"
         )
+    if history.degraded_from is not None:
+        lines.append(f"degraded {_degraded(history)}")
     if history.reused_from is not None:
         lines.append(f"audio reused from job {history.reused_from} (cache hit or coalesced duplicate)")
     lines += ["", f"{'at':<10} {'appended (UTC)':<23} {'att':>3}  {'event':<18} {'by':<34} outcome"]
@@ -107,9 +109,22 @@ def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
     if attempt is not None and event.producer.service == "worker":
         by += f" ({attempt.host or 'host not recorded'}, {attempt.engine}, {attempt.device})"
     outcome = f"applied -> {entry.state}" if entry.outcome == "applied" else f"{entry.outcome}: {entry.reason}"
+    if isinstance(event, JobQueued) and event.payload.degraded_from is not None:
+        outcome += f", degraded ({_degraded(history)})"
     where = f"{at.partition}:{at.offset}"
     appended = _time(entry.logged.appended_at)
     return f"{where:<10} {appended:<23} {event_attempt(event):>3}  {name:<18} {by:<34} {outcome}"
+
+
+def _degraded(history: JobHistory) -> str:
+    """What degraded mode changed in the job's request: ``speed 1.0 -> 1.15, 24000 -> 16000 Hz (why)``."""
+    asked, request = history.degraded_from, history.request
+    if asked is None or request is None:
+        return ""
+    changed = [f"speed {asked.speed:g} -> {request.speed:g}"] if asked.speed != request.speed else []
+    if asked.sample_rate != request.sample_rate:
+        changed.append(f"{asked.sample_rate} -> {request.sample_rate} Hz")
+    return ", ".join(changed) + (f" ({asked.reason})" if asked.reason else "")
 
 
 def fingerprint_report(fingerprint: str, histories: list[JobHistory]) -> list[str]:

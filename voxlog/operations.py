@@ -1,6 +1,7 @@
-"""The operator's actions, once for the CLI and the API: the cache-only switch, its status, and cache purges.
+"""The operator's actions, once for the CLI and the API: the service modes' switches (cache-only, degraded),
+their status, and cache purges.
 
-``voxlog admin cache-only`` and ``voxlog cache purge`` call these with a pool
+``voxlog admin cache-only``, ``voxlog admin degraded`` and ``voxlog cache purge`` call these with a pool
 and a publisher of their own; the API calls them through :class:`ApiOperations`
 (the adapter of ``producers.ports.Operations``), with its own pool and
 publishers, behind the admin scope. Either way a switch is a ``ServiceModeSet``
@@ -15,9 +16,9 @@ from typing import Any, Final, Protocol
 
 import asyncpg
 
+from consumers.backlog_switch import mode_event
 from consumers.cache_janitor import Entry, eviction
-from consumers.cache_only import mode_event
-from contracts import AnyEvent, Producer, utc_now
+from contracts import AnyEvent, Producer, ServiceMode, utc_now
 from foundation.backlog import read_backlog
 from foundation.db import DATABASE_OUTAGES
 from foundation.live_jobs import job_partition_sql
@@ -28,7 +29,7 @@ _PURGED: Final = (
     " FROM result_cache"
     " WHERE $1::float8 IS NULL OR created_at < now() - make_interval(secs => $1)"
 )
-_SWITCHES: Final = "SELECT source, enabled, reason, set_at FROM service_modes WHERE mode = 'cache_only' ORDER BY source"
+_SWITCHES: Final = "SELECT source, enabled, reason, set_at FROM service_modes WHERE mode = $1 ORDER BY source"
 
 
 class Log(Protocol):
@@ -39,18 +40,18 @@ class Log(Protocol):
     ) -> object: ...
 
 
-async def switch_cache_only(nodes: Log, enabled: bool, reason: str, producer: Producer) -> None:
-    """Record the operator's switch; every API follows once the projector applies it."""
-    await nodes.publish_all([mode_event(enabled, "operator", reason, producer)])
+async def switch_mode(nodes: Log, mode: ServiceMode, enabled: bool, reason: str, producer: Producer) -> None:
+    """Record the operator's switch of ``mode``; every API follows once the projector applies it."""
+    await nodes.publish_all([mode_event(mode, enabled, "operator", reason, producer)])
 
 
-async def cache_only_status(pool: asyncpg.Pool, timeout_s: float = 30.0) -> dict[str, Any]:
-    """Both switches (the operator's and the sweeper's backlog switch) as projected, and the backlog."""
-    rows = await pool.fetch(_SWITCHES, timeout=timeout_s)
+async def mode_status(pool: asyncpg.Pool, mode: ServiceMode, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Both switches of ``mode`` (the operator's and the sweeper's backlog switch) as projected, and the backlog."""
+    rows = await pool.fetch(_SWITCHES, mode, timeout=timeout_s)
     backlog = await read_backlog(pool, timeout_s)
     switches = {r["source"]: {"enabled": r["enabled"], "reason": r["reason"], "set_at": r["set_at"]} for r in rows}
     return {
-        "cache_only": any(s["enabled"] for s in switches.values()),
+        mode: any(s["enabled"] for s in switches.values()),
         "switches": switches,
         "backlog": {"syntheses": backlog.syntheses, "chars": backlog.chars, "chars_per_s": backlog.chars_per_s,
                     "work_s": backlog.work_s()},
@@ -82,12 +83,12 @@ class ApiOperations:
     def __init__(self, pool: asyncpg.Pool, jobs: Log, nodes: Log, producer: Producer) -> None:
         self._pool, self._jobs, self._nodes, self._producer = pool, jobs, nodes, producer
 
-    async def set_cache_only(self, enabled: bool, reason: str) -> None:
-        await switch_cache_only(self._nodes, enabled, reason, self._producer)
+    async def set_mode(self, mode: ServiceMode, enabled: bool, reason: str) -> None:
+        await switch_mode(self._nodes, mode, enabled, reason, self._producer)
 
-    async def cache_only(self) -> dict[str, Any]:
+    async def mode(self, mode: ServiceMode) -> dict[str, Any]:
         try:
-            return await cache_only_status(self._pool, timeout_s=10.0)
+            return await mode_status(self._pool, mode, timeout_s=10.0)
         except DATABASE_OUTAGES as exc:
             raise ProjectionUnavailable(f"{type(exc).__name__}: {exc}") from exc
 

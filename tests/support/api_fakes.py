@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from contracts import AudioRef, JobQueued, JobState, Producer, SynthesisRequest
+from foundation.backlog import Backlog
 from foundation.errors import PublishUnconfirmed
 from foundation.offload import Budget, Offload
 from producers.admission import Admission
@@ -74,6 +75,7 @@ def job_row(
         "request": event.payload.request,
         "idempotency_key": event.payload.idempotency_key,
         "tenant": event.payload.tenant,
+        "degraded_from": event.payload.degraded_from,
         "worker_id": None,
         "cache_hit": False,
         "source_job_id": None,
@@ -121,6 +123,8 @@ class Reader:
         self.script: list[tuple[JobStateRow | None, list[SegmentRow]] | Exception] = []
         self.progress_reads: list[int] = []
         self.usage_rows: list[UsageRow] = []
+        self.modes: dict[str, list[tuple[str, str]]] = {}  # by service mode, the switches holding it on
+        self.flying: set[str] = set()  # fingerprints of live jobs
 
     def _raise_if_down(self) -> None:
         if self.down is not None:
@@ -184,7 +188,16 @@ class Reader:
         return False
 
     async def in_flight(self, fingerprints: list[str]) -> set[str]:
-        return set()
+        self._raise_if_down()
+        return self.flying & set(fingerprints)
+
+    async def backlog(self) -> Backlog:
+        self._raise_if_down()
+        return Backlog(syntheses=0, chars=0, chars_per_s=None)
+
+    async def modes_on(self) -> dict[str, list[tuple[str, str]]]:
+        self._raise_if_down()
+        return self.modes
 
     async def usage(self, tenant: str | None, since: Any, until: Any = None) -> list[UsageRow]:
         self._raise_if_down()
@@ -279,6 +292,7 @@ def deps(
         cache_scope=fields.pop("cache_scope", "shared"),
         offload=offload,
         quotas=fields.pop("quotas", None),
+        degraded=fields.pop("degraded", None),
     )
     return ApiDeps(
         reader=reader,  # type: ignore[arg-type]

@@ -36,6 +36,7 @@ from contracts import (
     Producer,
     SegmentProduced,
     SegmentProducedPayload,
+    ServiceMode,
     ServiceModeSet,
     ServiceModeSetPayload,
     SynthesisRequest,
@@ -166,9 +167,9 @@ def heartbeat(worker_id: str = "w-test", seconds: int = 0, segments_done: int = 
     return NodeHeartbeat(event_id=uuid.uuid4(), occurred_at=sent, producer=PRODUCER, payload=payload)
 
 
-def mode_set(enabled: bool, seconds: int = 0, reason: str = "") -> ServiceModeSet:
-    """The operator's switch of cache-only mode."""
-    payload = ServiceModeSetPayload(mode="cache_only", enabled=enabled, source="operator", reason=reason)
+def mode_set(enabled: bool, seconds: int = 0, reason: str = "", mode: ServiceMode = "cache_only") -> ServiceModeSet:
+    """The operator's switch of ``mode`` (cache-only unless told)."""
+    payload = ServiceModeSetPayload(mode=mode, enabled=enabled, source="operator", reason=reason)
     return ServiceModeSet(
         event_id=uuid.uuid4(), occurred_at=T0 + timedelta(seconds=seconds), producer=PRODUCER, payload=payload
     )

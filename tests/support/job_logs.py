@@ -27,6 +27,7 @@ from contracts import (
     AudioRef,
     CacheEvicted,
     CacheEvictedPayload,
+    DegradedFrom,
     EvictionReason,
     JobCancelled,
     JobCancelledPayload,
@@ -61,6 +62,7 @@ class _Builder:
     clock: int = 0
     serial: int = 0
     request_text: str = field(default="")
+    degraded_from: DegradedFrom | None = None  # what degraded mode changed in its request, when it did
 
     def __post_init__(self) -> None:
         self.request = request(self.request_text or f"Job {self.job_id}.")
@@ -82,7 +84,11 @@ class _Builder:
     def queued(self, priority: Priority = "interactive") -> JobQueued:
         common = self._common("JobQueued", 0)
         payload = JobQueuedPayload(
-            request=self.request, idempotency_key=None, submitted_at=common["occurred_at"], priority=priority
+            request=self.request,
+            idempotency_key=None,
+            submitted_at=common["occurred_at"],
+            priority=priority,
+            degraded_from=self.degraded_from,
         )
         return JobQueued(payload=payload, **common)
 
@@ -143,7 +149,8 @@ def _realistic_job(draw: st.DrawFn) -> list[JobEvent]:  # noqa: C901 - listed in
     # Few texts: jobs share fingerprints, so results are reused and the result cache is contended. One holds
     # what COPY's text format must escape (a backslash, a tab, a line break) and what JSON must (quotes).
     text = draw(st.sampled_from(["Alpha.", "Beta.", 'Say "\\N",\ta back\\slash\nand ünïcödé — 日本.']))
-    job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))), request_text=text)
+    degraded = draw(st.sampled_from([None, DegradedFrom(speed=1.0, sample_rate=48000, reason='backlog: "\\N"\t')]))
+    job = _Builder(uuid.UUID(int=draw(st.integers(2, 2**64))), request_text=text, degraded_from=degraded)
     log: list[JobEvent] = [job.queued()]
     if draw(st.booleans()) and draw(st.booleans()):
         log.append(job.queued())  # the client retried with its Idempotency-Key: the same fact again

@@ -85,7 +85,7 @@ def _heartbeat(draw: st.DrawFn, common: dict) -> NodeHeartbeat:
 
 def _mode(draw: st.DrawFn, common: dict) -> ServiceModeSet:
     payload = ServiceModeSetPayload(
-        mode="cache_only",
+        mode=draw(st.sampled_from(["cache_only", "degraded"])),
         enabled=draw(st.booleans()),
         source=draw(st.sampled_from(["operator", "backlog"])),
         reason=draw(st.sampled_from(["", "backlog 2000 s", _TRICKY])),

@@ -24,15 +24,15 @@ class Operations:
         self.purged: list[float | None] = []
         self.broker_down = False
 
-    async def set_cache_only(self, enabled: bool, reason: str) -> None:
+    async def set_mode(self, mode: str, enabled: bool, reason: str) -> None:
         if self.broker_down:
             raise BrokerUnavailable("cannot reach Kafka")
-        self.switched.append((enabled, reason))
+        self.switched.append((enabled, reason) if mode == "cache_only" else (mode, enabled, reason))
 
-    async def cache_only(self) -> dict[str, Any]:
+    async def mode(self, mode: str) -> dict[str, Any]:
         at = datetime(2026, 12, 1, tzinfo=UTC)
         return {
-            "cache_only": True,
+            mode: True,
             "switches": {"operator": {"enabled": True, "reason": "maintenance", "set_at": at}},
             "backlog": {"syntheses": 3, "chars": 120, "chars_per_s": None, "work_s": None},
         }
@@ -124,3 +124,19 @@ async def test_an_api_started_without_the_operations_answers_404():
         answer = await http.get("/v1/admin/cache-only", headers=bearer(admin))
     assert answer.status_code == 404
     assert "without the operator's actions" in answer.json()["detail"]
+
+
+async def test_the_degraded_switch_needs_the_admin_scope_and_hands_its_mode_to_the_operations():
+    keys, operations = Keys(), Operations()
+    admin, operator = keys.issue("ops", "admin"), keys.issue("acme", "submit", "read", "operator")
+    async with api(keys, operations) as http:
+        refused = await http.post("/v1/admin/degraded", json={"enabled": True}, headers=bearer(operator))
+        on = await http.post(
+            "/v1/admin/degraded", json={"enabled": True, "reason": "launch day"}, headers=bearer(admin)
+        )
+        status = await http.get("/v1/admin/degraded", headers=bearer(admin))
+        bad = await http.post("/v1/admin/degraded", json={"enabled": "maybe"}, headers=bearer(admin))
+    assert (refused.status_code, on.status_code, status.status_code, bad.status_code) == (403, 202, 200, 400)
+    assert operations.switched == [("degraded", True, "launch day")]
+    assert status.json()["degraded"] is True
+    assert status.json()["switches"]["operator"]["enabled"] is True

@@ -78,3 +78,26 @@ def test_the_audit_ends_every_job_where_the_shared_fold_does(log: list[JobEvent]
         applied = [e for e in history.entries if e.outcome == Outcome.APPLIED]
         assert applied[-1].state == status.state
         assert len(history.entries) == sum(1 for e in log if e.job_id == job_id)
+
+
+def test_a_degraded_job_says_what_degraded_mode_changed_on_its_queued_line():
+    from contracts import DegradedFrom, JobQueued
+    from voxlog.audit_cli import job_report
+
+    job = _Builder(uuid.UUID(int=11))
+    queued = job.queued()
+    asked = queued.payload.request
+    degraded = asked.model_copy(update={"speed": 1.15, "sample_rate": 16000})
+    was = DegradedFrom(speed=asked.speed, sample_rate=asked.sample_rate, reason="operator: launch day")
+    payload = queued.payload.model_copy(update={"request": degraded, "degraded_from": was})
+    event = queued.model_copy(update={"payload": payload})
+    assert isinstance(event, JobQueued)
+    history = history_of(job.job_id, logged([event]))
+    lines = job_report(history)
+    [line] = [line for line in lines if "JobQueued" in line]
+    changed = f"speed {asked.speed:g} -> 1.15, {asked.sample_rate} -> 16000 Hz (operator: launch day)"
+    assert line.endswith(f"applied -> queued, degraded ({changed})")
+    assert f"degraded {changed}" in lines
+    assert as_json(history)["degraded_from"] == {"speed": asked.speed, "sample_rate": asked.sample_rate,
+                                                 "reason": "operator: launch day"}  # fmt: skip
+    assert as_json(history_of(job.job_id, logged([queued])))["degraded_from"] is None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.cache_only import BacklogSwitch
-from contracts import Producer, ServiceModeSet
+from consumers.backlog_switch import BacklogSwitch
+from contracts import Producer, ServiceMode, ServiceModeSet
 from foundation.backlog import Backlog
 from producers.admission import Admission
 from producers.errors import Rejected
@@ -20,7 +20,8 @@ class Reader:
 
     def __init__(self, backlog: Backlog, modes: list[tuple[str, str]] | None = None) -> None:
         self.backlog_now = backlog
-        self.modes = modes or []
+        self.modes = modes or []  # cache-only's switches
+        self.degraded: list[tuple[str, str]] = []
         self.flying: set[str] = set()
         self.reads = 0
         self.down = False
@@ -31,8 +32,8 @@ class Reader:
         self.reads += 1
         return self.backlog_now
 
-    async def modes_on(self) -> list[tuple[str, str]]:
-        return self.modes
+    async def modes_on(self) -> dict[str, list[tuple[str, str]]]:
+        return {mode: on for mode, on in (("cache_only", self.modes), ("degraded", self.degraded)) if on}
 
     async def in_flight(self, fingerprints: list[str]) -> set[str]:
         return self.flying & set(fingerprints)
@@ -113,19 +114,21 @@ class Modes:
     def __init__(self, backlog: Backlog, on: bool = False) -> None:
         self.backlog_now, self.on = backlog, on
         self.published: list[ServiceModeSet] = []
+        self.asked: list[str] = []  # the modes whose state was read
 
     async def backlog(self) -> Backlog:
         return self.backlog_now
 
-    async def state(self) -> bool:
+    async def state(self, mode: str) -> bool:
+        self.asked.append(mode)
         return self.on
 
     async def publish(self, event: ServiceModeSet) -> None:
         self.published.append(event)
 
 
-def switch(modes: Modes, threshold_s: float = 100.0) -> BacklogSwitch:
-    return BacklogSwitch(threshold_s, modes.backlog, modes.state, modes.publish, PRODUCER)
+def switch(modes: Modes, threshold_s: float = 100.0, mode: ServiceMode = "cache_only") -> BacklogSwitch:
+    return BacklogSwitch(mode, threshold_s, modes.backlog, modes.state, modes.publish, PRODUCER)
 
 
 async def test_the_backlog_switch_turns_on_above_its_threshold_and_off_only_under_half_of_it():
@@ -147,3 +150,39 @@ async def test_the_backlog_switch_follows_the_projection_after_a_restart_and_ign
     assert await switch(modes).check() is False
     assert await switch(Modes(Backlog(syntheses=10**6, chars=10**9, chars_per_s=None))).check() is None
     assert await switch(Modes(Backlog(syntheses=1, chars=10**9, chars_per_s=1.0)), threshold_s=0).check() is None
+
+
+@pytest.mark.parametrize("mode", ["cache_only", "degraded"])
+async def test_each_mode_has_its_own_backlog_switch_reading_and_switching_that_mode_only(mode):
+    modes = Modes(Backlog(syntheses=5, chars=1010, chars_per_s=10.0))  # 101 s
+    keeper = switch(modes, mode=mode)
+    assert await keeper.check() is True
+    modes.backlog_now = Backlog(syntheses=1, chars=10, chars_per_s=10.0)
+    modes.on, keeper._published = True, None  # a restarted leader: it reads the projection of its own mode
+    assert await keeper.check() is False
+    assert [(e.payload.mode, e.payload.enabled, e.payload.source) for e in modes.published] == [
+        (mode, True, "backlog"),
+        (mode, False, "backlog"),
+    ]
+    assert set(modes.asked) == {mode}
+
+
+async def test_the_degraded_switch_is_off_by_default_however_large_the_backlog():
+    modes = Modes(Backlog(syntheses=10**6, chars=10**9, chars_per_s=1.0))
+    from foundation.settings import SweeperSettings
+
+    assert SweeperSettings.model_fields["degrade_backlog_s"].default == 0
+    assert await switch(modes, threshold_s=0, mode="degraded").check() is None
+    assert modes.published == []
+
+
+async def test_degraded_mode_refuses_nothing_and_admission_says_who_holds_it_on():
+    reader = Reader(Backlog(syntheses=0, chars=0, chars_per_s=10.0))
+    gate = admission(reader)
+    assert await gate.degraded() is None
+    reader.degraded = [("backlog", "the backlog is 400 s"), ("operator", "launch day")]
+    gate = admission(reader)
+    await gate.admit({"new": 10})
+    assert await gate.degraded() == "backlog: the backlog is 400 s; operator: launch day"
+    reader.down = True
+    assert await admission(reader).degraded() is None, "nothing is degraded while the modes cannot be read"

@@ -12,6 +12,7 @@ from contracts import (
     HEADER_TRACEPARENT,
     HEADER_TYPE,
     DecodeError,
+    DegradedFrom,
     JobQueued,
     SegmentProduced,
     UnsupportedSchemaVersion,
@@ -186,3 +187,49 @@ def test_a_version_2_segment_is_read_as_version_3_with_no_word_times():
     read = decode_event(json.dumps(raw).encode())
     assert isinstance(read, SegmentProduced)
     assert (read.schema_version, read.payload.words) == (3, None)
+
+
+def test_a_version_4_job_queued_is_read_as_version_5_not_degraded():
+    current = one_of_each()[0]
+    raw = json.loads(encode_event(current))
+    raw["schema_version"] = 4
+    del raw["payload"]["degraded_from"]
+    read = decode_event(json.dumps(raw).encode())
+    assert isinstance(read, JobQueued)
+    assert (read.schema_version, read.payload.degraded_from) == (5, None)
+    assert read == current
+
+
+def test_a_degraded_job_queued_round_trips_and_names_the_request_its_client_asked_for():
+    current = one_of_each()[0]
+    asked = current.payload.request
+    degraded = asked.model_copy(update={"speed": 1.15, "sample_rate": 16000})
+    was = DegradedFrom(speed=asked.speed, sample_rate=asked.sample_rate, reason="operator: launch day")
+    event = current.model_copy(
+        update={
+            "fingerprint": degraded.fingerprint(),
+            "payload": current.payload.model_copy(update={"request": degraded, "degraded_from": was}),
+        }
+    )
+    read = decode_event(encode_event(event))
+    assert isinstance(read, JobQueued)
+    assert read.payload.degraded_from == was
+    assert was.requested(read.payload.request) == asked
+    assert read.fingerprint != asked.fingerprint()
+
+
+def test_a_version_1_mode_switch_is_read_as_version_2_and_degraded_is_a_mode():
+    from contracts import decode_node_event
+    from tests.support.events import mode_set
+
+    cache_only = mode_set(True, reason="maintenance")
+    raw = json.loads(encode_event(cache_only))
+    raw["schema_version"] = 1
+    read = decode_node_event(json.dumps(raw).encode())
+    assert (read.schema_version, read) == (2, cache_only)
+    degraded = mode_set(True, mode="degraded")
+    assert decode_node_event(encode_event(degraded)) == degraded
+    raw = json.loads(encode_event(degraded))
+    raw["payload"]["mode"] = "slow"
+    with pytest.raises(DecodeError, match="mode"):
+        decode_node_event(json.dumps(raw).encode())

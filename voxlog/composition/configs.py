@@ -12,6 +12,7 @@ from consumers.job_runner import RetryPolicy
 from consumers.ports import EngineDescription
 from consumers.sweeper import SweeperConfig
 from consumers.worker_config import WorkerConfig
+from contracts import ServiceMode
 from foundation.job_changes import changes_channel
 from foundation.offload import Budget
 from foundation.settings import (
@@ -115,6 +116,11 @@ def janitor_config(settings: SweeperSettings) -> JanitorConfig:
         max_bytes=settings.cache_max_bytes,
         interval_s=settings.cache_sweep_interval_s,
     )
+
+
+def backlog_thresholds(settings: SweeperSettings) -> list[tuple[ServiceMode, float]]:
+    """Each service mode the sweeper switches by the backlog, with its threshold (0: never), the milder first."""
+    return [("degraded", settings.degrade_backlog_s), ("cache_only", settings.cache_only_backlog_s)]
 
 
 def sweeper_config(settings: SweeperSettings) -> SweeperConfig:

@@ -10,8 +10,8 @@ import structlog
 import uvicorn
 from aiokafka.structs import TopicPartition
 
+from consumers.backlog_switch import BacklogSwitch
 from consumers.cache_janitor import CacheJanitor
-from consumers.cache_only import BacklogSwitch
 from consumers.heartbeat import HeartbeatBook
 from consumers.sweeper import Sweeper
 from consumers.sweeper_store import AdvisoryLeadership, PostgresBacklog, PostgresCacheStore, PostgresSweeperStore
@@ -39,6 +39,7 @@ from producers.admission import Admission
 from producers.app import create_app
 from producers.auth import KeyBook
 from producers.census import WorkerCensus
+from producers.degradation import DegradedSettings
 from producers.deps import ApiDeps
 from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
@@ -54,6 +55,7 @@ from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
 from tts_node.server import serve_node
 from voxlog.composition.configs import (
+    backlog_thresholds,
     document_budget,
     janitor_config,
     limits,
@@ -134,6 +136,9 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             cache_scope=settings.cache_scope,
             offload=offload,
             quotas=Quotas(ledger, policies),
+            degraded=DegradedSettings(
+                settings.degraded_sample_rate, settings.degraded_speed_factor, settings.max_speed
+            ),
         )
         if settings.auth == "off":
             log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
@@ -272,13 +277,17 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
             producer,
             shelf.remove_unused,
             janitor,
-            BacklogSwitch(
-                settings.cache_only_backlog_s,
-                backlog.backlog,
-                backlog.switched_on,
-                lambda event: publisher.publish(event, topic=settings.nodes_topic),
-                producer,
-            ),
+            [
+                BacklogSwitch(
+                    mode,
+                    threshold_s,
+                    backlog.backlog,
+                    backlog.switched_on,
+                    lambda event: publisher.publish(event, topic=settings.nodes_topic),
+                    producer,
+                )
+                for mode, threshold_s in backlog_thresholds(settings)
+            ],
             outage,
         )
         log.info("sweeper started", stale_after_s=settings.stale_after_s)
