@@ -63,7 +63,7 @@ RATES: Final[Mapping[str, float]] = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0,
 MODEL_SPEED_RANGE: Final = (0.25, 4.0)
 """The Kokoro engines' native speed input: a request's speed times a prosody rate must lie in it."""
 PHONEMES: Final = frozenset(
-    "AIOQSTWYabcdefhijklmnopqrstuvwxyzæçðøŋœɐɑɒɔɕɖəɚɛɜɟɡɣɤɥɨɪɯɰɲɳɴɸɹɻɽɾʁʂʃʈʊʋʌʎʒʔʝʣʤʥʦʧʨʰʲˈˌː\u0303βθχᵊᵝᵻꭧ "
+    "AIOQSTWYabcdefhijklmnopqrstuvwxyzæçðøŋœɐɑɒɔɕɖəɚɛɜɟɡɣɤɥɨɪɯɰɲɳɴɸɹɻɽɾʁʂʃʈʊʋʌʎʒʔʝʣʤʥʦʧʨʰʲˈˌː\u0303βθχᵊᵝᵻꭧ "  # noqa: RUF001
 )
 """What ``<phoneme ph>`` may hold: the letters and marks of Kokoro's phoneme vocabulary, and spaces."""
 INTERPRET_AS: Final = ("characters", "cardinal", "ordinal", "date", "telephone")
@@ -196,21 +196,7 @@ class _Reader:
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         parent = self._stack[-1] if self._stack else None
-        if name not in _ATTRIBUTES:
-            allowed = ", ".join(f"<{n}>" for n in _ATTRIBUTES)
-            raise SsmlError(f"<{name}> is not supported in SSML here; the elements are: {allowed}")
-        if (parent is None) != (name == "speak"):
-            raise SsmlError("the SSML must be one <speak> element, with the others inside it")
-        if parent is not None and parent.name in _TEXT_ONLY | {"break"}:
-            raise SsmlError(f"<{parent.name}> may hold only text, not <{name}>")
-        if name == "p" and any(f.name in {"p", "s"} for f in self._stack):
-            raise SsmlError("<p> cannot be inside another <p> or an <s>")
-        if len(self._stack) >= MAX_DEPTH:
-            raise SsmlError(f"the SSML nests more than {MAX_DEPTH} elements deep")
-        for attribute in attrs:
-            if attribute not in _ATTRIBUTES[name]:
-                takes = ", ".join(sorted(_ATTRIBUTES[name])) or "none"
-                raise SsmlError(f"<{name}> has no attribute {attribute!r}; it takes: {takes}")
+        self._check_place(name, attrs, parent)
         frame = _Frame(name, (parent.rate if parent else 1.0) * (_rate(attrs) if name == "prosody" else 1.0))
         frame.attrs = _checked(name, attrs)
         if name in {"p", "s"}:
@@ -226,6 +212,23 @@ class _Reader:
         else:
             self._flush(block=False)
         self._stack.append(frame)
+
+    def _check_place(self, name: str, attrs: dict[str, str], parent: _Frame | None) -> None:
+        if name not in _ATTRIBUTES:
+            allowed = ", ".join(f"<{n}>" for n in _ATTRIBUTES)
+            raise SsmlError(f"<{name}> is not supported in SSML here; the elements are: {allowed}")
+        if (parent is None) != (name == "speak"):
+            raise SsmlError("the SSML must be one <speak> element, with the others inside it")
+        if parent is not None and parent.name in _TEXT_ONLY | {"break"}:
+            raise SsmlError(f"<{parent.name}> may hold only text, not <{name}>")
+        if name == "p" and any(f.name in {"p", "s"} for f in self._stack):
+            raise SsmlError("<p> cannot be inside another <p> or an <s>")
+        if len(self._stack) >= MAX_DEPTH:
+            raise SsmlError(f"the SSML nests more than {MAX_DEPTH} elements deep")
+        for attribute in attrs:
+            if attribute not in _ATTRIBUTES[name]:
+                takes = ", ".join(sorted(_ATTRIBUTES[name])) or "none"
+                raise SsmlError(f"<{name}> has no attribute {attribute!r}; it takes: {takes}")
 
     def end(self, name: str) -> None:
         frame = self._stack[-1]
@@ -254,12 +257,13 @@ class _Reader:
         if frame.name == "say-as":
             interpret_as, date_format = frame.attrs["interpret-as"], frame.attrs.get("format", "ymd")
             _check_reading(content, interpret_as, date_format)
-            self.pieces.append(SayAs(content, cast(InterpretAs, interpret_as), cast(DateFormat, date_format), frame.rate))
+            reading = cast(InterpretAs, interpret_as)
+            self.pieces.append(SayAs(content, reading, cast(DateFormat, date_format), frame.rate))
         elif frame.name == "sub":
             self.pieces.append(Text(frame.attrs["alias"], frame.rate))
         else:
             if not content:
-                raise SsmlError("<phoneme> needs the word it stands for, as its caption: <phoneme ph='...'>word</phoneme>")
+                raise SsmlError("<phoneme> needs the word it says (its caption): <phoneme ph='...'>word</phoneme>")
             self.pieces.append(Phonemes(frame.attrs["ph"], content, frame.rate))
         attributes = "".join(f' {k}="{_escape(v, quote=True)}"' for k, v in sorted(frame.attrs.items()))
         self.out.append(f"<{frame.name}{attributes}>{_escape(content)}</{frame.name}>")
@@ -290,7 +294,8 @@ def _checked(name: str, attrs: dict[str, str]) -> dict[str, str]:
     if name == "say-as":
         interpret_as = attrs.get("interpret-as")
         if interpret_as not in INTERPRET_AS:
-            raise SsmlError(f"<say-as interpret-as={interpret_as!r}> is not supported; use one of: {', '.join(INTERPRET_AS)}")
+            allowed = ", ".join(INTERPRET_AS)
+            raise SsmlError(f"<say-as interpret-as={interpret_as!r}> is not supported; use one of: {allowed}")
         date_format = attrs.get("format")
         if date_format is not None and (interpret_as != "date" or date_format not in ("ymd", "mdy", "dmy")):
             raise SsmlError("<say-as format> is for interpret-as='date' only, and one of: ymd, mdy, dmy")

@@ -41,6 +41,7 @@ from litestar.types import ExceptionHandlersMap
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import JobState
+from contracts.ssml import InputFormat
 from foundation.audio_formats import encode, media_type, stream_header, streamable
 from foundation.blobs import BlobNotFound, BlobStore
 from foundation.errors import BrokerUnavailable
@@ -79,6 +80,7 @@ class SpeechRequest(BaseModel):
 
     model: str
     input: str = Field(min_length=1)
+    input_format: InputFormat | None = None  # voxlog's: text or ssml (a leading <speak is SSML when omitted)
     voice: str | dict[str, str]
     instructions: str | None = None
     response_format: str = "mp3"
@@ -177,6 +179,7 @@ async def job_request(speech: SpeechRequest, deps: ApiDeps) -> JobRequest:
     voices = next((e.voices for e in engines if e.engine == (engine or deps.limits.default_engine)), ())
     return JobRequest(
         text=speech.input,
+        input_format=speech.input_format,
         voice=_voice(speech.voice, deps.openai_default_voice, voices),
         speed=speech.speed,
         format=speech.response_format,
