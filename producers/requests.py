@@ -167,7 +167,8 @@ def _text(written: str, limits: Limits) -> str:
 
 def _ssml(written: str, speed: float, limits: Limits) -> str:
     """The canonical SSML (:mod:`contracts.ssml`), or why it cannot be spoken. What is parsed is bounded: twice
-    the text limit as sent (markup and whitespace included), the limit once canonical, as a text's."""
+    the text limit as sent (markup and whitespace included), the limit once canonical, as a text's. A text
+    declared SSML without its ``<speak>`` (or an XML declaration) is read inside one."""
     refused = first_refused_character(written)
     if refused is not None:
         raise Rejected(f"text contains {refused.describe()}; remove it (control characters have no sound)")
@@ -177,6 +178,8 @@ def _ssml(written: str, speed: float, limits: Limits) -> str:
             f" VOXLOG_MAX_TEXT_CHARS): split it",
             413,
         )
+    if not looks_like_ssml(written) and not written.lstrip().startswith("<?xml"):
+        written = f"<speak>{written}</speak>"  # input_format="ssml" without the root element: it is implied
     try:
         ssml = parse(written)
         check_speed(ssml, speed)
