@@ -38,35 +38,33 @@ caller (the API's text limit).
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal, NoReturn, cast
 from xml.parsers import expat
 
-from contracts.errors import InvalidRequest
 from contracts.fingerprint import fold_text
 from contracts.pauses import PAUSE_MS
 from contracts.safe_xml import safe_parser
+from contracts.ssml_attributes import (
+    BREAK_STRENGTH_MS,
+    INTERPRET_AS,
+    MAX_BREAK_MS,
+    MODEL_SPEED_RANGE,
+    PHONEMES,
+    RATES,
+    DateFormat,
+    InterpretAs,
+    SsmlError,
+    check_reading,
+    checked,
+    date_parts,
+    percent,
+    rate_of,
+)
 
 InputFormat = Literal["text", "ssml"]
-InterpretAs = Literal["characters", "cardinal", "ordinal", "date", "telephone"]
-DateFormat = Literal["ymd", "mdy", "dmy"]
-
 MAX_DEPTH: Final = 16
-MAX_BREAK_MS: Final = 10_000
-MAX_PHONEMES: Final = 500  # one model call takes 510 ids
-BREAK_STRENGTH_MS: Final[Mapping[str, int]] = {
-    "none": 0, "x-weak": 100, "weak": 250, "medium": 500, "strong": 700, "x-strong": 1500,
-}  # fmt: skip
-RATES: Final[Mapping[str, float]] = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5}
-MODEL_SPEED_RANGE: Final = (0.25, 4.0)
-"""The Kokoro engines' native speed input: a request's speed times a prosody rate must lie in it."""
-PHONEMES: Final = frozenset(
-    "AIOQSTWYabcdefhijklmnopqrstuvwxyzæçðøŋœɐɑɒɔɕɖəɚɛɜɟɡɣɤɥɨɪɯɰɲɳɴɸɹɻɽɾʁʂʃʈʊʋʌʎʒʔʝʣʤʥʦʧʨʰʲˈˌː\u0303βθχᵊᵝᵻꭧ "  # noqa: RUF001
-)
-"""What ``<phoneme ph>`` may hold: the letters and marks of Kokoro's phoneme vocabulary, and spaces."""
-INTERPRET_AS: Final = ("characters", "cardinal", "ordinal", "date", "telephone")
 _ATTRIBUTES: Final[Mapping[str, frozenset[str]]] = {
     "speak": frozenset({"version", "xmlns", "xml:lang"}),
     "p": frozenset(),
@@ -79,19 +77,6 @@ _ATTRIBUTES: Final[Mapping[str, frozenset[str]]] = {
 }
 _TEXT_ONLY: Final = frozenset({"say-as", "sub", "phoneme"})
 _SPEAK_START: Final = re.compile(r"\s*<speak[\s/>]")
-_TIME: Final = re.compile(r"(?P<n>[0-9]{1,6}(?:\.[0-9]{1,3})?)(?P<unit>ms|s)")
-_PERCENT: Final = re.compile(r"(?P<n>[0-9]{1,4}(?:\.[0-9]{1,2})?)%")
-_INTEGER: Final = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,36})"
-_CONTENT: Final[Mapping[str, re.Pattern[str]]] = {
-    "cardinal": re.compile(rf"[+\-\u2212]?{_INTEGER}(?:\.[0-9]{{1,12}})?"),
-    "ordinal": re.compile(rf"{_INTEGER}(?:st|nd|rd|th)?"),
-    "telephone": re.compile(r"\+?[0-9()][0-9 ().\-]{1,30}"),
-}
-_DATE: Final = re.compile(r"([0-9]{1,4})[-/.]([0-9]{1,2})[-/.]([0-9]{1,4})")
-
-
-class SsmlError(InvalidRequest):
-    """The SSML is outside the subset, or not XML: the message says what to fix."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +121,31 @@ class Ssml:
         return any(isinstance(p, SayAs | Phonemes) or (isinstance(p, Text) and has_words(p.text)) for p in self.pieces)
 
 
+__all__ = [
+    "BREAK_STRENGTH_MS",
+    "INTERPRET_AS",
+    "MAX_BREAK_MS",
+    "MAX_DEPTH",
+    "MODEL_SPEED_RANGE",
+    "PHONEMES",
+    "RATES",
+    "DateFormat",
+    "InputFormat",
+    "InterpretAs",
+    "Pause",
+    "Phonemes",
+    "Piece",
+    "SayAs",
+    "Ssml",
+    "SsmlError",
+    "Text",
+    "check_speed",
+    "date_parts",
+    "looks_like_ssml",
+    "parse",
+]
+
+
 def looks_like_ssml(text: str) -> bool:
     """Whether a request that did not say its format is SSML: it starts (after whitespace) with ``<speak``."""
     return _SPEAK_START.match(text) is not None
@@ -147,8 +157,8 @@ def check_speed(ssml: Ssml, speed: float) -> None:
     for rate in sorted(ssml.rates()):
         if not low <= round(speed * rate, 4) <= high:
             raise SsmlError(
-                f"<prosody rate> of {_percent(rate)} at speed {speed:g} is a speed of {speed * rate:g}, outside the"
-                f" model's {low:g} to {high:g}: use a rate between {_percent(low / speed)} and {_percent(high / speed)}"
+                f"<prosody rate> of {percent(rate)} at speed {speed:g} is a speed of {speed * rate:g}, outside the"
+                f" model's {low:g} to {high:g}: use a rate between {percent(low / speed)} and {percent(high / speed)}"
             )
 
 
@@ -181,7 +191,7 @@ class _Frame:
     name: str
     rate: float
     attrs: dict[str, str] = field(default_factory=dict)
-    content: str = ""
+    content: list[str] = field(default_factory=list)  # a text-only element's text, in the chunks expat gave
 
 
 class _Reader:
@@ -191,14 +201,14 @@ class _Reader:
         self.pieces: list[Piece | _Boundary] = []
         self.out: list[str] = []
         self._stack: list[_Frame] = []
-        self._pending = ""  # text read since the last tag (a comment does not end it)
+        self._pending: list[str] = []  # text read since the last tag (a comment does not end it)
         self._after_block = True  # whitespace beside <speak>, <p>, <s>, <break> and their ends says nothing
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         parent = self._stack[-1] if self._stack else None
         self._check_place(name, attrs, parent)
-        frame = _Frame(name, (parent.rate if parent else 1.0) * (_rate(attrs) if name == "prosody" else 1.0))
-        frame.attrs = _checked(name, attrs)
+        frame = _Frame(name, (parent.rate if parent else 1.0) * (rate_of(attrs) if name == "prosody" else 1.0))
+        frame.attrs = checked(name, attrs)
         if name in {"p", "s"}:
             self._write(f"<{name}>", block=True)
             self.pieces.append(_Boundary(PAUSE_MS[name]))
@@ -246,17 +256,17 @@ class _Reader:
     def data(self, text: str) -> None:
         frame = self._stack[-1]
         if frame.name in _TEXT_ONLY:
-            frame.content += text
+            frame.content.append(text)
         elif frame.name == "break" and text.strip():
             raise SsmlError("<break> may hold nothing: write it <break/>")
         else:
-            self._pending += text
+            self._pending.append(text)
 
     def _text_only(self, frame: _Frame) -> None:
-        content = fold_text(frame.content).strip()
+        content = fold_text("".join(frame.content)).strip()
         if frame.name == "say-as":
             interpret_as, date_format = frame.attrs["interpret-as"], frame.attrs.get("format", "ymd")
-            _check_reading(content, interpret_as, date_format)
+            check_reading(content, interpret_as, date_format)
             reading = cast(InterpretAs, interpret_as)
             self.pieces.append(SayAs(content, reading, cast(DateFormat, date_format), frame.rate))
         elif frame.name == "sub":
@@ -276,7 +286,7 @@ class _Reader:
 
     def _flush(self, block: bool) -> None:
         """The text read since the last tag: folded, without the whitespace beside a block's tag."""
-        text, self._pending = fold_text(self._pending), ""
+        text, self._pending = fold_text("".join(self._pending)), []
         if self._after_block:
             text = text.lstrip()
         if block:
@@ -285,104 +295,6 @@ class _Reader:
             self.out.append(_escape(text))
             self.pieces.append(Text(text, self._stack[-1].rate))
             self._after_block = False
-
-
-def _checked(name: str, attrs: dict[str, str]) -> dict[str, str]:
-    """``attrs`` checked, in their canonical form (what the canonical text writes)."""
-    if name == "break":
-        return {"time": str(_break_ms(attrs))}
-    if name == "say-as":
-        interpret_as = attrs.get("interpret-as")
-        if interpret_as not in INTERPRET_AS:
-            allowed = ", ".join(INTERPRET_AS)
-            raise SsmlError(f"<say-as interpret-as={interpret_as!r}> is not supported; use one of: {allowed}")
-        date_format = attrs.get("format")
-        if date_format is not None and (interpret_as != "date" or date_format not in ("ymd", "mdy", "dmy")):
-            raise SsmlError("<say-as format> is for interpret-as='date' only, and one of: ymd, mdy, dmy")
-        return {"interpret-as": interpret_as} | ({"format": date_format} if date_format not in (None, "ymd") else {})
-    if name == "sub":
-        alias = fold_text(attrs.get("alias", "")).strip()
-        if not any(unicodedata.category(c)[0] in "LN" for c in alias):
-            raise SsmlError("<sub> needs an alias with a word to say: <sub alias='World Wide Web'>WWW</sub>")
-        return {"alias": alias}
-    if name == "phoneme":
-        return {"ph": _phonemes(attrs)}
-    if name == "prosody":
-        return {"rate": _percent(_rate(attrs))}
-    return {}
-
-
-def _break_ms(attrs: Mapping[str, str]) -> int:
-    if "time" in attrs:
-        time = _TIME.fullmatch(attrs["time"].strip())
-        if time is None:
-            raise SsmlError(f"<break time={attrs['time']!r}> is not a time; write milliseconds or seconds: 500ms, 2s")
-        ms = round(float(time["n"]) * (1000 if time["unit"] == "s" else 1))
-        if ms > MAX_BREAK_MS:
-            raise SsmlError(f"<break time={attrs['time']!r}> is longer than {MAX_BREAK_MS} ms: split it")
-        return ms
-    strength = attrs.get("strength", "medium")
-    if strength not in BREAK_STRENGTH_MS:
-        raise SsmlError(f"<break strength={strength!r}> is not supported; use one of: {', '.join(BREAK_STRENGTH_MS)}")
-    return BREAK_STRENGTH_MS[strength]
-
-
-def _rate(attrs: Mapping[str, str]) -> float:
-    value = attrs.get("rate", "").strip()
-    if value in RATES:
-        return RATES[value]
-    percent = _PERCENT.fullmatch(value)
-    if percent is None or float(percent["n"]) == 0:
-        raise SsmlError(f"<prosody rate={value!r}> is not supported; use {', '.join(RATES)} or a percentage: 150%")
-    return float(percent["n"]) / 100
-
-
-def _percent(rate: float) -> str:
-    return f"{round(rate * 100, 2):g}%"
-
-
-def _phonemes(attrs: Mapping[str, str]) -> str:
-    if attrs.get("alphabet", "ipa") != "ipa":
-        raise SsmlError(f"<phoneme alphabet={attrs['alphabet']!r}> is not supported; use ipa")
-    ph = fold_text(attrs.get("ph", "")).strip()
-    if not ph or len(ph) > MAX_PHONEMES:
-        raise SsmlError(f"<phoneme ph> needs 1 to {MAX_PHONEMES} phonemes")
-    unknown = sorted(set(ph) - PHONEMES)
-    if unknown:
-        raise SsmlError(
-            f"<phoneme ph={ph!r}> has {', '.join(repr(c) for c in unknown)}, not in the model's phonemes: use"
-            f" {''.join(sorted(PHONEMES - {' '}))}"
-        )
-    return ph
-
-
-def _check_reading(content: str, interpret_as: str, date_format: str) -> None:
-    if interpret_as == "characters":
-        ok = any(unicodedata.category(c)[0] in "LN" for c in content)
-    elif interpret_as == "date":
-        ok = date_parts(content, date_format) is not None
-    else:
-        ok = _CONTENT[interpret_as].fullmatch(content) is not None
-    if not ok:
-        example = {"characters": "ABC", "cardinal": "1,024", "ordinal": "21", "telephone": "555-0199"}.get(
-            interpret_as, {"ymd": "2027-03-04", "mdy": "03/04/2027", "dmy": "04/03/2027"}.get(date_format, "")
-        )
-        raise SsmlError(f"<say-as interpret-as='{interpret_as}'> cannot read {content!r}; write it as {example}")
-
-
-def date_parts(content: str, date_format: str) -> tuple[int, int, int] | None:
-    """``(year, month, day)`` of a say-as date in ``date_format``, or ``None`` if it is not a real date."""
-    found = _DATE.fullmatch(content)
-    if found is None:
-        return None
-    first, second, third = (int(g) for g in found.groups())
-    year, month, day = {"ymd": (first, second, third), "mdy": (third, first, second), "dmy": (third, second, first)}[
-        date_format
-    ]
-    year_digits = len(found[1] if date_format == "ymd" else found[3])
-    if year_digits != 4 or not 1 <= month <= 12 or not 1 <= day <= 31:
-        return None
-    return year, month, day
 
 
 def _resolve(found: list[Piece | _Boundary]) -> list[Piece]:

@@ -8,12 +8,16 @@ a test fails while the README shows anything else.
 
 from __future__ import annotations
 
+import importlib
 import unicodedata
 from pathlib import Path
 
 import pytest
 
+from contracts import ssml as ssml_module
+from contracts import ssml_attributes
 from contracts.ssml import MAX_DEPTH, PHONEMES, Pause, Phonemes, SsmlError, Text, check_speed, looks_like_ssml, parse
+from tests.support.work import growth, linear
 from tts_node.engine import EngineInfo, Segment
 from tts_node.errors import EngineInputError
 from tts_node.g2p import Phonemizer
@@ -23,6 +27,7 @@ from tts_node.ssml import ssml_segments
 
 pytestmark = pytest.mark.unit
 
+fingerprint_module = importlib.import_module("contracts.fingerprint")  # the package names a function so
 README = Path(__file__).resolve().parents[2] / "README.md"
 RATE = 24_000
 
@@ -239,6 +244,20 @@ def test_malformed_xml_and_entities_are_refused_with_the_parsers_position(ssml, 
     with pytest.raises(SsmlError) as refused:
         parse(ssml)
     assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["a<!---->", "word <break time='1ms'/>", "<s>x</s>", "<say-as interpret-as='cardinal'>1</say-as> ", "&amp; "],
+)
+def test_parsing_is_linear_in_the_ssml(unit: str):
+    """Counted (regex steps and lines of Python in the parser's modules), never timed."""
+
+    def run(n: int) -> object:
+        return parse("<speak>" + unit * (n // len(unit)) + "</speak>")
+
+    counts = growth(run, (ssml_module, ssml_attributes, fingerprint_module), 2000)
+    assert linear(counts, 2000), counts
 
 
 def test_deep_nesting_is_refused_before_it_costs_anything():
