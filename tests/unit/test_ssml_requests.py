@@ -6,12 +6,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from litestar.testing import TestClient
 
 from contracts import JobQueued, decode_event, encode_event
+from producers.app import create_app
 from producers.errors import Rejected
 from producers.requests import JobRequest, Limits, validate
 from producers.rows import EngineVoices
-from tests.support.api_fakes import Reader, client, deps, segment
+from tests.support.api_fakes import Documents, Log, Reader, client, deps, segment
 from tests.support.job_logs import _Builder
 from tests.unit.test_speech_streams_by_default import Blobs, completed, scripted
 
@@ -142,3 +144,16 @@ async def test_every_speech_route_refuses_an_element_outside_the_subset_naming_i
     assert answer.status_code == status, answer.text
     assert "<voice> is not supported" in answer.text
     assert api_deps.publisher.published == []  # type: ignore[attr-defined]
+
+
+def test_a_documents_part_that_starts_like_ssml_is_text():
+    """Documents are out of SSML's scope: their parts are read as written, whatever they start with."""
+    log = Log()
+    with TestClient(create_app(deps(Reader(), log, documents=Documents()))) as test:
+        answer = test.post(
+            "/v1/documents",
+            json={"text": "<speak>Hello <break/> there.</speak>", "markup": "plain", "voice": "af_heart"},
+        )
+    assert answer.status_code == 202, answer.text
+    parts = [e.payload.request for e in log.published if isinstance(e, JobQueued)]
+    assert [(p.input_format, p.text) for p in parts] == [("text", "<speak>Hello <break/> there.</speak>")]
