@@ -13,6 +13,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts import ssml as ssml_module
 from contracts import ssml_attributes
@@ -258,6 +260,26 @@ def test_parsing_is_linear_in_the_ssml(unit: str):
 
     counts = growth(run, (ssml_module, ssml_attributes, fingerprint_module), 2000)
     assert linear(counts, 2000), counts
+
+
+MARKUP = st.sampled_from(
+    [
+        "<speak>", "</speak>", "<p>", "</p>", "<s>", "</s>", "<break/>", "<break time='1s'/>", "<break time='x'/>",
+        "<say-as interpret-as='cardinal'>", "<say-as interpret-as='date'>", "</say-as>", "<sub alias='a'>", "</sub>",
+        "<phoneme ph='hə'>", "</phoneme>", "<prosody rate='50%'>", "</prosody>", "<!-- c -->", "&amp;", "&x;", "<",
+        ">", "&", "'", '"', " ", "12", "2027-03-04", "word", "<?pi x?>", "<![CDATA[a<b]]>", "<!DOCTYPE speak>",
+    ]
+)  # fmt: skip
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(MARKUP, max_size=30))
+def test_any_markup_parses_or_is_refused_with_an_ssml_error(pieces: list[str]):
+    try:
+        parsed = parse("".join(pieces))
+    except SsmlError:
+        return
+    assert parse(parsed.canonical).canonical == parsed.canonical
 
 
 def test_deep_nesting_is_refused_before_it_costs_anything():
