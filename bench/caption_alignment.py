@@ -29,11 +29,11 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from contracts.pauses import PAUSE_MS
 from contracts.word_timings import words_json
 from foundation.audio import encode_wav
 from foundation.audio_formats import resample
 from producers.captions import Part, Word, timeline
-from producers.document_audio import PAUSE_MS
 from producers.rows import StoredSegment
 from tts_node import load_engine
 from voxlog.engine_adapter import TtsNodeSpeechEngine

@@ -35,6 +35,7 @@ class PlannedSegment:
     text: str
     handle: object
     ids: tuple[int, ...] = ()  # its phoneme ids, which key the segment cache (none: never reused)
+    rate: float = 1.0  # said at the request's speed times this (an SSML <prosody rate>)
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,17 @@ class SegmentReuse(Protocol):
 class SpeechEngine(Protocol):
     """Blocking calls: the worker runs them on its synthesis thread, never on the event loop.
 
-    ``plan`` raises :class:`InputRejected` for text it cannot speak; ``render``
+    ``plan`` raises :class:`InputRejected` for text it cannot speak (``input_format="ssml"``: the text is
+    the canonical SSML of :mod:`contracts.ssml`, whose pauses are segments of silence); ``render``
     raises :class:`InputRejected` or :class:`TransientEngineError`.
     """
 
     @property
     def description(self) -> EngineDescription: ...
 
-    def plan(self, text: str, lang: str, normalize: bool = True) -> Sequence[PlannedSegment]: ...
+    def plan(
+        self, text: str, lang: str, normalize: bool = True, input_format: str = "text"
+    ) -> Sequence[PlannedSegment]: ...
 
     def render(self, segment: PlannedSegment, voice: str, speed: float) -> Rendering: ...
 

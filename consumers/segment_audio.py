@@ -80,7 +80,7 @@ class SegmentMaker:
     async def _render(self, segment: PlannedSegment, request: SynthesisRequest, key: str | None) -> SegmentAudio:
         sample_rate = self._engine.description.sample_rate
         rendering = time.perf_counter()
-        rendered = await self._call(self._engine.render, segment, request.voice, request.speed)
+        rendered = await self._call(self._engine.render, segment, request.voice, request.speed * segment.rate)
         samples = rendered.samples
         self._activity.rendered(time.perf_counter() - rendering)
         try:  # encoded and written in one hop off the loop
@@ -103,7 +103,7 @@ class SegmentMaker:
             engine=description.name,
             model_version=description.model_version,
             voice=request.voice,
-            speed=request.speed,
+            speed=request.speed * segment.rate,
             ids=segment.ids,
         )
 

@@ -57,6 +57,9 @@ class SynthesisRequest(_Frozen):
     # Whose cache the audio belongs to: None, shared by every tenant (VOXLOG_CACHE_SCOPE=shared); a tenant,
     # that tenant's alone (=tenant). Part of the fingerprint only when set. Added in JobQueued version 3.
     cache_scope: Annotated[str | None, Field(max_length=64)] = None
+    # How ``text`` is read: "text", or "ssml" (the canonical SSML of contracts.ssml, which the worker parses
+    # again). Part of the fingerprint only when "ssml". Added in JobQueued version 6; older requests are text.
+    input_format: Literal["text", "ssml"] = "text"
 
     def fingerprint(self) -> str:
         """The request's fingerprint (see :mod:`contracts.fingerprint`)."""
@@ -71,6 +74,7 @@ class SynthesisRequest(_Frozen):
             sample_rate=self.sample_rate,
             normalize=self.normalize,
             cache_scope=self.cache_scope,
+            input_format=self.input_format,
         )
 
 
@@ -233,10 +237,10 @@ class _Envelope(_Frozen):
 class JobQueued(_Envelope):
     """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``;
     version 3 ``tenant``, ``key_id`` and ``request.cache_scope``; version 4 ``traceparent``; version 5
-    ``degraded_from``."""
+    ``degraded_from``; version 6 ``request.input_format`` (SSML)."""
 
     type: Literal["JobQueued"] = "JobQueued"
-    schema_version: Literal[5] = 5
+    schema_version: Literal[6] = 6
     payload: JobQueuedPayload
 
 
@@ -453,10 +457,11 @@ class DocumentSubmittedPayload(_Frozen):
 
 class DocumentSubmitted(_Frozen):
     """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts. Version 2 added
-    the scene break ``b`` to ``breaks``, version 3 the ``tenant`` that owns it."""
+    the scene break ``b`` to ``breaks``, version 3 the ``tenant`` that owns it, version 4 its request's
+    ``input_format`` (a document's is always ``"text"``)."""
 
     type: Literal["DocumentSubmitted"] = "DocumentSubmitted"
-    schema_version: Literal[3] = 3
+    schema_version: Literal[4] = 4
     event_id: uuid.UUID
     occurred_at: AwareDatetime
     producer: Producer

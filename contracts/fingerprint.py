@@ -25,6 +25,11 @@ idempotency key or a timestamp). Normalization rules, applied before hashing:
 * cache_scope: hashed only when set (``VOXLOG_CACHE_SCOPE=tenant`` sets it to
   the tenant), so that identical requests of different tenants have different
   fingerprints and share nothing; unset, they share one synthesis.
+* input_format: hashed only when not ``"text"``: ``"ssml"`` (the text is SSML,
+  in the canonical form :mod:`contracts.ssml` writes, so every spelling of one
+  document is one fingerprint); a plain text and the same characters read as
+  SSML never share audio, and a plain request keeps the fingerprint it had
+  before the field existed.
 
 Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 without
 escaping non-ASCII, plus a ``fingerprint_version`` field so that a change of
@@ -51,8 +56,14 @@ _WHITESPACE_RUN: Final = re.compile(r"\s+")
 
 def normalize_text(text: str) -> str:
     """Return ``text`` as the fingerprint sees it (see the module docstring)."""
+    return fold_text(text).strip()
+
+
+def fold_text(text: str) -> str:
+    """``text`` in NFC, without its invisible format characters, each whitespace run one space (kept at the
+    ends: a piece of a longer text, such as an SSML text node, keeps the space that parts it from the next)."""
     composed = unicodedata.normalize("NFC", text).translate(_INVISIBLE)
-    return _WHITESPACE_RUN.sub(" ", composed).strip()
+    return _WHITESPACE_RUN.sub(" ", composed)
 
 
 def normalize_speed(speed: float) -> str:
@@ -77,6 +88,7 @@ def fingerprint(
     sample_rate: int,
     normalize: bool = True,
     cache_scope: str | None = None,
+    input_format: str = "text",
 ) -> str:
     """Hex sha256 identifying the audio a request produces."""
     document = {
@@ -96,6 +108,8 @@ def fingerprint(
         document["normalize"] = False
     if cache_scope is not None:
         document["cache_scope"] = cache_scope
+    if input_format != "text":
+        document["input_format"] = input_format
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 

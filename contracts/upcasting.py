@@ -100,6 +100,24 @@ def _document_v2_to_v3(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _as_text(raw: RawEvent) -> RawEvent:
+    """Its ``payload.request`` read as text (``input_format``), as every request before SSML was."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict) and isinstance(payload.get("request"), dict):
+        raw = {**raw, "payload": {**payload, "request": {**payload["request"], "input_format": "text"}}}
+    return raw
+
+
+def _queued_v5_to_v6(raw: RawEvent) -> RawEvent:
+    """``JobQueued`` 6 says how the request's text is read: text or SSML. Every version-5 request was text."""
+    return _as_text(raw)
+
+
+def _document_v3_to_v4(raw: RawEvent) -> RawEvent:
+    """``DocumentSubmitted`` 4's request says how its text is read; a document's is text, as it always was."""
+    return _as_text(raw)
+
+
 # (event type, version it reads) -> function producing version + 1.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("JobClaimed", 1): _claim_v1_to_v2,
@@ -112,6 +130,8 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("ServiceModeSet", 1): _mode_v1_to_v2,
     ("DocumentSubmitted", 2): _document_v2_to_v3,
     ("SegmentProduced", 2): _segment_v2_to_v3,
+    ("JobQueued", 5): _queued_v5_to_v6,
+    ("DocumentSubmitted", 3): _document_v3_to_v4,
 }
 
 

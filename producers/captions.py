@@ -20,9 +20,9 @@ from typing import Final, Literal
 
 import msgspec
 
+from contracts.pauses import PAUSE_MS
 from contracts.word_timings import words_of
 from foundation.audio import wav_seconds
-from producers.document_audio import PAUSE_MS
 from producers.rows import StoredSegment
 
 CaptionFormat = Literal["srt", "vtt", "json"]

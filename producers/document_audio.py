@@ -23,11 +23,11 @@ from typing import Final, Protocol
 
 import numpy as np
 
+from contracts.pauses import PAUSE_MS
 from foundation.audio_formats import Mp3Encoder, encode_chunk, stream_header
 from foundation.blobs import BlobStore
 from producers.audio_out import Audible, segment_samples
 
-PAUSE_MS: Final = {"s": 250, "p": 700, "b": 1500, "c": 2000}
 STREAMED_FORMATS: Final = ("wav", "mp3", "pcm")
 
 

@@ -135,7 +135,12 @@ async def submit_document(
     common = options.model_dump(include=set(SpeechOptions.model_fields))
     parts = [part for chapter in document.chapters for part in chapter.parts]
     items = [
-        Item(JobRequest(text=part.text, **common), options.priority, document_part_job_id(document_id, index))
+        # A document is text: a part that starts with "<speak" is read as written, never as SSML.
+        Item(
+            JobRequest(text=part.text, input_format="text", **common),
+            options.priority,
+            document_part_job_id(document_id, index),
+        )
         for index, part in enumerate(parts)
     ]
 

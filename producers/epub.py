@@ -26,7 +26,8 @@ Stdlib only. An upload is untrusted input; the rules:
    encoding no book is written in (``idna``, ``utf-7``, ``unicode_escape``, ...; an encoding Python does not
    know is read as UTF-8, which EPUB requires anyway); HTML that the parser cannot take.
 7. No DTD, entity or external reference is ever resolved. The XML files (container, package, NCX) are parsed
-   by expat (given text decoded by rule 6 when the file declares an encoding) with an internal DTD subset
+   by expat (given text decoded by rule 6 when the file declares an encoding), as every untrusted XML is
+   (:mod:`contracts.safe_xml`), with an internal DTD subset
    (where entities are declared: "billion laughs", XXE), any entity declaration, and any reference to an
    entity the document does not define all refused, in any encoding (UTF-16 too); a DOCTYPE naming an
    external DTD (as NCX files do) is allowed and never read: expat reads no file or URL itself, and parameter
@@ -45,11 +46,12 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import Final
+from typing import Final, NoReturn
 from urllib.parse import unquote, urldefrag
 from xml.etree import ElementTree
 from xml.parsers import expat
 
+from contracts.safe_xml import safe_parser
 from producers.document_split import NO_LIMITS, DocumentError, DocumentTooLarge, SplitLimits
 
 MAX_UNCOMPRESSED_BYTES: Final = 200_000_000
@@ -165,31 +167,11 @@ class _Reader:
 def parse_xml(raw: bytes, name: str) -> ElementTree.Element:
     """``raw`` as an element tree, with no DTD, entity or external reference resolved (rule 7)."""
 
-    def refuse(*_: object) -> None:
-        raise DocumentError(
-            f"not a readable EPUB: {name} declares XML entities or a DTD of its own, which are refused:"
-            " none is ever resolved"
-        )
-
-    def undefined(entity: str, *_: object) -> None:
-        raise DocumentError(f"not a readable EPUB: {name} refers to the entity &{entity}; which is never resolved")
-
-    def doctype(_name: str, _system: str | None, _public: str | None, internal_subset: int) -> None:
-        if internal_subset:
-            refuse()
-
-    def external(*_: object) -> int:
-        refuse()
-        return 0  # not reached: refused
+    def refuse(what: str) -> NoReturn:
+        raise DocumentError(f"not a readable EPUB: {name} {what}")
 
     builder = ElementTree.TreeBuilder()
-    parser = expat.ParserCreate(namespace_separator="}")
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    parser.StartDoctypeDeclHandler = doctype
-    parser.EntityDeclHandler = refuse
-    parser.UnparsedEntityDeclHandler = refuse
-    parser.ExternalEntityRefHandler = external
-    parser.SkippedEntityHandler = undefined
+    parser = safe_parser(refuse, namespace_separator="}")
     parser.buffer_text = True
     parser.StartElementHandler = builder.start
     parser.EndElementHandler = builder.end

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import InvalidRequest, Priority, SynthesisRequest, normalize_text
 from contracts.request_text import first_refused_character, has_words
+from contracts.ssml import InputFormat, SsmlError, check_speed, looks_like_ssml, parse
 from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
 from foundation.offload import OverBudget
@@ -48,6 +49,11 @@ class JobRequest(SpeechOptions):
     """POST /v1/jobs body."""
 
     text: str = Field(description="What to say; whitespace is folded, at most VOXLOG_MAX_TEXT_CHARS characters.")
+    input_format: InputFormat | None = Field(
+        None,
+        description="text, or ssml (the SSML subset of the README's SSML section); when omitted, a text that"
+        " starts with <speak (after whitespace) is SSML, any other is text.",
+    )
     priority: Priority = Field(
         "interactive",
         description="interactive (the default here and for /v1/audio/speech) or batch (the default of"
@@ -118,9 +124,10 @@ def validate_each(
 
 def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) -> SynthesisRequest:
     """The normalized request, or :class:`Rejected` saying what to fix."""
-    text = _text(body.text, limits)
+    ssml = body.input_format == "ssml" or (body.input_format is None and looks_like_ssml(body.text))
     if not limits.min_speed <= body.speed <= limits.max_speed:
         raise Rejected(f"speed {body.speed} is outside [{limits.min_speed}, {limits.max_speed}]", param="speed")
+    text = _ssml(body.text, body.speed, limits) if ssml else _text(body.text, limits)
     try:
         fmt, rate = audio_formats.check(body.format, body.sample_rate)
     except audio_formats.UnsupportedAudio as exc:
@@ -144,6 +151,7 @@ def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) 
         format=fmt,
         sample_rate=rate,
         normalize=body.normalize,
+        input_format="ssml" if ssml else "text",
     )
 
 
@@ -167,6 +175,37 @@ def _text(written: str, limits: Limits) -> str:
             param="text",
         )
     return text
+
+
+def _ssml(written: str, speed: float, limits: Limits) -> str:
+    """The canonical SSML (:mod:`contracts.ssml`), or why it cannot be spoken. What is parsed is bounded: twice
+    the text limit as sent (markup and whitespace included), the limit once canonical, as a text's. A text
+    declared SSML without its ``<speak>`` (or an XML declaration) is read inside one."""
+    refused = first_refused_character(written)
+    if refused is not None:
+        raise Rejected(f"text contains {refused.describe()}; remove it (control characters have no sound)")
+    if len(written) > 2 * limits.max_text_chars:
+        raise Rejected(
+            f"the SSML has {len(written)} characters; the limit is {2 * limits.max_text_chars} as sent (twice"
+            f" VOXLOG_MAX_TEXT_CHARS): split it",
+            413,
+        )
+    if not looks_like_ssml(written) and not written.lstrip().startswith("<?xml"):
+        written = f"<speak>{written}</speak>"  # input_format="ssml" without the root element: it is implied
+    try:
+        ssml = parse(written)
+        check_speed(ssml, speed)
+    except SsmlError as exc:
+        raise Rejected(str(exc)) from exc
+    if len(ssml.canonical) > limits.max_text_chars:
+        raise Rejected(
+            f"the SSML has {len(ssml.canonical)} characters in its canonical form; the limit is"
+            f" {limits.max_text_chars}: split it",
+            413,
+        )
+    if not ssml.speaks(has_words):
+        raise Rejected("the SSML has nothing to speak: it needs at least one word or number, not only breaks")
+    return ssml.canonical
 
 
 def _engine(name: str, engines: Sequence[EngineVoices]) -> EngineVoices:

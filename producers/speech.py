@@ -34,6 +34,7 @@ from litestar.response import ServerSentEvent, Stream
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import InvalidRequest, JobState
+from contracts.ssml import InputFormat
 from contracts.voices import parse_voice_spec
 from foundation.audio_formats import media_type, streamable
 from foundation.blobs import BlobNotFound, BlobStore
@@ -76,6 +77,7 @@ class SpeechRequest(BaseModel):
 
     model: str
     input: str = Field(min_length=1)
+    input_format: InputFormat | None = None  # voxlog's: text or ssml (a leading <speak is SSML when omitted)
     voice: str | dict[str, str]
     instructions: str | None = Field(None, max_length=4096)
     response_format: str = "mp3"
@@ -137,6 +139,7 @@ async def prepare(speech: SpeechRequest, deps: ApiDeps) -> Prepared:
     headers["X-Voxlog-Voice"] = served
     job = JobRequest(
         text=speech.input,
+        input_format=speech.input_format,
         voice=served,
         speed=speed,
         format=speech.response_format,

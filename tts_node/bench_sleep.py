@@ -107,6 +107,10 @@ class BenchSleepEngine:
             raise EngineInputError("the text has nothing to speak: it needs at least one word, not only symbols")
         return segments
 
+    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]:
+        """One id per phoneme character, as its text gets one per character."""
+        return tuple(ord(c) for c in phonemes)
+
     def seconds_for(self, segment: Segment) -> float:
         """How long ``synthesize`` sleeps for ``segment``."""
         return self._synth_s + self._s_per_char * len(segment.text)

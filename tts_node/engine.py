@@ -22,6 +22,8 @@ class Segment:
     text: str
     token_ids: tuple[int, ...]
     spoken: str = ""  # the text the G2P read: ``text`` normalized, or as written when not asked to
+    rate: float = 1.0  # said at the request's speed times this (an SSML <prosody rate>)
+    silence: int = 0  # samples of silence instead of speech (an SSML pause): no ids, no model call
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,17 @@ class Engine(Protocol):
     ``segment`` raises ``EngineInputError`` for an unsupported language or text
     with nothing to speak; ``synthesize`` raises ``EngineInputError`` for an
     unknown voice or speed and ``EngineFailure`` when the runtime fails; ``speak`` is ``synthesize``
-    with the words' times in the audio, from the model's own predicted durations where it has them.
+    with the words' times in the audio, from the model's own predicted durations where it has them;
+    ``phoneme_ids`` are the model's ids of phonemes written in its alphabet (an SSML ``<phoneme ph>``, which
+    bypasses G2P), and raises ``EngineInputError`` for one it does not have.
     """
 
     @property
     def info(self) -> EngineInfo: ...
 
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]: ...
+
+    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]: ...
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio: ...
 

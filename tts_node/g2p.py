@@ -83,6 +83,13 @@ class Phonemizer:
             return lambda piece: self.ids(g2p, piece)
         return lambda piece: self.ids(g2p, normalize_text(piece, lang))
 
+    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]:
+        """The ids of phonemes written in the model's own alphabet (an SSML ``<phoneme ph>``): no G2P."""
+        unknown = sorted({c for c in phonemes if c not in self._vocab})
+        if unknown:
+            raise EngineInputError(f"phonemes {phonemes!r} have characters the model does not know: {unknown}")
+        return tuple(self._vocab[c] for c in phonemes)
+
     def ids(self, g2p: _G2P, text: str) -> list[int]:
         try:
             with _ESPEAK:

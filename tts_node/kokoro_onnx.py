@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from contracts.ssml import MODEL_SPEED_RANGE
 from tts_node.engine import Audio, EngineInfo, Segment, Speech
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
@@ -18,7 +19,7 @@ from tts_node.segmenter import MAX_TOKENS
 from tts_node.voices import VoiceBank, model_version
 
 SAMPLE_RATE = 24_000
-SPEED_RANGE = (0.25, 4.0)
+SPEED_RANGE = MODEL_SPEED_RANGE  # what the API lets a request's speed and <prosody rate> come to
 _WARM_UP_TEXT = "Hello."
 _log = logging.getLogger(__name__)
 
@@ -60,6 +61,10 @@ class KokoroOnnxEngine:
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
         return self._phonemizer.segment(text, lang, MAX_TOKENS, normalize=normalize)
+
+    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]:
+        """Ids of phonemes in the model's alphabet, for an SSML ``<phoneme ph>`` (no G2P)."""
+        return self._phonemizer.phoneme_ids(phonemes)
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         """Mono float32 audio at ``SAMPLE_RATE`` for one segment; ``voice`` is a name or a mix spec."""

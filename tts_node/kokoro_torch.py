@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from contracts.ssml import MODEL_SPEED_RANGE
 from tts_node.engine import Audio, EngineInfo, Segment, Speech
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
@@ -25,7 +26,7 @@ from tts_node.segmenter import MAX_TOKENS
 from tts_node.voices import VoiceBank, model_version
 
 SAMPLE_RATE = 24_000
-SPEED_RANGE = (0.25, 4.0)
+SPEED_RANGE = MODEL_SPEED_RANGE  # what the API lets a request's speed and <prosody rate> come to
 DEVICE_PATTERN = re.compile(r"cpu|cuda:\d+")
 HF_REPO = "hexgrad/Kokoro-82M"
 WEIGHTS_NAME = "kokoro-v1_0.pth"
@@ -73,6 +74,10 @@ class KokoroTorchEngine:
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
         return self._phonemizer.segment(text, lang, self._max_tokens, normalize=normalize)
+
+    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]:
+        """Ids of phonemes in the model's alphabet, for an SSML ``<phoneme ph>`` (no G2P)."""
+        return self._phonemizer.phoneme_ids(phonemes)
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         """Mono float32 audio at ``SAMPLE_RATE`` for one segment."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.ports import EngineDescription, PlannedSegment, Rendering
 from contracts import WordTiming
 from foundation.metrics import AUDIO_SECONDS, REAL_TIME_FACTOR, SEGMENTS, SYNTHESIS_SECONDS
 from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment, WordTime
+from tts_node.ssml import ssml_segments
 
 
 class TtsNodeSpeechEngine:
@@ -29,19 +32,26 @@ class TtsNodeSpeechEngine:
     def description(self) -> EngineDescription:
         return self._description
 
-    def plan(self, text: str, lang: str, normalize: bool = True) -> Sequence[PlannedSegment]:
+    def plan(
+        self, text: str, lang: str, normalize: bool = True, input_format: str = "text"
+    ) -> Sequence[PlannedSegment]:
         try:
-            segments = self._engine.segment(text, lang, normalize=normalize)
+            if input_format == "ssml":
+                segments = ssml_segments(self._engine, text, lang, normalize=normalize)
+            else:
+                segments = self._engine.segment(text, lang, normalize=normalize)
         except EngineInputError as exc:
             raise InputRejected(str(exc)) from exc
         except (EngineFailure, ModelUnavailable) as exc:
             raise TransientEngineError(str(exc)) from exc
-        return [PlannedSegment(s.index, s.start, s.end, s.text, s, s.token_ids) for s in segments]
+        return [PlannedSegment(s.index, s.start, s.end, s.text, s, s.token_ids, s.rate) for s in segments]
 
     def render(self, segment: PlannedSegment, voice: str, speed: float) -> Rendering:
         handle = segment.handle
         if not isinstance(handle, Segment):
             raise TypeError("segment was not planned by this engine")
+        if handle.silence:  # an SSML pause: exactly that many samples, and no words in them
+            return Rendering(np.zeros(handle.silence, dtype=np.float32), ())
         started = time.perf_counter()
         try:
             speech = self._engine.speak(handle, voice, speed)

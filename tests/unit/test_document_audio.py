@@ -6,7 +6,8 @@ import struct
 
 import pytest
 
-from producers.document_audio import PAUSE_MS, chapter_spans, id3_chapters, opening, wav_header
+from contracts.pauses import PAUSE_MS
+from producers.document_audio import chapter_spans, id3_chapters, opening, wav_header
 from producers.rows import ChapterRow
 from tests.support.api_fakes import segment
 

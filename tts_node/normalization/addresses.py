@@ -93,5 +93,10 @@ def phone_numbers(text: str, british: bool) -> str:
 
 
 def _phone(match: re.Match[str]) -> str:
-    groups = ", ".join(digits(group) for group in _DIGIT_GROUP.findall(match.group()))
+    groups = telephone(match.group())
     return f"plus {groups}" if match["international"] else groups
+
+
+def telephone(number: str) -> str:
+    """A telephone number's digit groups, digit by digit, a comma between groups (an SSML say-as telephone)."""
+    return ", ".join(digits(group) for group in _DIGIT_GROUP.findall(number))

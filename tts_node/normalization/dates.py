@@ -49,12 +49,13 @@ def dates(text: str, british: bool) -> str:
     return _MONTH_YEAR.sub(lambda m: f"{MONTHS[_MONTH_NUMBERS[m['month']] - 1]} {year(int(m['year']))}", text)
 
 
-def _said(month: int, day: int, year_words: str | None) -> str:
+def said(month: int, day: int, year_words: str | None) -> str:
+    """A date as said: "March fourth, twenty twenty-seven" (an SSML say-as date reads the same)."""
     return f"{MONTHS[month - 1]} {ordinal(day)}" + (f", {year_words}" if year_words else "")
 
 
 def _iso(match: re.Match[str]) -> str:
-    return _said(int(match["month"]), int(match["day"]), year(int(match["year"])))
+    return said(int(match["month"]), int(match["day"]), year(int(match["year"])))
 
 
 def _numeric(match: re.Match[str], british: bool) -> str:
@@ -66,7 +67,7 @@ def _numeric(match: re.Match[str], british: bool) -> str:
     if not (1 <= month <= 12 and 1 <= day <= 31):
         separator = " slash " if match["sep"] == "/" else " dash "
         return separator.join([cardinal(int(match["first"])), cardinal(int(match["second"])), year_words])
-    return _said(month, day, year_words)
+    return said(month, day, year_words)
 
 
 def _short_year(text: str) -> str:
@@ -78,7 +79,7 @@ def _month_first(match: re.Match[str], british: bool) -> str:
     if not 1 <= day <= 31:
         return match.group()
     year_words = year(int(match["year"]), british=british) if match["year"] else None
-    return _said(_MONTH_NUMBERS[match["month"]], day, year_words)
+    return said(_MONTH_NUMBERS[match["month"]], day, year_words)
 
 
 def _day_first(match: re.Match[str], british: bool) -> str:
