@@ -20,5 +20,5 @@ def test_regression_every_guard_is_a_coroutine_function_not_a_thread_hop_per_req
     guarded = [handler for handler in ROUTES if _guards(handler)]
     assert guarded, "no route declares a guard: the test reads the wrong attribute"
     for handler in guarded:
-        for guard in _guards(handler):
-            assert inspect.iscoroutinefunction(guard), f"{handler}: {guard} runs in a thread"
+        for declared in _guards(handler):
+            assert inspect.iscoroutinefunction(declared), f"{handler}: {declared} runs in a thread"
