@@ -219,8 +219,9 @@ def test_the_given_phonemes_replace_the_words_g2p_and_the_rest_is_phonemized_as_
     g2p = request_segments(engine, text, "en-us")  # type: ignore[arg-type]
     said = request_segments(engine, text, "en-us", pronunciations={"tomato": "tˈOmAtO"})  # type: ignore[arg-type]
     assert len(g2p) == 1
-    assert [s.text for s in said] == ["The ", "tomato", " is red."]
-    assert [(s.index, s.start, s.end) for s in said] == [(0, 0, 4), (1, 4, 10), (2, 10, 18)]
+    assert [s.text for s in said] == ["The", "tomato", "is red."], "spans exclude the whitespace around them"
+    assert [(s.index, s.start, s.end) for s in said] == [(0, 0, 3), (1, 4, 10), (2, 11, 18)]
+    assert [text[s.start : s.end] for s in said] == ["The", "tomato", "is red."], "spans in the text as written"
     assert said[1].token_ids == tuple(vocab[c] for c in "tˈOmAtO")
     assert said[1].spoken == "tomato", "its caption is the word as written"
     assert said[0].token_ids == engine.segment("The ", "en-us")[0].token_ids
