@@ -257,3 +257,21 @@ def test_the_lexicon_folds_sets_and_removals_and_an_older_record_never_replaces_
     row = projection.lexicon["tomato"]
     assert (row.phonemes, row.reason, row.set_at) == ("təmˈAtO", "house style", T0 + timedelta(seconds=3))
     assert list(projection.rows("lexicon")) == [row]
+
+
+# The audit
+
+
+def test_the_audit_shows_the_pronunciations_a_job_is_said_with_on_its_queued_line():
+    from projections.audit import history_of
+    from tests.unit.test_audit import logged
+    from voxlog.audit_cli import job_report
+
+    job = _Builder(uuid.UUID(int=12), request_text="The tomato and basil.")
+    queued = job.queued()
+    request = queued.payload.request.model_copy(update={"pronunciations": {"tomato": TOMATO, "basil": "bˈæzəl"}})
+    event = queued.model_copy(update={"payload": queued.payload.model_copy(update={"request": request})})
+    [line] = [line for line in job_report(history_of(job.job_id, logged([event]))) if "JobQueued" in line]
+    assert line.endswith(f"applied -> queued, pronunciations (basil /bˈæzəl/, tomato /{TOMATO}/)")
+    [plain] = [line for line in job_report(history_of(job.job_id, logged([queued]))) if "JobQueued" in line]
+    assert "pronunciations" not in plain
