@@ -112,7 +112,7 @@ def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
     if isinstance(event, JobQueued) and event.payload.degraded_from is not None:
         outcome += f", degraded ({_degraded(history)})"
     if isinstance(event, JobQueued) and event.payload.request.pronunciations:
-        said = ", ".join(f"{word} /{ph}/" for word, ph in event.payload.request.pronunciations.items())
+        said = ", ".join(f"{word} /{ph}/" for word, ph in sorted(event.payload.request.pronunciations.items()))
         outcome += f", pronunciations ({said})"
     where = f"{at.partition}:{at.offset}"
     appended = _time(entry.logged.appended_at)
