@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Annotated
 
 from litestar import Response, delete, get, put
-from litestar.params import Body
+from litestar.params import Body, FromPath
 from pydantic import ConfigDict, Field
 
 from contracts.pronunciations import PronunciationError, checked_phonemes, checked_word
@@ -90,7 +90,7 @@ async def get_lexicon(operations: Injected[Operations | None]) -> LexiconView:
 async def set_word(
     operations: Injected[Operations | None],
     principal: Injected[Principal],
-    word: str,
+    word: FromPath[str],
     data: Annotated[LexiconEntryBody, Body()],
 ) -> Response[LexiconChange]:
     key = _word(word)
@@ -111,7 +111,7 @@ async def set_word(
     responses=responses(400, 401, 403, 404, 422, 503),
 )
 async def remove_word(
-    operations: Injected[Operations | None], principal: Injected[Principal], word: str
+    operations: Injected[Operations | None], principal: Injected[Principal], word: FromPath[str]
 ) -> Response[LexiconChange]:
     key = _word(word)
     reason = f"removed over HTTP by key {principal.key_id}" if principal.key_id else "removed over HTTP (auth off)"
