@@ -226,7 +226,12 @@ class JobRunner:
     async def _synthesize(self, attempt: Attempt) -> AttemptResult:
         claimed_at, request = time.perf_counter(), attempt.request
         plan = await self._blocking(
-            self._engine.plan, request.text, request.lang, request.normalize, request.input_format
+            self._engine.plan,
+            request.text,
+            request.lang,
+            request.normalize,
+            request.input_format,
+            request.pronunciations,
         )
         self.activity.planned(len(plan))
         progress = _Progress(attempt, plan, claimed_at, time.perf_counter())

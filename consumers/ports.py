@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeAlias
@@ -72,7 +72,8 @@ class SpeechEngine(Protocol):
     """Blocking calls: the worker runs them on its synthesis thread, never on the event loop.
 
     ``plan`` raises :class:`InputRejected` for text it cannot speak (``input_format="ssml"``: the text is
-    the canonical SSML of :mod:`contracts.ssml`, whose pauses are segments of silence); ``render``
+    the canonical SSML of :mod:`contracts.ssml`, whose pauses are segments of silence; ``pronunciations``: the
+    words said as given phonemes, :mod:`contracts.pronunciations`); ``render``
     raises :class:`InputRejected` or :class:`TransientEngineError`.
     """
 
@@ -80,7 +81,12 @@ class SpeechEngine(Protocol):
     def description(self) -> EngineDescription: ...
 
     def plan(
-        self, text: str, lang: str, normalize: bool = True, input_format: str = "text"
+        self,
+        text: str,
+        lang: str,
+        normalize: bool = True,
+        input_format: str = "text",
+        pronunciations: Mapping[str, str] | None = None,
     ) -> Sequence[PlannedSegment]: ...
 
     def render(self, segment: PlannedSegment, voice: str, speed: float) -> Rendering: ...

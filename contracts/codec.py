@@ -25,6 +25,8 @@ from contracts.events import (
     DocumentSubmitted,
     JobEvent,
     JobQueued,
+    LexiconEntryRemoved,
+    LexiconEntrySet,
     NodeAnnounced,
     NodeEvent,
     NodeHeartbeat,
@@ -48,7 +50,17 @@ HEADER_TYPE: Final = "type"
 HEADER_SCHEMA_VERSION: Final = "schema_version"
 HEADER_TRACEPARENT: Final = "traceparent"
 
-AnyEvent = JobEvent | NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted | ApiKeyIssued | ApiKeyRevoked
+AnyEvent = (
+    JobEvent
+    | NodeAnnounced
+    | NodeHeartbeat
+    | ServiceModeSet
+    | DocumentSubmitted
+    | ApiKeyIssued
+    | ApiKeyRevoked
+    | LexiconEntrySet
+    | LexiconEntryRemoved
+)
 
 
 def encode_event(event: AnyEvent) -> bytes:
@@ -68,6 +80,8 @@ def record_key(event: AnyEvent) -> bytes:
         return f"document/{event.payload.document_id}".encode()
     if isinstance(event, ApiKeyIssued | ApiKeyRevoked):  # compaction keeps a key's last word: its revocation
         return f"key/{event.payload.key_id}".encode()
+    if isinstance(event, LexiconEntrySet | LexiconEntryRemoved):  # compaction keeps each word's last word
+        return f"lexicon/{event.payload.word}".encode()
     return event.fingerprint.encode()
 
 

@@ -17,7 +17,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Final, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from contracts.fingerprint import fingerprint as compute_fingerprint
 
@@ -60,6 +60,17 @@ class SynthesisRequest(_Frozen):
     # How ``text`` is read: "text", or "ssml" (the canonical SSML of contracts.ssml, which the worker parses
     # again). Part of the fingerprint only when "ssml". Added in JobQueued version 6; older requests are text.
     input_format: Literal["text", "ssml"] = "text"
+    # Words said as given phonemes (contracts.pronunciations): word (casefolded) -> Kokoro phonemes, for the
+    # words the text says, the request's own and the server lexicon's, resolved by the API. Part of the
+    # fingerprint only when not empty. Added in JobQueued version 7 (DocumentSubmitted 5); older have none.
+    pronunciations: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=500)]] = Field(
+        default_factory=dict
+    )
+
+    @field_validator("pronunciations")
+    @classmethod
+    def _sorted(cls, value: dict[str, str]) -> dict[str, str]:
+        return dict(sorted(value.items()))  # one spelling of the record for one map
 
     def fingerprint(self) -> str:
         """The request's fingerprint (see :mod:`contracts.fingerprint`)."""
@@ -75,6 +86,7 @@ class SynthesisRequest(_Frozen):
             normalize=self.normalize,
             cache_scope=self.cache_scope,
             input_format=self.input_format,
+            pronunciations=self.pronunciations,
         )
 
 
@@ -237,10 +249,10 @@ class _Envelope(_Frozen):
 class JobQueued(_Envelope):
     """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``;
     version 3 ``tenant``, ``key_id`` and ``request.cache_scope``; version 4 ``traceparent``; version 5
-    ``degraded_from``; version 6 ``request.input_format`` (SSML)."""
+    ``degraded_from``; version 6 ``request.input_format`` (SSML); version 7 ``request.pronunciations``."""
 
     type: Literal["JobQueued"] = "JobQueued"
-    schema_version: Literal[6] = 6
+    schema_version: Literal[7] = 7
     payload: JobQueuedPayload
 
 
@@ -422,6 +434,46 @@ class ApiKeyRevoked(_Frozen):
     payload: ApiKeyRevokedPayload
 
 
+LexiconWord = Annotated[str, Field(min_length=1, max_length=64)]
+"""A word of the lexicon, casefolded (:func:`contracts.pronunciations.checked_word`)."""
+
+
+class LexiconEntrySetPayload(_Frozen):
+    """A word of the server's lexicon and the phonemes every request that says it is said with (unless the
+    request gives its own), and why or by whom."""
+
+    word: LexiconWord
+    phonemes: Annotated[str, Field(min_length=1, max_length=500)]
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class LexiconEntrySet(_Frozen):
+    """On the compacted nodes topic, key = ``lexicon/<word>``: compaction keeps each word's last word."""
+
+    type: Literal["LexiconEntrySet"] = "LexiconEntrySet"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: LexiconEntrySetPayload
+
+
+class LexiconEntryRemovedPayload(_Frozen):
+    word: LexiconWord
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class LexiconEntryRemoved(_Frozen):
+    """Same key as the entry (``lexicon/<word>``): the word leaves the lexicon, and requests say it by G2P."""
+
+    type: Literal["LexiconEntryRemoved"] = "LexiconEntryRemoved"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: LexiconEntryRemovedPayload
+
+
 Markup = Literal["markdown", "plain", "epub"]
 PartBreak = Literal["s", "p", "b", "c"]
 
@@ -458,10 +510,12 @@ class DocumentSubmittedPayload(_Frozen):
 class DocumentSubmitted(_Frozen):
     """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts. Version 2 added
     the scene break ``b`` to ``breaks``, version 3 the ``tenant`` that owns it, version 4 its request's
-    ``input_format`` (a document's is always ``"text"``)."""
+    ``input_format`` (a document's is always ``"text"``), version 5 its request's ``pronunciations`` (the
+    document's own, as its client gave them; each part's job records those its text says, with the
+    lexicon's)."""
 
     type: Literal["DocumentSubmitted"] = "DocumentSubmitted"
-    schema_version: Literal[4] = 4
+    schema_version: Literal[5] = 5
     event_id: uuid.UUID
     occurred_at: AwareDatetime
     producer: Producer
@@ -477,7 +531,14 @@ def document_part_job_id(document_id: uuid.UUID, index: int) -> uuid.UUID:
 
 
 NodeEvent = Annotated[
-    NodeAnnounced | NodeHeartbeat | ServiceModeSet | DocumentSubmitted | ApiKeyIssued | ApiKeyRevoked,
+    NodeAnnounced
+    | NodeHeartbeat
+    | ServiceModeSet
+    | DocumentSubmitted
+    | ApiKeyIssued
+    | ApiKeyRevoked
+    | LexiconEntrySet
+    | LexiconEntryRemoved,
     Field(discriminator="type"),
 ]
 
@@ -505,6 +566,8 @@ NODE_EVENT_CLASSES: Final = (
     DocumentSubmitted,
     ApiKeyIssued,
     ApiKeyRevoked,
+    LexiconEntrySet,
+    LexiconEntryRemoved,
 )
 
 
@@ -537,7 +600,15 @@ def utc_now() -> datetime:
 
 JobEventT = TypeVar("JobEventT", bound=_Envelope)
 NodeEventT = TypeVar(
-    "NodeEventT", NodeAnnounced, NodeHeartbeat, ServiceModeSet, DocumentSubmitted, ApiKeyIssued, ApiKeyRevoked
+    "NodeEventT",
+    NodeAnnounced,
+    NodeHeartbeat,
+    ServiceModeSet,
+    DocumentSubmitted,
+    ApiKeyIssued,
+    ApiKeyRevoked,
+    LexiconEntrySet,
+    LexiconEntryRemoved,
 )
 
 

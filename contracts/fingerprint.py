@@ -30,6 +30,9 @@ idempotency key or a timestamp). Normalization rules, applied before hashing:
   document is one fingerprint); a plain text and the same characters read as
   SSML never share audio, and a plain request keeps the fingerprint it had
   before the field existed.
+* pronunciations: hashed only when not empty (word -> phonemes, casefolded words, sorted by the canonical
+  JSON): the words of the text said as given phonemes (:mod:`contracts.pronunciations`), so a request whose
+  text says a word of the lexicon changes fingerprint when that entry does, and every other keeps its own.
 
 Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 without
 escaping non-ASCII, plus a ``fingerprint_version`` field so that a change of
@@ -42,7 +45,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Final
 
@@ -89,6 +92,7 @@ def fingerprint(
     normalize: bool = True,
     cache_scope: str | None = None,
     input_format: str = "text",
+    pronunciations: Mapping[str, str] | None = None,
 ) -> str:
     """Hex sha256 identifying the audio a request produces."""
     document = {
@@ -110,6 +114,8 @@ def fingerprint(
         document["cache_scope"] = cache_scope
     if input_format != "text":
         document["input_format"] = input_format
+    if pronunciations:
+        document["pronunciations"] = dict(pronunciations)
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 

@@ -99,15 +99,26 @@ def phonemes(attrs: Mapping[str, str]) -> str:
     if attrs.get("alphabet", "ipa") != "ipa":
         raise SsmlError(f"<phoneme alphabet={attrs['alphabet']!r}> is not supported; use ipa")
     ph = fold_text(attrs.get("ph", "")).strip()
+    problem = phoneme_problem(ph)
+    if problem is not None:
+        named = f"={ph!r}" if 0 < len(ph) <= MAX_PHONEMES else ""
+        raise SsmlError(f"<phoneme ph{named}> {problem}")
+    return ph
+
+
+def phoneme_problem(ph: str) -> str | None:
+    """What keeps ``ph`` (folded) from being said as phonemes: none, too many, or symbols outside the model's
+    vocabulary (named); ``None`` when it can be. The one check of ``<phoneme ph>`` and of pronunciations
+    (:mod:`contracts.pronunciations`)."""
     if not ph or len(ph) > MAX_PHONEMES:
-        raise SsmlError(f"<phoneme ph> needs 1 to {MAX_PHONEMES} phonemes")
+        return f"needs 1 to {MAX_PHONEMES} phonemes"
     unknown = sorted(set(ph) - PHONEMES)
     if unknown:
-        raise SsmlError(
-            f"<phoneme ph={ph!r}> has {', '.join(repr(c) for c in unknown)}, not in the model's phonemes: use"
+        return (
+            f"has {', '.join(repr(c) for c in unknown)}, not in the model's phonemes: use"
             f" {''.join(sorted(PHONEMES - {' '}))}"
         )
-    return ph
+    return None
 
 
 def check_reading(content: str, interpret_as: str, date_format: str) -> None:

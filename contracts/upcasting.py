@@ -118,6 +118,25 @@ def _document_v3_to_v4(raw: RawEvent) -> RawEvent:
     return _as_text(raw)
 
 
+def _without_pronunciations(raw: RawEvent) -> RawEvent:
+    """Its ``payload.request`` with no pronunciations, as every request before them was."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict) and isinstance(payload.get("request"), dict):
+        raw = {**raw, "payload": {**payload, "request": {**payload["request"], "pronunciations": {}}}}
+    return raw
+
+
+def _queued_v6_to_v7(raw: RawEvent) -> RawEvent:
+    """``JobQueued`` 7 names the words its request says as given phonemes; a version-6 request said every word
+    by G2P (or an SSML ``<phoneme>``, which its text keeps)."""
+    return _without_pronunciations(raw)
+
+
+def _document_v4_to_v5(raw: RawEvent) -> RawEvent:
+    """``DocumentSubmitted`` 5's request may give pronunciations; a version-4 document gave none."""
+    return _without_pronunciations(raw)
+
+
 # (event type, version it reads) -> function producing version + 1.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("JobClaimed", 1): _claim_v1_to_v2,
@@ -132,6 +151,8 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("SegmentProduced", 2): _segment_v2_to_v3,
     ("JobQueued", 5): _queued_v5_to_v6,
     ("DocumentSubmitted", 3): _document_v3_to_v4,
+    ("JobQueued", 6): _queued_v6_to_v7,
+    ("DocumentSubmitted", 4): _document_v4_to_v5,
 }
 
 

@@ -456,6 +456,13 @@ class ApiSettings(
         " default); a document whose record would be larger is a 413 before anything is recorded.",
     )
     speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
+    lexicon_cache_s: float = Field(
+        1.0,
+        ge=0,
+        description="How long the API keeps what it read of the lexicon: a word added or removed (voxlog lexicon,"
+        " PUT/DELETE /v1/lexicon/{word}) applies to every API instance's submissions at most this long after the"
+        " projector applied it.",
+    )
     stream_poll_s: float = Field(
         0.1,
         gt=0,
@@ -688,9 +695,9 @@ class CacheStatsSettings(KafkaSettings, DatabaseSettings, CacheSettings, CacheCa
 
 class ModeSettings(KafkaSettings, DatabaseSettings):
     """`voxlog admin cache-only|degraded`: the operator's switches, and the modes and backlog as the projection has
-    them."""
+    them; `voxlog lexicon`: the lexicon's entries."""
 
-    process = "admin"
+    process = "admin, lexicon"
 
 
 class NodeSettings(EngineSettings, ShutdownSettings):

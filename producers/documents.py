@@ -42,6 +42,7 @@ from contracts import (
     node_event,
     utc_now,
 )
+from contracts.pronunciations import checked_map
 from producers.api_keys import Principal
 from producers.auth import READ, SUBMIT
 from producers.deps import Injected
@@ -170,6 +171,7 @@ def _document_record(
     tenant: str,
 ) -> DocumentSubmitted:
     parts = [part for chapter in document.chapters for part in chapter.parts]
+    own = checked_map(options.pronunciations or {})  # checked already: every part's request was
     now = utc_now()
     return node_event(
         DocumentSubmitted,
@@ -181,7 +183,8 @@ def _document_record(
             chapters=tuple(DocumentChapter(title=c.title[:500], parts=len(c.parts)) for c in document.chapters),
             breaks="".join(BREAKS[part.break_after] for part in parts),
             total_chars=document.chars,
-            request=first.model_copy(update={"text": document.title or "untitled"}),
+            # The document's own pronunciations (each part's job records those its text says, with the lexicon's).
+            request=first.model_copy(update={"text": document.title or "untitled", "pronunciations": own}),
             priority=options.priority,
             idempotency_key=key,
             submitted_at=now,

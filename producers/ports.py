@@ -151,3 +151,15 @@ class Operations(Protocol):
     async def purge_cache(self, older_than_s: float | None) -> tuple[int, int]:
         """Evict the results completed more than ``older_than_s`` ago (``None``: all): how many, their bytes."""
         ...
+
+    async def set_pronunciation(self, word: str, phonemes: str, reason: str) -> None:
+        """Record a lexicon entry (``word`` and ``phonemes`` checked: :mod:`contracts.pronunciations`)."""
+        ...
+
+    async def remove_pronunciation(self, word: str, reason: str) -> bool:
+        """Record the removal of ``word`` from the lexicon; ``False`` (nothing recorded) when it has no entry."""
+        ...
+
+    async def lexicon(self) -> list[dict[str, Any]]:
+        """The lexicon as projected: ``word``, ``phonemes``, ``reason``, ``set_at``, by word."""
+        ...

@@ -126,6 +126,14 @@ class ProjectionReader:
             row["revoked_at"],
         )  # fmt: skip
 
+    async def lexicon(self) -> dict[str, str]:
+        """Every word of the server's lexicon and its phonemes (a removed word has none, and is not listed)."""
+        async with _reading("the lexicon"):
+            rows = await self._pool.fetch(
+                "SELECT word, phonemes FROM lexicon WHERE phonemes IS NOT NULL", timeout=QUERY_TIMEOUT_S
+            )
+        return {row["word"]: row["phonemes"] for row in rows}
+
     async def usage(self, tenant: str | None, since: date, until: date | None = None) -> list[UsageRow]:
         """Each day's usage of ``tenant`` (``None``: of every tenant) from ``since`` to ``until``, by tenant and day."""
         async with _reading("the usage"):

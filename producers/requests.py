@@ -7,15 +7,16 @@ characters: 10,000 requests of 5,000 characters each held the event loop for sec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import InvalidRequest, Priority, SynthesisRequest, normalize_text
+from contracts.pronunciations import MAX_REQUEST_ENTRIES, PronunciationError, applied, checked_map
 from contracts.request_text import first_refused_character, has_words
-from contracts.ssml import InputFormat, SsmlError, check_speed, looks_like_ssml, parse
+from contracts.ssml import InputFormat, Ssml, SsmlError, Text, check_speed, looks_like_ssml, parse
 from contracts.voices import canonical_voice, parse_voice_spec
 from foundation import audio_formats
 from foundation.offload import OverBudget
@@ -42,6 +43,13 @@ class SpeechOptions(BaseModel):
         True,
         description="Spell out numbers, dates, times, money, units, ... before G2P ('$5' is read 'five dollars');"
         " false: the text goes to G2P as written.",
+    )
+    pronunciations: dict[str, str] | None = Field(
+        None,
+        description="Words said as given phonemes, word -> phonemes in Kokoro's alphabet (the one SSML's"
+        f' <phoneme ph> takes), at most {MAX_REQUEST_ENTRIES}: {{"tomato": "təmˈɑːtoʊ"}}. A word is matched'  # noqa: RUF001
+        " whole and case-insensitively; these win over the server's lexicon (GET /v1/lexicon), whose entries"
+        " apply to every request that says their word. The job records those its text says.",
     )
 
 
@@ -97,37 +105,57 @@ class Refused:
 
 
 async def validate_all(
-    bodies: Sequence[JobRequest], limits: Limits, engines: Sequence[EngineVoices], offload: OffLoop | None
+    bodies: Sequence[JobRequest],
+    limits: Limits,
+    engines: Sequence[EngineVoices],
+    offload: OffLoop | None,
+    lexicon: Mapping[str, str] | None = None,
 ) -> list[SynthesisRequest | Refused]:
-    """Each body validated, in order (:func:`validate_each`), off the loop when they are long; a 413 naming the
-    budget when that takes more than the offload allows."""
+    """Each body validated, in order (:func:`validate_each`), with the pronunciations of ``lexicon`` its text
+    says, off the loop when they are long; a 413 naming the budget when that takes more than the offload
+    allows."""
     if offload is None or sum(len(body.text) for body in bodies) <= INLINE_CHARS:
-        return validate_each(bodies, limits, engines)
+        return validate_each(bodies, limits, engines, lexicon)
     try:
-        return await offload.run(validate_each, bodies, limits, engines)
+        return await offload.run(validate_each, bodies, limits, engines, lexicon)
     except OverBudget as exc:
         raise beyond_budget(exc, "validating the requests", "send fewer or shorter ones") from exc
 
 
 def validate_each(
-    bodies: Sequence[JobRequest], limits: Limits, engines: Sequence[EngineVoices]
+    bodies: Sequence[JobRequest],
+    limits: Limits,
+    engines: Sequence[EngineVoices],
+    lexicon: Mapping[str, str] | None = None,
 ) -> list[SynthesisRequest | Refused]:
     """The normalized request of each body, or why it is refused (what an offload process runs for a batch)."""
     checked: list[SynthesisRequest | Refused] = []
     for body in bodies:
         try:
-            checked.append(validate(body, limits, engines))
+            checked.append(validate(body, limits, engines, lexicon))
         except Rejected as exc:
             checked.append(Refused(exc.status, str(exc), exc.param))
     return checked
 
 
-def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) -> SynthesisRequest:
-    """The normalized request, or :class:`Rejected` saying what to fix."""
+def validate(
+    body: JobRequest, limits: Limits, engines: Sequence[EngineVoices], lexicon: Mapping[str, str] | None = None
+) -> SynthesisRequest:
+    """The normalized request, with the pronunciations its text says (its own, else ``lexicon``'s: see
+    :mod:`contracts.pronunciations`), or :class:`Rejected` saying what to fix."""
     ssml = body.input_format == "ssml" or (body.input_format is None and looks_like_ssml(body.text))
     if not limits.min_speed <= body.speed <= limits.max_speed:
         raise Rejected(f"speed {body.speed} is outside [{limits.min_speed}, {limits.max_speed}]", param="speed")
-    text = _ssml(body.text, body.speed, limits) if ssml else _text(body.text, limits)
+    if ssml:
+        parsed = _ssml(body.text, body.speed, limits)
+        text, said = parsed.canonical, [p.text for p in parsed.pieces if isinstance(p, Text)]
+    else:
+        text = _text(body.text, limits)
+        said = [text]
+    try:
+        own = checked_map(body.pronunciations or {})
+    except PronunciationError as exc:
+        raise Rejected(str(exc), param="pronunciations") from exc
     try:
         fmt, rate = audio_formats.check(body.format, body.sample_rate)
     except audio_formats.UnsupportedAudio as exc:
@@ -152,6 +180,7 @@ def validate(body: JobRequest, limits: Limits, engines: Sequence[EngineVoices]) 
         sample_rate=rate,
         normalize=body.normalize,
         input_format="ssml" if ssml else "text",
+        pronunciations=applied(said, own, lexicon or {}),
     )
 
 
@@ -177,7 +206,7 @@ def _text(written: str, limits: Limits) -> str:
     return text
 
 
-def _ssml(written: str, speed: float, limits: Limits) -> str:
+def _ssml(written: str, speed: float, limits: Limits) -> Ssml:
     """The canonical SSML (:mod:`contracts.ssml`), or why it cannot be spoken. What is parsed is bounded: twice
     the text limit as sent (markup and whitespace included), the limit once canonical, as a text's. A text
     declared SSML without its ``<speak>`` (or an XML declaration) is read inside one."""
@@ -205,7 +234,7 @@ def _ssml(written: str, speed: float, limits: Limits) -> str:
         )
     if not ssml.speaks(has_words):
         raise Rejected("the SSML has nothing to speak: it needs at least one word or number, not only breaks")
-    return ssml.canonical
+    return ssml
 
 
 def _engine(name: str, engines: Sequence[EngineVoices]) -> EngineVoices:

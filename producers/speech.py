@@ -86,6 +86,8 @@ class SpeechRequest(BaseModel):
     # Kokoro-FastAPI's switch: false answers with the whole file once the job completes.
     stream: bool = True
     normalization_options: NormalizationOptions | None = None
+    # voxlog's: words said as given phonemes (README, Pronunciation), winning over the server's lexicon
+    pronunciations: dict[str, str] | None = None
 
 
 def served_voice(spec: str | dict[str, str], deps: ApiDeps, voices: Sequence[str]) -> str:
@@ -145,6 +147,7 @@ async def prepare(speech: SpeechRequest, deps: ApiDeps) -> Prepared:
         format=speech.response_format,
         engine=engine,
         normalize=speech.normalization_options.normalize if speech.normalization_options else True,
+        pronunciations=speech.pronunciations,
     )
     return Prepared(job=job, headers=headers)
 

@@ -7,7 +7,9 @@ every one of them through the same steps, so a rule added here holds for
 every route:
 
 1. **validate** every item (nothing is recorded unless all are valid: one bad
-   request of many is a 422 listing each bad one by index);
+   request of many is a 422 listing each bad one by index), and add to its
+   request the server lexicon's pronunciations of the words its text says
+   (:mod:`producers.lexicon`; the request's own win);
 2. **answer what is known**: an item whose idempotency key named a job before
    is answered with that job (409 if it named another request), as is an item
    with a fixed id (a document's part) the projection shows already; an item
@@ -74,6 +76,7 @@ from producers.api_keys import Principal
 from producers.degradation import DegradedSettings, degrade
 from producers.errors import Rejected
 from producers.idempotency import client_key, item_key, job_id_for
+from producers.lexicon import Lexicon
 from producers.limits_ledger import Admitted
 from producers.ports import OffLoop
 from producers.queries import ProjectionReader, ProjectionUnavailable
@@ -173,6 +176,7 @@ class Submissions:
         offload: OffLoop | None = None,
         quotas: Quotas | None = None,
         degraded: DegradedSettings | None = None,
+        lexicon: Lexicon | None = None,
     ) -> None:
         self._reader = reader
         self._log = log_
@@ -184,6 +188,7 @@ class Submissions:
         self._offload = offload  # where large submissions are validated (producers.requests.validate_all)
         self._quotas = quotas  # per-key live jobs, per-tenant quotas (producers.quotas)
         self._degraded = degraded  # what degraded mode makes of a new synthesis (None: it is never degraded)
+        self._lexicon = lexicon  # the server's pronunciations (producers.lexicon; None: there is none)
 
     async def submit(self, submission: Submission) -> Submitted:
         requests = await self._validate(submission)
@@ -224,7 +229,9 @@ class Submissions:
         engines = await self._reader.engines()
         scope = submission.principal.tenant if self._cache_scope == "tenant" else None
         items = submission.items
-        checked = await validate_all([item.request for item in items], self.limits, engines, self._offload)
+        lexicon = await self._lexicon.entries() if self._lexicon is not None else None
+        bodies = [item.request for item in items]
+        checked = await validate_all(bodies, self.limits, engines, self._offload, lexicon)
         requests, invalid = [], []
         for index, outcome in enumerate(checked):
             if isinstance(outcome, Refused):

@@ -263,6 +263,7 @@ class PartsRequestView(View):
     format: str
     sample_rate: int
     normalize: bool
+    pronunciations: dict[str, str] = Field(default_factory=dict, description="The document's own pronunciations.")
 
 
 DocumentState = Literal["queued", "running", "completed", "failed", "cancelled"]

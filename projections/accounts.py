@@ -44,6 +44,13 @@ def key_revoked(keys: dict[str, ApiKeyRow], event: ApiKeyRevoked) -> None:
         row.revoked_at, row.revoke_reason, row.last_event_id = r.revoked_at, r.reason, event.event_id
 
 
+def key_event(keys: dict[str, ApiKeyRow], event: ApiKeyIssued | ApiKeyRevoked) -> None:
+    if isinstance(event, ApiKeyIssued):
+        key_issued(keys, event)
+    else:
+        key_revoked(keys, event)
+
+
 def _day(usage: dict[tuple[str, date], UsageRow], tenant: str, day: date) -> UsageRow:
     row = usage.get((tenant, day))
     if row is None:

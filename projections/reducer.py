@@ -33,6 +33,8 @@ from contracts import (
     JobReleased,
     JobState,
     JobStatus,
+    LexiconEntryRemoved,
+    LexiconEntrySet,
     NodeAnnounced,
     NodeEvent,
     NodeHeartbeat,
@@ -50,6 +52,7 @@ from projections.rows import (
     EventRow,
     HeartbeatRow,
     JobRow,
+    LexiconRow,
     ModeRow,
     NodeRow,
     SegmentRow,
@@ -81,6 +84,8 @@ _NODE_ROWS: Final[dict[type, Callable[[Any], Lookup]]] = {
     DocumentSubmitted: lambda e: ("documents", e.payload.document_id),
     ApiKeyIssued: lambda e: ("api_keys", e.payload.key_id),
     ApiKeyRevoked: lambda e: ("api_keys", e.payload.key_id),
+    LexiconEntrySet: lambda e: ("lexicon", e.payload.word),
+    LexiconEntryRemoved: lambda e: ("lexicon", e.payload.word),
 }
 _READ_SEGMENTS: Final = frozenset({JobClaimed, SegmentProduced, JobCompleted, JobReleased})  # drop, replace, sum
 _READ_CACHE: Final = frozenset({JobCompleted, CacheEvicted})
@@ -121,6 +126,7 @@ _HOLD: Final[dict[type, Callable[[Any, Any], None]]] = {
     DocumentRow: lambda p, r: p.documents.__setitem__(r.document_id, r),
     ApiKeyRow: lambda p, r: p.api_keys.__setitem__(r.key_id, r),
     UsageRow: lambda p, r: p.usage.__setitem__((r.tenant, r.day), r),
+    LexiconRow: lambda p, r: p.lexicon.__setitem__(r.word, r),
 }
 """How a :class:`Projection` holds a row of each table, by the row's class."""
 
@@ -140,6 +146,7 @@ class Projection:
         self.documents: dict[uuid.UUID, DocumentRow] = {}
         self.api_keys: dict[str, ApiKeyRow] = {}
         self.usage: dict[tuple[str, date], UsageRow] = {}  # only what this fold counted (Table.counters)
+        self.lexicon: dict[str, LexiconRow] = {}
         self.offsets: dict[tuple[str, int], int] = {}
 
     def segments_of(self, job_id: uuid.UUID) -> Iterator[SegmentRow]:
@@ -161,6 +168,7 @@ class Projection:
             "documents": self.documents.values,
             "api_keys": self.api_keys.values,
             "usage_daily": self.usage.values,
+            "lexicon": self.lexicon.values,
         }
         return tables[table]()
 
@@ -271,13 +279,24 @@ class Projection:
         for index in [index for index, row in rows.items() if doomed(row.attempt)]:
             del rows[index]
 
+    def _lexicon(self, event: LexiconEntrySet | LexiconEntryRemoved) -> None:
+        """A word's entry set or removed, by the record's clock: an older record never replaces a newer one (a
+        removal stays a row without phonemes, for that), and a second copy of the one it holds changes nothing."""
+        word = event.payload.word
+        known = self.lexicon.get(word)
+        if known is not None and (known.set_at > event.occurred_at or known.last_event_id == event.event_id):
+            return
+        phonemes = event.payload.phonemes if isinstance(event, LexiconEntrySet) else None
+        self.lexicon[word] = LexiconRow(word, phonemes, event.payload.reason, event.occurred_at, event.event_id)
+
     def skip(self, at: RecordPosition) -> None:
         """A record that cannot be decoded: the live projector sends it to the DLQ and moves past it."""
         self.offsets[(at.topic, at.partition)] = at.offset + 1
 
     def apply_node(self, event: NodeEvent, at: RecordPosition) -> None:
         """Apply one node event read at ``at``. Each row keeps its latest record by the record's own clock
-        (an older announcement, heartbeat or switch never replaces a newer one); a document is kept once."""
+        (an older announcement, heartbeat, switch or lexicon entry never replaces a newer one); a document is kept
+        once."""
         self.offsets[(at.topic, at.partition)] = at.offset + 1
         match event:
             case DocumentSubmitted():
@@ -299,10 +318,10 @@ class Projection:
                         b.fingerprint, b.attempt, b.segments_done, b.segments_total, b.text_chars, b.progress_at,
                         b.chars_per_s, b.busy_s, event.event_id,
                     )  # fmt: skip
-            case ApiKeyIssued():
-                accounts.key_issued(self.api_keys, event)
-            case ApiKeyRevoked():
-                accounts.key_revoked(self.api_keys, event)
+            case ApiKeyIssued() | ApiKeyRevoked():
+                accounts.key_event(self.api_keys, event)
+            case LexiconEntrySet() | LexiconEntryRemoved():
+                self._lexicon(event)
             case NodeAnnounced():
                 a = event.payload
                 known = self.nodes.get(a.worker_id)

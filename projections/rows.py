@@ -179,6 +179,17 @@ class ApiKeyRow:
 
 
 @dataclass
+class LexiconRow:
+    """A word's latest entry in the server's lexicon; ``phonemes`` is ``None`` once it was removed."""
+
+    word: str
+    phonemes: str | None
+    reason: str
+    set_at: datetime
+    last_event_id: uuid.UUID
+
+
+@dataclass
 class UsageRow:
     """A tenant's use of voxlog on one day (UTC), counted by the day its jobs were submitted."""
 
@@ -304,6 +315,7 @@ TABLES: Final = (
     Table("service_modes", ModeRow, ("mode", "source")),
     Table("documents", DocumentRow, ("document_id",), json_columns=("chapters", "request")),
     Table("api_keys", ApiKeyRow, ("key_id",)),
+    Table("lexicon", LexiconRow, ("word",)),
     Table("usage_daily", UsageRow, ("tenant", "day"), bigint_columns=_USAGE_COUNTS, counters=True),
 )
 """Every table the projection makes from the log (``projection_offsets`` aside: where it stands in the log)."""

@@ -14,6 +14,9 @@ and parses it again with the same module, so nothing the API accepted is read ot
   adapter writes zeros for it without calling the model.
 * A ``<prosody rate>`` is each segment's ``rate``: the worker says it at the request's speed times it.
 
+A request's pronunciations (:mod:`contracts.pronunciations`), of a plain text or an SSML one, make each word
+they name a ``<phoneme>`` piece of its own, said by this same path (:func:`request_segments`).
+
 Spans (and word timings) count characters of what is said as written: the SSML's text without its markup,
 each say-as as its reading, each sub as its alias, each phoneme as the word it wraps; a pause is an empty
 span where it falls. A caption of an SSML job so shows the words the listener hears.
@@ -21,9 +24,11 @@ span where it falls. A caption of an SSML job so shows the words the listener he
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
+from contracts.pronunciations import spoken_pieces
 from contracts.request_text import has_words
 from contracts.ssml import Pause, Phonemes, Piece, SayAs, SsmlError, Text, date_parts, parse
 from tts_node.engine import Engine, Segment
@@ -35,12 +40,33 @@ from tts_node.normalization.numbers import digits, number, ordinal, year
 _BRITISH: Final = frozenset({"b", "en-gb"})
 
 
-def ssml_segments(engine: Engine, source: str, lang: str, *, normalize: bool = True) -> list[Segment]:
-    """The segments of the SSML ``source``, numbered in order; ``EngineInputError`` when it cannot be said."""
+def request_segments(
+    engine: Engine,
+    text: str,
+    lang: str,
+    *,
+    normalize: bool = True,
+    ssml: bool = False,
+    pronunciations: Mapping[str, str] | None = None,
+) -> list[Segment]:
+    """The segments of a request's ``text`` (SSML when ``ssml``), its ``pronunciations``' words said as their
+    phonemes; a plain text without any is segmented by the engine alone, as it always was."""
+    if not ssml and not pronunciations:
+        return engine.segment(text, lang, normalize=normalize)
     try:
-        pieces = parse(source).pieces
+        pieces: Sequence[Piece] = parse(text).pieces if ssml else [Text(text)]
     except SsmlError as exc:
         raise EngineInputError(str(exc)) from exc
+    return pieces_segments(engine, spoken_pieces(pieces, pronunciations or {}), lang, normalize=normalize)
+
+
+def ssml_segments(engine: Engine, source: str, lang: str, *, normalize: bool = True) -> list[Segment]:
+    """The segments of the SSML ``source``, numbered in order; ``EngineInputError`` when it cannot be said."""
+    return request_segments(engine, source, lang, normalize=normalize, ssml=True)
+
+
+def pieces_segments(engine: Engine, pieces: Sequence[Piece], lang: str, *, normalize: bool = True) -> list[Segment]:
+    """The segments of ``pieces``, numbered in order; ``EngineInputError`` when nothing is said."""
     segments: list[Segment] = []
     at = 0  # where the next piece starts, in characters of what is said as written
     run: list[str] = []
@@ -67,7 +93,7 @@ def ssml_segments(engine: Engine, source: str, lang: str, *, normalize: bool = T
         at += len(segments[-1].text)
     flush()
     if not any(s.token_ids for s in segments):
-        raise EngineInputError("the SSML has nothing to speak: it needs at least one word, not only breaks")
+        raise EngineInputError("the text has nothing to speak: it needs at least one word, not only breaks")
     return [replace(s, index=i) for i, s in enumerate(segments)]
 
 

@@ -30,6 +30,9 @@ class SpeedRange:
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         return self.inner.segment(text, lang, normalize=normalize)
 
+    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]:
+        return self.inner.phoneme_ids(phonemes)
+
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         model_speed, factor = self._split(speed)
         audio = self.inner.synthesize(segment, voice, model_speed)

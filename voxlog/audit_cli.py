@@ -111,6 +111,9 @@ def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
     outcome = f"applied -> {entry.state}" if entry.outcome == "applied" else f"{entry.outcome}: {entry.reason}"
     if isinstance(event, JobQueued) and event.payload.degraded_from is not None:
         outcome += f", degraded ({_degraded(history)})"
+    if isinstance(event, JobQueued) and event.payload.request.pronunciations:
+        said = ", ".join(f"{word} /{ph}/" for word, ph in sorted(event.payload.request.pronunciations.items()))
+        outcome += f", pronunciations ({said})"
     where = f"{at.partition}:{at.offset}"
     appended = _time(entry.logged.appended_at)
     return f"{where:<10} {appended:<23} {event_attempt(event):>3}  {name:<18} {by:<34} {outcome}"

@@ -39,6 +39,7 @@ from voxlog import (
     docs,
     keys_cli,
     lag_cli,
+    lexicon_cli,
     replay_cli,
     speak_cli,
     usage_cli,
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache_cli.add_parser(commands)
     admin_cli.add_parser(commands)
     keys_cli.add_parser(commands)
+    lexicon_cli.add_parser(commands)
     usage_cli.add_parser(commands)
     check_cli.add_parser(commands)
     speak_cli.add_parser(commands)
@@ -267,6 +269,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
     "cache": cache_cli.run,
     "admin": admin_cli.run,
     "keys": keys_cli.run,
+    "lexicon": lexicon_cli.run,
     "usage": usage_cli.run,
     "check": check_cli.run,
     "speak": speak_cli.run,

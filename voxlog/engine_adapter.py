@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from consumers.ports import EngineDescription, PlannedSegment, Rendering
 from contracts import WordTiming
 from foundation.metrics import AUDIO_SECONDS, REAL_TIME_FACTOR, SEGMENTS, SYNTHESIS_SECONDS
 from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment, WordTime
-from tts_node.ssml import ssml_segments
+from tts_node.ssml import request_segments
 
 
 class TtsNodeSpeechEngine:
@@ -33,13 +33,18 @@ class TtsNodeSpeechEngine:
         return self._description
 
     def plan(
-        self, text: str, lang: str, normalize: bool = True, input_format: str = "text"
+        self,
+        text: str,
+        lang: str,
+        normalize: bool = True,
+        input_format: str = "text",
+        pronunciations: Mapping[str, str] | None = None,
     ) -> Sequence[PlannedSegment]:
         try:
-            if input_format == "ssml":
-                segments = ssml_segments(self._engine, text, lang, normalize=normalize)
-            else:
-                segments = self._engine.segment(text, lang, normalize=normalize)
+            ssml = input_format == "ssml"
+            segments = request_segments(
+                self._engine, text, lang, normalize=normalize, ssml=ssml, pronunciations=pronunciations
+            )
         except EngineInputError as exc:
             raise InputRejected(str(exc)) from exc
         except (EngineFailure, ModelUnavailable) as exc:

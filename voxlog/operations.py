@@ -1,12 +1,13 @@
 """The operator's actions, once for the CLI and the API: the service modes' switches (cache-only, degraded),
-their status, and cache purges.
+their status, cache purges, and the lexicon's entries.
 
 ``voxlog admin cache-only``, ``voxlog admin degraded`` and ``voxlog cache purge`` call these with a pool
 and a publisher of their own; the API calls them through :class:`ApiOperations`
 (the adapter of ``producers.ports.Operations``), with its own pool and
 publishers, behind the admin scope. Either way a switch is a ``ServiceModeSet``
-on the nodes topic and a purge is ``CacheEvicted`` events on the jobs topic:
-nothing is written to the projection by hand.
+on the nodes topic, a purge is ``CacheEvicted`` events on the jobs topic, and a
+lexicon entry a ``LexiconEntrySet`` or ``LexiconEntryRemoved`` on the nodes
+topic (``voxlog lexicon``): nothing is written to the projection by hand.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ import asyncpg
 
 from consumers.backlog_switch import mode_event
 from consumers.cache_janitor import Entry, eviction
-from contracts import AnyEvent, Producer, ServiceMode, utc_now
+from contracts import (
+    AnyEvent,
+    LexiconEntryRemoved,
+    LexiconEntryRemovedPayload,
+    LexiconEntrySet,
+    LexiconEntrySetPayload,
+    Producer,
+    ServiceMode,
+    node_event,
+    utc_now,
+)
 from foundation.backlog import read_backlog
 from foundation.db import DATABASE_OUTAGES
 from foundation.live_jobs import job_partition_sql
@@ -30,6 +41,8 @@ _PURGED: Final = (
     " WHERE $1::float8 IS NULL OR created_at < now() - make_interval(secs => $1)"
 )
 _SWITCHES: Final = "SELECT source, enabled, reason, set_at FROM service_modes WHERE mode = $1 ORDER BY source"
+_LEXICON: Final = "SELECT word, phonemes, reason, set_at FROM lexicon WHERE phonemes IS NOT NULL ORDER BY word"
+_KNOWN_WORD: Final = "SELECT 1 FROM lexicon WHERE word = $1 AND phonemes IS NOT NULL"
 
 
 class Log(Protocol):
@@ -76,6 +89,28 @@ async def purge_cache(
     return len(entries), sum(entry.total_bytes for entry in entries)
 
 
+async def set_pronunciation(nodes: Log, word: str, phonemes: str, reason: str, producer: Producer) -> None:
+    """Record ``word``'s entry (checked by the caller); every API follows once the projector applies it."""
+    payload = LexiconEntrySetPayload(word=word, phonemes=phonemes, reason=reason)
+    await nodes.publish_all([node_event(LexiconEntrySet, producer, payload)])
+
+
+async def remove_pronunciation(
+    pool: asyncpg.Pool, nodes: Log, word: str, reason: str, producer: Producer, timeout_s: float = 30.0
+) -> bool:
+    """Record ``word``'s removal, if the projection has an entry for it (``False``: none, nothing recorded)."""
+    if await pool.fetchval(_KNOWN_WORD, word, timeout=timeout_s) is None:
+        return False
+    payload = LexiconEntryRemovedPayload(word=word, reason=reason)
+    await nodes.publish_all([node_event(LexiconEntryRemoved, producer, payload)])
+    return True
+
+
+async def lexicon_entries(pool: asyncpg.Pool, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    """The lexicon as projected, by word."""
+    return [dict(row) for row in await pool.fetch(_LEXICON, timeout=timeout_s)]
+
+
 class ApiOperations:
     """``producers.ports.Operations`` for the API: its pool and publishers, PostgreSQL's errors as
     ``ProjectionUnavailable`` (Kafka's are ``BrokerUnavailable`` already)."""
@@ -95,5 +130,20 @@ class ApiOperations:
     async def purge_cache(self, older_than_s: float | None) -> tuple[int, int]:
         try:
             return await purge_cache(self._pool, self._jobs, older_than_s, self._producer, timeout_s=10.0)
+        except DATABASE_OUTAGES as exc:
+            raise ProjectionUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def set_pronunciation(self, word: str, phonemes: str, reason: str) -> None:
+        await set_pronunciation(self._nodes, word, phonemes, reason, self._producer)
+
+    async def remove_pronunciation(self, word: str, reason: str) -> bool:
+        try:
+            return await remove_pronunciation(self._pool, self._nodes, word, reason, self._producer, timeout_s=10.0)
+        except DATABASE_OUTAGES as exc:
+            raise ProjectionUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def lexicon(self) -> list[dict[str, Any]]:
+        try:
+            return await lexicon_entries(self._pool, timeout_s=10.0)
         except DATABASE_OUTAGES as exc:
             raise ProjectionUnavailable(f"{type(exc).__name__}: {exc}") from exc

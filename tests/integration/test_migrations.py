@@ -26,6 +26,7 @@ TABLES = {
     "usage_daily",
     "rate_buckets",
     "admissions",
+    "lexicon",
     "schema_migrations",
 }
 

@@ -293,6 +293,7 @@ def deps(
         offload=offload,
         quotas=fields.pop("quotas", None),
         degraded=fields.pop("degraded", None),
+        lexicon=fields.pop("lexicon", None),
     )
     return ApiDeps(
         reader=reader,  # type: ignore[arg-type]

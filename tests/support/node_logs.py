@@ -1,7 +1,9 @@
+# ruff: noqa: RUF001
 """Hypothesis strategies for the nodes topic, and for a projector's batches that hold both topics.
 
 ``node_logs`` plays what the nodes topic holds: a few workers' announcements
-and heartbeats, cache-only switches of both sources, and documents, each
+and heartbeats, cache-only switches of both sources, documents, API keys and
+lexicon entries set and removed, each
 stamped by its producer's clock, which takes few values (so a later record of
 the log can carry an older time), with any record delivered again later (an
 exact copy) or followed by another record of the same row at the same clock
@@ -30,6 +32,10 @@ from contracts import (
     DocumentSubmitted,
     DocumentSubmittedPayload,
     JobEvent,
+    LexiconEntryRemoved,
+    LexiconEntryRemovedPayload,
+    LexiconEntrySet,
+    LexiconEntrySetPayload,
     NodeAnnounced,
     NodeAnnouncedPayload,
     NodeEvent,
@@ -131,6 +137,23 @@ def _revoked(draw: st.DrawFn, common: dict) -> ApiKeyRevoked:
     return ApiKeyRevoked(payload=payload, **common)
 
 
+_WORDS = st.sampled_from(["tomato", 'to"ma\\to'])
+
+
+def _word_set(draw: st.DrawFn, common: dict) -> LexiconEntrySet:
+    payload = LexiconEntrySetPayload(
+        word=draw(_WORDS),
+        phonemes=draw(st.sampled_from(["təmˈɑːtoʊ", "təmˈAtO"])),
+        reason=draw(st.sampled_from(["", _TRICKY])),
+    )
+    return LexiconEntrySet(payload=payload, **common)
+
+
+def _word_removed(draw: st.DrawFn, common: dict) -> LexiconEntryRemoved:
+    payload = LexiconEntryRemovedPayload(word=draw(_WORDS), reason=draw(st.sampled_from(["", _TRICKY])))
+    return LexiconEntryRemoved(payload=payload, **common)
+
+
 _KINDS = {
     "announced": _announced,
     "heartbeat": _heartbeat,
@@ -138,6 +161,8 @@ _KINDS = {
     "document": _document,
     "issued": _issued,
     "revoked": _revoked,
+    "word_set": _word_set,
+    "word_removed": _word_removed,
 }
 
 
@@ -164,6 +189,10 @@ def _sibling(event: NodeEvent, event_id: uuid.UUID) -> NodeEvent:
             change = {"name": "issued again"}
         case ApiKeyRevoked():
             change = {"reason": "revoked again"}
+        case LexiconEntrySet():
+            change = {"phonemes": "tˈOmAtO"}
+        case LexiconEntryRemoved():
+            change = {"reason": "removed again"}
     return event.model_copy(update={"event_id": event_id, "payload": event.payload.model_copy(update=change)})
 
 

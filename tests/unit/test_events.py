@@ -196,7 +196,7 @@ def test_a_version_4_job_queued_is_read_as_version_5_not_degraded():
     del raw["payload"]["degraded_from"]
     read = decode_event(json.dumps(raw).encode())
     assert isinstance(read, JobQueued)
-    assert (read.schema_version, read.payload.degraded_from) == (5, None)
+    assert (read.schema_version, read.payload.degraded_from) == (CURRENT_SCHEMA_VERSIONS["JobQueued"], None)
     assert read == current
 
 

@@ -30,7 +30,9 @@ class FakeEngine:
     def __init__(self, fail_plan: Exception | None = None, fail_render: Exception | None = None) -> None:
         self.fail_plan, self.fail_render = fail_plan, fail_render
 
-    def plan(self, text: str, lang: str, normalize: bool = True, input_format: str = "text"):
+    def plan(
+        self, text: str, lang: str, normalize: bool = True, input_format: str = "text", pronunciations: object = None
+    ):
         if self.fail_plan:
             raise self.fail_plan
         return [PlannedSegment(i, 0, 1, word, None) for i, word in enumerate(text.split())]

@@ -7,7 +7,13 @@ from datetime import timedelta
 
 import pytest
 
-from contracts import DocumentChapter, DocumentSubmitted, DocumentSubmittedPayload
+from contracts import (
+    DocumentChapter,
+    DocumentSubmitted,
+    DocumentSubmittedPayload,
+    LexiconEntrySet,
+    LexiconEntrySetPayload,
+)
 from foundation.kafka import RecordPosition
 from projections.reducer import Outcome, Projection, builds_on
 from projections.rows import TABLES, JobRow, array_literal
@@ -72,7 +78,11 @@ def test_a_job_event_is_applied_once_and_a_fenced_one_changes_only_the_events():
 
 def test_what_a_batch_reads_names_each_table_by_its_lookup_columns():
     lookups = {table.name: len(table.lookup) for table in TABLES}
+    word = LexiconEntrySet(
+        event_id=uuid.uuid4(), occurred_at=T0, producer=PRODUCER, payload=LexiconEntrySetPayload(word="a", phonemes="ɐ")
+    )
     events = [*one_of_each(), node_announced(), heartbeat(), mode_set(True), document(uuid.uuid4(), "T"), key_issued()]
+    events.append(word)
     read = [lookup for event in events for lookup in builds_on(event)]
     assert {table for table, _ in read} == {table.name for table in TABLES if not table.counters}
     assert all(lookups[table] == 1 or len(value) == lookups[table] for table, value in read)  # type: ignore[arg-type]

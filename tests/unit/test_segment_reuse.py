@@ -32,7 +32,9 @@ class SentenceEngine:
     def __init__(self) -> None:
         self.rendered: list[str] = []
 
-    def plan(self, text: str, lang: str, normalize: bool = True, input_format: str = "text") -> list[PlannedSegment]:
+    def plan(
+        self, text: str, lang: str, normalize: bool = True, input_format: str = "text", pronunciations: object = None
+    ) -> list[PlannedSegment]:
         sentences = [s.strip() + "." for s in text.split(".") if s.strip()]
         return [PlannedSegment(i, 0, len(s), s, None, tuple(map(ord, s))) for i, s in enumerate(sentences)]
 
@@ -109,7 +111,9 @@ async def test_a_segment_whose_blob_the_sweeper_deleted_is_synthesized_again(tmp
 class PlacedSentenceEngine(SentenceEngine):
     """``SentenceEngine`` with each sentence's real place in the text."""
 
-    def plan(self, text: str, lang: str, normalize: bool = True, input_format: str = "text") -> list[PlannedSegment]:
+    def plan(
+        self, text: str, lang: str, normalize: bool = True, input_format: str = "text", pronunciations: object = None
+    ) -> list[PlannedSegment]:
         planned, at = [], 0
         for segment in super().plan(text, lang, normalize):
             at = text.index(segment.text.rstrip("."), at)

@@ -37,10 +37,11 @@ def engine(tmp_path_factory):
 
 @pytest.fixture
 def recorded(engine):
-    session = engine._session
-    engine._session = Recording(session)
-    yield engine._session
-    engine._session = session
+    model = engine.inner  # load_engine's engine takes every speed (tts_node.stretching); the model is inside
+    session = model._session
+    model._session = Recording(session)
+    yield model._session
+    model._session = session
 
 
 def test_phoneme_ids_reach_the_model_and_sub_says_its_alias(engine, recorded):
@@ -51,7 +52,7 @@ def test_phoneme_ids_reach_the_model_and_sub_says_its_alias(engine, recorded):
     adapter = TtsNodeSpeechEngine(engine)
     plan = adapter.plan(ssml, "en-us", True, "ssml")
     rendered = [adapter.render(segment, VOICE, 1.0) for segment in plan]
-    vocab = engine._vocab
+    vocab = engine.inner._vocab
     assert recorded.tokens[0] == [0, *(vocab[c] for c in "təmˈɑːtoʊ"), 0], "ph's ids, padded, nothing else"
     alias = engine.segment("World Wide Web", "en-us")[0].token_ids
     assert recorded.tokens[1] == [0, *alias, 0], "the alias is said, not 'WWW'"

@@ -115,14 +115,14 @@ def test_a_job_queued_before_traces_shares_the_trace_its_id_gives():
     """A version-3 ``JobQueued`` upcasts to ``traceparent`` null; its events, and a reader that sees only a later
     record, agree on the trace its id gives and on its ``JobQueued``'s span."""
     job = _Builder(uuid.UUID(int=6))
-    raw = encode_event(job.queued()).replace(b'"schema_version":6', b'"schema_version":3')
-    for added in (b',"traceparent":null', b',"degraded_from":null', b',"input_format":"text"'):
+    raw = encode_event(job.queued()).replace(b'"schema_version":7', b'"schema_version":3')
+    for added in (b',"traceparent":null', b',"degraded_from":null', b',"input_format":"text"', b',"pronunciations":{}'):
         raw = raw.replace(added, b"")
     assert b"traceparent" not in raw
     old = decode_event(raw)
     assert isinstance(old, JobQueued)
     assert old.payload.traceparent is None
-    assert old.schema_version == 5
+    assert old.schema_version == 7
     assert job_trace(old).trace_id == trace_of_job(job.job_id)
     assert record_trace(job.claimed(1)).trace_id == trace_of_job(job.job_id)
     assert job_trace_of(job.job_id) == TraceContext(trace_of_job(job.job_id), job_trace(old).span_id)

@@ -43,6 +43,7 @@ from producers.degradation import DegradedSettings
 from producers.deps import ApiDeps
 from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
+from producers.lexicon import Lexicon
 from producers.limits_ledger import PgLedger
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
@@ -139,6 +140,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             degraded=DegradedSettings(
                 settings.degraded_sample_rate, settings.degraded_speed_factor, settings.max_speed
             ),
+            lexicon=Lexicon(reader, settings.lexicon_cache_s),
         )
         if settings.auth == "off":
             log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
