@@ -10,7 +10,7 @@ recorded names the key, unless the caller gives one.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Final
 
 from litestar import Response, get, post
 from litestar.params import Body
@@ -77,11 +77,19 @@ class SwitchAccepted(View):
     detail: str
 
 
+MAX_AGE_S: Final = 100 * 365.25 * 86400  # past this, now minus the age is no timestamp PostgreSQL can hold
+
+
 class CachePurge(View):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     all: bool = Field(False, description="Evict every result.")
-    older_than_s: float | None = Field(None, gt=0, description="Evict only results completed before then.")
+    older_than_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_AGE_S,
+        description="Evict only results completed before then (at most a century: older is every result).",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> CachePurge:

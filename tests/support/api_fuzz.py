@@ -80,8 +80,13 @@ def fuzz_settings(examples: int, **more: Any) -> settings:
     )
 
 
+LEXICON_WORD: Final = "conformance"
+LEXICON_PHONEMES: Final = "kənfˈɔɹməns"  # noqa: RUF001 - the stress mark is a phoneme symbol
+
+
 async def known_ids(client: httpx.AsyncClient, voice: str) -> dict[str, Any]:
-    """A completed job and a completed document, for the path parameters of the 200 answers."""
+    """A completed job and a completed document (and a lexicon word), for the path parameters of the 200
+    answers."""
     job = await client.post("/v1/jobs", json={"text": "Conformance, checked end to end.", "voice": voice})
     assert job.status_code in (200, 202), job.text  # 200: another tenant's cached result, as this one's job
     job_id = job.json()["job_id"]
@@ -92,7 +97,10 @@ async def known_ids(client: httpx.AsyncClient, voice: str) -> dict[str, Any]:
     document_id = document.json()["document_id"]
     for part in range(document.json()["parts"]):
         await wait_for_job(client, str(document_part_job_id(uuid.UUID(document_id), part)))
-    return {"job_id": job_id, "document_id": document_id, "index": 0}
+    # A lexicon word of the deployment's own, so that its routes answer 200/202 for the known id too.
+    entry = await client.put(f"/v1/lexicon/{LEXICON_WORD}", json={"phonemes": LEXICON_PHONEMES})
+    assert entry.status_code == 202, entry.text
+    return {"job_id": job_id, "document_id": document_id, "index": 0, "word": LEXICON_WORD}
 
 
 def _ids_named(response: Any) -> set[str]:
