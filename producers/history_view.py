@@ -17,7 +17,7 @@ from producers.auth import READ
 from producers.deps import Injected
 from producers.http_errors import responses
 from producers.ports import JobAudit
-from producers.views import View
+from producers.views import DegradedJobView, View
 
 
 class EventProducerView(View):
@@ -75,6 +75,9 @@ class JobHistoryView(View):
     state: JobState | None
     attempt: int | None
     request: dict[str, Any] | None
+    degraded_from: DegradedJobView | None = Field(
+        None, description="Set when degraded mode took the job at cheaper settings: what its client asked for."
+    )
     reused_from: uuid.UUID | None
     result_evicted: str | None = Field(description="Why its result left the cache, if it did.")
     cancelled: str | None = Field(description="Why it was cancelled, if it was.")

@@ -19,7 +19,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from tests.support.api_fuzz import CHECKS, known_ids
+from tests.support.api_fuzz import CHECKS, known_ids, never_switched_on
 from tests.support.apps import start_pipeline
 
 BENCH = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_MAX_BATCH": "20"}
@@ -32,6 +32,7 @@ def _run(schema: Any, known: dict[str, Any]) -> tuple[Counter[str], list[str]]:
     failures: list[str] = []
 
     def call(case: Any) -> None:
+        never_switched_on(case)
         try:
             response = case.call_and_validate(checks=CHECKS)
             statuses[f"{case.operation.label} {response.status_code}"] += 1

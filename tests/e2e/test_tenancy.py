@@ -39,6 +39,11 @@ NOT_OWNED = {
     ("GET", "/v1/admin/cache-only"),
     ("POST", "/v1/admin/cache-only"),
     ("POST", "/v1/admin/cache/purge"),
+    ("GET", "/v1/admin/degraded"),
+    ("POST", "/v1/admin/degraded"),
+    ("GET", "/v1/lexicon"),
+    ("PUT", "/v1/lexicon/{word}"),
+    ("DELETE", "/v1/lexicon/{word}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
 }
@@ -110,9 +115,17 @@ async def test_one_tenants_jobs_are_invisible_to_another_on_every_route_of_the_l
         bobs = await b.get(f"/v1/jobs/{cached.json()['job_id']}")
         assert job not in bobs.text
         assert (await b.get(f"/v1/jobs/{cached.json()['job_id']}/audio")).status_code == 200
-        for operator_route in ("/v1/lag", "/v1/dashboard", "/metrics", "/v1/admin/cache-only"):
+        for operator_route in (
+            "/v1/lag",
+            "/v1/dashboard",
+            "/metrics",
+            "/v1/admin/cache-only",
+            "/v1/admin/degraded",
+            "/v1/lexicon",
+        ):
             assert (await b.get(operator_route)).status_code == 403, operator_route
         assert (await b.post("/v1/admin/cache/purge", json={"all": True})).status_code == 403
+        assert (await b.put("/v1/lexicon/tomato", json={"phonemes": "tomato"})).status_code == 403
 
         # The official openai client: with a key it speaks, without one it is refused.
         keyed = openai.AsyncOpenAI(base_url=f"{app.api}/v1", api_key=alice, max_retries=0, timeout=180)

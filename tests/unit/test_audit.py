@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from hypothesis import given, settings
 
-from contracts import JobEvent, JobState, fold
+from contracts import DegradedFrom, JobEvent, JobQueued, JobState, fold
 from foundation.kafka import RecordPosition
 from projections.audit import LoggedEvent, Outcome, as_json, history_of
+from tests.support.api_fakes import Log, Reader, client, deps
 from tests.support.job_logs import _Builder, realistic_logs
 
 
@@ -80,10 +83,8 @@ def test_the_audit_ends_every_job_where_the_shared_fold_does(log: list[JobEvent]
         assert len(history.entries) == sum(1 for e in log if e.job_id == job_id)
 
 
-def test_a_degraded_job_says_what_degraded_mode_changed_on_its_queued_line():
-    from contracts import DegradedFrom, JobQueued
-    from voxlog.audit_cli import job_report
-
+def _degraded() -> tuple[_Builder, JobQueued, JobQueued]:
+    """A job's JobQueued as degraded mode records it, and as it would have been."""
     job = _Builder(uuid.UUID(int=11))
     queued = job.queued()
     asked = queued.payload.request
@@ -92,6 +93,14 @@ def test_a_degraded_job_says_what_degraded_mode_changed_on_its_queued_line():
     payload = queued.payload.model_copy(update={"request": degraded, "degraded_from": was})
     event = queued.model_copy(update={"payload": payload})
     assert isinstance(event, JobQueued)
+    return job, queued, event
+
+
+def test_a_degraded_job_says_what_degraded_mode_changed_on_its_queued_line():
+    from voxlog.audit_cli import job_report
+
+    job, queued, event = _degraded()
+    asked = queued.payload.request
     history = history_of(job.job_id, logged([event]))
     lines = job_report(history)
     [line] = [line for line in lines if "JobQueued" in line]
@@ -101,3 +110,18 @@ def test_a_degraded_job_says_what_degraded_mode_changed_on_its_queued_line():
     assert as_json(history)["degraded_from"] == {"speed": asked.speed, "sample_rate": asked.sample_rate,
                                                  "reason": "operator: launch day"}  # fmt: skip
     assert as_json(history_of(job.job_id, logged([queued])))["degraded_from"] is None
+
+
+async def test_regression_the_api_tells_a_degraded_jobs_history_as_the_cli_does():
+    """GET /v1/jobs/{id}/events dropped degraded_from, which `voxlog audit --json` shows (e2e test_audit)."""
+    job, _, event = _degraded()
+    told = as_json(history_of(job.job_id, logged([event])))
+
+    class Audit:
+        async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+            return told if job_id == job.job_id else None
+
+    async with client(deps(Reader(), Log(), audit=Audit())) as http:
+        answer = await http.get(f"/v1/jobs/{job.job_id}/events")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == json.loads(json.dumps(told, default=str))
