@@ -50,17 +50,7 @@ HEADER_TYPE: Final = "type"
 HEADER_SCHEMA_VERSION: Final = "schema_version"
 HEADER_TRACEPARENT: Final = "traceparent"
 
-AnyEvent = (
-    JobEvent
-    | NodeAnnounced
-    | NodeHeartbeat
-    | ServiceModeSet
-    | DocumentSubmitted
-    | ApiKeyIssued
-    | ApiKeyRevoked
-    | LexiconEntrySet
-    | LexiconEntryRemoved
-)
+AnyEvent = JobEvent | NodeEvent
 
 
 def encode_event(event: AnyEvent) -> bytes:
