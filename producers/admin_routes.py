@@ -104,13 +104,14 @@ class PurgeView(View):
     detail: str
 
 
-def _wired(operations: Operations | None) -> Operations:
+def wired(operations: Operations | None) -> Operations:
+    """The operator's actions, or a 404 where this API was started without them (the admin and lexicon routes)."""
     if operations is None:
         raise Rejected("this API was started without the operator's actions", 404)
     return operations
 
 
-def _who(principal: Principal) -> str:
+def who_asked(principal: Principal) -> str:
     return f"set over HTTP by key {principal.key_id}" if principal.key_id else "set over HTTP (auth off)"
 
 
@@ -124,7 +125,7 @@ ACCEPTED = "recorded on the log: every API follows once the projector applies it
     responses=responses(401, 403, 503),
 )
 async def get_cache_only(operations: Injected[Operations | None]) -> CacheOnlyView:
-    return CacheOnlyView.model_validate(await _wired(operations).mode("cache_only"))
+    return CacheOnlyView.model_validate(await wired(operations).mode("cache_only"))
 
 
 @post(
@@ -137,8 +138,8 @@ async def get_cache_only(operations: Injected[Operations | None]) -> CacheOnlyVi
 async def set_cache_only(
     operations: Injected[Operations | None], principal: Injected[Principal], data: Annotated[CacheOnlySwitch, Body()]
 ) -> Response[SwitchAccepted]:
-    reason = data.reason.strip() or _who(principal)
-    await _wired(operations).set_mode("cache_only", data.enabled, reason)
+    reason = data.reason.strip() or who_asked(principal)
+    await wired(operations).set_mode("cache_only", data.enabled, reason)
     return Response(SwitchAccepted(enabled=data.enabled, reason=reason, detail=ACCEPTED), status_code=202)
 
 
@@ -149,7 +150,7 @@ async def set_cache_only(
     responses=responses(401, 403, 503),
 )
 async def get_degraded(operations: Injected[Operations | None]) -> DegradedView:
-    return DegradedView.model_validate(await _wired(operations).mode("degraded"))
+    return DegradedView.model_validate(await wired(operations).mode("degraded"))
 
 
 @post(
@@ -162,8 +163,8 @@ async def get_degraded(operations: Injected[Operations | None]) -> DegradedView:
 async def set_degraded(
     operations: Injected[Operations | None], principal: Injected[Principal], data: Annotated[DegradedSwitch, Body()]
 ) -> Response[SwitchAccepted]:
-    reason = data.reason.strip() or _who(principal)
-    await _wired(operations).set_mode("degraded", data.enabled, reason)
+    reason = data.reason.strip() or who_asked(principal)
+    await wired(operations).set_mode("degraded", data.enabled, reason)
     return Response(SwitchAccepted(enabled=data.enabled, reason=reason, detail=ACCEPTED), status_code=202)
 
 
@@ -175,7 +176,7 @@ async def set_degraded(
     responses=responses(400, 401, 403, 422, 503),
 )
 async def purge_cache(operations: Injected[Operations | None], data: Annotated[CachePurge, Body()]) -> PurgeView:
-    evicted, freed = await _wired(operations).purge_cache(None if data.all else data.older_than_s)
+    evicted, freed = await wired(operations).purge_cache(None if data.all else data.older_than_s)
     detail = "evicted with CacheEvicted events; their blobs go at the sweeper's rounds once no job keeps them"
     return PurgeView(evicted=evicted, bytes=freed, detail=detail)
 

@@ -18,6 +18,7 @@ from litestar.params import Body, FromPath
 from pydantic import ConfigDict, Field
 
 from contracts.pronunciations import PronunciationError, checked_phonemes, checked_word
+from producers.admin_routes import who_asked, wired
 from producers.api_keys import Principal
 from producers.auth import ADMIN
 from producers.deps import Injected
@@ -57,12 +58,6 @@ class LexiconChange(View):
     detail: str
 
 
-def _wired(operations: Operations | None) -> Operations:
-    if operations is None:
-        raise Rejected("this API was started without the operator's actions", 404)
-    return operations
-
-
 def _word(word: str) -> str:
     try:
         return checked_word(word)
@@ -70,13 +65,9 @@ def _word(word: str) -> str:
         raise Rejected(str(exc), param="word") from exc
 
 
-def _who(principal: Principal) -> str:
-    return f"set over HTTP by key {principal.key_id}" if principal.key_id else "set over HTTP (auth off)"
-
-
 @get("/v1/lexicon", summary="The server's lexicon, as projected", guards=ADMIN, responses=responses(401, 403, 503))
 async def get_lexicon(operations: Injected[Operations | None]) -> LexiconView:
-    entries = await _wired(operations).lexicon()
+    entries = await wired(operations).lexicon()
     return LexiconView(entries=[LexiconEntryView.model_validate(entry) for entry in entries])
 
 
@@ -98,8 +89,8 @@ async def set_word(
         phonemes = checked_phonemes(word, data.phonemes)
     except PronunciationError as exc:
         raise Rejected(str(exc), param="phonemes") from exc
-    reason = data.reason.strip() or _who(principal)
-    await _wired(operations).set_pronunciation(key, phonemes, reason)
+    reason = data.reason.strip() or who_asked(principal)
+    await wired(operations).set_pronunciation(key, phonemes, reason)
     return Response(LexiconChange(word=key, phonemes=phonemes, reason=reason, detail=FOLLOWED), status_code=202)
 
 
@@ -115,7 +106,7 @@ async def remove_word(
 ) -> Response[LexiconChange]:
     key = _word(word)
     reason = f"removed over HTTP by key {principal.key_id}" if principal.key_id else "removed over HTTP (auth off)"
-    if not await _wired(operations).remove_pronunciation(key, reason):
+    if not await wired(operations).remove_pronunciation(key, reason):
         raise Rejected(f"the lexicon has no entry for {key!r} (GET /v1/lexicon lists them)", 404)
     return Response(LexiconChange(word=key, phonemes=None, reason=reason, detail=FOLLOWED), status_code=202)
 
