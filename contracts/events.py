@@ -17,20 +17,16 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Final, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import AwareDatetime, BaseModel, Field, TypeAdapter, field_validator
 
 from contracts.fingerprint import fingerprint as compute_fingerprint
+from contracts.scheduling import MAX_QUEUE_SHOWN, HeldClaim, QueueCount, QueuedJob, WaitedBehind
+from contracts.vocabulary import DEFAULT_TENANT, NonNegative, Priority, Sha256Hex, Tenant
+from contracts.vocabulary import Frozen as _Frozen
 
 # Namespace for deterministic event ids (uuid5), so that a retried emission of
 # the same fact gets the same id and projections apply it once.
 EVENT_NAMESPACE: Final = uuid.UUID("6c1d3a52-63c1-4d2b-9a7e-0f5f8f0b7a11")
-
-Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-NonNegative = Annotated[int, Field(ge=0)]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Producer(_Frozen):
@@ -90,13 +86,6 @@ class SynthesisRequest(_Frozen):
         )
 
 
-Priority = Literal["interactive", "batch"]
-Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
-"""Who owns a job, a document or a key: lower-case letters, digits, ``_``, ``.``, ``-``."""
-DEFAULT_TENANT: Final = "default"
-"""The tenant of everything recorded before tenants existed, and of every request while auth is off."""
-
-
 class DegradedFrom(_Frozen):
     """What degraded mode changed in a job's request (``JobQueued`` version 5): the speed and sample rate the
     client asked for (the request recorded is the degraded one, so the fingerprint is the audio's), and why
@@ -140,6 +129,9 @@ class JobClaimedPayload(_Frozen):
     engine: Annotated[str, Field(min_length=1)]
     model_version: Annotated[str, Field(min_length=1)]
     host: Annotated[str | None, Field(min_length=1, max_length=255)]
+    waited: WaitedBehind | None = None
+    """Version 3: what the job waited behind on this worker before its claim (:mod:`contracts.scheduling`);
+    ``None`` when it waited behind nothing, or in a claim recorded before version 3."""
 
 
 class TextSpan(_Frozen):
@@ -190,6 +182,9 @@ class JobCompletedPayload(_Frozen):
     total_duration_ms: NonNegative
     cache_hit: bool = False
     source_job_id: uuid.UUID | None = None
+    waited: WaitedBehind | None = None
+    """Version 2: the other jobs whose segments the worker made between this job's claim and its completion
+    (:mod:`contracts.scheduling`); ``None`` when none did, or in a completion recorded before version 2."""
 
 
 ReleaseReason = Literal["transient", "shutdown", "rebalance", "stale"]
@@ -258,7 +253,7 @@ class JobQueued(_Envelope):
 
 class JobClaimed(_Envelope):
     type: Literal["JobClaimed"] = "JobClaimed"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     payload: JobClaimedPayload
 
 
@@ -270,7 +265,7 @@ class SegmentProduced(_Envelope):
 
 class JobCompleted(_Envelope):
     type: Literal["JobCompleted"] = "JobCompleted"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     payload: JobCompletedPayload
 
 
@@ -343,13 +338,19 @@ class NodeHeartbeatPayload(_Frozen):
     progress_at: AwareDatetime | None = None
     chars_per_s: Annotated[float, Field(gt=0)] | None = None  # this node's measured speed, once it has one
     busy_s: Annotated[float, Field(ge=0)] = 0.0  # engine time since start, for a busy fraction
+    claims: Annotated[tuple[HeldClaim, ...], Field(max_length=256)] = ()
+    """Version 2: every claim the worker holds (the fields above describe the one running, if any)."""
+    queue: Annotated[tuple[QueuedJob, ...], Field(max_length=MAX_QUEUE_SHOWN)] = ()
+    """Version 2: the first of the jobs waiting on the worker, in the order it would take them now."""
+    queue_counts: tuple[QueueCount, ...] = ()
+    """Version 2: every job waiting on the worker, counted by tenant and priority."""
 
 
 class NodeHeartbeat(_Frozen):
     """Sent every few seconds by each worker; on the compacted nodes topic, key = ``heartbeat/<worker id>``."""
 
     type: Literal["NodeHeartbeat"] = "NodeHeartbeat"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     event_id: uuid.UUID
     occurred_at: AwareDatetime
     producer: Producer

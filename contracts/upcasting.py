@@ -25,6 +25,29 @@ def _claim_v1_to_v2(raw: RawEvent) -> RawEvent:
     return raw
 
 
+def _not_waited(raw: RawEvent) -> RawEvent:
+    """``JobClaimed`` 3 and ``JobCompleted`` 2 say what the job waited behind on its worker
+    (:mod:`contracts.scheduling`); an older record did not."""
+    payload = raw.get("payload")
+    if isinstance(payload, dict):
+        raw = {**raw, "payload": {**payload, "waited": None}}
+    return raw
+
+
+def _heartbeat_v1_to_v2(raw: RawEvent) -> RawEvent:
+    """``NodeHeartbeat`` 2 lists every claim its worker holds, and the jobs waiting on it. A version-1
+    worker held at most one claim, the job it names, running; it did not say what waited."""
+    payload = raw.get("payload")
+    if not isinstance(payload, dict):
+        return raw
+    claims = []
+    if payload.get("job_id") is not None:
+        fields = ("job_id", "fingerprint", "attempt", "segments_done", "segments_total", "progress_at")
+        claim = {name: payload[name] for name in fields if name in payload}
+        claims.append({**claim, "text_chars": payload.get("text_chars") or 0, "running": True})
+    return {**raw, "payload": {**payload, "claims": claims, "queue": [], "queue_counts": []}}
+
+
 def _queued_v1_to_v2(raw: RawEvent) -> RawEvent:
     """``JobQueued`` 2 says whether the text is normalized before G2P, and the job's priority. Version 1
     requests were not asked: they normalize (their fingerprints, which leave the default out, stay the
@@ -153,6 +176,9 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("DocumentSubmitted", 3): _document_v3_to_v4,
     ("JobQueued", 6): _queued_v6_to_v7,
     ("DocumentSubmitted", 4): _document_v4_to_v5,
+    ("JobClaimed", 2): _not_waited,
+    ("JobCompleted", 1): _not_waited,
+    ("NodeHeartbeat", 1): _heartbeat_v1_to_v2,
 }
 
 

@@ -24,6 +24,7 @@ from contracts import (
 )
 from contracts.codec import is_traceparent
 from contracts.events import CURRENT_SCHEMA_VERSIONS
+from contracts.upcasting import UPCASTERS
 from tests.support.events import one_of_each
 
 
@@ -95,7 +96,7 @@ def test_a_newer_schema_version_is_refused_with_advice():
 
 
 def test_an_older_schema_version_is_upcast_through_the_chain():
-    current = one_of_each()[4]  # JobCompleted v1
+    current = one_of_each()[4]  # JobCompleted
     raw = json.loads(encode_event(current))
     # Pretend v1 once had no cache_hit flag and named the count "segments".
     raw["schema_version"] = 0
@@ -108,7 +109,8 @@ def test_an_older_schema_version_is_upcast_through_the_chain():
         payload["cache_hit"] = False
         return {**old, "payload": payload}
 
-    assert decode_event(json.dumps(raw).encode(), {("JobCompleted", 0): v0_to_v1}) == current
+    chain = {("JobCompleted", 0): v0_to_v1, ("JobCompleted", 1): UPCASTERS[("JobCompleted", 1)]}
+    assert decode_event(json.dumps(raw).encode(), chain) == current
     with pytest.raises(UnsupportedSchemaVersion, match="no upcaster"):
         decode_event(json.dumps(raw).encode(), {})
 
@@ -145,19 +147,48 @@ def test_node_announcements_round_trip_and_are_keyed_by_worker():
         decode_node_event(encode_event(one_of_each()[0]))
 
 
-def test_a_version_1_claim_is_read_as_version_2_with_its_host_unrecorded():
+def test_a_version_1_claim_is_read_as_the_current_version_with_its_host_and_wait_unrecorded():
     claim = one_of_each()[1]
-    assert (claim.type, claim.schema_version, claim.payload.host) == ("JobClaimed", 2, "node-1")
+    assert (claim.type, claim.schema_version, claim.payload.host) == ("JobClaimed", 3, "node-1")
     v1 = json.loads(encode_event(claim))
     v1["schema_version"] = 1
     del v1["payload"]["host"]
+    del v1["payload"]["waited"]
     read = decode_event(json.dumps(v1).encode())
     assert read == claim.model_copy(update={"payload": claim.payload.model_copy(update={"host": None})})
-    assert read.schema_version == 2
+    assert read.schema_version == 3
     missing = json.loads(encode_event(claim))
     del missing["payload"]["host"]
     with pytest.raises(DecodeError, match=r"payload\.host"):
         decode_event(json.dumps(missing).encode())
+
+
+def test_a_version_1_heartbeat_is_read_with_its_one_job_as_its_one_running_claim():
+    from contracts import decode_node_event
+
+    job_id = uuid.uuid4()
+    payload = {
+        "worker_id": "w-1",
+        "engine": "kokoro-onnx",
+        "model_version": "m",
+        "device": "cpu",
+        "started_at": "2026-12-01T00:00:00Z",
+        "sent_at": "2026-12-01T00:00:05Z",
+        "job_id": str(job_id),
+        "fingerprint": "a" * 64,
+        "attempt": 2,
+        "segments_done": 3,
+        "text_chars": 120,
+        "progress_at": "2026-12-01T00:00:04Z",
+    }
+    envelope = {"event_id": str(uuid.uuid4()), "occurred_at": "2026-12-01T00:00:05Z"}
+    v1 = {**envelope, "type": "NodeHeartbeat", "schema_version": 1, "producer": {"service": "w", "instance": "i"}}
+    busy = decode_node_event(json.dumps({**v1, "payload": payload}).encode())
+    [claim] = busy.payload.claims
+    seen = (claim.job_id, claim.attempt, claim.segments_done, claim.text_chars, claim.running)
+    assert seen == (job_id, 2, 3, 120, True)
+    idle = {key: value for key, value in payload.items() if key not in {"job_id", "fingerprint", "attempt"}}
+    assert decode_node_event(json.dumps({**v1, "payload": idle}).encode()).payload.claims == ()
 
 
 def test_a_version_1_job_queued_normalizes_and_keeps_its_fingerprint():
