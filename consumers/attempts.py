@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from consumers.acknowledgements import Recorder
 from consumers.cancellation import CancelWatch
 from consumers.ledger import JobView
 from contracts import SynthesisRequest
 from contracts.events import ReleaseReason
+from contracts.scheduling import WaitedBehind
+
+if TYPE_CHECKING:
+    from consumers.engine_turns import HeldTurns
 
 
 @dataclass(frozen=True)
@@ -33,9 +37,18 @@ class Abort:
 @dataclass
 class AbortSignal:
     """Set by the worker (a revocation past its grace, the watchdog, shutdown); read by the runner at every
-    segment boundary: the attempt then releases its job."""
+    segment boundary: the attempt then releases its job. A claim waiting for the engine's turn stops waiting
+    (:meth:`given_back`)."""
 
     reason: Abort | None = None
+    _set: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+
+    def give_back(self, reason: Abort) -> None:
+        self.reason = reason
+        self._set.set()
+
+    async def given_back(self) -> None:
+        await self._set.wait()
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,15 @@ class Attempt:
     wait_for_completion: bool = True
     """``False``: the completion is handed to the log and not waited for; the result's ``recorded`` says
     when it is acknowledged, and the worker goes on meanwhile."""
+    turns: HeldTurns | None = None
+    """The claim's place among those the worker holds: its segments wait for the engine's turn
+    (:mod:`consumers.engine_turns`); ``None``: the engine is the attempt's alone."""
+    waited: WaitedBehind | None = None
+    """What the job waited behind on this worker before its claim: recorded in the claim."""
+
+    def waited_while_claimed(self) -> WaitedBehind | None:
+        """What the job waited behind since its claim (other claims' segments between its own)."""
+        return self.turns.waited() if self.turns is not None else None
 
 
 AttemptEnd = Literal["completed", "released", "failed", "cancelled"]

@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Final
+from typing import Final, Protocol
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
@@ -36,6 +36,7 @@ from contracts import (
     node_event,
     utc_now,
 )
+from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
 from foundation.outages import Outage
@@ -43,11 +44,39 @@ from foundation.outages import Outage
 SendHeartbeat = Callable[[NodeHeartbeat], Awaitable[object]]
 
 
+class Schedule(Protocol):
+    """What waits on the worker, as its heartbeat tells it (:class:`consumers.run_queue.RunQueue`)."""
+
+    def shown(self) -> tuple[QueuedJob, ...]: ...
+
+    def counts(self) -> tuple[QueueCount, ...]: ...
+
+
 def heartbeat(
-    worker_id: str, engine: EngineDescription, activity: Activity, producer: Producer, started_at: datetime
+    worker_id: str,
+    engine: EngineDescription,
+    activity: Activity,
+    producer: Producer,
+    started_at: datetime,
+    schedule: Schedule | None = None,
 ) -> NodeHeartbeat:
     now = utc_now()
     current = activity.current
+    claims = []
+    for claim in list(activity.claims.values()):
+        progress_at, _ = activity.progress_of(claim)
+        claims.append(
+            HeldClaim(
+                job_id=claim.job_id,
+                fingerprint=claim.fingerprint,
+                attempt=claim.attempt,
+                segments_done=claim.segments_done,
+                segments_total=claim.segments_total,
+                text_chars=claim.text_chars,
+                progress_at=progress_at,
+                running=claim.job_id == activity.running,
+            )
+        )
     return node_event(
         NodeHeartbeat,
         producer,
@@ -64,9 +93,12 @@ def heartbeat(
             segments_done=current.segments_done if current else 0,
             segments_total=current.segments_total if current else None,
             text_chars=current.text_chars if current else None,
-            progress_at=current.progress_at if current else None,
+            progress_at=activity.progress_of(current)[0] if current else None,
             chars_per_s=activity.chars_per_s,
             busy_s=activity.busy_s,
+            claims=tuple(claims),
+            queue=schedule.shown() if schedule is not None else (),
+            queue_counts=schedule.counts() if schedule is not None else (),
         ),
         at=now,
     )

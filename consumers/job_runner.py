@@ -31,6 +31,7 @@ import structlog
 from consumers.acknowledgements import Acknowledgements, Recorder
 from consumers.activity import Activity
 from consumers.attempts import Attempt, AttemptResult
+from consumers.engine_turns import TurnWithdrawn
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
 from consumers.ports import AudioSink, CachedResult, EventLog, PlannedSegment, SegmentReuse, SpeechEngine
@@ -111,6 +112,7 @@ class _Progress:
     planned_at: float
     total_ms: int = 0
     for_duplicate: bool = False  # cancelled, but a duplicate waits: render the rest for it, record nothing
+    remaining_chars: int = 0  # the text of the segments not made yet: the work left, to the scheduler
 
 
 class JobRunner:
@@ -183,6 +185,8 @@ class JobRunner:
             return await self._fail(ledger, job, number - 1, "attempts_exhausted", message, number - 1)
         await self._claim(attempt)
         self.activity.begin(job.job_id, job.fingerprint, number, len(attempt.request.text))
+        if attempt.turns is not None:
+            attempt.turns.progressed(len(attempt.request.text))
         completed = False
         try:
             result = await self._synthesize(attempt)
@@ -201,11 +205,11 @@ class JobRunner:
             self.acknowledgements.discard()  # the worker tries the record again, as a new attempt
             raise
         finally:
-            self.activity.end(completed=completed)
+            self.activity.end(job.job_id, completed=completed)
 
     async def abandon(self, attempt: Attempt, message: str) -> AttemptResult:
         """Give the job back while its engine call never returns (the watchdog's last resort)."""
-        self.activity.end(completed=False)
+        self.activity.end(attempt.job.job_id, completed=False)
         return await self._release(attempt, "transient", message, backoff=True)
 
     async def _claim(self, attempt: Attempt) -> None:
@@ -216,6 +220,7 @@ class JobRunner:
             engine=description.name,
             model_version=description.model_version,
             host=self._host,
+            waited=attempt.waited,
         )
         # A fast node's claim travels with the first segment: one request to the broker instead of two.
         hold = self.activity.surely_within(len(attempt.request.text), CLAIM_RIDES_ALONG_S)
@@ -233,8 +238,11 @@ class JobRunner:
             request.input_format,
             request.pronunciations,
         )
-        self.activity.planned(len(plan))
+        self.activity.planned(attempt.job.job_id, len(plan))
         progress = _Progress(attempt, plan, claimed_at, time.perf_counter())
+        progress.remaining_chars = sum(len(segment.text) for segment in plan)
+        if attempt.turns is not None:
+            attempt.turns.progressed(progress.remaining_chars)
         for segment in plan:
             ended = await self._step(progress, segment)
             if ended is not None:
@@ -250,7 +258,14 @@ class JobRunner:
         if ended is not None:
             return ended
         started_ns, started = tracing.now_ns(), time.perf_counter()
-        audio = await self._audio.make(segment, progress.attempt.request)
+        attempt = progress.attempt
+        try:
+            audio = await self._audio.make(segment, attempt.request, attempt.job.job_id, attempt.turns)
+        except TurnWithdrawn:  # given back while it waited for the engine: released here
+            return await self._at_boundary(progress, segment.index)
+        if attempt.turns is not None:
+            progress.remaining_chars -= len(segment.text)
+            attempt.turns.progressed(progress.remaining_chars)
         progress.total_ms += audio.duration_ms
         if not progress.for_duplicate:
             synthesis_s = time.perf_counter() - started
@@ -314,7 +329,9 @@ class JobRunner:
         attempt, segments, total_ms = progress.attempt, len(progress.plan), progress.total_ms
         if progress.for_duplicate:
             return await self._cancelled(attempt, segments, segments)
-        payload = JobCompletedPayload(segment_count=segments, total_duration_ms=total_ms)
+        payload = JobCompletedPayload(
+            segment_count=segments, total_duration_ms=total_ms, waited=attempt.waited_while_claimed()
+        )
         wait = attempt.wait_for_completion
         recorded = await self._emit(attempt.ledger, JobCompleted, attempt.job, attempt.number, payload, wait=wait)
         log.info(

@@ -29,11 +29,13 @@ from datetime import datetime, timedelta
 
 from consumers.ports import CachedResult
 from contracts import (
+    DEFAULT_TENANT,
     CacheEvicted,
     JobCompleted,
     JobEvent,
     JobQueued,
     JobReleased,
+    Priority,
     SynthesisRequest,
     TraceContext,
     job_trace_of_record,
@@ -50,7 +52,8 @@ class JobView:
     status: JobStatus = field(init=False)  # the confirmed status with the worker's unread own events on top
     request: SynthesisRequest | None = None
     submitted_at: datetime | None = None  # when the API accepted it (JobQueued)
-    priority: str = "interactive"  # JobQueued's: "batch" jobs wait for a turn (consumers.priorities)
+    priority: Priority = "interactive"  # JobQueued's: "batch" jobs wait for a turn (consumers.scheduling)
+    tenant: str = DEFAULT_TENANT  # JobQueued's: whose share of the engine it uses (consumers.scheduling)
     release: JobReleased | None = None  # the release in force, when the job is released
     completion: JobCompleted | None = None  # the completion in force, when the job is completed
     own: list[tuple[int, JobEvent]] = field(default_factory=list)  # (offset, event) published, not read back
@@ -111,7 +114,7 @@ class Ledger:
             view.trace = job_trace_of_record(event, traceparent)
         if isinstance(event, JobQueued) and view.request is None:
             view.request, view.submitted_at = event.payload.request, event.payload.submitted_at
-            view.priority = event.payload.priority
+            view.priority, view.tenant = event.payload.priority, event.payload.tenant
         self._refresh(view)
         return view
 

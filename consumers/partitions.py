@@ -106,6 +106,8 @@ class Partitions:
             ledger.place(tp.partition)
         self._ledgers.update(ledgers)
         self._starts.update(starts)
+        for tp, start in starts.items():  # read from its commit (or its beginning): nothing to commit there
+            self._committed.setdefault(tp, start)
         self._pending -= set(starts)
         if not self._pending:
             self.scanned.set()

@@ -60,6 +60,10 @@ class RetryQueue:
             return heapq.heappop(self._heap)
         return None
 
+    def redoing(self) -> bool:
+        """Whether a job waits to be acted on again after an outage (not a release's backoff)."""
+        return any(retry.redo for retry in self._heap)
+
     def seconds_to_next(self) -> float | None:
         return max(0.0, self._heap[0].due - time.monotonic()) if self._heap else None
 

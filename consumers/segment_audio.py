@@ -11,10 +11,12 @@ meanwhile means a new rendering), and only at the engine's own sample rate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +29,9 @@ from contracts import AudioRef, SynthesisRequest, WordTiming
 from contracts.fingerprint import segment_key
 from foundation.audio import encode_wav
 from foundation.metrics import SEGMENTS_REUSED
+
+if TYPE_CHECKING:
+    from consumers.engine_turns import HeldTurns
 
 
 @dataclass(frozen=True)
@@ -56,13 +61,16 @@ class SegmentMaker:
         self._activity = activity
         self._segments = segments
 
-    async def make(self, segment: PlannedSegment, request: SynthesisRequest) -> SegmentAudio:
-        """``segment``'s audio in the blob store. Raises what the engine raises, and :class:`BlobWriteFailed`."""
+    async def make(
+        self, segment: PlannedSegment, request: SynthesisRequest, job_id: uuid.UUID, turns: HeldTurns | None = None
+    ) -> SegmentAudio:
+        """``segment``'s audio in the blob store, made when the engine's turn comes to ``turns``' claim (at once
+        without one). Raises what the engine raises, :class:`BlobWriteFailed`, and :class:`TurnWithdrawn`."""
         key = self._key(segment, request)
         found = await self._reusable(segment, key)
         if found is None:
-            return await self._render(segment, request, key)
-        self._activity.reused(len(segment.text))
+            return await self._render(segment, request, key, job_id, turns)
+        self._activity.reused(job_id, len(segment.text))
         SEGMENTS_REUSED.labels(self._engine.description.name).inc()
         words = shifted(found.words, segment.start) if found.text == segment.text else None
         return SegmentAudio(found.audio, found.byte_length, found.duration_ms, key, reused=True, words=words)
@@ -77,12 +85,24 @@ class SegmentMaker:
             return None
         return found if await asyncio.to_thread(self._blobs.touch, [found.audio]) else None
 
-    async def _render(self, segment: PlannedSegment, request: SynthesisRequest, key: str | None) -> SegmentAudio:
+    async def _render(
+        self,
+        segment: PlannedSegment,
+        request: SynthesisRequest,
+        key: str | None,
+        job_id: uuid.UUID,
+        turns: HeldTurns | None,
+    ) -> SegmentAudio:
         sample_rate = self._engine.description.sample_rate
-        rendering = time.perf_counter()
-        rendered = await self._call(self._engine.render, segment, request.voice, request.speed * segment.rate)
+        async with turns.engine() if turns is not None else contextlib.nullcontext():
+            self._activity.running = job_id
+            rendering = time.perf_counter()
+            try:
+                rendered = await self._call(self._engine.render, segment, request.voice, request.speed * segment.rate)
+            finally:
+                self._activity.running = None
+            self._activity.rendered(job_id, time.perf_counter() - rendering)
         samples = rendered.samples
-        self._activity.rendered(time.perf_counter() - rendering)
         try:  # encoded and written in one hop off the loop
             ref, byte_length = await asyncio.to_thread(self._store, samples, sample_rate)
         except OSError as exc:

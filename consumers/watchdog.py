@@ -15,6 +15,7 @@ Checked about once a second while an attempt runs:
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 
 from consumers.activity import Activity
@@ -27,8 +28,11 @@ class Hung:
 
 
 class Watchdog:
-    def __init__(self, activity: Activity, factor: float, min_s: float, shutdown_grace_s: float) -> None:
+    def __init__(
+        self, activity: Activity, job_id: uuid.UUID, factor: float, min_s: float, shutdown_grace_s: float
+    ) -> None:
         self._activity = activity
+        self._job_id = job_id
         self._factor = factor
         self._min_s = min_s
         self._grace_s = shutdown_grace_s
@@ -40,10 +44,10 @@ class Watchdog:
             self._shutdown_deadline = self._shutdown_deadline or time.monotonic() + self._grace_s
             if time.monotonic() >= self._shutdown_deadline and not aborting:
                 return Abort("shutdown", "the worker is stopping")
-        current = self._activity.current
+        current = self._activity.claims.get(self._job_id)
         if current is None:
             return None
-        overdue = self._activity.overdue_by(self._factor, self._min_s)
+        overdue = self._activity.overdue_by(self._job_id, self._factor, self._min_s)
         allowance = self._factor * self._activity.expected_s(current.text_chars, self._min_s)
         stalled = overdue + allowance
         if overdue > allowance:

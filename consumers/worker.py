@@ -1,26 +1,32 @@
-"""The synthesis worker: a member of the synth consumer group, one job at a time.
+"""The synthesis worker: a member of the synth consumer group that holds several claims at once.
 
 Per record: records other than the status-changing types are skipped by
 header, undecoded; ``JobQueued`` and ``JobReleased`` are acted on unless the
-ledger shows the job already moved on; a live result of the same fingerprint
-completes the job without synthesis (see :mod:`consumers.coalescing`);
-otherwise the job runs on the synthesis thread while aiokafka keeps
-heartbeating. A released job waits for its retry in a due-time queue
-(:mod:`consumers.retries`) while the records behind it are handled.
+ledger shows the job already moved on. A job to act on is not run when its
+record is read: its record is deferred and the job waits in the run queue
+(:mod:`consumers.run_queue`) while the worker reads on. Whenever it holds
+fewer than ``held_claims`` claims, the worker takes the job its policy puts
+first (:mod:`consumers.scheduling`) and acts on it in a task of its own: a
+live result of the same fingerprint completes it without synthesis (see
+:mod:`consumers.coalescing`), otherwise its attempt runs, and its segments
+take the engine's turns with those of the other claims
+(:mod:`consumers.engine_turns`): a short request claimed behind a long one
+is done a segment later, not a job later. A released job waits for its retry
+in a due-time queue (:mod:`consumers.retries`), then in the run queue.
 
-Polled records wait in a backlog. The worker polls again after at most
-``POLL_BUDGET_S`` of handling, so the time between polls is one job plus
-that budget, whatever a poll returned; max.poll.interval is sized to that. A
-revocation waits for the record in hand (up to a grace period, then the job
-is released at its next segment boundary). When Kafka cannot take an event,
-the record stays at the head of the backlog and is handled again after a
-backoff: whatever the attempt had published is in the ledger, and the next
-try claims the job one attempt higher. Offsets and their batched commits are
+The worker polls again after at most ``POLL_BUDGET_S`` of handling records;
+handling one never waits for a job. When the run queue is full the worker
+pauses its partitions and polls only to stay in the group. A revocation
+gives the revoked partitions' claims the grace period, then has them give
+their jobs back at their next segment boundary. When Kafka cannot take an
+event, the job is acted on again after a backoff: whatever the attempt had
+published is in the ledger, and the next try claims the job one attempt
+higher. Offsets and their batched commits are
 :class:`consumers.partitions.Partitions`' business.
 
 The runner (:mod:`consumers.job_runner`) returns what an attempt did
 (:mod:`consumers.attempts`); only the worker defers, resolves and commits
-records. A completion is not waited for: the next job goes on while Kafka
+records. A completion is not waited for: the engine goes on while Kafka
 acknowledges it, the job's record deferred meanwhile. The worker waits for
 the acknowledgements (:mod:`consumers.acknowledgements`) before any commit,
 before it looks at a duplicate of a job still being acknowledged (it
@@ -48,14 +54,16 @@ from aiokafka.structs import TopicPartition
 from consumers.attempts import Abort, AbortSignal, Attempt, AttemptResult
 from consumers.cancellation import CancelLookup, CancelWatch
 from consumers.coalescing import reusable_result
+from consumers.engine_turns import EngineTurns, HeldTurns
 from consumers.errors import EngineHung, LookupUnavailable
 from consumers.job_runner import JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.partitions import Partitions, TailScanner
 from consumers.ports import DeadLetter, Outlook, ResultLookup
-from consumers.priorities import BatchQueue, SetAside
 from consumers.recovery import LEDGER_TYPES, find_request, scan_tails
 from consumers.retries import DueRetry, RetryQueue
+from consumers.run_queue import Due, RunQueue, Waiting
+from consumers.scheduling import Contender, FairShares, Policy, TurnLog
 from consumers.watchdog import Hung, Watchdog
 from consumers.worker_config import WorkerConfig
 from contracts import (
@@ -72,6 +80,7 @@ from contracts import (
     type_name,
     utc_now,
 )
+from contracts.scheduling import WaitedBehind
 from foundation import tracing
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
@@ -80,7 +89,8 @@ from foundation.outages import Outage
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
 ACTIONABLE: Final = frozenset({type_name(JobQueued), type_name(JobReleased)})
-POLL_BUDGET_S: Final = 5.0  # handling time after which the worker polls again before starting a job
+POLL_BUDGET_S: Final = 5.0  # handling time after which the worker polls again
+UNKNOWN_TEXT_CHARS: Final = 200  # a job's work to the scheduler when its request is not in the ledger
 
 
 class _Stopping(Exception):
@@ -99,6 +109,16 @@ class _Unacknowledged:
     offset: int
     job_id: uuid.UUID
     recorded: asyncio.Future[bool]
+
+
+@dataclass
+class _Held:
+    """A claim the worker holds: the job taken from the run queue, its place among the engine's turns, and
+    the task acting on it."""
+
+    entry: Waiting
+    turns: HeldTurns
+    task: asyncio.Task[None]
 
 
 class SynthWorker(ConsumerRebalanceListener):
@@ -120,38 +140,53 @@ class SynthWorker(ConsumerRebalanceListener):
         self._dead_letter = dead_letter
         self.partitions = Partitions(consumer, scan_tails or self._scan_tails, config.commit_interval_s)
         self.retries = RetryQueue()
-        self.batches = BatchQueue(config.interactive_per_batch, config.batch_lookahead)
+        shares = FairShares(config.tenant_weights, config.fair_share_half_life_s)
+        self.policy = Policy(shares, config.interactive_per_batch, config.aging_s)
+        self.waiting = RunQueue(self.policy, config.batch_lookahead)
+        self.turns = EngineTurns(self.policy, TurnLog(self.policy))
+        self._held: dict[uuid.UUID, _Held] = {}
+        self._seq = 0  # the order records were read in: the policy's last rule
         self._backlog: deque[tuple[TopicPartition, ConsumerRecord]] = deque()
-        self._abort = AbortSignal()  # why to give back the job of the record in hand
         self._unacknowledged: list[_Unacknowledged] = []  # completions not waited for, in the order run
         self._stop = asyncio.Event()
+        self._room = asyncio.Event()  # the run queue has room again: read on
         self._handling = asyncio.Lock()
-        self._fetched = False  # the last poll brought records (more may have been appended since)
-        self._looked = False  # polled once more since, before the next batch job
+        self._paused = False
+        self._fatal: EngineHung | None = None
         self._outage = Outage("Kafka (the worker's records and events)")
 
     async def _scan_tails(self, starts: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, Ledger], int]:
         return await scan_tails(self.config.kafka, starts, lambda: Ledger(self.config.cache_ttl))
 
+    def settled(self) -> bool:
+        """Nothing in hand: no record to handle, no claim held, no job waiting for one."""
+        return not self._backlog and not self._held and not len(self.waiting) and not self.retries.redoing()
+
+    @property
+    def held(self) -> list[uuid.UUID]:
+        """The jobs this worker holds claims on."""
+        return list(self._held)
+
     # -- group membership ------------------------------------------------------
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        # The record in hand is finished first (up to the grace period); records of revoked
-        # partitions still in the backlog are skipped once their ledger is gone.
+        # Jobs of revoked partitions not claimed yet go at once (their records, uncommitted, go with the
+        # partitions); the claims held on them get the grace period, then give their jobs back at their next
+        # segment boundary.
         self.partitions.scanned.clear()
-        try:
-            await asyncio.wait_for(self._handling.acquire(), self.config.rebalance_grace_s)
-        except TimeoutError:  # give the job back at its next segment boundary
-            self._abort.reason = Abort("rebalance", "its partition went to another worker")
-            await self._handling.acquire()
-        try:
-            await self._acknowledged_quietly()  # what the revoked partitions' jobs recorded, before they go
+        async with self._handling:  # the record in hand (handling one never waits for a job)
             self.retries.drop(revoked)
-            self.batches.drop(revoked)
-            # Their records go too: if the partitions come back, they are read again from the commit.
+            self.waiting.drop(revoked)
             self._backlog = deque((tp, r) for tp, r in self._backlog if tp not in revoked)
+            leaving = [held for held in self._held.values() if held.entry.tp in revoked]
+            if leaving:
+                _, late = await asyncio.wait([h.task for h in leaving], timeout=self.config.rebalance_grace_s)
+                for held in leaving:
+                    if held.task in late:
+                        held.turns.abort.give_back(Abort("rebalance", "its partition went to another worker"))
+                if late:
+                    await asyncio.wait(late)
+            await self._acknowledged_quietly()  # what the revoked partitions' jobs recorded, before they go
             await self.partitions.revoke(revoked)
-        finally:
-            self._handling.release()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.partitions.assigned(assigned)  # the loop scans their tails before acting on them
@@ -160,48 +195,49 @@ class SynthWorker(ConsumerRebalanceListener):
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         self._consumer.subscribe([self.config.jobs_topic], listener=self)
-        while not stop.is_set():
-            if not await self._poll(stop):
-                continue
-            polled_at = time.monotonic()
-            # At least one step per poll, then more until the handling budget is spent.
-            while not stop.is_set() and await self._step() and time.monotonic() - polled_at < POLL_BUDGET_S:
-                pass
-            if not self._backlog or self.partitions.commit_due:
-                await self._commit()
+        try:
+            while not stop.is_set():
+                if not await self._poll(stop):
+                    continue
+                polled_at = time.monotonic()
+                # At least one step per poll, then more until the handling budget is spent.
+                while not stop.is_set() and await self._step() and time.monotonic() - polled_at < POLL_BUDGET_S:
+                    pass
+                self._admit()
+                if not self._backlog or self.partitions.commit_due:
+                    await self._commit()
+        finally:
+            stop.set()
+            # Each claim's watchdog gives it back once the shutdown grace is over.
+            while self._held:
+                await asyncio.wait([held.task for held in self._held.values()])
         await self._commit()
+        if self._fatal is not None:
+            raise self._fatal
 
     async def _step(self) -> bool:
-        """Do the next thing in hand: a retry that is due, a set-aside batch job's turn, the next record.
-        Returns whether to go on before polling again."""
+        """Handle the next record read; returns whether to go on before polling again."""
         # aiokafka hands out records of a new assignment before their tails are scanned:
         # scan first, or the records would be acted on with an empty ledger.
         if not await self.partitions.ensure_scanned(self._stop):
             return False
-        retry = self.retries.pop_due()
-        if retry is not None:
-            await self._retry(retry)
-            return True
-        if self.batches and not self._backlog and self._fetched and not self._looked:
-            # One more look before a batch job: the poll that just drained some partitions could
-            # not bring what has been appended to them since, and an interactive job among it
-            # would otherwise wait behind the whole batch job.
-            self._looked = True
-            return False
-        if (aside := self.batches.next_batch(interactive_waiting=bool(self._backlog))) is not None:
-            self._looked = False
-            await self._run_set_aside(aside)
-            return bool(self._backlog)  # else poll before the next one: interactive work may have come meanwhile
-        if self._backlog:
+        if self._backlog and not self.waiting.full:
             await self._next_record()
             return True
         return False
 
     async def _poll(self, stop: asyncio.Event) -> bool:
-        """Fetch more records into the backlog; ``False`` after an error (waited out)."""
-        if self.batches.full and self._backlog:
-            return True  # work off set-aside batch jobs before reading further ahead
-        timeout_s = 0.0 if self._backlog or self.batches else min(0.5, self.retries.seconds_to_next() or 0.5)
+        """Fetch more records into the backlog; ``False`` after an error (waited out). While the run queue is
+        full the partitions are paused: the poll only keeps the worker in its group."""
+        full = self.waiting.full
+        if full != self._paused:
+            partitions = self._consumer.assignment()
+            (self._consumer.pause if full else self._consumer.resume)(*partitions)
+            self._paused = full
+        if full:
+            self._room.clear()
+            await wait_for_stop(self._room, 0.5)
+        timeout_s = 0.0 if self._backlog and not full else min(0.5, self.retries.seconds_to_next() or 0.5)
         if timeout_s > 0:
             await self._acknowledged_quietly()  # idle: nothing to overlap the acknowledgements with
         try:
@@ -211,7 +247,6 @@ class SynthWorker(ConsumerRebalanceListener):
             return False
         for tp, records in batch.items():
             self._backlog.extend((tp, record) for record in records)
-        self._fetched = bool(batch)
         return True
 
     async def _next_record(self) -> None:
@@ -222,24 +257,13 @@ class SynthWorker(ConsumerRebalanceListener):
             ledger = self.partitions.ledger_for(tp, record.offset)
             try:
                 if ledger is not None:
-                    acted = await self._handle(tp, ledger, record)
-                else:
-                    acted = False  # a partition that went to another member
+                    await self._handle(tp, ledger, record)
             except BrokerUnavailable as exc:
                 # Nothing of the next step could be recorded: keep the record, wait, try it again.
                 await wait_for_stop(self._stop, self._outage.failed(exc, step="a record, tried again"))
                 return
-            except _Stopping:
-                self._backlog.clear()  # stopping: the next owner takes these records
-                return
-            finally:
-                self._abort = AbortSignal()  # an abort is meant for the record in hand only
             self._backlog.popleft()
         self._outage.recovered()
-        if acted and self.partitions.commit_due:
-            # Outside the lock: a commit waits for a pending rebalance, and the
-            # rebalance's revocation callback waits for the lock.
-            await self._commit()
 
     async def _handle(self, tp: TopicPartition, ledger: Ledger, record: ConsumerRecord) -> bool:
         """Handle one record; returns whether a job was acted on (its offset is due for a commit)."""
@@ -266,26 +290,31 @@ class SynthWorker(ConsumerRebalanceListener):
         offset: int,
         headers: Sequence[tuple[str, bytes]] | None = None,
     ) -> bool:
-        """Fold ``event`` into the ledger and act on it; returns whether a job was acted on."""
+        """Fold ``event`` into the ledger; a job to act on waits in the run queue, its record deferred.
+        Returns whether a job began to wait."""
         view = ledger.observe(event, offset, header_value(headers, HEADER_TRACEPARENT))
         if isinstance(event, JobQueued) and view.state in {JobState.QUEUED, JobState.CLAIMED}:
-            if view.state is JobState.QUEUED and view.priority == "batch":
-                self.partitions.defer(tp, offset)  # its turn comes (consumers.priorities); no commit passes it
-                self.batches.set_aside(tp, offset, view.job_id)
-                return False
-            # "claimed" here means a previous owner died mid-job: claim it again, one attempt higher.
-            await self._act(tp, ledger, view, offset)
-            self.batches.interactive_done()
+            # "claimed" here means a previous owner died mid-job: it is claimed again, one attempt higher.
+            self._wait(tp, offset, view, "queued")
             return True
         if isinstance(event, JobReleased) and self._retry_due(view, event.payload.failed_attempt):
+            failed = event.payload.failed_attempt
             delay = (view.not_before - utc_now()).total_seconds() if view.not_before is not None else 0.0
+            self.partitions.defer(tp, offset)
             if delay > 0:
-                self.partitions.defer(tp, offset)
-                self.retries.schedule(tp, offset, view.job_id, event.payload.failed_attempt, delay)
-                return False
-            await self._act(tp, ledger, view, offset)
+                self.retries.schedule(tp, offset, view.job_id, failed, delay)
+            else:
+                self._wait(tp, offset, view, "retry", failed)
             return True
         return False
+
+    def _wait(self, tp: TopicPartition, offset: int, view: JobView, due: Due, failed_attempt: int = 0) -> None:
+        """The job of the record at ``offset`` waits in the run queue; no commit passes its record meanwhile."""
+        self.partitions.defer(tp, offset)
+        self._seq += 1
+        chars = len(view.request.text) if view.request is not None else UNKNOWN_TEXT_CHARS
+        job = Contender(view.job_id, view.fingerprint, view.tenant, view.priority, chars, self._seq)
+        self.waiting.add(Waiting(tp, offset, job, due, failed_attempt, read_turn=self.turns.log.count))
 
     @staticmethod
     def _retry_due(view: JobView, failed_attempt: int) -> bool:
@@ -299,52 +328,104 @@ class SynthWorker(ConsumerRebalanceListener):
             return view.attempt == failed_attempt
         return view.state is JobState.CLAIMED and view.attempt > failed_attempt
 
-    async def _retry(self, retry: DueRetry) -> None:
-        def due(view: JobView) -> bool:
-            if retry.redo:  # its completion was refused: whatever is left of it (nothing, if it landed)
-                return view.state in {JobState.QUEUED, JobState.CLAIMED}
-            return self._retry_due(view, retry.failed_attempt)
+    # -- claims ---------------------------------------------------------------------
+    def _admit(self) -> None:
+        """Take waiting jobs into claims while there is room (retries that came due join the run queue
+        first). Batch work keeps one claim free for interactive work. Called after each poll's records and
+        whenever a claim ends, so that the engine never waits for the loop."""
+        if self._stop.is_set() or self._fatal is not None:
+            return
+        while (retry := self.retries.pop_due()) is not None:
+            self._wait_again(retry)
+        held_limit = self.config.held_claims
+        was_full = self.waiting.full
+        while len(self._held) < held_limit:
+            batch_held = sum(h.entry.job.priority == "batch" for h in self._held.values())
+            batch_room = held_limit == 1 or batch_held < held_limit - 1
+            held_fingerprints = {h.entry.job.fingerprint for h in self._held.values()}
+            entry = self.waiting.take(held_fingerprints, allow_batch=batch_room)
+            if entry is None:
+                break
+            self._start(entry)
+        if was_full and not self.waiting.full:
+            self._room.set()
 
-        delay = await self._act_deferred(retry.tp, retry.offset, retry.job_id, due)
-        if delay is not None:
-            self.retries.schedule(retry.tp, retry.offset, retry.job_id, retry.failed_attempt, delay, redo=retry.redo)
+    def _wait_again(self, retry: DueRetry) -> None:
+        """A deferred job whose wait is over (a retry's backoff, an outage's) waits for a claim again."""
+        ledger = self.partitions.ledger_for(retry.tp, retry.offset)
+        view = ledger.jobs.get(retry.job_id) if ledger is not None else None
+        if view is None:
+            return  # its partition went to another worker
+        due: Due = "redo" if retry.redo else "retry"
+        self._seq += 1
+        chars = len(view.request.text) if view.request is not None else UNKNOWN_TEXT_CHARS
+        job = Contender(view.job_id, view.fingerprint, view.tenant, view.priority, chars, self._seq)
+        self.waiting.add(Waiting(retry.tp, retry.offset, job, due, retry.failed_attempt, self.turns.log.count))
 
-    async def _run_set_aside(self, aside: SetAside) -> None:
-        """A batch job whose turn came: act on it unless it settled meanwhile (a duplicate's result, a
-        cancellation)."""
-        delay = await self._act_deferred(
-            aside.tp, aside.offset, aside.job_id, lambda view: view.state is JobState.QUEUED
-        )
-        if delay is not None:
-            self.batches.put_back(aside)  # still first in line, and its record still deferred
-            await wait_for_stop(self._stop, delay)
-        elif self.partitions.commit_due:
-            await self._commit()
+    def _start(self, entry: Waiting) -> None:
+        turns = HeldTurns(self.turns, entry.job, AbortSignal(), claimed_turn=self.turns.log.count)
+        task = asyncio.create_task(self._hold(entry, turns), name=f"claim {entry.job_id}")
+        self._held[entry.job_id] = _Held(entry, turns, task)
 
-    async def _act_deferred(
-        self, tp: TopicPartition, offset: int, job_id: uuid.UUID, due: Callable[[JobView], bool]
-    ) -> float | None:
-        """Act on the job of a deferred record (a retry, a set-aside batch job) if ``due`` says it still calls
-        for it, and resolve the record. Returns how long to wait when the log refused an event: the record
-        stays deferred, and the caller tries again."""
-        async with self._handling:
-            ledger = self.partitions.ledger_for(tp, offset)
-            view = ledger.jobs.get(job_id) if ledger is not None else None
-            unacknowledged = False
-            try:
-                if ledger is not None and view is not None and due(view):
-                    unacknowledged = await self._act(tp, ledger, view, offset)
-            except BrokerUnavailable as exc:
-                return self._outage.failed(exc, step="a deferred job, tried again")
-            except _Stopping:
-                return None  # stopping: the record stays deferred, for the next owner
-            finally:
-                self._abort = AbortSignal()
+    async def _hold(self, entry: Waiting, turns: HeldTurns) -> None:
+        """Act on a job taken from the run queue, and let its record go (or wait again) by how it went."""
+        try:
+            delay = await self._act_deferred(entry, turns)
+            if delay is not None:  # the log refused an event: the record stays deferred, the job tried again
+                self.retries.schedule(entry.tp, entry.offset, entry.job_id, entry.failed_attempt, delay, redo=True)
+        except EngineHung as exc:
+            self._fatal = exc  # the engine's thread cannot be stopped: the worker gives back every claim, exits
+            for held in self._held.values():
+                held.turns.abort.give_back(Abort("transient", "the engine hung", backoff=True))
+            self._stop.set()
+        except Exception:
+            log.exception("acting on a job failed; it is tried again", job_id=str(entry.job_id))
+            delay = self._outage.failed("an unexpected error", step="its job, acted on again")
+            self.retries.schedule(entry.tp, entry.offset, entry.job_id, entry.failed_attempt, delay, redo=True)
+        finally:
+            del self._held[entry.job_id]
+            self._admit()
+
+    def _due(self, entry: Waiting) -> Callable[[JobView], bool]:
+        if entry.due == "queued":
+            return lambda view: view.state in {JobState.QUEUED, JobState.CLAIMED}
+        if entry.due == "redo":  # after an outage, or a refused completion: whatever is left of it (if anything)
+            return lambda view: view.state in {JobState.QUEUED, JobState.CLAIMED, JobState.RELEASED}
+        return lambda view: self._retry_due(view, entry.failed_attempt)
+
+    async def _act_deferred(self, entry: Waiting, turns: HeldTurns) -> float | None:
+        """Act on the job of a deferred record if it still calls for it (a duplicate's result or a
+        cancellation may have settled it meanwhile), and resolve the record. Returns how long to wait when
+        the log refused an event: the record stays deferred, and the job is tried again."""
+        tp, offset = entry.tp, entry.offset
+        ledger = self.partitions.ledger_for(tp, offset)
+        view = ledger.jobs.get(entry.job_id) if ledger is not None else None
+        if ledger is None or view is None:
+            return None  # its partition went to another worker: the record goes with it
+        unacknowledged = False
+        try:
+            if self._due(entry)(view):
+                waited_s = time.monotonic() - entry.read_at
+                waited = self.turns.log.behind(entry.job, entry.read_turn, waited_s)
+                unacknowledged = await self._act(tp, ledger, view, offset, turns, waited)
+        except BrokerUnavailable as exc:
+            return self._outage.failed(exc, step="a job, tried again")
+        except _Stopping:
+            return None  # stopping: the record stays deferred, for the next owner
+        self._outage.recovered()
         if not unacknowledged:  # else resolved once its completion is acknowledged (see _act)
             self.partitions.resolve(tp, offset)
         return None
 
-    async def _act(self, tp: TopicPartition, ledger: Ledger, view: JobView, offset: int) -> bool:
+    async def _act(
+        self,
+        tp: TopicPartition,
+        ledger: Ledger,
+        view: JobView,
+        offset: int,
+        turns: HeldTurns,
+        waited: WaitedBehind | None,
+    ) -> bool:
         """Act on ``view``'s job, read at ``offset``, in its trace (what is recorded and logged meanwhile
         carries it, and the job's id, fingerprint and attempt); returns whether its completion is still
         being acknowledged: the record is then deferred until it is, and acted on again if it is refused."""
@@ -352,9 +433,17 @@ class SynthWorker(ConsumerRebalanceListener):
             raise _Stopping
         bound = {"job_id": view.job_id, "fingerprint": view.fingerprint, "attempt": view.attempt + 1}
         with tracing.within(view.trace, **bound):
-            return await self._act_on(tp, ledger, view, offset)
+            return await self._act_on(tp, ledger, view, offset, turns, waited)
 
-    async def _act_on(self, tp: TopicPartition, ledger: Ledger, view: JobView, offset: int) -> bool:
+    async def _act_on(
+        self,
+        tp: TopicPartition,
+        ledger: Ledger,
+        view: JobView,
+        offset: int,
+        turns: HeldTurns,
+        waited: WaitedBehind | None,
+    ) -> bool:
         if view.fingerprint in self._runner.acknowledgements.fingerprints():
             await self._acknowledged()  # a duplicate coalesces only onto a completion in the log
         request = view.request or await self._request_of(tp, view)
@@ -377,7 +466,8 @@ class SynthWorker(ConsumerRebalanceListener):
             log.info("the job was cancelled before its claim: not synthesized", job_id=str(view.job_id))
             return False  # its JobCancelled, behind in the partition, ends the job in the ledger when read
         watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
-        attempt = Attempt(view, request, view.attempt + 1, ledger, self._abort, watch, wait_for_completion=False)
+        number = view.attempt + 1
+        attempt = Attempt(view, request, number, ledger, turns.abort, watch, False, turns, waited)
         try:
             result = await self._keepalive(self._runner.run(attempt), attempt)
         finally:
@@ -449,15 +539,16 @@ class SynthWorker(ConsumerRebalanceListener):
         progress, the attempt is given back at a segment boundary; a hung engine's job is given back at
         once (:class:`EngineHung`: the engine's thread cannot be stopped).
 
-        Membership stays alive without polling: aiokafka heartbeats from its own task, and
-        max.poll.interval allows the longest job (VOXLOG_MAX_JOB_S) plus the poll budget.
-        Polling here instead would wait out any rebalance while holding the record in hand,
-        which the rebalance's revocation callback waits for.
+        The worker's loop polls meanwhile (a held claim never stops it): membership stays alive.
         """
         task: asyncio.Task[T] = asyncio.create_task(work)
         config = self.config
         watchdog = Watchdog(
-            self._runner.activity, config.watchdog_factor, config.watchdog_min_s, config.shutdown_grace_s
+            self._runner.activity,
+            attempt.job.job_id,
+            config.watchdog_factor,
+            config.watchdog_min_s,
+            config.shutdown_grace_s,
         )
         try:
             while True:
@@ -471,7 +562,7 @@ class SynthWorker(ConsumerRebalanceListener):
                     raise EngineHung(f"job {attempt.job.job_id} attempt {attempt.number}: {verdict.message}")
                 if isinstance(verdict, Abort):
                     log.warning("giving the attempt back at the next segment", reason=verdict.message)
-                    attempt.abort.reason = verdict
+                    attempt.abort.give_back(verdict)
         finally:
             if not task.done():
                 task.cancel()

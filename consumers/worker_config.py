@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from foundation.kafka_access import KafkaAccess
@@ -20,7 +21,11 @@ class WorkerConfig:
     watchdog_factor: float
     watchdog_min_s: float
     host: str | None = None  # the machine, named in every claim
-    interactive_per_batch: int = 4  # consumers.priorities: a batch job's turn comes after this many
-    batch_lookahead: int = 2000  # batch jobs set aside at most, before the worker reads further
+    interactive_per_batch: int = 4  # consumers.scheduling: a batch job's turn comes after this many
+    batch_lookahead: int = 5000  # jobs waiting for a claim at most (consumers.run_queue), before it reads further
+    held_claims: int = 4  # claims held at once, their segments interleaved (consumers.engine_turns)
+    tenant_weights: Mapping[str, float] = field(default_factory=dict)  # a tenant's share of the engine (default 1)
+    fair_share_half_life_s: float = 60.0  # how fast a tenant's use of the engine is forgotten
+    aging_s: float = 30.0  # a job's work counts as divided by 1 + waited / aging_s (shorter first, aged)
     engine: str = ""  # the engine and model version this worker serves ("": any, for tests of the loop)
     model_version: str = ""

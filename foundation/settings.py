@@ -538,7 +538,9 @@ class EngineSettings(_Settings):
         " VOXLOG_BENCH_SYNTH_MS (a segment's synthesis time grows with its text, as a model's does).",
     )
     bench_fault: str = Field(
-        "", description="Fault tests only: hang:TEXT or fail:TEXT makes bench-sleep hang on, or fail, such segments."
+        "",
+        description="Fault tests only: hang:TEXT or fail:TEXT makes bench-sleep hang on, or fail, such segments; "
+        "gate:TEXT@FIFO holds the first until a test opens the named pipe.",
     )
     nice: int = Field(0, ge=0, le=19, description="Raise the process's nice value by this much at start.")
 
@@ -590,7 +592,29 @@ class WorkerSettings(
         4, ge=1, description="A worker takes one batch-priority job after this many interactive ones in a row."
     )
     batch_lookahead: int = Field(
-        2000, ge=1, description="Batch-priority jobs a worker sets aside at most before it reads further ahead."
+        5000,
+        ge=1,
+        description="Jobs (of any priority) waiting on a worker for a claim at most before it reads further ahead.",
+    )
+    held_claims: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Claims a worker holds at once; their segments take the engine's turns by the scheduling "
+        "policy, so a short job claimed behind a long one is done a segment later (1: one job at a time).",
+    )
+    tenant_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="A tenant's share of each worker's engine against the others', as JSON: {\"acme\": 2}; "
+        "a tenant not named weighs 1.",
+    )
+    fair_share_half_life_s: float = Field(
+        60.0, gt=0, description="How fast a tenant's past use of a worker's engine is forgotten (its half-life)."
+    )
+    scheduling_aging_s: float = Field(
+        30.0,
+        gt=0,
+        description="Shorter jobs go first, aged: a job's work counts as divided by 1 + its wait over this.",
     )
     watchdog_factor: float = Field(
         4.0, gt=0, description="An attempt without progress for its expected time times this much is given back."

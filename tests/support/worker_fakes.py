@@ -80,16 +80,19 @@ class FakeConsumer:
         self.idle = asyncio.Event()
         self.handed_out = asyncio.Event()  # the first batch was returned
         self.polls = 0
+        self.polled = asyncio.Event()  # set by every poll
 
     def subscribe(self, topics, listener) -> None:
         self.listener = listener
 
     async def getmany(self, *partitions, timeout_ms: int = 0, max_records: int | None = None) -> dict:
         self.polls += 1
+        self.polled.set()
         if self._batches:
             self.handed_out.set()
             return self._batches.pop(0)
-        if timeout_ms > 0:  # a worker with records in hand polls without waiting: idle means it waits
+        settled = getattr(getattr(self, "listener", None), "settled", lambda: True)
+        if timeout_ms > 0 and settled():  # a worker with records in hand polls without waiting; claims held: busy
             self.idle.set()
         await asyncio.sleep(timeout_ms / 1000)
         return {}

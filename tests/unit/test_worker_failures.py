@@ -8,8 +8,8 @@ import uuid
 from datetime import timedelta
 
 from aiokafka.errors import KafkaConnectionError
+from aiokafka.structs import TopicPartition
 
-import consumers.worker
 from consumers.attempts import AttemptResult
 from consumers.errors import LookupUnavailable
 from consumers.ledger import Ledger
@@ -21,7 +21,6 @@ from tests.support.worker_fakes import (
     FakeConsumer,
     NoCache,
     RecordingRunner,
-    WatchedLock,
     make_worker,
     record,
     tail_scanned,
@@ -69,7 +68,9 @@ async def test_a_due_retry_runs_one_attempt_higher_and_then_commits_past_its_rec
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
     tail_scanned(worker)
     await run_until_idle(worker, consumer)
-    assert runner.attempts == [(job.job_id, 1), (job.job_id, 2)]
+    # The job waits for a claim until the records behind it are read: by then its ledger shows attempt 1
+    # claimed and released, so only the retry runs.
+    assert runner.attempts == [(job.job_id, 2)]
     assert consumer.commits[-1] == {TP: 3}
 
 
@@ -108,33 +109,61 @@ async def test_regression_an_unreachable_broker_does_not_kill_the_worker_and_the
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
     tail_scanned(worker)
     await run_until_idle(worker, consumer)
-    assert runner.jobs == [first.job_id, second.job_id], "the refused record was handled again, in order"
+    # The second job is claimed beside the first, and the first is tried again after the outage's backoff.
+    assert runner.jobs == [second.job_id, first.job_id], "the refused job was acted on again"
     assert consumer.commits[-1] == {TP: 2}
 
 
-async def test_regression_records_of_a_long_batch_wait_for_a_poll_between_jobs(monkeypatch):
+async def test_regression_records_of_a_long_batch_wait_for_a_poll_between_jobs():
     """A poll took up to 100 records while max.poll.interval was sized for one job: a batch of long jobs got
-    the member evicted. The worker polls again once it has spent its handling budget."""
-    monkeypatch.setattr(consumers.worker, "POLL_BUDGET_S", 0.0)
+    the member evicted. The worker's loop now polls while its claims run: a job never stops it."""
     jobs = [_Builder(uuid.UUID(int=10 + i)) for i in range(3)]
     consumer = FakeConsumer({TP: [record(job.queued(), i) for i, job in enumerate(jobs)]})
-    runner = PollCountingRunner(consumer)
-    worker = make_worker(consumer, runner, NoCache())
+    runner = GatedRunner(jobs[0].job_id)
+    worker = make_worker(consumer, runner, NoCache(), held_claims=1)
     tail_scanned(worker)
-    await run_until_idle(worker, consumer)
+    stop = asyncio.Event()
+    loop_task = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(runner.entered.wait(), 10)
+    consumer.polled.clear()
+    await asyncio.wait_for(consumer.polled.wait(), 10)  # a poll while the first job is in hand
+    assert runner.jobs == [], "the first job is still in hand"
+    runner.gate.set()
+    await asyncio.wait_for(consumer.idle.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(loop_task, 10)
     assert runner.jobs == [job.job_id for job in jobs]
-    assert runner.polls_before == sorted(set(runner.polls_before)), "a poll between every two jobs"
 
 
-class PollCountingRunner(RecordingRunner):
-    def __init__(self, consumer: FakeConsumer) -> None:
+class GatedRunner(RecordingRunner):
+    """The job ``gated`` waits at a gate before it runs; every job notes its abort."""
+
+    def __init__(self, gated: uuid.UUID) -> None:
         super().__init__()
-        self.consumer = consumer
-        self.polls_before: list[int] = []
+        self.gated = gated
+        self.entered, self.gate = asyncio.Event(), asyncio.Event()
+        self.aborts: dict[uuid.UUID, object] = {}
+        self.in_hand: dict[uuid.UUID, object] = {}
+        self.changed = asyncio.Event()  # a job ran
+
+    async def ran(self, job_id: uuid.UUID) -> None:
+        while job_id not in self.jobs:
+            self.changed.clear()
+            await self.changed.wait()
+
+    async def first_abort(self, job_id: uuid.UUID) -> None:
+        await self.in_hand[job_id].abort.given_back()  # type: ignore[attr-defined]
 
     async def run(self, attempt) -> AttemptResult:
-        self.polls_before.append(self.consumer.polls)
-        return await super().run(attempt)
+        self.in_hand[attempt.job.job_id] = attempt
+        if attempt.job.job_id == self.gated:
+            self.entered.set()
+            await self.gate.wait()
+        self.aborts[attempt.job.job_id] = attempt.abort.reason
+        try:
+            return await super().run(attempt)
+        finally:
+            self.changed.set()
 
 
 class FailingScanConsumer(FakeConsumer):
@@ -187,43 +216,29 @@ async def test_regression_a_postgres_error_in_a_lookup_does_not_stop_the_job():
     assert runner.jobs == [job.job_id]
 
 
-class AbortRecordingRunner(RecordingRunner):
-    """The first job waits at a gate (while a revocation's grace runs out); every job notes its abort."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered, self.gate = asyncio.Event(), asyncio.Event()
-        self.aborts: list[object] = []
-
-    async def run(self, attempt) -> AttemptResult:
-        if not self.jobs:
-            self.entered.set()
-            await self.gate.wait()
-        self.aborts.append(attempt.abort.reason)
-        return await super().run(attempt)
-
-
 async def test_regression_an_abort_meant_for_one_job_does_not_release_the_next():
     """A revocation's abort, set while a job was in hand, stayed set and released the next job at its first
-    segment."""
+    segment. Each claim now has its own: a revocation gives back the claims of its partitions only."""
     first, second = _Builder(uuid.UUID(int=31)), _Builder(uuid.UUID(int=32))
-    consumer = FakeConsumer({TP: [record(first.queued(), 0), record(second.queued(), 1)]})
-    runner = AbortRecordingRunner()
+    other = TopicPartition(TP.topic, TP.partition + 1)
+    consumer = FakeConsumer({TP: [record(first.queued(), 0)], other: [record(second.queued(), 0)]})
+    consumer.assigned = {TP, other}
+    runner = GatedRunner(first.job_id)
     worker = make_worker(consumer, runner, NoCache(), rebalance_grace_s=0.01)
-    worker._handling = lock = WatchedLock()
-    tail_scanned(worker)
+    ledgers = {tp: Ledger(timedelta(minutes=10)) for tp in (TP, other)}
+    worker.partitions.adopt(dict.fromkeys(ledgers, 0), ledgers)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(runner.entered.wait(), 10)
-    revoke = asyncio.create_task(worker.on_partitions_revoked(set()))
-    # The revocation's grace ran out: it set the abort and now waits for the lock without a limit.
-    await asyncio.wait_for(lock.contended_again.wait(), 10)
+    revoke = asyncio.create_task(worker.on_partitions_revoked({TP}))
+    await asyncio.wait_for(runner.first_abort(first.job_id), 10)  # the grace ran out: the claim is given back
     runner.gate.set()
     await asyncio.wait_for(revoke, 10)
+    consumer.assigned = {other}
     await worker.on_partitions_assigned(set())  # a revocation is followed by an assignment
     await asyncio.wait_for(consumer.idle.wait(), 10)
     stop.set()
     await asyncio.wait_for(loop_task, 10)
-    assert runner.jobs == [first.job_id, second.job_id]
-    assert runner.aborts[0] is not None, "the job in hand was asked to stop"
-    assert runner.aborts[1] is None, "the next one was not"
+    assert set(runner.jobs) == {first.job_id, second.job_id}
+    assert runner.aborts[first.job_id] is not None, "the job of the revoked partition was asked to stop"
+    assert runner.aborts[second.job_id] is None, "the other one was not"

@@ -94,8 +94,7 @@ async def test_regression_a_refused_completion_is_not_committed_past_and_its_job
     await run_until(worker, runner.enough)
     assert runner.jobs == [job.job_id, job.job_id], "acted on again after the refusal"
     before_redo = runner.commits_at_start[1]
-    assert before_redo, "the worker committed between the refusal and the redo"
-    assert all(commit[TP] == 0 for commit in before_redo), before_redo
+    assert all(commit[TP] == 0 for commit in before_redo), f"committed past the refused job: {before_redo}"
     assert consumer.commits[-1] == {TP: 1}, "committed past it once the second completion landed"
 
 
@@ -110,12 +109,12 @@ async def test_a_completed_jobs_record_is_resolved_only_once_its_completion_is_a
     loop = asyncio.create_task(worker.run(stop))
     await asyncio.wait_for(runner.acknowledgements.waiting.wait(), 10)  # the commit after the job waits
     await worker.partitions.commit()  # a commit meanwhile (a revocation's, say) does not pass the job
-    assert consumer.commits == [{TP: 0}]
+    assert consumer.commits == [], "nothing past where the worker started reading"
     gate.set()
     await asyncio.wait_for(consumer.idle.wait(), 10)
     stop.set()
     await asyncio.wait_for(loop, 10)
-    assert consumer.commits == [{TP: 0}, {TP: 1}], "acknowledged: resolved, and committed past"
+    assert consumer.commits == [{TP: 1}], "acknowledged: resolved, and committed past"
     assert len(worker.retries) == 0
 
 

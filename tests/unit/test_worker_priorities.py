@@ -11,7 +11,7 @@ import pytest
 from consumers.attempts import AttemptResult
 from tests.support.job_logs import _Builder
 from tests.support.worker_fakes import TP, FakeConsumer, NoCache, RecordingRunner, make_worker, record, tail_scanned
-from tests.unit.test_worker_failures import run_until_idle
+from tests.unit.test_worker_failures import GatedRunner, run_until_idle
 
 pytestmark = pytest.mark.unit
 
@@ -64,12 +64,11 @@ async def test_a_set_aside_batch_job_holds_the_commit_until_it_is_done():
     records = [record(batch[0].queued("batch"), 0), record(interactive[0].queued(), 1)]
     stop = asyncio.Event()
     consumer, runner = FakeConsumer({TP: records}), StopsAfterOneJob(stop)
-    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
+    worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0, held_claims=1)
     tail_scanned(worker)
     await asyncio.wait_for(worker.run(stop), 10)
     assert runner.jobs == [interactive[0].job_id]
-    assert len(worker.batches) == 1
-    assert consumer.commits, "the worker committed on its way out"
+    assert len(worker.waiting) == 1
     assert all(commit[TP] == 0 for commit in consumer.commits), consumer.commits
 
 
@@ -77,14 +76,22 @@ async def test_regression_an_interactive_job_fetched_just_after_the_poll_waited_
     """A poll that drained some partitions was the last look before a batch job: records appended to them
     meanwhile (aiokafka fetches a drained partition only once its fetch in flight returns) were read only
     after the batch job, so a short request waited for a whole document part more (bench (h): a short
-    request behind a part that ended 33 ms after it was submitted waited 592 ms). The worker now polls once
-    more before a batch job when its last poll brought records."""
+    request behind a part that ended 33 ms after it was submitted waited 592 ms). The worker now claims the
+    interactive job beside the batch job in hand (their segments then share the engine by the policy)."""
     batch, interactive = jobs(100, 1), jobs(200, 1)
-    consumer, runner = FakeConsumer({TP: [record(batch[0].queued("batch"), 0)]}), RecordingRunner()
+    consumer, runner = FakeConsumer({TP: [record(batch[0].queued("batch"), 0)]}), GatedRunner(batch[0].job_id)
     consumer._batches.append({TP: [record(interactive[0].queued(), 1)]})  # what the next poll brings
     worker = make_worker(consumer, runner, NoCache(), commit_interval_s=0)
     tail_scanned(worker)
-    await run_until_idle(worker, consumer)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(runner.entered.wait(), 10)
+    await asyncio.wait_for(runner.ran(interactive[0].job_id), 10)
+    assert runner.jobs == [interactive[0].job_id], "done while the batch job is still in hand"
+    runner.gate.set()
+    await asyncio.wait_for(consumer.idle.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(loop, 10)
     assert runner.jobs == [interactive[0].job_id, batch[0].job_id]
 
 

@@ -89,6 +89,10 @@ def worker_config(settings: WorkerSettings, engine: EngineDescription | None = N
         watchdog_min_s=settings.watchdog_min_s,
         interactive_per_batch=settings.interactive_per_batch,
         batch_lookahead=settings.batch_lookahead,
+        held_claims=settings.held_claims,
+        tenant_weights=settings.tenant_weights,
+        fair_share_half_life_s=settings.fair_share_half_life_s,
+        aging_s=settings.scheduling_aging_s,
         engine=engine.name if engine else "",
         model_version=engine.model_version if engine else "",
     )

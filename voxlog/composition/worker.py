@@ -105,7 +105,7 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
             return await publisher.publish(event, topic=settings.nodes_topic)
 
         def build_heartbeat() -> NodeHeartbeat:
-            return heartbeat(config.worker_id, engine.description, activity, producer, started_at)
+            return heartbeat(config.worker_id, engine.description, activity, producer, started_at, worker.waiting)
 
         tasks = OwnedTasks()
         tasks.start(beat(send_heartbeat, build_heartbeat, settings.heartbeat_s, stop), "heartbeat")
