@@ -35,6 +35,21 @@ class Profile:
     prio_interactive: int = 20
     prio_gap_s: float = 0.3
     prio_ms_per_char: float = 2.0
+    sbl_workers: int = 2  # (l) short behind long: the shape, a minute's text against a second's
+    sbl_long: int = 4
+    sbl_long_chars: int = 1200
+    sbl_short: int = 24
+    sbl_ms_per_char: float = 10.0
+    sbl_synth_ms: float = 20.0
+    sbl_real_long: int = 2  # and once with the real model, one worker
+    sbl_real_long_chars: int = 600
+    sbl_real_short: int = 6
+    ten_workers: int = 4  # (m) tenants
+    ten_a_batch: int = 10_000
+    ten_b_interactive: int = 20
+    ten_b_batch: int = 100
+    ten_synth_ms: float = 20.0
+    ten_gap_s: float = 0.3
 
 
 FULL = Profile(
@@ -77,4 +92,13 @@ QUICK = Profile(
     batch_workers=2,
     prio_backlog=100,
     prio_interactive=8,
+    sbl_long=2,
+    sbl_long_chars=600,
+    sbl_short=8,
+    sbl_real_long=1,
+    sbl_real_long_chars=300,
+    sbl_real_short=3,
+    ten_a_batch=1000,
+    ten_b_interactive=5,
+    ten_b_batch=20,
 )

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
+from bench.report_fairness import fairness_goals, short_behind_long, tenants
 from bench.report_goals import batches, goals, head_of_line, priorities
 
 SYSTEMS = ("voxlog", "baseline")
@@ -535,10 +536,10 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "",
         "## Goals",
         "",
-        "Issue 14's goals, and issue 15's priorities figure, beside this run's figures (each scenario's section"
-        " says how it is measured).",
+        "Issue 14's goals, issue 15's priorities figure and issue 27's scheduling goals, beside this run's figures"
+        " (each scenario's section says how it is measured).",
         "",
-        *goals(s),
+        *goals(s, fairness_goals(s)),
         "",
         "## Summary",
         "",
@@ -629,6 +630,14 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         *priorities(s),
         *([""] if results.get("degraded") else []),
         *_degraded(results.get("degraded")),
+        "",
+        "## (l) Short behind long",
+        "",
+        *short_behind_long(s),
+        "",
+        "## (m) Tenants",
+        "",
+        *tenants(s),
     ]
     page = docs / "benchmarks.md"
     page.write_text("\n".join(lines))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 CPU_SERVER: Final = ("api", "projector", "workers", "kafka", "postgres")  # everything but the benchmark client
@@ -123,7 +123,7 @@ def _priorities(s: dict[str, Any]) -> tuple[str, str, str]:
     )
 
 
-def goals(s: dict[str, Any]) -> list[str]:
+def goals(s: dict[str, Any], extra: Sequence[list[str]] = ()) -> list[str]:
     rows = [
         _row(s, "(a) throughput", ">= 1.0x the baseline at 1, 2, 4 workers (aim 2x)", _throughput),
         _row(s, "(a) server CPU per job", "<= the baseline's (all processes but the client)", _cpu),
@@ -134,6 +134,7 @@ def goals(s: dict[str, Any]) -> list[str]:
         _row(s, "(f) streaming by default", "an OpenAI client's default request (mp3) streams", _default_stream),
         _row(s, "(i) batch submission", f">= {BATCH_GOAL_JOBS_PER_S:.0f} jobs/s end to end", _batches),
         _row(s, "(j) priorities", "interactive latency behind a batch backlog, against idle", _priorities),
+        *extra,
     ]
     return _table(["", "goal", "voxlog", "baseline", "verdict"], rows)
 

@@ -21,6 +21,7 @@ from typing import Any, Final
 from bench.cpu import descendants
 from bench.deploy import ROOT
 from bench.environment import describe
+from bench.fairness import short_behind_long, tenants
 from bench.mixed_load import batch_submission, head_of_line
 from bench.priorities import priorities
 from bench.profiles import FULL, QUICK
@@ -69,6 +70,7 @@ SCENARIO_GROUPS: Final = (
     "head_of_line",
     "batches",
     "priorities",
+    "fairness",
 )
 
 
@@ -113,6 +115,9 @@ async def run(
             scenarios["batches"] = await batch_submission(ctx)
         if "priorities" in only:
             scenarios["priorities"] = await priorities(ctx)
+        if "fairness" in only:
+            scenarios["short_behind_long"] = await short_behind_long(ctx)
+            scenarios["tenants"] = await tenants(ctx)
         results["scenarios"] = scenarios
         results["profile_sizes"] = profile.__dict__
         results["duration_s"] = time.monotonic() - say.started

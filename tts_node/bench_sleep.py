@@ -21,7 +21,10 @@ differ and the blob store writes each one, as it would for speech.
 
 For fault tests only, ``fault`` makes a segment misbehave: ``hang:TEXT``
 never returns from a segment containing TEXT (a hung engine), ``fail:TEXT``
-raises a transient failure for one (an engine error a retry may cure).
+raises a transient failure for one (an engine error a retry may cure), and
+``gate:TEXT@PATH`` holds the first such segment until a test opens the named
+pipe at PATH for writing and closes it (a gate the test holds: the engine is
+busy with a known segment for exactly as long as the test wants).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ CHARS_PER_AUDIO_S = 15.0  # about how fast English is read aloud, in characters 
 MIN_AUDIO_S = 0.25
 LANGUAGES = ("en-us", "en-gb")
 VOICES = ("bench_tone",)
-_FAULTS = ("hang", "fail")
+_FAULTS = ("hang", "fail", "gate")
 
 
 def char_ids(piece: str) -> list[int]:
@@ -71,7 +74,12 @@ class BenchSleepEngine:
             raise ValueError("ms_per_char must be a finite number >= 0")
         kind, _, marker = fault.partition(":")
         if fault and (kind not in _FAULTS or not marker):
-            raise ValueError(f"fault must be hang:TEXT or fail:TEXT, not {fault!r}")
+            raise ValueError(f"fault must be hang:TEXT, fail:TEXT or gate:TEXT@PATH, not {fault!r}")
+        if kind == "gate":
+            marker, _, self._gate_path = marker.partition("@")
+            if not marker or not self._gate_path:
+                raise ValueError(f"a gate is gate:TEXT@PATH (a named pipe), not {fault!r}")
+        self._gate_passed = False
         self._fault = (kind, marker) if fault else None
         self.hung = threading.Event()  # set once a call hangs (so a test knows without waiting)
         self._unhang = threading.Event()  # nothing sets it but release_hung: a hung call stays hung
@@ -120,12 +128,17 @@ class BenchSleepEngine:
             raise EngineInputError(f"voice {voice!r} is unknown; known voices: {', '.join(VOICES)}")
         if not (math.isfinite(speed) and speed > 0):
             raise EngineInputError(f"speed must be a finite number > 0, not {speed!r}")
-        if self._fault is not None and self._fault[1] in segment.text:
-            if self._fault[0] == "hang":
+        if self._fault is not None and self._fault[1] in segment.text and not self._gate_passed:
+            if self._fault[0] == "gate":
+                with open(self._gate_path, "rb") as gate:  # blocks until the test opens it for writing
+                    gate.read()  # and until it closes it
+                self._gate_passed = True
+            elif self._fault[0] == "hang":
                 self.hung.set()
                 self._unhang.wait()  # what a wedged driver call looks like
                 raise EngineFailure("released from a hang")
-            raise EngineFailure(f"bench-sleep fault on {segment.text!r}")
+            else:
+                raise EngineFailure(f"bench-sleep fault on {segment.text!r}")
         seconds = self.seconds_for(segment)
         if seconds > 0:
             time.sleep(seconds)

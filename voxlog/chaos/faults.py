@@ -119,6 +119,33 @@ async def worker_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult
         return await _settle(d, client, result, in_flight, lifted)
 
 
+async def worker_kill_holding_claims(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    """A worker holds several claims at once (their segments interleaved, issue 27): SIGKILLed while it does,
+    every one of them must be taken again by someone, none completed twice."""
+    result = FaultResult("worker SIGKILL holding claims", "a worker SIGKILLed while it holds several claims")
+    engine = {"VOXLOG_BENCH_SYNTH_MS": "100", "VOXLOG_HELD_CLAIMS": "4"}
+    text = "Job {n}. Its second sentence. And a third one. And a fourth, to be long enough."
+    async with Deployment(stack, home, engine) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
+        await d.add_workers(2)
+        load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), text, rate=20))
+        victim, held = f"{d.tag}-w0", 0
+        deadline = time.monotonic() + 60
+        while held < 2 and time.monotonic() < deadline:
+            held = int(
+                (await d.rows("SELECT count(*) FROM jobs WHERE state = 'claimed' AND worker_id = $1", victim))[0][0]
+            )
+            await asyncio.sleep(0.05)
+        if held < 2:
+            result.violations.append(f"the worker never held two claims at once (at most {held})")
+        in_flight = await d.in_flight()
+        d.kill("worker-0")
+        d.start("worker-0")  # a supervisor restarts it
+        result.description += f" ({held} held when killed)"
+        lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
+        await load
+        return await _settle(d, client, result, in_flight, lifted)
+
+
 async def worker_stop(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("worker SIGSTOP / SIGCONT", "a worker stopped past its session timeout, then continued")
 
@@ -232,6 +259,7 @@ async def retry_exhaustion(stack: DevStack, home: Path, sizes: Sizes) -> FaultRe
 
 FAULTS: tuple[Fault, ...] = (
     worker_kills,
+    worker_kill_holding_claims,
     worker_stop,
     broker_kill,
     postgres_restart,

@@ -1,0 +1,132 @@
+"""Sections (l) short behind long and (m) tenants of docs/benchmarks.md, and their rows of the goals table
+(issue 27's goals)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report_goals import _table, _verdict
+
+
+def _short_goal_ms(l_: dict[str, Any], run: dict[str, Any]) -> float:
+    """Issue 27: a short request's p99 at most 3x its own synthesis time plus one segment."""
+    return 3 * run["short_own_ms"]["p99_ms"] + l_["one_segment_ms"]
+
+
+def fairness_goals(s: dict[str, Any]) -> list[list[str]]:
+    rows: list[list[str]] = []
+    l_ = s.get("short_behind_long")
+    if l_ is not None and "voxlog" in l_:
+        vx, fifo = l_["voxlog"], l_["baseline"]
+        goal_ms = _short_goal_ms(l_, vx)
+        makespan = vx["makespan_s"] / vx["ideal_s"]
+        longs = vx["long_last_s"] / fifo["long_last_s"]
+        rows.append(
+            [
+                "(l) short behind long",
+                "short p99 <= 3x own synthesis + one segment; makespan <= 1.05x ideal; long jobs <= 1.1x FIFO",
+                f"short p99 {vx['short']['p99_ms']:.0f} ms (bound {goal_ms:.0f}); makespan {makespan:.2f}x ideal; "
+                f"last long job {longs:.2f}x FIFO's",
+                f"short p99 {fifo['short']['p99_ms']:.0f} ms (strict FIFO)",
+                _verdict(
+                    vx["short"]["p99_ms"] <= goal_ms and makespan <= 1.05 and longs <= 1.1,
+                    f"{vx['short']['p99_ms'] / goal_ms:.2f} of the short bound, {makespan:.2f}x ideal, "
+                    f"{longs:.2f}x FIFO",
+                ),
+            ]
+        )
+    m = s.get("tenants")
+    if m is not None:
+        ratio = m["b_behind_a"]["p99_ms"] / m["idle"]["p99_ms"]
+        share = m["b_batch_s"] / m["a_batch_s"]
+        rows.append(
+            [
+                "(m) tenants",
+                "B's interactive p99 <= 2x idle; B's batch done in about its fair share, not after A's",
+                f"B p99 {m['b_behind_a']['p99_ms']:.0f} ms (idle {m['idle']['p99_ms']:.0f}); B's batch "
+                f"{m['b_batch_s']:.1f} s, A's {m['a_batch_s']:.1f} s",
+                "n/a (no tenants)",
+                _verdict(
+                    ratio <= 2.0 and share < 0.5, f"p99 {ratio:.1f}x idle; B's batch took {share:.0%} of A's time"
+                ),
+            ]
+        )
+    return rows
+
+
+def short_behind_long(s: dict[str, Any]) -> list[str]:
+    l_ = s.get("short_behind_long")
+    if l_ is None:
+        return ["Not measured in this run."]
+    rows = []
+    for name in ("voxlog", "voxlog_one_claim", "baseline"):
+        if name not in l_:
+            continue
+        r = l_[name]
+        rows.append(
+            [
+                name,
+                f"{r['short']['median_ms']:.0f} / {r['short']['p99_ms']:.0f}",
+                f"{_short_goal_ms(l_, r):.0f}",
+                f"{r['makespan_s']:.1f} ({r['makespan_s'] / r['ideal_s']:.2f}x)",
+                " ".join(f"{t:.1f}" for t in r["long_finish_s"]),
+            ]
+        )
+    intro = [
+        f"{l_['long_jobs']} texts of about {l_['long_chars']:,} characters submitted at once, then "
+        f"{l_['short_requests']} one-sentence requests at once, to {l_['workers']} workers of `bench-sleep` at "
+        f"{l_['ms_per_char']:g} ms per character and {l_['synth_ms']:g} ms per segment (a long text takes about "
+        f"{l_['long_chars'] * l_['ms_per_char'] / 1000:.0f} s; its longest segment {l_['one_segment_ms']:.0f} ms). "
+        "`voxlog` holds several claims per worker (`VOXLOG_HELD_CLAIMS`, 4) and gives the engine's next segment to "
+        "the job the policy puts first; `voxlog_one_claim` is the same with one claim (it still claims the "
+        "shortest waiting job first, but never interrupts one); the baseline's `SKIP LOCKED` queue is strict FIFO. "
+        "The bound is issue 27's: 3x the request's own synthesis time plus one segment. The makespan is from the "
+        "first submission to the last job visible, against the ideal (all the engine time over the workers).",
+        "",
+    ]
+    header = ["", "short p50 / p99 (ms)", "bound (ms)", "makespan (s)", "long jobs done at (s)"]
+    lines = [*intro, *_table(header, rows)]
+    real = l_.get("real_model")
+    if real is not None:
+        real_rows = [
+            [
+                name,
+                f"{real[name]['short']['median_ms']:.0f} / {real[name]['short']['p99_ms']:.0f}",
+                f"{real[name]['long_last_s']:.1f}",
+                f"{real[name]['makespan_s']:.1f}",
+            ]
+            for name in ("voxlog", "voxlog_one_claim")
+            if name in real
+        ]
+        lines += [
+            "",
+            f"With the real model (kokoro-onnx int8, one worker): {real['long_jobs']} texts of about "
+            f"{real['long_chars']} characters, then short requests; the same requests one at a time on the idle "
+            f"worker took p50 {real['idle']['median_ms']:.0f} ms, p99 {real['idle']['p99_ms']:.0f} ms.",
+            "",
+            *_table(["", "short p50 / p99 (ms)", "last long job (s)", "makespan (s)"], real_rows),
+        ]
+    return lines
+
+
+def tenants(s: dict[str, Any]) -> list[str]:
+    m = s.get("tenants")
+    if m is None:
+        return ["Not measured in this run."]
+    rows = [
+        ["B's interactive requests, idle system", f"{m['idle']['median_ms']:.0f}", f"{m['idle']['p99_ms']:.0f}"],
+        [
+            "B's interactive requests behind A's batch",
+            f"{m['b_behind_a']['median_ms']:.0f}",
+            f"{m['b_behind_a']['p99_ms']:.0f}",
+        ],
+    ]
+    return [
+        f"Tenant A submits {m['a_batch']:,} batch requests, then tenant B submits a batch of {m['b_batch']} and "
+        f"{m['b_interactive']} interactive requests one at a time, to {m['workers']} workers of `bench-sleep` at "
+        f"{m['synth_ms']:g} ms a request; equal weights. B's batch took {m['b_batch_s']:.1f} s from its submission "
+        f"(alone on the fleet it would take about {m['b_alone_s']:.1f} s; its fair share beside A, half the fleet, "
+        f"about {2 * m['b_alone_s']:.1f} s); A's took {m['a_batch_s']:.1f} s.",
+        "",
+        *_table(["", "p50 (ms)", "p99 (ms)"], rows),
+    ]
