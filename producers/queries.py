@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
-from datetime import date
+from datetime import date, datetime
 from typing import Final
 
 import asyncpg
@@ -25,6 +25,7 @@ from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
 from producers.activity import Activity, NodeLiveness, activity, live_workers
 from producers.api_keys import StoredKey
 from producers.errors import ProducerError
+from producers.queue_place import read_queue_place
 from producers.rows import (
     JOB_COLUMNS,
     SEGMENT_COLUMNS,
@@ -36,6 +37,7 @@ from producers.rows import (
     UsageRow,
     columns,
 )
+from producers.views import QueuePlaceView
 
 ENGINES_FRESH_S: Final = 1.0
 QUERY_TIMEOUT_S: Final = 5.0
@@ -110,6 +112,11 @@ class ProjectionReader:
         if job.source_job_id is not None and row["source_tenant"] != job.tenant:
             job = msgspec.structs.replace(job, source_job_id=None)
         return job
+
+    async def queue_place(self, job_id: uuid.UUID, now: datetime) -> QueuePlaceView | None:
+        """Where the queued job waits, as the latest heartbeat of a live worker that lists it tells it."""
+        async with _reading(f"the queue of job {job_id}"):
+            return await read_queue_place(self._pool, job_id, self._liveness.silent_after_s, now, QUERY_TIMEOUT_S)
 
     async def api_key(self, key_id: str) -> StoredKey | None:
         """The key's row, as the API judges a presented key by it."""
