@@ -22,7 +22,7 @@ from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
 from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
-from producers.activity import Activity, NodeLiveness, activity, live_workers
+from producers.activity import Activity, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
 from producers.api_keys import StoredKey
 from producers.errors import ProducerError
 from producers.queue_place import read_queue_place
@@ -224,6 +224,11 @@ class ProjectionReader:
         """The workers heard from within their heartbeat timeout, by (engine, model version)."""
         async with _reading("the live workers"):
             return await live_workers(self._pool, QUERY_TIMEOUT_S, self._liveness)
+
+    async def worker_queues(self) -> WorkerQueues:
+        """By live worker, the jobs waiting on it by (tenant, priority), as its last heartbeat counted them."""
+        async with _reading("the workers' queues"):
+            return await worker_queues(self._pool, QUERY_TIMEOUT_S, self._liveness)
 
     async def cached_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         """Of ``fingerprints``, those with a live result: the completed job that holds it, and its blobs."""
