@@ -10,11 +10,15 @@ look dead. A claim is stale when (:func:`stale_reason`):
   cut off), or none at all since a claim older than that; silence counts
   only while the sweeper hears the nodes topic live (not during a broker
   outage, when no worker can send one);
-- its worker is alive but on another job, and the claim is older than
-  ``stale_after_s`` (the worker restarted, or lost the job);
-- its worker is on it but the attempt made no progress (a claim, a segment)
+- its worker is alive but does not list the claim among those it holds
+  (``NodeHeartbeat`` version 2's ``claims``; a version-1 heartbeat's job is
+  its one claim), and the claim is older than ``stale_after_s`` (the worker
+  restarted, or lost the job);
+- its worker lists it but the attempt made no progress (a claim, a segment)
   for longer than its expected time (its text length over the node's
-  measured speed, at least ``min_expected_s``) times ``stale_factor``.
+  measured speed, at least ``min_expected_s``) times ``stale_factor``. A
+  claim that waits for its turn on the engine advances when the engine does:
+  its ``progress_at`` is the worker's last progress on any of its claims.
 
 For each, the sweeper publishes ``JobReleased(reason="stale")`` for that
 attempt, keyed by fingerprint like every job event, with the id a release of
@@ -105,17 +109,29 @@ def stale_reason(
         return f"worker {claim.worker_id} silent for {silent:.0f}s"
     if pulse.sent_at <= claim.claimed_at:
         return None  # the heartbeat predates the claim: wait for one that knows it
-    if pulse.job_id == claim.job_id and pulse.attempt == claim.attempt:
-        if pulse.progress_at is None:
+    held = held_claims(pulse)
+    if (claim.job_id, claim.attempt) in held:
+        progress_at = held[(claim.job_id, claim.attempt)]
+        if progress_at is None:
             return None
         allowed = config.stale_factor * expected_seconds(claim.text_chars, pulse.chars_per_s, config.min_expected_s)
-        stalled = (now - max(pulse.progress_at, heard_since)).total_seconds()
+        stalled = (now - max(progress_at, heard_since)).total_seconds()
         if stalled > allowed:
             return f"no progress for {stalled:.0f}s (allowed {allowed:.0f}s)"
         return None
     if claim_age > config.stale_after_s:
         return f"worker {claim.worker_id} is alive but no longer on this job"
     return None
+
+
+def held_claims(pulse: NodeHeartbeatPayload) -> dict[tuple[uuid.UUID, int], datetime | None]:
+    """Every claim the heartbeat's worker holds, (job, attempt), and when it last advanced. A heartbeat that
+    names a job but lists no claim is a worker's that knows one claim at a time (one built before workers
+    listed their claims): that job is its one claim, as the upcaster reads a version-1 heartbeat
+    (``contracts.upcasting``)."""
+    if not pulse.claims and pulse.job_id is not None and pulse.attempt is not None:
+        return {(pulse.job_id, pulse.attempt): pulse.progress_at}
+    return {(c.job_id, c.attempt): c.progress_at for c in pulse.claims}
 
 
 class SweeperStore(Protocol):

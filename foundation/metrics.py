@@ -108,6 +108,12 @@ WORKERS = Gauge(
     " version, as the API last read the projection's nodes.",
     ["engine", "model_version"],
 )
+WORKER_QUEUE_JOBS = Gauge(
+    "voxlog_worker_queue_jobs",
+    "Jobs waiting on each live worker (read from its partitions, not claimed yet), by tenant and priority, as the"
+    " worker's last heartbeat counted them and the API last read the projection's node_heartbeats.",
+    ["worker", "tenant", "priority"],
+)
 ENGINE_QUEUE_DEPTH = Gauge("voxlog_engine_queue_depth", "Synthesis calls waiting for the engine (the FIFO).")
 REAL_TIME_FACTOR = Histogram(
     "voxlog_real_time_factor",

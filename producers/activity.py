@@ -7,13 +7,17 @@ The same rule counts the live workers the API exports (``voxlog_workers``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import asyncpg
+from pydantic import Field
 
 from producers.views import View
 
+WorkerQueues = dict[str, dict[tuple[str, str], int]]
+"""By worker, its waiting jobs by (tenant, priority)."""
 WINDOW: Final = "10 minutes"  # the phase percentiles and the cache ratio look this far back
 
 _COUNTS: Final = f"""
@@ -33,7 +37,8 @@ FROM jobs
 WHERE completed_at > now() - interval '{WINDOW}' AND NOT cache_hit AND claimed_at IS NOT NULL
 """
 _NODES: Final = """
-SELECT worker_id, engine, model_version, device, job_id, segments_done, segments_total,
+SELECT worker_id, engine, model_version, device, job_id, segments_done, segments_total, queue_counts,
+       jsonb_array_length(claims) AS claims,
        busy_s / greatest(extract(epoch FROM sent_at - started_at), 1) AS busy_fraction,
        extract(epoch FROM now() - sent_at) AS silent_s
 FROM node_heartbeats WHERE sent_at > now() - make_interval(secs => $1) ORDER BY worker_id
@@ -43,6 +48,13 @@ SELECT n.engine, n.model_version, count(*) AS workers
 FROM nodes n LEFT JOIN node_heartbeats h USING (worker_id)
 WHERE greatest(h.sent_at, n.announced_at) > now() - make_interval(secs => $1)
 GROUP BY n.engine, n.model_version
+"""
+
+
+_QUEUES: Final = """
+SELECT h.worker_id, c->>'tenant' AS tenant, c->>'priority' AS priority, (c->>'jobs')::bigint AS jobs
+FROM node_heartbeats h LEFT JOIN LATERAL jsonb_array_elements(h.queue_counts) AS c ON true
+WHERE h.sent_at > now() - make_interval(secs => $1)
 """
 
 
@@ -60,6 +72,15 @@ class Quantiles(View):
     p99: float | None
 
 
+class QueueCountView(View):
+    """How many jobs of one tenant and priority wait on a worker, and their text."""
+
+    tenant: str
+    priority: str
+    jobs: int
+    text_chars: int
+
+
 class NodeActivity(View):
     """A node as last heard from: ``gone`` once silent past its heartbeat timeout (its job and busy fraction are
     then what it last said, not what it does)."""
@@ -73,6 +94,10 @@ class NodeActivity(View):
     segments: str | None
     busy_fraction: float | None
     silent_s: float | None
+    claims: int = Field(0, description="The claims the worker holds (one on the engine, the others waiting).")
+    queue: list[QueueCountView] = Field(
+        default_factory=list, description="The jobs waiting on it (read, not claimed), by tenant and priority."
+    )
 
 
 class Activity(View):
@@ -111,6 +136,8 @@ async def activity(pool: asyncpg.Pool, timeout_s: float, liveness: NodeLiveness)
                 segments=f"{n['segments_done']}/{n['segments_total']}" if n["segments_total"] else None,
                 busy_fraction=_round(n["busy_fraction"]),
                 silent_s=_round(n["silent_s"]),
+                claims=n["claims"],
+                queue=_queue(n["queue_counts"]),
             )
             for n in nodes
         ],
@@ -121,6 +148,23 @@ async def live_workers(pool: asyncpg.Pool, timeout_s: float, liveness: NodeLiven
     """The announced workers heard from within ``liveness.silent_after_s``, by (engine, model version)."""
     rows = await pool.fetch(_LIVE_WORKERS, liveness.silent_after_s, timeout=timeout_s)
     return {(r["engine"], r["model_version"]): int(r["workers"]) for r in rows}
+
+
+async def worker_queues(pool: asyncpg.Pool, timeout_s: float, liveness: NodeLiveness) -> WorkerQueues:
+    """By worker heard from within ``liveness.silent_after_s``, its waiting jobs by (tenant, priority)."""
+    rows = await pool.fetch(_QUEUES, liveness.silent_after_s, timeout=timeout_s)
+    queues: WorkerQueues = {}
+    for r in rows:
+        counts = queues.setdefault(r["worker_id"], {})
+        if r["tenant"] is not None:
+            counts[(r["tenant"], r["priority"])] = int(r["jobs"])
+    return queues
+
+
+def _queue(stored: str | list[dict[str, Any]]) -> list[QueueCountView]:
+    counts = json.loads(stored) if isinstance(stored, str) else stored
+    views = [QueueCountView.model_validate(count) for count in counts]
+    return sorted(views, key=lambda c: (c.priority != "interactive", -c.jobs, c.tenant))
 
 
 def _quantiles(values: list[float] | None) -> Quantiles | None:

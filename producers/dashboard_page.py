@@ -5,8 +5,9 @@ fragment, ``/dashboard#key=<key>``, which browsers never send to the server (so 
 in the tab's session storage, and takes it off the address bar. It polls ``/v1/dashboard`` every two
 seconds (consumer lag as ``voxlog lag --json`` prints it, and the projection's recent activity) and
 redraws: a status per consumer group, its lag by partition as a heat strip, throughput, phase latencies,
-the cache ratio, the nodes (one silent past its heartbeat timeout shown as gone) and the dead-letter
-count. Every figure carries a ``data-*`` attribute, so that a test reads what a person sees.
+the cache ratio, the nodes (one silent past its heartbeat timeout shown as gone), each live worker's
+queue by tenant and priority (as its last heartbeat counted it) and the dead-letter count. Every figure
+carries a ``data-*`` attribute, so that a test reads what a person sees.
 """
 
 from __future__ import annotations
@@ -68,7 +69,12 @@ PAGE: Final = """<!doctype html>
 
 <h2>Nodes</h2>
 <table id="nodes"><thead><tr><th>worker</th><th>engine</th><th>device</th><th>current job</th><th>segments</th>
-  <th class="num">busy</th><th class="num">last heartbeat</th></tr></thead><tbody></tbody></table>
+  <th class="num">claims held</th><th class="num">waiting</th><th class="num">busy</th>
+  <th class="num">last heartbeat</th></tr></thead><tbody></tbody></table>
+
+<h2>Worker queues (jobs read, not claimed yet, by tenant and priority)</h2>
+<table id="queues"><thead><tr><th>worker</th><th>tenant</th><th>priority</th><th class="num">jobs</th>
+  <th class="num">characters</th></tr></thead><tbody></tbody></table>
 
 <script>
 "use strict";
@@ -142,10 +148,26 @@ function drawActivity(a) {
     const gone = n.state === "gone";  // silent past its heartbeat timeout: what it last said is not what it does
     if (gone) tr.className = "gone";
     const busy = gone || n.busy_fraction === null ? "-" : `${Math.round(100 * n.busy_fraction)} %`;
+    const waiting = n.queue.reduce((sum, q) => sum + q.jobs, 0);
+    tr.dataset.claims = n.claims;
+    tr.dataset.waiting = waiting;
     tr.append(cell(n.worker_id), cell(`${n.engine} ${n.model_version}`), cell(n.device),
-              cell(gone ? "gone" : n.job_id || "idle"), cell(gone ? "-" : n.segments || "-"), cell(busy, "num"),
-              cell(`${fmt(n.silent_s)} s ago`, "num"));
+              cell(gone ? "gone" : n.job_id || "idle"), cell(gone ? "-" : n.segments || "-"),
+              cell(gone ? "-" : n.claims, "num"), cell(gone ? "-" : waiting.toLocaleString(), "num"),
+              cell(busy, "num"), cell(`${fmt(n.silent_s)} s ago`, "num"));
     nodes.appendChild(tr);
+  }
+  const queues = document.querySelector("#queues tbody");
+  queues.replaceChildren();
+  for (const n of a.nodes) {
+    if (n.state === "gone") continue;  // what a silent worker last said waits on it is not what waits now
+    for (const q of n.queue) {
+      const tr = document.createElement("tr");
+      Object.assign(tr.dataset, { queueWorker: n.worker_id, tenant: q.tenant, priority: q.priority, jobs: q.jobs });
+      tr.append(cell(n.worker_id), cell(q.tenant), cell(q.priority), cell(q.jobs.toLocaleString(), "num"),
+                cell(q.text_chars.toLocaleString(), "num"));
+      queues.appendChild(tr);
+    }
   }
 }
 

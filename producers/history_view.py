@@ -1,10 +1,15 @@
-"""GET /v1/jobs/{id}/events: a job's history as the log tells it, as ``voxlog audit --json`` prints it."""
+"""GET /v1/jobs/{id}/events: a job's history as the log tells it, as ``voxlog audit --json`` prints it.
+
+One thing differs for a tenant's key: what the job waited behind names only that tenant's own jobs; another
+tenant's job (and its tenant) is shown as null, its segments, priority and rule kept (the operator's
+``voxlog audit`` names every one).
+"""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from litestar import get
 from litestar.exceptions import NotFoundException
@@ -68,6 +73,33 @@ class StateSpanView(View):
     seconds: float | None
 
 
+class EngineTurnsView(View):
+    job_id: uuid.UUID | None = Field(description="Null when it is another tenant's job.")
+    tenant: str | None = Field(description="Null when it is another tenant's job.")
+    priority: str
+    segments: int = Field(description="Its segments on the engine while this job waited.")
+    rule: str = Field(
+        description="Why it came first: interactive_first, batch_turn (batch work's guaranteed turn), fair_share"
+        " (its tenant's use of the worker against its weight), shorter_first (less work left) or log_order."
+    )
+
+
+class WaitedView(View):
+    """What the job waited behind on its worker over one stretch of an attempt, as the worker recorded it."""
+
+    attempt: int
+    stretch: Literal["queued", "claimed"] = Field(
+        description="queued: before its claim (JobClaimed's record); claimed: between its claim and its completion,"
+        " other jobs' segments between its own (JobCompleted's)."
+    )
+    policy: str = Field(description="The worker's scheduling policy.")
+    jobs: list[EngineTurnsView] = Field(description="The jobs that took the most segments (up to 32), most first.")
+    job_count: int
+    segment_count: int
+    waited_ms: int
+    complete: bool = Field(description="False when the worker's memory of turns did not reach back far enough.")
+
+
 class JobHistoryView(View):
     job_id: uuid.UUID
     tenant: str | None
@@ -81,6 +113,9 @@ class JobHistoryView(View):
     reused_from: uuid.UUID | None
     result_evicted: str | None = Field(description="Why its result left the cache, if it did.")
     cancelled: str | None = Field(description="Why it was cancelled, if it was.")
+    waited: list[WaitedView] = Field(
+        default_factory=list, description="What it waited behind on its workers, and by which rule (issue 27)."
+    )
     events: list[LoggedEventView]
     attempts: list[AttemptView]
     time_in_state: list[StateSpanView]
@@ -100,4 +135,21 @@ async def get_job_events(
     history = await audit.events(job_id)
     if history is None or (history.get("tenant") or DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no event of job {job_id} in the log")
-    return JobHistoryView.model_validate(history)
+    return JobHistoryView.model_validate(others_unnamed(history, principal.tenant))
+
+
+def others_unnamed(history: dict[str, Any], tenant: str) -> dict[str, Any]:
+    """``history`` with every job it waited behind that is not ``tenant``'s unnamed (its id and tenant null), in
+    the summary and in the events' own payloads."""
+
+    def unnamed(waited: dict[str, Any]) -> dict[str, Any]:
+        jobs = [t if t["tenant"] == tenant else {**t, "job_id": None, "tenant": None} for t in waited["jobs"]]
+        return {**waited, "jobs": jobs}
+
+    events = [
+        {**e, "payload": {**e["payload"], "waited": unnamed(e["payload"]["waited"])}}
+        if e["payload"].get("waited")
+        else e
+        for e in history["events"]
+    ]
+    return {**history, "waited": [unnamed(w) for w in history.get("waited", [])], "events": events}

@@ -144,7 +144,7 @@ async def known_job(reader: ProjectionReader, job_id: uuid.UUID, principal: Prin
 
 @get(
     "/v1/jobs/{job_id:uuid}",
-    summary="A job's state, attempt, timings and segments so far, or as of a time",
+    summary="A job's state, attempt, timings and segments so far (and a queued job's place), or as of a time",
     guards=READ,
     responses=responses(401, 403, 404, 503),
 )
@@ -159,7 +159,9 @@ async def get_job(
     ] = None,
 ) -> JobView:
     if as_of is None:
-        return job_view(await known_job(reader, job_id, principal))
+        job = await known_job(reader, job_id, principal)
+        waiting = job.state in (JobState.QUEUED, JobState.RELEASED)
+        return job_view(job, queue=await reader.queue_place(job_id, utc_now()) if waiting else None)
     moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
     past = await audit.job_as_of(job_id, moment)
     if past is None or past.get("tenant", DEFAULT_TENANT) != principal.tenant:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
-from datetime import date
+from datetime import date, datetime
 from typing import Final
 
 import asyncpg
@@ -22,9 +22,10 @@ from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
 from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
-from producers.activity import Activity, NodeLiveness, activity, live_workers
+from producers.activity import Activity, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
 from producers.api_keys import StoredKey
 from producers.errors import ProducerError
+from producers.queue_place import read_queue_place
 from producers.rows import (
     JOB_COLUMNS,
     SEGMENT_COLUMNS,
@@ -36,6 +37,7 @@ from producers.rows import (
     UsageRow,
     columns,
 )
+from producers.views import QueuePlaceView
 
 ENGINES_FRESH_S: Final = 1.0
 QUERY_TIMEOUT_S: Final = 5.0
@@ -110,6 +112,11 @@ class ProjectionReader:
         if job.source_job_id is not None and row["source_tenant"] != job.tenant:
             job = msgspec.structs.replace(job, source_job_id=None)
         return job
+
+    async def queue_place(self, job_id: uuid.UUID, now: datetime) -> QueuePlaceView | None:
+        """Where the queued job waits, as the latest heartbeat of a live worker that lists it tells it."""
+        async with _reading(f"the queue of job {job_id}"):
+            return await read_queue_place(self._pool, job_id, self._liveness.silent_after_s, now, QUERY_TIMEOUT_S)
 
     async def api_key(self, key_id: str) -> StoredKey | None:
         """The key's row, as the API judges a presented key by it."""
@@ -217,6 +224,11 @@ class ProjectionReader:
         """The workers heard from within their heartbeat timeout, by (engine, model version)."""
         async with _reading("the live workers"):
             return await live_workers(self._pool, QUERY_TIMEOUT_S, self._liveness)
+
+    async def worker_queues(self) -> WorkerQueues:
+        """By live worker, the jobs waiting on it by (tenant, priority), as its last heartbeat counted them."""
+        async with _reading("the workers' queues"):
+            return await worker_queues(self._pool, QUERY_TIMEOUT_S, self._liveness)
 
     async def cached_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         """Of ``fingerprints``, those with a live result: the completed job that holds it, and its blobs."""

@@ -69,6 +69,24 @@ class SegmentView(View):
     audio: str = Field(description="The segment's WAV.")
 
 
+class QueuePlaceView(View):
+    """Where a queued job waits, as its worker's last heartbeat tells it (an estimate, not a promise)."""
+
+    worker: str = Field(description="The worker whose queue lists the job.")
+    position: int = Field(
+        description="1 + the jobs that worker serves before it: the claims it holds, then the jobs its queue lists"
+        " ahead of it (in the order it would take them as of its heartbeat; a job submitted later may still come"
+        " first, by its priority, tenant or length)."
+    )
+    estimated_start: datetime | None = Field(
+        description="An estimate from the worker's last heartbeat: now plus the text still to synthesize of the"
+        " claims it holds and of the jobs ahead of it, over the worker's measured speed (characters per second);"
+        " null while the worker has no measured speed."
+    )
+    heartbeat_at: datetime = Field(description="When the worker sent the heartbeat these figures come from.")
+    heartbeat_age_s: float = Field(description="How old that heartbeat was when this answer was made, in seconds.")
+
+
 class JobView(View):
     """A job as the projection shows it (or, with ``as_of``, as the log had it then)."""
 
@@ -93,6 +111,13 @@ class JobView(View):
     segments: list[SegmentView]
     links: dict[str, str]
     as_of: datetime | None = Field(None, description="Only with ?as_of=T: the moment of the log it shows.")
+    queue: QueuePlaceView | None = Field(
+        None,
+        description="A queued job's place on the worker it waits on, and an estimate of when it starts, from that"
+        " worker's last heartbeat; null when no live worker's heartbeat lists it (it is further back than the"
+        " first 200 jobs a worker lists, or not read by a worker yet), for a job that is not queued, and with"
+        " ?as_of=T.",
+    )
 
 
 def degraded_view(degraded_from: DegradedFrom | None) -> DegradedJobView | None:
@@ -103,7 +128,7 @@ def _ms(later: datetime | None, earlier: datetime | None) -> int | None:
     return None if later is None or earlier is None else round((later - earlier).total_seconds() * 1000)
 
 
-def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
+def job_view(job: JobRow, as_of: datetime | None = None, queue: QueuePlaceView | None = None) -> JobView:
     return JobView(
         job_id=job.job_id,
         state=job.state,
@@ -145,6 +170,7 @@ def job_view(job: JobRow, as_of: datetime | None = None) -> JobView:
         ],
         links=job_links(job.job_id),
         as_of=as_of,
+        queue=queue,
     )
 
 

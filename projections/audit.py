@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from contracts import (
     CacheEvicted,
@@ -31,6 +31,7 @@ from contracts import (
     SynthesisRequest,
 )
 from contracts.job_state import Fenced, event_attempt, transition
+from contracts.scheduling import WaitedBehind
 from foundation.kafka import RecordPosition
 from projections.reducer import Outcome
 
@@ -85,6 +86,17 @@ class StateSpan:
         return None if self.until is None else (self.until - self.since).total_seconds()
 
 
+@dataclass(frozen=True)
+class WaitedStretch:
+    """What the job waited behind on its worker over one stretch of an attempt, as the worker recorded it:
+    ``queued`` before the claim (``JobClaimed``'s ``waited``), ``claimed`` between the claim and the
+    completion (``JobCompleted``'s: other jobs' segments between its own)."""
+
+    attempt: int
+    stretch: Literal["queued", "claimed"]
+    waited: WaitedBehind
+
+
 @dataclass
 class JobHistory:
     job_id: uuid.UUID
@@ -99,6 +111,7 @@ class JobHistory:
     cancelled: str | None = None  # why it was cancelled (JobCancelled's reason and message), if it was
     tenant: str | None = None  # who owns it (its JobQueued's tenant)
     degraded_from: DegradedFrom | None = None  # what degraded mode changed in its request, if it did
+    waited: list[WaitedStretch] = field(default_factory=list)  # what it waited behind, by its applied events
 
     @property
     def found(self) -> bool:
@@ -160,6 +173,8 @@ def _record(history: JobHistory, event: JobEvent, before: JobStatus | None, curr
             if before is not None and before.state is JobState.CLAIMED:
                 _end(history.attempts.get(before.attempt), event, f"taken over by attempt {event.attempt}")
             claim = event.payload
+            if claim.waited is not None:
+                history.waited.append(WaitedStretch(event.attempt, "queued", claim.waited))
             history.attempts[event.attempt] = AttemptRecord(
                 event.attempt,
                 claim.worker_id,
@@ -173,6 +188,8 @@ def _record(history: JobHistory, event: JobEvent, before: JobStatus | None, curr
             if current is not None:
                 current.segments += 1
         case JobCompleted():
+            if event.payload.waited is not None:
+                history.waited.append(WaitedStretch(event.attempt, "claimed", event.payload.waited))
             history.reused_from = event.payload.source_job_id if event.payload.cache_hit else None
             _end(current, event, "completed from a cached result" if event.payload.cache_hit else "completed")
         case JobReleased():
@@ -210,6 +227,9 @@ def as_json(history: JobHistory) -> dict[str, Any]:
         "reused_from": str(history.reused_from) if history.reused_from else None,
         "result_evicted": history.evicted,
         "cancelled": history.cancelled,
+        "waited": [
+            {"attempt": w.attempt, "stretch": w.stretch, **w.waited.model_dump(mode="json")} for w in history.waited
+        ],
         "events": [_entry_json(entry, history.attempts) for entry in history.entries],
         "attempts": [
             {

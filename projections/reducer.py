@@ -19,6 +19,8 @@ from datetime import date, timedelta
 from enum import StrEnum
 from typing import Any, Final, TypeGuard, cast
 
+from pydantic_core import to_json
+
 from contracts import (
     ApiKeyIssued,
     ApiKeyRevoked,
@@ -316,7 +318,8 @@ class Projection:
                     self.heartbeats[b.worker_id] = HeartbeatRow(
                         b.worker_id, b.engine, b.model_version, b.device, b.started_at, b.sent_at, b.job_id,
                         b.fingerprint, b.attempt, b.segments_done, b.segments_total, b.text_chars, b.progress_at,
-                        b.chars_per_s, b.busy_s, event.event_id,
+                        b.chars_per_s, b.busy_s, event.event_id, to_json(b.claims).decode(), to_json(b.queue).decode(),
+                        to_json(b.queue_counts).decode(),
                     )  # fmt: skip
             case ApiKeyIssued() | ApiKeyRevoked():
                 accounts.key_event(self.api_keys, event)

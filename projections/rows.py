@@ -135,6 +135,11 @@ class HeartbeatRow:
     chars_per_s: float | None
     busy_s: float
     last_event_id: uuid.UUID
+    # JSON (NodeHeartbeat version 2, contracts.scheduling): every claim the worker holds, the first jobs waiting
+    # on it in the order it would take them, and every waiting job counted by tenant and priority.
+    claims: str = "[]"
+    queue: str = "[]"
+    queue_counts: str = "[]"
 
 
 @dataclass
@@ -311,7 +316,7 @@ TABLES: Final = (
     Table("job_events", EventRow, ("event_id",), json_columns=("payload",), bigint_columns=("kafka_offset",)),
     Table("result_cache", CacheRow, ("fingerprint",), bigint_columns=("total_bytes",)),
     Table("nodes", NodeRow, ("worker_id",)),
-    Table("node_heartbeats", HeartbeatRow, ("worker_id",)),
+    Table("node_heartbeats", HeartbeatRow, ("worker_id",), json_columns=("claims", "queue", "queue_counts")),
     Table("service_modes", ModeRow, ("mode", "source")),
     Table("documents", DocumentRow, ("document_id",), json_columns=("chapters", "request")),
     Table("api_keys", ApiKeyRow, ("key_id",)),

@@ -8,11 +8,12 @@ import json
 import uuid
 from datetime import datetime, timedelta
 
-from contracts import JobQueued, SegmentProduced
+from contracts import JobClaimed, JobCompleted, JobQueued, SegmentProduced
 from contracts.job_state import event_attempt
+from contracts.scheduling import WaitedBehind
 from foundation.db import open_pool
 from foundation.settings import AuditSettings
-from projections.audit import AuditEntry, JobHistory, StateSpan, as_json
+from projections.audit import AuditEntry, JobHistory, StateSpan, WaitedStretch, as_json
 from projections.job_log import JobLogReader, LogAuditor
 
 
@@ -89,8 +90,33 @@ def job_report(history: JobHistory) -> list[str]:
                 f" {a.device}) claimed"
                 f" {_time(a.claimed_at)}: {ended}, {a.segments} segment(s){fenced}"
             )
+    if history.waited:
+        lines += ["", "waited behind (on its worker, by the worker's record)"]
+        for stretch in history.waited:
+            lines += _waited_lines(stretch)
     spans = ", ".join(_span(s) for s in history.spans)
     lines += ["", f"time in state  {spans}"]
+    return lines
+
+
+def _waited(waited: WaitedBehind) -> str:
+    """``3 job(s), 12 segment(s), 4.20s``: how much took the engine while the job waited."""
+    return f"{waited.job_count} job(s), {waited.segment_count} segment(s), {_seconds(waited.waited_ms / 1000)}"
+
+
+def _waited_lines(stretch: WaitedStretch) -> list[str]:
+    """One stretch: its totals and policy, then each job named, with its segments and the rule that put it first."""
+    w = stretch.waited
+    when = "before its claim" if stretch.stretch == "queued" else "while claimed"
+    lines = [f"  attempt {stretch.attempt} {when}: {_waited(w)} (policy {w.policy})"]
+    lines += [
+        f"    {turns.job_id}  {turns.tenant}/{turns.priority}  {turns.segments} segment(s)  by {turns.rule}"
+        for turns in w.jobs
+    ]
+    if w.job_count > len(w.jobs):
+        lines.append(f"    and {w.job_count - len(w.jobs)} more job(s)")
+    if not w.complete:
+        lines.append("    (the worker's memory of turns did not reach back to the start: counts of what it remembers)")
     return lines
 
 
@@ -114,6 +140,8 @@ def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
     if isinstance(event, JobQueued) and event.payload.request.pronunciations:
         said = ", ".join(f"{word} /{ph}/" for word, ph in sorted(event.payload.request.pronunciations.items()))
         outcome += f", pronunciations ({said})"
+    if isinstance(event, JobClaimed | JobCompleted) and event.payload.waited is not None:
+        outcome += f", waited behind {_waited(event.payload.waited)}"
     where = f"{at.partition}:{at.offset}"
     appended = _time(entry.logged.appended_at)
     return f"{where:<10} {appended:<23} {event_attempt(event):>3}  {name:<18} {by:<34} {outcome}"

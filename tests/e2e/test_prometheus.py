@@ -8,6 +8,7 @@ and the canary (`voxlog check --every`), and must know every metric that an aler
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shutil
@@ -19,9 +20,13 @@ import httpx
 import pytest
 import yaml
 
+from contracts import utc_now
+from contracts.scheduling import QueueCount
+from foundation.kafka import KafkaEventPublisher
 from foundation.kafka_groups import wait_group_stable
 from infra.processes import free_port
 from tests.support.apps import wait_for_job
+from tests.support.events import heartbeat
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 PROMETHEUS = INFRA / "prometheus"
@@ -108,6 +113,18 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
     )
     wanted = named_metrics()
     missing: set[str] = set()
+    # A worker that lists jobs waiting on it (NodeHeartbeat version 2), heard every second: the API exports
+    # its queue (voxlog_worker_queue_jobs) only while some worker has one.
+    waiting = (QueueCount(tenant="default", priority="batch", jobs=3, text_chars=90),)
+    nodes = KafkaEventPublisher(topics.kafka, topics.settings.nodes_topic)
+    await nodes.start()
+
+    async def beating() -> None:
+        while True:
+            await nodes.publish(heartbeat("w-queued", sent=utc_now(), queue_counts=waiting))
+            await asyncio.sleep(1.0)
+
+    heartbeats = asyncio.create_task(beating())
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as prom:
             deadline = time.monotonic() + 90
@@ -128,6 +145,10 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
                 await asyncio.sleep(0.5)
             rules = (await prom.get("/api/v1/rules")).json()["data"]["groups"][0]["rules"]
     finally:
+        heartbeats.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeats
+        await nodes.stop()
         server.terminate()
         await asyncio.wait_for(server.wait(), 30)
     assert {rule["name"] for rule in rules} >= {

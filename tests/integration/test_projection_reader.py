@@ -27,6 +27,7 @@ from contracts import (
     node_event,
     utc_now,
 )
+from contracts.scheduling import HeldClaim, QueuedJob
 from producers.activity import NodeLiveness
 from producers.document_queries import DocumentReader
 from producers.queries import ProjectionReader
@@ -182,3 +183,47 @@ async def test_the_live_workers_are_those_heard_from_within_the_heartbeat_timeou
     assert await reader.live_workers() == {("kokoro-onnx", "6e742170d309"): 1}
     await project(pool, [], [heartbeat("w2", 0)])
     assert await reader.live_workers() == {("kokoro-onnx", "6e742170d309"): 2}
+
+
+def listing(
+    worker_id: str, silent_s: float, claims: tuple[HeldClaim, ...], queue: tuple[QueuedJob, ...]
+) -> NodeHeartbeat:
+    """A version-2 heartbeat of ``worker_id``, ``silent_s`` old, holding ``claims`` with ``queue`` waiting."""
+    beat = heartbeat(worker_id, silent_s)
+    payload = beat.payload.model_copy(update={"claims": claims, "queue": queue, "chars_per_s": 50.0})
+    return beat.model_copy(update={"payload": payload})
+
+
+async def test_a_queued_jobs_place_is_read_from_the_newest_live_heartbeat_that_lists_it(pool):
+    """The reads behind GET /v1/jobs/{id}'s ``queue``: the claims held and the jobs listed ahead, on real tables."""
+    wanted, other, forgotten = uuid.UUID(int=71), uuid.UUID(int=72), uuid.UUID(int=75)
+    held = (
+        HeldClaim(job_id=uuid.UUID(int=70), fingerprint="ab" * 32, attempt=1, segments_done=1, segments_total=2,
+                  text_chars=200, running=True),
+    )  # fmt: skip
+    ahead = (
+        QueuedJob(job_id=other, tenant="acme", priority="interactive", text_chars=150),
+        QueuedJob(job_id=uuid.UUID(int=73), tenant="globex", priority="batch", text_chars=250),
+        QueuedJob(job_id=wanted, tenant="acme", priority="batch", text_chars=999),
+    )
+    await project(
+        pool,
+        [],
+        [
+            listing("w-old", 3, (), ahead[2:]),  # an older word of a rebalance: the newest heartbeat wins
+            listing("w-new", 1, held, ahead),
+            listing("w-dead", 60, (), (QueuedJob(job_id=forgotten, tenant="acme", priority="batch", text_chars=1),)),
+        ],
+    )
+    reader = ProjectionReader(pool, NodeLiveness(silent_after_s=15, forget_after_s=900))
+    now = utc_now()
+    place = await reader.queue_place(wanted, now)
+    assert place is not None
+    assert (place.worker, place.position) == ("w-new", 4), "one claim held, two jobs listed before it"
+    assert place.estimated_start == now + timedelta(seconds=(100 + 150 + 250) / 50.0)
+    assert 0.5 < place.heartbeat_age_s < 15
+    assert await reader.queue_place(uuid.UUID(int=74), now) is None, "listed by no worker"
+    assert await reader.queue_place(forgotten, now) is None, "a silent worker's listing is not read"
+    first = await reader.queue_place(other, now)
+    assert first is not None
+    assert first.position == 2

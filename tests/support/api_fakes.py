@@ -28,6 +28,7 @@ from producers.requests import Limits
 from producers.rows import EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow, UsageRow
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
+from producers.views import QueuePlaceView
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us",), 1)]
 LIMITS = Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10)
@@ -125,6 +126,8 @@ class Reader:
         self.usage_rows: list[UsageRow] = []
         self.modes: dict[str, list[tuple[str, str]]] = {}  # by service mode, the switches holding it on
         self.flying: set[str] = set()  # fingerprints of live jobs
+        self.places: dict[uuid.UUID, QueuePlaceView] = {}  # queued jobs' places, as workers' heartbeats list them
+        self.place_reads: list[uuid.UUID] = []
 
     def _raise_if_down(self) -> None:
         if self.down is not None:
@@ -156,6 +159,11 @@ class Reader:
             **{**_EMPTY_JOB, "job_id": job_id, "state": state.state, "error_code": state.error_code,
                "error_message": state.error_message, "segments": tuple(segments)}
         )  # fmt: skip
+
+    async def queue_place(self, job_id: uuid.UUID, now: datetime) -> QueuePlaceView | None:
+        self._raise_if_down()
+        self.place_reads.append(job_id)
+        return self.places.get(job_id)
 
     async def jobs_by_keys(self, keys: list[str]) -> dict[str, JobRow]:
         self._raise_if_down()

@@ -19,6 +19,7 @@ class Figures(HTMLParser):
         self.refused = ""  # the status the page was refused its figures with (401, 403), if it was
         self.groups: dict[str, dict[str, str]] = {}
         self.workers: list[str] = []
+        self.queues: list[dict[str, str]] = []  # a row per live worker, tenant and priority with jobs waiting
         self.texts: dict[str, str] = {}
         self._id: str | None = None
 
@@ -31,6 +32,8 @@ class Figures(HTMLParser):
             self.groups[found["data-group"]] = found
         if tag == "tr" and "data-worker" in found:
             self.workers.append(found["data-worker"])
+        if tag == "tr" and "data-queue-worker" in found:
+            self.queues.append(found)
         self._id = found.get("id")
 
     def handle_data(self, data: str) -> None:

@@ -45,6 +45,7 @@ from contracts import (
     derive_event_id,
     node_event,
 )
+from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 PRODUCER = Producer(service="tests", instance="pytest-1")
@@ -158,11 +159,23 @@ def node_announced(worker_id: str = "w-test", engine: str = "kokoro-onnx", devic
     )
 
 
-def heartbeat(worker_id: str = "w-test", seconds: int = 0, segments_done: int = 0) -> NodeHeartbeat:
-    sent = T0 + timedelta(seconds=seconds)
+def heartbeat(
+    worker_id: str = "w-test",
+    seconds: int = 0,
+    segments_done: int = 0,
+    *,
+    sent: datetime | None = None,
+    claims: tuple[HeldClaim, ...] = (),
+    queue: tuple[QueuedJob, ...] = (),
+    queue_counts: tuple[QueueCount, ...] = (),
+    chars_per_s: float | None = None,
+) -> NodeHeartbeat:
+    """A worker's heartbeat sent ``seconds`` after T0 (or at ``sent``); version 2's claims and queue if given."""
+    sent = sent or T0 + timedelta(seconds=seconds)
     payload = NodeHeartbeatPayload(
-        worker_id=worker_id, engine="kokoro-onnx", model_version="6e742170d309", device="cpu", started_at=T0,
-        sent_at=sent, segments_done=segments_done,
+        worker_id=worker_id, engine="kokoro-onnx", model_version="6e742170d309", device="cpu",
+        started_at=min(T0, sent), sent_at=sent, segments_done=segments_done, claims=claims, queue=queue,
+        queue_counts=queue_counts, chars_per_s=chars_per_s,
     )  # fmt: skip
     return NodeHeartbeat(event_id=uuid.uuid4(), occurred_at=sent, producer=PRODUCER, payload=payload)
 

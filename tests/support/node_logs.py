@@ -44,6 +44,7 @@ from contracts import (
     ServiceModeSet,
     ServiceModeSetPayload,
 )
+from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 from tests.support.events import PRODUCER, T0, request
 
 _TRICKY = 'Say "\\N",\ta back\\slash\nand {braces}, ünïcödé'
@@ -69,6 +70,18 @@ def _announced(draw: st.DrawFn, common: dict) -> NodeAnnounced:
 
 def _heartbeat(draw: st.DrawFn, common: dict) -> NodeHeartbeat:
     busy = draw(st.booleans())
+    # Version 2: the claims it holds and the jobs waiting on it (jsonb columns of their own).
+    claims = tuple(
+        HeldClaim(job_id=uuid.UUID(int=n), fingerprint="ab" * 32, attempt=1, text_chars=n * 10, running=n == 1,
+                  progress_at=common["occurred_at"])
+        for n in range(1, draw(st.integers(1, 3)) + 1)
+    ) if busy else ()  # fmt: skip
+    waiting = draw(st.integers(0, 3))
+    queue = tuple(
+        QueuedJob(job_id=uuid.UUID(int=100 + n), tenant="t-a" if n % 2 else "t.b", priority="batch", text_chars=n)
+        for n in range(waiting)
+    )
+    counts = (QueueCount(tenant="t-a", priority="batch", jobs=waiting, text_chars=3 * waiting),) if waiting else ()
     payload = NodeHeartbeatPayload(
         worker_id=draw(_WORKERS),
         engine="kokoro-onnx",
@@ -85,6 +98,9 @@ def _heartbeat(draw: st.DrawFn, common: dict) -> NodeHeartbeat:
         progress_at=common["occurred_at"] if busy else None,
         chars_per_s=draw(st.none() | st.floats(0.5, 500.0)),
         busy_s=draw(st.floats(0.0, 1e4, allow_subnormal=False)),
+        claims=claims,
+        queue=queue,
+        queue_counts=counts,
     )
     return NodeHeartbeat(payload=payload, **common)
 

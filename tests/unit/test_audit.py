@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 
 from contracts import DegradedFrom, JobEvent, JobQueued, JobState, fold
+from contracts.scheduling import EngineTurns, WaitedBehind
 from foundation.kafka import RecordPosition
 from projections.audit import LoggedEvent, Outcome, as_json, history_of
 from tests.support.api_fakes import Log, Reader, client, deps
@@ -125,3 +126,96 @@ async def test_regression_the_api_tells_a_degraded_jobs_history_as_the_cli_does(
         answer = await http.get(f"/v1/jobs/{job.job_id}/events")
     assert answer.status_code == 200, answer.text
     assert answer.json() == json.loads(json.dumps(told, default=str))
+
+
+LONG, OTHERS = uuid.UUID(int=31), uuid.UUID(int=32)
+
+
+def _waited_job() -> tuple[_Builder, list[JobEvent]]:
+    """A short job that waited behind a long one of its own tenant and another tenant's, then was interleaved."""
+    job = _Builder(uuid.UUID(int=30))
+    before = WaitedBehind(
+        policy="fair-srpt",
+        jobs=(
+            EngineTurns(job_id=LONG, tenant="default", priority="batch", segments=2, rule="log_order"),
+            EngineTurns(job_id=OTHERS, tenant="globex", priority="interactive", segments=1, rule="interactive_first"),
+        ),
+        job_count=3,
+        segment_count=4,
+        waited_ms=4200,
+    )
+    during = WaitedBehind(
+        policy="fair-srpt",
+        jobs=(EngineTurns(job_id=LONG, tenant="default", priority="batch", segments=1, rule="batch_turn"),),
+        job_count=1,
+        segment_count=1,
+        waited_ms=900,
+        complete=False,
+    )
+    claimed, completed = job.claimed(1), job.completed(1, 1)
+    claimed = claimed.model_copy(update={"payload": claimed.payload.model_copy(update={"waited": before})})
+    completed = completed.model_copy(update={"payload": completed.payload.model_copy(update={"waited": during})})
+    return job, [job.queued(), claimed, job.segment(1, 0), completed]
+
+
+def test_the_audit_tells_what_a_job_waited_behind_before_its_claim_and_while_claimed_and_by_which_rule():
+    from voxlog.audit_cli import job_report
+
+    job, events = _waited_job()
+    history = history_of(job.job_id, logged(events))
+    body = as_json(history)
+    assert [
+        (w["attempt"], w["stretch"], w["job_count"], w["segment_count"], w["waited_ms"]) for w in body["waited"]
+    ] == [
+        (1, "queued", 3, 4, 4200),
+        (1, "claimed", 1, 1, 900),
+    ]
+    assert [(t["job_id"], t["segments"], t["rule"]) for t in body["waited"][0]["jobs"]] == [
+        (str(LONG), 2, "log_order"),
+        (str(OTHERS), 1, "interactive_first"),
+    ]
+    lines = job_report(history)
+    at = lines.index("waited behind (on its worker, by the worker's record)")
+    assert lines[at + 1 : at + 9] == [
+        "  attempt 1 before its claim: 3 job(s), 4 segment(s), 4.20s (policy fair-srpt)",
+        f"    {LONG}  default/batch  2 segment(s)  by log_order",
+        f"    {OTHERS}  globex/interactive  1 segment(s)  by interactive_first",
+        "    and 1 more job(s)",
+        "  attempt 1 while claimed: 1 job(s), 1 segment(s), 0.90s (policy fair-srpt)",
+        f"    {LONG}  default/batch  1 segment(s)  by batch_turn",
+        "    (the worker's memory of turns did not reach back to the start: counts of what it remembers)",
+        "",
+    ]
+    [claim_line] = [line for line in lines if "JobClaimed" in line]
+    assert claim_line.endswith("applied -> claimed, waited behind 3 job(s), 4 segment(s), 4.20s")
+
+
+def test_a_job_recorded_before_workers_said_what_it_waited_behind_waited_behind_nothing_recorded():
+    job = _Builder(uuid.UUID(int=33))
+    history = history_of(job.job_id, logged([job.queued(), job.claimed(1), job.segment(1, 0), job.completed(1, 1)]))
+    assert as_json(history)["waited"] == []
+
+
+async def test_the_api_tells_what_a_job_waited_behind_as_the_cli_does_but_names_no_other_tenants_job():
+    job, events = _waited_job()
+    told = as_json(history_of(job.job_id, logged(events)))
+
+    class Audit:
+        async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+            return told if job_id == job.job_id else None
+
+    async with client(deps(Reader(), Log(), audit=Audit())) as http:
+        answer = await http.get(f"/v1/jobs/{job.job_id}/events")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    unnamed = {"job_id": None, "tenant": None, "priority": "interactive", "segments": 1, "rule": "interactive_first"}
+    assert body["waited"][0]["jobs"] == [told["waited"][0]["jobs"][0], unnamed], "the own tenant's job is named"
+    assert body["waited"][1] == json.loads(json.dumps(told["waited"][1]))
+    [claim] = [e for e in body["events"] if e["type"] == "JobClaimed"]
+    assert claim["payload"]["waited"]["jobs"][1] == unnamed, "nor in the event's own payload"
+    assert str(OTHERS) not in answer.text
+    assert "globex" not in answer.text
+    for history in (body, told):
+        del history["waited"][0]["jobs"][1]
+        del next(e for e in history["events"] if e["type"] == "JobClaimed")["payload"]["waited"]["jobs"][1]
+    assert body == json.loads(json.dumps(told, default=str)), "the rest as the CLI tells it"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
@@ -13,7 +14,10 @@ from contracts import (
     DocumentSubmittedPayload,
     LexiconEntrySet,
     LexiconEntrySetPayload,
+    decode_node_event,
+    encode_event,
 )
+from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 from foundation.kafka import RecordPosition
 from projections.reducer import Outcome, Projection, builds_on
 from projections.rows import TABLES, JobRow, array_literal
@@ -50,6 +54,42 @@ def test_heartbeats_go_by_their_sent_time_and_modes_by_their_set_time():
         projection.apply_node(switch, AT)
     assert projection.heartbeats["w1"].segments_done == 3
     assert projection.modes[("cache_only", "operator")].enabled is True
+
+
+def test_a_heartbeat_keeps_the_claims_its_worker_holds_and_the_jobs_waiting_on_it_as_json():
+    waiting = uuid.UUID(int=8)
+    beat = heartbeat(
+        "w1",
+        2,
+        claims=(HeldClaim(job_id=uuid.UUID(int=7), fingerprint="ab" * 32, attempt=1, text_chars=90, running=True),),
+        queue=(QueuedJob(job_id=waiting, tenant="acme", priority="interactive", text_chars=12),),
+        queue_counts=(QueueCount(tenant="acme", priority="interactive", jobs=1, text_chars=12),),
+    )
+    projection = Projection(timedelta(minutes=1))
+    projection.apply_node(beat, AT)
+    row = projection.heartbeats["w1"]
+    [claim] = json.loads(row.claims)
+    assert (claim["job_id"], claim["text_chars"], claim["running"]) == (str(uuid.UUID(int=7)), 90, True)
+    assert json.loads(row.queue) == [
+        {"job_id": str(waiting), "tenant": "acme", "priority": "interactive", "text_chars": 12}
+    ]
+    assert json.loads(row.queue_counts) == [{"tenant": "acme", "priority": "interactive", "jobs": 1, "text_chars": 12}]
+    table = next(t for t in TABLES if t.name == "node_heartbeats")
+    assert [table.type_of(c) for c in ("claims", "queue", "queue_counts")] == ["jsonb"] * 3
+
+
+def test_a_version_1_heartbeat_is_projected_with_its_one_job_as_its_one_running_claim():
+    job_id = uuid.UUID(int=9)
+    raw = json.loads(encode_event(heartbeat("w1", 1)))
+    raw["schema_version"] = 1
+    for name in ("claims", "queue", "queue_counts"):
+        del raw["payload"][name]
+    raw["payload"].update(job_id=str(job_id), fingerprint="cd" * 32, attempt=2, text_chars=40)
+    projection = Projection(timedelta(minutes=1))
+    projection.apply_node(decode_node_event(json.dumps(raw).encode()), AT)
+    [claim] = json.loads(projection.heartbeats["w1"].claims)
+    assert (claim["job_id"], claim["attempt"], claim["text_chars"], claim["running"]) == (str(job_id), 2, 40, True)
+    assert projection.heartbeats["w1"].queue == "[]"
 
 
 def test_a_document_is_kept_once():

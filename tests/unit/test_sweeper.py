@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from consumers.sweeper import Claim, Sweeper, SweeperConfig, stale_reason
-from contracts import AudioRef, JobReleased, NodeHeartbeatPayload, Producer, derive_event_id
+from contracts import (
+    AudioRef,
+    JobReleased,
+    NodeHeartbeat,
+    NodeHeartbeatPayload,
+    Producer,
+    decode_node_event,
+    derive_event_id,
+    encode_event,
+    node_event,
+)
+from contracts.scheduling import HeldClaim
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CONFIG = SweeperConfig(stale_after_s=15, stale_factor=4, min_expected_s=10, sweep_interval_s=1, blob_grace_s=60)
@@ -31,6 +43,21 @@ def pulse(
         progress_at=None if progress is None else T0 + timedelta(seconds=progress),
         chars_per_s=speed,
     )
+
+
+RUNNING = uuid.UUID(int=6)
+
+
+def holding(sent: float, *claims: HeldClaim, progress: float | None = None) -> NodeHeartbeatPayload:
+    """A version-2 heartbeat of w1 listing ``claims`` (the first running), sent ``sent`` s after T0."""
+    first = claims[0] if claims else None
+    return pulse(sent, job=first.job_id if first else None, attempt=first.attempt if first else None,
+                 progress=progress).model_copy(update={"claims": claims})  # fmt: skip
+
+
+def held(job: uuid.UUID, attempt: int, progress: float, *, running: bool = False) -> HeldClaim:
+    return HeldClaim(job_id=job, fingerprint="ab" * 32, attempt=attempt, text_chars=400, running=running,
+                     progress_at=T0 + timedelta(seconds=progress))  # fmt: skip
 
 
 def at(seconds: float) -> datetime:
@@ -56,6 +83,48 @@ def at(seconds: float) -> datetime:
 )
 def test_stale_reason(heartbeat, now, expected):
     assert stale_reason(CLAIM, heartbeat, at(now), CONFIG, heard_since=T0 - timedelta(hours=1)) == expected
+
+
+@pytest.mark.parametrize(
+    ("heartbeat", "now", "expected"),
+    [
+        # w1 holds two claims: another job's segment is on the engine, ours waits for its turn, and advances
+        # when the engine does (its progress is the worker's).
+        (holding(30, held(RUNNING, 1, 29, running=True), held(JOB, 2, 29)), 30, None),
+        (holding(40, held(RUNNING, 1, 0, running=True), held(JOB, 2, 0)), 41, "no progress for 41s (allowed 40s)"),
+        # Our claim dropped off the list the worker sends: it is no longer on it.
+        (holding(10, held(RUNNING, 1, 9, running=True)), 12, None),  # the claim is young
+        (holding(20, held(RUNNING, 1, 19, running=True)), 20, "worker w1 is alive but no longer on this job"),
+        (holding(20), 20, "worker w1 is alive but no longer on this job"),  # it holds nothing
+        (holding(20, held(JOB, 1, 19, running=True)), 20, "worker w1 is alive but no longer on this job"),  # attempt 1
+    ],
+)
+def test_a_claim_is_judged_by_the_claims_its_worker_lists(heartbeat, now, expected):
+    assert stale_reason(CLAIM, heartbeat, at(now), CONFIG, heard_since=T0 - timedelta(hours=1)) == expected
+
+
+def version_1(sent: float, job: uuid.UUID, progress: float) -> NodeHeartbeatPayload:
+    """A heartbeat as a version-1 worker sent it (its one job, no claims listed), read through the codec."""
+    payload = pulse(sent, job=job, progress=progress).model_copy(update={"fingerprint": "ab" * 32})
+    raw = json.loads(encode_event(node_event(NodeHeartbeat, Producer(service="worker", instance="w1"), payload)))
+    raw["schema_version"] = 1
+    for name in ("claims", "queue", "queue_counts"):
+        del raw["payload"][name]
+    beat = decode_node_event(json.dumps(raw).encode())
+    assert isinstance(beat, NodeHeartbeat)
+    return beat.payload
+
+
+def test_a_version_1_heartbeat_is_judged_as_before_through_the_upcaster():
+    on_it = version_1(40, JOB, progress=0.0)
+    assert [(c.job_id, c.attempt, c.running) for c in on_it.claims] == [(JOB, 2, True)]
+    since = T0 - timedelta(hours=1)
+    assert stale_reason(CLAIM, on_it, at(40), CONFIG, heard_since=since) is None
+    assert stale_reason(CLAIM, on_it, at(41), CONFIG, heard_since=since) == "no progress for 41s (allowed 40s)"
+    elsewhere = version_1(20, RUNNING, progress=19.0)
+    assert stale_reason(CLAIM, elsewhere, at(20), CONFIG, heard_since=since) == (
+        "worker w1 is alive but no longer on this job"
+    )
 
 
 def test_regression_after_a_broker_outage_silence_counts_from_when_heartbeats_are_heard_again():

@@ -40,3 +40,29 @@ async def test_while_the_projection_cannot_be_read_the_last_counts_stay():
     with pytest.raises(ProjectionUnavailable):
         await census.count()
     assert exported(*version) == 3.0
+
+
+def waiting(worker: str, tenant: str, priority: str) -> float | None:
+    labels = {"worker": worker, "tenant": tenant, "priority": priority}
+    return REGISTRY.get_sample_value("voxlog_worker_queue_jobs", labels)
+
+
+async def test_each_live_workers_queue_is_exported_by_tenant_and_priority_and_a_gone_workers_series_go():
+    queues = Counts(
+        {"census-w1": {("acme", "batch"): 10_000, ("globex", "interactive"): 2}, "census-w2": {}},
+        {"census-w1": {("acme", "batch"): 9_000}},  # globex's jobs were taken; w2 went silent
+    )
+    census = WorkerCensus(Counts({}, {}), queues)  # type: ignore[arg-type]
+    await census.count()
+    assert (waiting("census-w1", "acme", "batch"), waiting("census-w1", "globex", "interactive")) == (10_000, 2)
+    assert waiting("census-w2", "acme", "batch") is None, "an idle worker has no series"
+    await census.count()
+    assert (waiting("census-w1", "acme", "batch"), waiting("census-w1", "globex", "interactive")) == (9_000, 0), (
+        "a live worker that no longer holds a tenant's jobs reads 0 for it"
+    )
+
+    census_gone = WorkerCensus(Counts({}, {}), Counts({"census-w3": {("acme", "batch"): 1}}, {}))  # type: ignore[arg-type]
+    await census_gone.count()
+    assert waiting("census-w3", "acme", "batch") == 1
+    await census_gone.count()
+    assert waiting("census-w3", "acme", "batch") is None, "a worker gone takes its series with it"

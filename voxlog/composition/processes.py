@@ -179,7 +179,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
         def start_lag() -> None:
             tasks.start(lag.run(stop_lag), "consumer lag")
             tasks.start(changes.run(stop_lag), "job changes")
-            tasks.start(WorkerCensus(reader.live_workers).run(stop_lag), "worker census")
+            tasks.start(WorkerCensus(reader.live_workers, reader.worker_queues).run(stop_lag), "worker census")
 
         async def stop_lag_monitor() -> None:
             stop_lag.set()
