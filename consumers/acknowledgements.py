@@ -52,15 +52,18 @@ class Acknowledgements:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._sent: list[_Sent] = []
-        self._held: _Held | None = None
+        # Claims kept back to travel with the next event: one per attempt that has not sent anything since (the
+        # worker holds several claims at once), sent in the order held.
+        self._held: list[_Held] = []
 
     def __len__(self) -> int:
         """How many events sent are not waited for yet."""
         return len(self._sent)
 
     def hold(self, event: JobEvent, partition: int | None, recorder: Recorder) -> None:
-        """Keep ``event`` back: it goes with the next event sent, or with the next wait, whichever is first."""
-        self._held = _Held(event, partition, recorder)
+        """Keep ``event`` back: it goes with the next event sent, or with the next wait, whichever is first
+        (after any other attempt's held before it)."""
+        self._held.append(_Held(event, partition, recorder))
 
     async def send(self, event: JobEvent, partition: int | None, recorder: Recorder) -> asyncio.Future[bool]:
         """Hand ``event`` to the log (after the held event, if any) and return its *recorded* future.
@@ -99,7 +102,7 @@ class Acknowledgements:
     def discard(self) -> None:
         """Forget what was sent and held, unrecorded: the worker acts on its jobs again (their ledgers say
         what is left)."""
-        self._held = None
+        self._held = []
         sent, self._sent = self._sent, []
         # Gathered (and never awaited), so that a refusal nobody waits for is not logged as lost.
         asyncio.gather(*(s.ack for s in sent), return_exceptions=True)
@@ -110,8 +113,8 @@ class Acknowledgements:
         return {s.event.fingerprint for s in self._sent}
 
     async def _send_held(self) -> None:
-        if self._held is not None:
-            held, self._held = self._held, None
+        while self._held:
+            held = self._held.pop(0)
             await self._send(held.event, held.partition, held.recorder)
 
     async def _send(self, event: JobEvent, partition: int | None, recorder: Recorder) -> asyncio.Future[bool]:

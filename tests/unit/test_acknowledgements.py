@@ -162,3 +162,22 @@ async def test_a_wait_cut_short_leaves_nothing_known_recorded():
         await waiting
     assert recorded.result() is False
     assert notes.recorded == []
+
+
+async def test_regression_a_second_held_claim_replaced_the_first_which_was_never_sent():
+    """With several claims held at once, two attempts each kept their claim back to ride with their first
+    segment: the second claim replaced the first, whose segments and completion then reached the log without
+    their claim, were fenced, and the job stayed queued for ever (the fault campaign's worker_kills lost 11
+    jobs). Every held claim goes, in the order held."""
+    log, notes = GatedLog(), Notes()
+    acks = Acknowledgements(log)
+    first, second = _Builder(uuid.UUID(int=11)), _Builder(uuid.UUID(int=12))
+    acks.hold(first.claimed(1), 3, notes)
+    acks.hold(second.claimed(1), 4, notes)
+    await acks.send(first.segment(1, 0), 3, notes)
+    assert [(e.type, e.job_id.int) for e in log.events] == [
+        ("JobClaimed", 11),
+        ("JobClaimed", 12),
+        ("SegmentProduced", 11),
+    ]
+    assert log.partitions == [3, 4, 3]
