@@ -11,6 +11,7 @@ with the other engine's packages hidden. infra/test.sh lints the Dockerfile with
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
 import os
 import shutil
@@ -85,6 +86,24 @@ def test_every_copy_source_is_in_the_checkout():
     sources = [source for stage in STAGES.values() for copy in stage.copies for source in copy]
     assert sources, "the Dockerfile copies nothing"
     assert [source for source in sources if not (ROOT / source).exists()] == []
+
+
+def test_nothing_copied_is_left_out_of_the_build_context():
+    """.dockerignore keeps the context small; a source it matched would be missing at build time."""
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    sources = {source for stage in STAGES.values() for copy in stage.copies for source in copy}
+    ignored = {
+        source
+        for source in sources
+        for pattern in patterns
+        if fnmatch.fnmatch(source, pattern) or fnmatch.fnmatch(source, pattern.removeprefix("**/"))
+    }
+    assert ignored == set()
+    assert "tests" in patterns, "the tests are not part of any image"
 
 
 def test_only_the_api_image_may_migrate():
