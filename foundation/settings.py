@@ -155,7 +155,16 @@ class DatabaseSettings(_Settings):
     database_schema: str = _schema_field()
 
 
-class AdminSettings(KafkaSettings, DatabaseSettings):
+class MigrationSettings(_Settings):
+    migrate: bool = Field(
+        True,
+        description="Whether this process may apply the schema's migrations (`voxlog migrate`, the projector at"
+        " its start); the worker images set it false: there `voxlog migrate` refuses, and a projector waits until"
+        " the api image has migrated the schema.",
+    )
+
+
+class AdminSettings(KafkaSettings, DatabaseSettings, MigrationSettings):
     """`voxlog migrate` and `voxlog topics`."""
 
     process = "migrate, topics"
@@ -624,7 +633,13 @@ class WorkerSettings(
 
 
 class ProjectorSettings(
-    KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings, MetricsSettings, LifecycleSettings
+    KafkaSettings,
+    DatabaseSettings,
+    MigrationSettings,
+    CacheSettings,
+    ProjectorNameSettings,
+    MetricsSettings,
+    LifecycleSettings,
 ):
     """`voxlog projector`: applies the log to the Postgres tables."""
 

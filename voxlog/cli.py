@@ -200,6 +200,13 @@ def _admin(args: argparse.Namespace) -> int:
     from voxlog.topics import ensure_topics, topic_specs
 
     settings = AdminSettings()
+    if args.command == "migrate" and not settings.migrate:
+        print(
+            "voxlog: VOXLOG_MIGRATE=false: this process does not apply migrations (the worker images);"
+            " run `voxlog migrate` from the api image",
+            file=sys.stderr,
+        )
+        return 2
     if args.command == "migrate":
         applied = asyncio.run(migrate_database(settings.database_url.get_secret_value(), settings.database_schema))
         print("applied: " + (", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"))

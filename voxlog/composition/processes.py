@@ -90,8 +90,8 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
     kafka = settings.kafka_access()
     async with AsyncExitStack() as resources:
         export_spans(resources, settings, "api", shutdown)
-        # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
-        # owns the schema's migrations).
+        # Nothing is waited for: the API answers from the start, 503 for what is down (`voxlog migrate`
+        # and the projector own the schema's migrations).
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = ReconnectingPublisher(
@@ -214,7 +214,8 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
     async with AsyncExitStack() as resources:
         export_spans(resources, settings, "projector", shutdown)
         serve_metrics(settings.metrics_host, settings.metrics_port)
-        pool = await open_database(resources, settings, shutdown, migrate=True)
+        # The schema's migrations are the api image's: a projector started from a worker image waits for them.
+        pool = await open_database(resources, settings, shutdown, migrate=settings.migrate, await_migrated=True)
         publisher = await open_publisher(resources, kafka, settings.dlq_topic, "projector", shutdown)
         consumer = await open_consumer(
             resources,
