@@ -122,7 +122,8 @@ connections, the blob store, the metrics port, the shutdown's time; then config 
 {{- include "voxlog.extraEnv" . }}
 {{- end -}}
 
-{{/* Volumes of every process: the blob store, the credentials (for the SASL password's file), Kafka's TLS files. */}}
+{{/* Volumes of every process: the blob store, the credentials (for the SASL password's file), Kafka's TLS
+files, PostgreSQL's CA. */}}
 {{- define "voxlog.volumes" -}}
 - name: blobs
   persistentVolumeClaim:
@@ -140,6 +141,11 @@ connections, the blob store, the metrics port, the shutdown's time; then config 
   secret:
     secretName: {{ .Values.kafka.tls.secretName }}
 {{- end }}
+{{- if .Values.postgres.caSecretName }}
+- name: postgres-tls
+  secret:
+    secretName: {{ .Values.postgres.caSecretName }}
+{{- end }}
 {{- end -}}
 
 {{- define "voxlog.volumeMounts" -}}
@@ -153,6 +159,11 @@ connections, the blob store, the metrics port, the shutdown's time; then config 
 {{- if .Values.kafka.tls.secretName }}
 - name: kafka-tls
   mountPath: /etc/voxlog/kafka-tls
+  readOnly: true
+{{- end }}
+{{- if .Values.postgres.caSecretName }}
+- name: postgres-tls
+  mountPath: /etc/voxlog/postgres-tls
   readOnly: true
 {{- end }}
 {{- end -}}
