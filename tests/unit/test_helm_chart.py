@@ -169,6 +169,14 @@ def test_readiness_probes_ask_each_process_s_own_readyz(chart: Tools):
     assert set(budgets) == {"api", "projector", "sweeper", "worker"}
 
 
+def test_projectors_and_workers_are_replaced_one_at_a_time_without_a_surge(chart: Tools):
+    """No second projector over the same partitions during an upgrade, and no spare GPU needed for one."""
+    deployments = of_kind(render(chart), "Deployment")
+    for name in ("projector", "worker"):
+        assert deployments[name]["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}, name
+    assert deployments["api"]["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+
+
 def test_the_dashboard_configmap_is_infra_grafana_s_dashboard(chart: Tools):
     [dashboard] = of_kind(render(chart), "ConfigMap").values()
     shipped = (ROOT / "infra" / "grafana" / "voxlog.json").read_text()

@@ -1,6 +1,7 @@
 {{/* The Deployment of a process that serves no traffic (projector, sweeper, workers): its readiness is
 its own /readyz on the metrics port. (dict "root" $ "component" NAME "target" IMAGE-TARGET "values"
-<its values> "own" <env entries the chart sets for it> "ownNames" <their names> "resources" <map>) */}}
+<its values> "own" <env entries the chart sets for it> "ownNames" <their names> "resources" <map>
+"oneAtATime" <replace pods without a surge> "scaledByKeda" <no replica count>) */}}
 {{- define "voxlog.process" -}}
 {{- $root := .root -}}
 {{- $v := .values -}}
@@ -18,6 +19,14 @@ spec:
   selector:
     matchLabels:
       {{- include "voxlog.selector" (dict "root" $root "component" .component) | nindent 6 }}
+  {{- if .oneAtATime }}
+  # Stop one, then start its successor: no second projector over the same partitions, no spare GPU needed.
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxSurge: 0
+      maxUnavailable: 1
+  {{- end }}
   template:
     metadata:
       labels:
