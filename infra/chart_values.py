@@ -1,8 +1,12 @@
-"""The chart's values table (README.md, Kubernetes), made from infra/helm/voxlog/values.yaml.
+"""The chart's values table (README.md, Kubernetes) and its values.schema.json, made from
+infra/helm/voxlog/values.yaml.
 
 Every value there has a ``# --`` comment line above it (continued by the comment lines that follow): its row
 says the value's dotted name, its default as values.yaml gives it, and that comment. A mapping without one
-is a group of values, each documented in turn. ``python -m infra.chart_values`` prints the table.
+is a group of values, each documented in turn. The schema, which Helm applies to every install, upgrade,
+template and lint, takes each value's type from its default and refuses a name values.yaml does not have
+(a typo would otherwise be ignored). ``python -m infra.chart_values`` prints the table;
+``python -m infra.chart_values --schema`` writes the schema.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ from typing import Any
 import yaml
 
 VALUES = Path(__file__).resolve().parent / "helm" / "voxlog" / "values.yaml"
+SCHEMA = VALUES.with_name("values.schema.json")
+_SETTINGS_MAPS = ("config", "env")  # VOXLOG_ settings by name
+_CHOICES = {
+    "workers.mode": ["gpu", "cpu"],
+    "kafka.securityProtocol": ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+    "kafka.saslMechanism": ["SCRAM-SHA-512", "SCRAM-SHA-256"],
+}
+_NUMBER_OR_PERCENT = "maxUnavailable"
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(?: |$)")
 _DOC = re.compile(r"^ *# -- (?P<text>.*)$")
 _MORE = re.compile(r"^ *# (?P<text>.*)$")
@@ -75,5 +87,48 @@ def values_table(path: Path = VALUES) -> str:
     return "\n".join(lines)
 
 
+def _schema_of(name: str, default: Any, meaning: str) -> dict[str, Any]:
+    leaf = name.rsplit(".", 1)[-1]
+    schema: dict[str, Any] = {"description": meaning}
+    if name in _CHOICES:
+        schema["enum"] = _CHOICES[name]
+    elif leaf in _SETTINGS_MAPS:
+        schema |= {
+            "type": "object",
+            "propertyNames": {"pattern": "^VOXLOG_[A-Z0-9_]+$"},
+            "additionalProperties": {"type": ["string", "number", "boolean"]},
+        }
+    elif leaf == _NUMBER_OR_PERCENT:
+        schema["anyOf"] = [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+%$"}]
+    else:
+        kinds = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+        schema["type"] = kinds[type(default)]
+    return schema
+
+
+def values_schema(path: Path = VALUES) -> dict[str, Any]:
+    """JSON Schema of the values: every name of values.yaml, typed by its default; no other name."""
+    root: dict[str, Any] = {"$schema": "https://json-schema.org/draft-07/schema#", "type": "object"}
+    for row in value_rows(path):
+        *groups, leaf = row.name.split(".")
+        node = root
+        for group in groups:
+            node.setdefault("additionalProperties", False)
+            node = node.setdefault("properties", {}).setdefault(group, {"type": "object"})
+        node.setdefault("additionalProperties", False)
+        node.setdefault("properties", {})[leaf] = _schema_of(row.name, json.loads(row.default), row.meaning)
+    return root
+
+
+def schema_text(path: Path = VALUES) -> str:
+    return json.dumps(values_schema(path), indent=2) + "\n"
+
+
 if __name__ == "__main__":
-    print(values_table())
+    import sys
+
+    if sys.argv[1:] == ["--schema"]:
+        SCHEMA.write_text(schema_text())
+        print(f"wrote {SCHEMA}")
+    else:
+        print(values_table())

@@ -3,13 +3,14 @@ its `# --` line, so the table cannot drift from the chart."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from infra.chart_values import VALUES, UndocumentedValue, value_rows, values_table
+from infra.chart_values import SCHEMA, VALUES, UndocumentedValue, schema_text, value_rows, values_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -41,3 +42,17 @@ def test_a_value_without_its_line_is_refused(tmp_path: Path):
     values.write_text("api:\n  # -- Documented.\n  replicas: 2\n  port: 8000\n")
     with pytest.raises(UndocumentedValue, match=r"api\.port"):
         value_rows(values)
+
+
+def test_the_chart_s_values_schema_is_made_from_values_yaml():
+    assert SCHEMA.read_text() == schema_text(), "run `python -m infra.chart_values --schema`"
+
+
+def test_the_schema_types_each_value_by_its_default_and_lets_in_only_voxlog_settings():
+    schema = json.loads(schema_text())
+    workers = schema["properties"]["workers"]
+    assert workers["additionalProperties"] is False
+    assert workers["properties"]["replicas"]["type"] == "integer"
+    assert workers["properties"]["keda"]["properties"]["enabled"]["type"] == "boolean"
+    assert workers["properties"]["mode"]["enum"] == ["gpu", "cpu"]
+    assert schema["properties"]["config"]["propertyNames"] == {"pattern": "^VOXLOG_[A-Z0-9_]+$"}

@@ -208,11 +208,13 @@ def test_the_credentials_come_from_the_secret_never_from_the_values_in_clear(cha
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--set", "workers.mode=tpu"], 'workers.mode is "tpu": gpu or cpu'),
+        (["--set", "workers.mode=tpu"], "value must be one of 'gpu', 'cpu'"),
+        (["--set", "workers.mod=cpu"], "additional properties 'mod' not allowed"),
+        (["--set", "api.maxUnavailable=half"], "'half' does not match pattern"),
         (["--set", "workers.keda.enabled=true"], "workers.keda.modelVersion"),
         (["--set", "config.VOXLOG_METRICS_PORT=1"], "VOXLOG_METRICS_PORT is set by the chart"),
         (["--set", "workers.env.VOXLOG_DEVICE=cpu"], "VOXLOG_DEVICE is set by the chart"),
-        (["--set", "api.env.LOG_LEVEL=debug"], "LOG_LEVEL is not a voxlog setting"),
+        (["--set", "api.env.LOG_LEVEL=debug"], "'LOG_LEVEL' does not match pattern '^VOXLOG_[A-Z0-9_]+$'"),
         (["--set", "kafka.securityProtocol=SASL_SSL"], "kafka.saslUsername"),
     ],
 )

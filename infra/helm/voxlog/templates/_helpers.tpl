@@ -41,12 +41,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if hasPrefix "SASL_" .Values.kafka.securityProtocol }}true{{ end -}}
 {{- end -}}
 
-{{/* A name: value map as env entries; every name must be a VOXLOG_ setting. */}}
+{{/* A name: value map as env entries (values.schema.json lets only VOXLOG_ names in). */}}
 {{- define "voxlog.envMap" -}}
 {{- range $name, $value := . }}
-{{- if not (hasPrefix "VOXLOG_" $name) }}
-{{- fail (printf "%s is not a voxlog setting: every name in config and the env values starts with VOXLOG_" $name) }}
-{{- end }}
 - name: {{ $name }}
   value: {{ $value | toString | quote }}
 {{- end }}
