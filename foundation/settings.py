@@ -269,7 +269,10 @@ class LifecycleSettings(OutageSettings, ShutdownSettings, TracingSettings):
 class MetricsSettings(_Settings):
     metrics_host: str = Field("127.0.0.1", description="Address of the process's Prometheus /metrics endpoint.")
     metrics_port: int = Field(
-        0, ge=0, description="Port of the process's Prometheus /metrics endpoint (0: not served)."
+        0,
+        ge=0,
+        description="Port of the process's Prometheus /metrics endpoint, which serves /healthz and /readyz for"
+        " probes too (0: not served).",
     )
 
 

@@ -26,6 +26,7 @@ from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
 from foundation.offload import Offload
 from foundation.outages import Outage, summarize_every, until_available
+from foundation.readiness import mark_started
 from foundation.settings import (
     OPENAI_VOICES,
     ApiSettings,
@@ -177,6 +178,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
         stop_lag, tasks = asyncio.Event(), OwnedTasks()
 
         def start_lag() -> None:
+            mark_started()  # the metrics port's /readyz (the API's own /readyz checks its dependencies)
             tasks.start(lag.run(stop_lag), "consumer lag")
             tasks.start(changes.run(stop_lag), "job changes")
             tasks.start(WorkerCensus(reader.live_workers).run(stop_lag), "worker census")
@@ -237,6 +239,7 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
         consumer.assign(partitions)
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"projector:{config.name}")
         log.info("projector started", partitions=len(partitions), name=config.name)
+        mark_started()
         await Projector(config, pool, consumer, partitions, dead_letter).run(stop)
     log.info("projector stopped")
 
@@ -294,6 +297,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
             outage,
         )
         log.info("sweeper started", stale_after_s=settings.stale_after_s)
+        mark_started()
         tasks = OwnedTasks()
         tasks.start(book.follow(consumer, nodes, stop), "heartbeats")
         try:
