@@ -152,18 +152,23 @@ class KafkaAccess:
         return {**self.client_options(), "retry_backoff_ms": RETRY_BACKOFF_MS, **options}
 
     async def refusal(self) -> str | None:
-        """Why the first bootstrap server refuses this client (its login or the TLS handshake), or None when
-        it takes it or cannot be reached. aiokafka's bootstrap says only that it could not connect."""
-        host, port, _ = collect_hosts(self.bootstrap_servers, randomize=False)[0]
-        try:
-            conn = await create_conn(host, port, request_timeout_ms=_REFUSAL_WITHIN_MS, **self.security_options())
-        except ssl.SSLError as exc:  # before OSError, which it is
-            return f"the TLS handshake failed: {exc}"
-        except BrokerResponseError as exc:  # the broker's answer to the SASL handshake or the login
-            return str(exc)
-        except (KafkaError, OSError, TimeoutError) as exc:
-            return self._closed_on(exc)
-        conn.close()
+        """Why the bootstrap servers refuse this client (its login or the TLS handshake): the first that
+        answers, in the order given (one that cannot be reached is passed over, as a client passes over it);
+        None when one takes it or none can be reached. aiokafka's bootstrap says only that it could not connect."""
+        for host, port, _ in collect_hosts(self.bootstrap_servers, randomize=False):
+            try:
+                conn = await create_conn(host, port, request_timeout_ms=_REFUSAL_WITHIN_MS, **self.security_options())
+            except ssl.SSLError as exc:  # before OSError, which it is
+                return f"the TLS handshake failed: {exc}"
+            except BrokerResponseError as exc:  # the broker's answer to the SASL handshake or the login
+                return str(exc)
+            except (KafkaError, OSError, TimeoutError) as exc:
+                closed = self._closed_on(exc)
+                if closed is not None:
+                    return closed
+                continue
+            conn.close()
+            return None
         return None
 
     def _closed_on(self, exc: BaseException) -> str | None:

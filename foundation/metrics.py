@@ -1,4 +1,5 @@
-"""Prometheus metrics of voxlog's processes, and the /metrics endpoint that serves them.
+"""Prometheus metrics of voxlog's processes, and the port that serves them (/metrics, and /healthz and
+/readyz for the probes of the processes that serve no HTTP of their own).
 
 Counters only grow, so a scraper (or a benchmark) takes two readings and
 divides the differences by the time between them: synthesis seconds over wall
@@ -9,8 +10,16 @@ output rate.
 from __future__ import annotations
 
 import re
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
+
+from foundation.readiness import readiness
 
 SYNTHESIS_SECONDS = Counter(
     "voxlog_synthesis_seconds", "Seconds the engine spent rendering segments (its busy time).", ["engine"]
@@ -148,9 +157,39 @@ CONSUMER_GROUP_STATUS = Gauge(
 
 
 def serve_metrics(host: str, port: int) -> None:
-    """Serve /metrics from a daemon thread; ``port`` 0 means metrics are not served."""
-    if port:
-        start_http_server(port, addr=host)
+    """Serve /metrics, /healthz and /readyz (:mod:`foundation.readiness`) from a daemon thread; ``port`` 0
+    means none is served. prometheus_client's own server answers every path with the metrics, so a probe
+    of /readyz there would always pass: this one routes."""
+    if not port:
+        return
+    family, *_, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = family
+
+    server = make_server(str(address[0]), port, _probes(make_wsgi_app()), Server, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log: Prometheus and the probes ask every few seconds."""
+
+
+_App = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _probes(metrics: _App) -> _App:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path not in ("/healthz", "/readyz"):
+            return metrics(environ, start_response)
+        ready, body = readiness() if path == "/readyz" else (True, '{"status": "ok"}')
+        start_response("200 OK" if ready else "503 Service Unavailable", [("Content-Type", "application/json")])
+        return [body.encode()]
+
+    return app
 
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)$")

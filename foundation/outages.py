@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -64,6 +65,9 @@ class Outage:
     """
 
     summary_s: ClassVar[float] = 60.0  # the process's, see summarize_every
+    # Those down now, for the readiness probe (foundation.readiness); weak: an outage its loop dropped
+    # (the process stopped waiting) is no longer one.
+    _down: ClassVar[weakref.WeakSet[Outage]] = weakref.WeakSet()
 
     def __init__(
         self,
@@ -87,6 +91,11 @@ class Outage:
     def down(self) -> bool:
         return self._since is not None
 
+    @classmethod
+    def down_now(cls) -> list[str]:
+        """What this process waits for now: the dependencies of its outages not over, sorted."""
+        return sorted({outage.what for outage in list(cls._down)})
+
     def failed(self, error: BaseException | str, **context: Any) -> float:
         """A try failed: say so if it is the first since the dependency was up, or if a summary is due; returns
         the delay before the next try."""
@@ -99,6 +108,7 @@ class Outage:
         if self._since is None:
             self._since = self._said_at = now
             self._tries = 0
+            Outage._down.add(self)
             self._log.warning(f"waiting for {self.what}", error=reason, retry_in_s=round(self.delay_s, 2), **context)
         elif now - self._said_at >= self.summary_s:
             self._log.warning(
@@ -118,6 +128,7 @@ class Outage:
         if self._since is not None:
             down_for_s = round(self._clock() - self._since, 1)
             self._log.info(f"{self.what} available again", down_for_s=down_for_s, tries=self.failures)
+            Outage._down.discard(self)
         self._since, self._tries, self.failures, self.delay_s = None, 0, 0, 0.0
         self._backoff.reset()
 

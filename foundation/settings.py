@@ -21,6 +21,7 @@ from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODE
 from foundation.kafka_access import KafkaAccess, KafkaAccessInvalid, SaslMechanism, SecurityProtocol
 
 DEFAULT_DATABASE_URL = "postgresql://voxlog@127.0.0.1:55432/voxlog"
+MAX_DEV_BROKERS = 5
 
 
 def default_state_root() -> Path:
@@ -48,7 +49,18 @@ class TopicSettings(_Settings):
     nodes_topic: str = Field(DEFAULT_NODES_TOPIC, description="Compacted topic of worker announcements.")
     dlq_topic: str = Field(DEFAULT_DLQ_TOPIC, description="Dead-letter topic for undecodable or unappliable records.")
     jobs_partitions: int = Field(24, ge=1, description="Partitions of the jobs topic when it is created.")
-    topic_replication_factor: int = Field(1, ge=1, description="Replication factor of topics voxlog creates.")
+    topic_replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Replication factor of topics voxlog creates (unset: the cluster's default.replication.factor,"
+        " which a local stack sets to 3 from three brokers on, else 1).",
+    )
+    topic_min_insync_replicas: int | None = Field(
+        None,
+        ge=1,
+        description="min.insync.replicas of topics voxlog creates: replicas an acks=all write waits for (unset: 2"
+        " when the replication factor is 3, a majority above, else 1).",
+    )
     jobs_retention_ms: int = Field(
         -1,
         ge=-1,
@@ -143,7 +155,16 @@ class DatabaseSettings(_Settings):
     database_schema: str = _schema_field()
 
 
-class AdminSettings(KafkaSettings, DatabaseSettings):
+class MigrationSettings(_Settings):
+    migrate: bool = Field(
+        True,
+        description="Whether this process may apply the schema's migrations (`voxlog migrate`, the projector at"
+        " its start); the worker images set it false: there `voxlog migrate` refuses, and a projector waits until"
+        " the api image has migrated the schema.",
+    )
+
+
+class AdminSettings(KafkaSettings, DatabaseSettings, MigrationSettings):
     """`voxlog migrate` and `voxlog topics`."""
 
     process = "migrate, topics"
@@ -158,9 +179,20 @@ class DevSettings(TopicSettings):
         default_factory=lambda: default_state_root() / "dev",
         description="Data of the local stack (/var/lib/voxlog/dev as root, else ~/.local/share/voxlog/dev).",
     )
-    dev_kafka_port: int = Field(9092, description="Port of the local broker's client listener.")
-    dev_kafka_controller_port: int = Field(9093, description="Port of the local broker's KRaft controller.")
-    dev_kafka_heap: str = Field("512m", description="JVM heap (-Xms and -Xmx) of the local broker.")
+    dev_brokers: int = Field(
+        1,
+        ge=1,
+        le=MAX_DEV_BROKERS,
+        description="Kafka brokers of a new local stack: 1, or 3 for a replicated cluster (`voxlog dev up --brokers`"
+        " says it too; an existing stack's data keeps its count).",
+    )
+    dev_kafka_port: int = Field(
+        9092, description="Port of the local broker's client listener (broker n: this plus 2(n - 1))."
+    )
+    dev_kafka_controller_port: int = Field(
+        9093, description="Port of the local broker's KRaft controller (broker n: this plus 2(n - 1))."
+    )
+    dev_kafka_heap: str = Field("512m", description="JVM heap (-Xms and -Xmx) of each local broker.")
     dev_postgres_port: int = Field(55432, description="Port of the local PostgreSQL cluster.")
     dev_jar_cache: Path = Field(
         default_factory=lambda: default_cache_root() / "kafka",
@@ -237,7 +269,10 @@ class LifecycleSettings(OutageSettings, ShutdownSettings, TracingSettings):
 class MetricsSettings(_Settings):
     metrics_host: str = Field("127.0.0.1", description="Address of the process's Prometheus /metrics endpoint.")
     metrics_port: int = Field(
-        0, ge=0, description="Port of the process's Prometheus /metrics endpoint (0: not served)."
+        0,
+        ge=0,
+        description="Port of the process's Prometheus /metrics endpoint, which serves /healthz and /readyz for"
+        " probes too (0: not served).",
     )
 
 
@@ -625,7 +660,13 @@ class WorkerSettings(
 
 
 class ProjectorSettings(
-    KafkaSettings, DatabaseSettings, CacheSettings, ProjectorNameSettings, MetricsSettings, LifecycleSettings
+    KafkaSettings,
+    DatabaseSettings,
+    MigrationSettings,
+    CacheSettings,
+    ProjectorNameSettings,
+    MetricsSettings,
+    LifecycleSettings,
 ):
     """`voxlog projector`: applies the log to the Postgres tables."""
 

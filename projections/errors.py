@@ -13,5 +13,9 @@ class DatabaseUnavailable(MigrationError):
     """PostgreSQL could not be reached (refused, dropped, timed out): try again later."""
 
 
+class MigrationsPending(MigrationError):
+    """The schema lacks migrations this code needs, and this process may not apply them: wait for one that may."""
+
+
 class ProjectionGap(ProjectionError):
     """The log no longer holds records the projector has not applied yet: it refuses to skip them."""

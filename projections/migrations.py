@@ -4,7 +4,9 @@ Files in ``projections/migrations/`` are named ``NNNN_name.sql`` and applied
 in order. Each applied file is recorded with its checksum in
 ``schema_migrations``; an edited file that was already applied is refused
 rather than silently skipped. A run holds a transaction-scoped advisory lock,
-so processes starting together (api, projector) migrate once.
+so processes starting together migrate once. Only the api image applies them
+(``voxlog migrate``, the projector at its start); a process with
+``VOXLOG_MIGRATE=false`` (the worker images) waits in :func:`check_migrated`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Final
 
 import asyncpg
 
-from projections.errors import DatabaseUnavailable, MigrationError
+from projections.errors import DatabaseUnavailable, MigrationError, MigrationsPending
 
 MIGRATIONS_DIR: Final = Path(__file__).parent / "migrations"
 _FILE: Final = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -74,16 +76,7 @@ async def migrate(
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
             applied = {row["version"]: row["checksum"] for row in await conn.fetch("SELECT * FROM schema_migrations")}
-            pending = []
-            for migration in todo:
-                recorded = applied.get(migration.version)
-                if recorded is None:
-                    pending.append(migration)
-                elif recorded != migration.checksum:
-                    raise MigrationError(
-                        f"migration {migration.version:04d}_{migration.name} was changed after it was applied; "
-                        "add a new migration instead of editing an applied one"
-                    )
+            pending = _pending(todo, applied)
             for migration in pending:
                 await conn.execute(migration.sql)
                 await conn.execute(
@@ -97,6 +90,47 @@ async def migrate(
         raise DatabaseUnavailable(f"PostgreSQL is not taking work: {exc}") from exc
     except asyncpg.PostgresError as exc:
         raise MigrationError(f"migrating schema {schema} failed: {exc}") from exc
+
+
+def _pending(todo: list[Migration], applied: dict[int, str]) -> list[Migration]:
+    """The migrations of ``todo`` that ``applied`` (version -> checksum) lacks; an applied one changed since is
+    refused."""
+    pending = []
+    for migration in todo:
+        recorded = applied.get(migration.version)
+        if recorded is None:
+            pending.append(migration)
+        elif recorded != migration.checksum:
+            raise MigrationError(
+                f"migration {migration.version:04d}_{migration.name} was changed after it was applied; "
+                "add a new migration instead of editing an applied one"
+            )
+    return pending
+
+
+async def check_migrated(url: str, schema: str = "public") -> None:
+    """Return once ``schema`` has every migration on disk; raise :class:`MigrationsPending` naming those it
+    lacks, for a process that may not apply them (``VOXLOG_MIGRATE=false``) and waits instead."""
+    quoted = quote_schema(schema)
+    try:
+        conn = await asyncpg.connect(url, timeout=10)
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise DatabaseUnavailable(f"cannot connect to PostgreSQL to read its migrations: {exc}") from exc
+    try:
+        rows = await conn.fetch(f"SELECT version, checksum FROM {quoted}.schema_migrations")
+    except asyncpg.exceptions.UndefinedTableError:
+        rows = []
+    except (asyncpg.InterfaceError, OSError) as exc:
+        raise DatabaseUnavailable(f"PostgreSQL went away while its migrations were read: {exc}") from exc
+    finally:
+        await conn.close()
+    pending = _pending(load_migrations(), {row["version"]: row["checksum"] for row in rows})
+    if pending:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        raise MigrationsPending(
+            f"schema {schema} lacks migrations {names}, and VOXLOG_MIGRATE=false here: run `voxlog migrate`"
+            " from the api image"
+        )
 
 
 async def drop_schema(url: str, schema: str) -> None:

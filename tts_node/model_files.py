@@ -118,3 +118,9 @@ def _sha256_of(path: Path) -> str:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+if __name__ == "__main__":  # infra/Dockerfile's worker-cpu target: the weights assembled and checked at build time
+    import sys
+
+    print(ensure_model(Path(sys.argv[1]))[0])

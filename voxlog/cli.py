@@ -16,6 +16,7 @@ from foundation.errors import FoundationError
 from foundation.lifecycle import Stopped
 from foundation.logging import configure_logging
 from foundation.settings import (
+    MAX_DEV_BROKERS,
     AdminSettings,
     ApiSettings,
     DevSettings,
@@ -67,7 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = commands.add_parser("dev", help="the local stack: Kafka, PostgreSQL, api, worker, projector")
     dev_commands = dev.add_subparsers(dest="dev_command", required=True)
-    dev_commands.add_parser("up", help="install what is missing, start everything, wait until it answers")
+    dev_up = dev_commands.add_parser("up", help="install what is missing, start everything, wait until it answers")
+    dev_up.add_argument(
+        "--brokers",
+        type=int,
+        choices=range(1, MAX_DEV_BROKERS + 1),
+        default=None,
+        metavar="N",
+        help="Kafka brokers (1, or 3 for a replicated cluster; default: as many as the stack's data is for, else"
+        " VOXLOG_DEV_BROKERS)",
+    )
     down = dev_commands.add_parser("down", help="stop every process and service (data is kept)")
     down.add_argument("--purge", action="store_true", help="also delete the stack's data directory")
     dev_commands.add_parser("status", help="show each service and process; exit 1 when one is down")
@@ -119,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chaos.add_argument("--quick", action="store_true", help="smaller loads; writes nothing unless --docs is given")
     chaos.add_argument("--docs", type=Path, default=None, help="where to write reliability.md (default: docs/)")
+    chaos.add_argument(
+        "--brokers", type=int, choices=(1, 3), default=1, help="Kafka brokers of the campaign's stack (default: 1)"
+    )
     commands.add_parser("migrate", help="apply pending Postgres migrations (VOXLOG_DATABASE_URL)")
     commands.add_parser("topics", help="create missing Kafka topics (VOXLOG_KAFKA_BOOTSTRAP_SERVERS)")
     docs_cmd = commands.add_parser("docs", help="regenerate docs/events.schema.json and docs/asyncapi.json")
@@ -134,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _dev(args: argparse.Namespace) -> int:
     settings = DevSettings()
     if args.dev_command == "up":
-        lines = asyncio.run(devstack.up(settings))
+        lines = asyncio.run(devstack.up(settings, args.brokers))
         statuses = asyncio.run(devstack.status(settings))
         print("\n".join([s.line() for s in statuses] + lines))
         return 0 if all(s.up for s in statuses) else 1
@@ -187,6 +200,13 @@ def _admin(args: argparse.Namespace) -> int:
     from voxlog.topics import ensure_topics, topic_specs
 
     settings = AdminSettings()
+    if args.command == "migrate" and not settings.migrate:
+        print(
+            "voxlog: VOXLOG_MIGRATE=false: this process does not apply migrations (the worker images);"
+            " run `voxlog migrate` from the api image",
+            file=sys.stderr,
+        )
+        return 2
     if args.command == "migrate":
         applied = asyncio.run(migrate_database(settings.database_url.get_secret_value(), settings.database_schema))
         print("applied: " + (", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"))
@@ -246,7 +266,7 @@ def _bench(bench_args: Sequence[str]) -> NoReturn:
 def _chaos(args: argparse.Namespace) -> int:
     from voxlog.chaos.run import main as chaos_main  # the campaign's own modules load only for it
 
-    return chaos_main(args.quick, args.docs)
+    return chaos_main(args.quick, args.docs, args.brokers)
 
 
 def _config(_: argparse.Namespace) -> int:

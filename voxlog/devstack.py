@@ -12,6 +12,7 @@ from contracts import DEFAULT_TENANT
 from foundation.kafka_access import KafkaAccess
 from foundation.settings import DevSettings, KafkaSettings, ModeSettings, TopicSettings, default_cache_root
 from infra.apps import AppProcesses, AppSpec
+from infra.kafka_cluster import recorded_size
 from infra.postgres_cluster import redact
 from infra.processes import free_port
 from infra.stack import DevStack, StackConfig, StackSecurity
@@ -25,12 +26,22 @@ from voxlog.topics import ensure_topics, topic_specs
 SOURCE_ROOT: Final = Path(__file__).resolve().parents[1]
 
 
-def dev_stack(settings: DevSettings) -> DevStack:
+def dev_brokers(settings: DevSettings, asked: int | None = None) -> int:
+    """The dev stack's brokers: those asked for (``dev up --brokers``), else as many as its data is for,
+    else ``VOXLOG_DEV_BROKERS``."""
+    return asked or recorded_size(settings.dev_home / "kafka") or settings.dev_brokers
+
+
+def dev_kafka_ports(settings: DevSettings, brokers: int) -> list[tuple[int, int]]:
+    """Node n's client and controller ports: VOXLOG_DEV_KAFKA_PORT and _CONTROLLER_PORT, plus 2(n - 1)."""
+    return [(settings.dev_kafka_port + 2 * i, settings.dev_kafka_controller_port + 2 * i) for i in range(brokers)]
+
+
+def dev_stack(settings: DevSettings, brokers: int | None = None) -> DevStack:
     return DevStack(
         StackConfig(
             home=settings.dev_home,
-            kafka_port=settings.dev_kafka_port,
-            kafka_controller_port=settings.dev_kafka_controller_port,
+            kafka_ports=dev_kafka_ports(settings, dev_brokers(settings, brokers)),
             kafka_heap=settings.dev_kafka_heap,
             postgres_port=settings.dev_postgres_port,
             jar_cache=settings.dev_jar_cache,
@@ -40,22 +51,42 @@ def dev_stack(settings: DevSettings) -> DevStack:
     )
 
 
+def free_stack_ports(brokers: int = 1) -> dict[str, int]:
+    """Free loopback ports for a stack: ``postgres``, and ``kafka`` and ``controller`` for the first Kafka node,
+    ``kafka-<n>`` and ``controller-<n>`` for node n of a cluster."""
+    ports = {"postgres": free_port()}
+    for n in range(1, brokers + 1):
+        ports |= {_node_key("kafka", n): free_port(), _node_key("controller", n): free_port()}
+    return ports
+
+
+def brokers_in(ports: Mapping[str, int]) -> int:
+    """How many Kafka nodes a stack's ``ports`` are for."""
+    return sum(1 for key in ports if key == "kafka" or key.startswith("kafka-"))
+
+
+def _node_key(name: str, n: int) -> str:
+    return name if n == 1 else f"{name}-{n}"
+
+
 def scratch_stack(
     home: Path,
     *,
+    brokers: int = 1,
     kafka_heap: str = "512m",
     ports: Mapping[str, int] | None = None,
     security: StackSecurity | None = None,
 ) -> DevStack:
-    """A Kafka broker and a PostgreSQL cluster of their own under ``home``, for a benchmark run, a fault
-    campaign or a test session: on ``ports`` (``kafka``, ``controller``, ``postgres``), else on free loopback
-    ports; the broker's jars from the shared cache; with ``security``, SASL_SSL and TLS only."""
-    chosen = ports or {"kafka": free_port(), "controller": free_port(), "postgres": free_port()}
+    """A Kafka cluster (``brokers`` nodes, or those ``ports`` are for) and a PostgreSQL cluster of their own
+    under ``home``, for a benchmark run, a fault campaign or a test session: on ``ports`` (see
+    :func:`free_stack_ports`), else on free loopback ports; the broker's jars from the shared cache; with
+    ``security``, SASL_SSL and TLS only."""
+    chosen = ports or free_stack_ports(brokers)
+    nodes = range(1, brokers_in(chosen) + 1)
     return DevStack(
         StackConfig(
             home=home,
-            kafka_port=chosen["kafka"],
-            kafka_controller_port=chosen["controller"],
+            kafka_ports=[(chosen[_node_key("kafka", n)], chosen[_node_key("controller", n)]) for n in nodes],
             kafka_heap=kafka_heap,
             postgres_port=chosen["postgres"],
             jar_cache=default_cache_root() / "kafka",
@@ -119,8 +150,8 @@ def api_url(settings: DevSettings) -> str:
     return f"http://127.0.0.1:{settings.dev_api_port}"
 
 
-async def up(settings: DevSettings) -> list[str]:
-    stack = dev_stack(settings)
+async def up(settings: DevSettings, brokers: int | None = None) -> list[str]:
+    stack = dev_stack(settings, brokers)
     await stack.up()
     created = await ensure_topics(KafkaAccess(stack.bootstrap_servers), topic_specs(settings))
     applied = await migrate_database(stack.database_url, settings.database_schema)

@@ -1,8 +1,14 @@
-"""Topic bootstrap through the Kafka admin API: create what is missing, check the rest, align retention."""
+"""Topic bootstrap through the Kafka admin API: create what is missing, check the rest, align retention.
+
+A topic is created with the replication factor the settings give, else the cluster's own
+``default.replication.factor`` (a local cluster's nodes set it by their number: 3 from three brokers
+on, see :mod:`infra.kafka_replication`), and ``min.insync.replicas`` by the same rule: 2 of 3.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Final
@@ -14,6 +20,7 @@ from aiokafka.errors import KafkaError
 from foundation.errors import BrokerUnavailable
 from foundation.kafka_access import KafkaAccess
 from foundation.settings import TopicSettings
+from infra.kafka_replication import min_insync_replicas
 from voxlog.errors import TopicMismatch
 
 TOPIC_ALREADY_EXISTS: Final = 36
@@ -24,18 +31,32 @@ _DYNAMIC_TOPIC: Final = 1  # DescribeConfigs' config_source for a topic's own se
 class TopicSpec:
     name: str
     partitions: int
-    replication_factor: int
+    replication_factor: int | None  # None: the cluster's default.replication.factor
     config: dict[str, str] = field(default_factory=dict)
+    min_insync_replicas: int | None = None  # None: by the replication factor (min_insync_replicas)
+
+    def replicated(self, cluster_default: int) -> TopicSpec:
+        """This spec with its replication settled: the factor (``cluster_default`` when it names none), and
+        ``min.insync.replicas`` in its config."""
+        factor = self.replication_factor or cluster_default
+        in_sync = self.min_insync_replicas or min_insync_replicas(factor)
+        if in_sync > factor:
+            raise TopicMismatch(
+                f"topic {self.name}: min.insync.replicas {in_sync} is more than its {factor} replicas; every acks=all"
+                " write would fail: lower VOXLOG_TOPIC_MIN_INSYNC_REPLICAS"
+            )
+        config = {**self.config, "min.insync.replicas": str(in_sync)}
+        return dataclasses.replace(self, replication_factor=factor, config=config, min_insync_replicas=in_sync)
 
 
 def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
     """The topics voxlog needs, as the settings describe them."""
     retention = {"retention.ms": str(settings.jobs_retention_ms), "cleanup.policy": "delete"}
-    rf = settings.topic_replication_factor
+    rf, in_sync = settings.topic_replication_factor, settings.topic_min_insync_replicas
     return [
-        TopicSpec(settings.jobs_topic, settings.jobs_partitions, rf, dict(retention)),
-        TopicSpec(settings.dlq_topic, 1, rf, dict(retention)),
-        TopicSpec(settings.nodes_topic, 1, rf, {"cleanup.policy": "compact"}),
+        TopicSpec(settings.jobs_topic, settings.jobs_partitions, rf, dict(retention), in_sync),
+        TopicSpec(settings.dlq_topic, 1, rf, dict(retention), in_sync),
+        TopicSpec(settings.nodes_topic, 1, rf, {"cleanup.policy": "compact"}, in_sync),
     ]
 
 
@@ -55,8 +76,10 @@ async def ensure_topics(kafka: KafkaAccess, specs: list[TopicSpec], ready_within
         missing = [spec for spec in specs if spec.name not in existing]
         states = {spec.name: "exists" for spec in specs if spec.name in existing}
         if missing:
+            default = await _default_replication(admin) if any(s.replication_factor is None for s in missing) else 1
+            placed = [spec.replicated(default) for spec in missing]
             response = await admin.create_topics(
-                [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=s.config) for s in missing]
+                [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=s.config) for s in placed]
             )
             for name, code, message in _topic_errors(response):
                 if code not in (0, TOPIC_ALREADY_EXISTS):
@@ -72,6 +95,22 @@ async def ensure_topics(kafka: KafkaAccess, specs: list[TopicSpec], ready_within
         raise BrokerUnavailable(f"Kafka at {kafka.describe()} refused topic bootstrap: {exc}") from exc
     finally:
         await admin.close()
+
+
+async def _default_replication(admin: AIOKafkaAdminClient) -> int:
+    """The cluster's ``default.replication.factor``, as a broker it has reports it."""
+    brokers = (await admin.describe_cluster())["brokers"]
+    if not brokers:
+        raise BrokerUnavailable("the Kafka cluster lists no broker: cannot tell its default.replication.factor")
+    resource = ConfigResource(ConfigResourceType.BROKER, str(brokers[0]["node_id"]))
+    for response in await admin.describe_configs([resource]):
+        for result in response.to_object()["resources"]:
+            for entry in result["config_entries"]:
+                if entry["config_names"] == "default.replication.factor" and entry["config_value"]:
+                    return int(entry["config_value"])
+    raise BrokerUnavailable(
+        "the Kafka cluster did not say its default.replication.factor: set VOXLOG_TOPIC_REPLICATION_FACTOR"
+    )
 
 
 def _topic_errors(response: object) -> list[tuple[str, int, str]]:

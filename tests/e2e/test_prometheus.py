@@ -79,6 +79,14 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
             response = await client.post("/v1/jobs", json={"text": text, "voice": voice})
             if response.status_code == 202:
                 await wait_for_job(client, response.json()["job_id"])
+    # What the chart's readiness probes ask (README, Kubernetes): each process's /readyz on its metrics port.
+    async with httpx.AsyncClient(timeout=5) as probes:
+        for name, metrics_port in ports.items():
+            deadline = time.monotonic() + 30
+            while (answer := await probes.get(f"http://127.0.0.1:{metrics_port}/readyz")).status_code != 200:
+                assert time.monotonic() < deadline, f"{name}: {answer.status_code} {answer.text}"
+                await asyncio.sleep(0.2)
+            assert answer.json() == {"ready": True, "waiting_for": []}, name
     producer = topics.kafka.producer()
     await producer.start()
     try:

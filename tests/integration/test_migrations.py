@@ -6,8 +6,16 @@ import uuid
 import asyncpg
 import pytest
 
-from projections.errors import MigrationError
-from projections.migrations import Migration, drop_schema, load_migrations, migrate, migrate_database, quote_schema
+from projections.errors import MigrationError, MigrationsPending
+from projections.migrations import (
+    Migration,
+    check_migrated,
+    drop_schema,
+    load_migrations,
+    migrate,
+    migrate_database,
+    quote_schema,
+)
 from projections.rebuild import NOT_FROM_THE_LOG
 from projections.rows import TABLES as PROJECTED
 
@@ -96,3 +104,24 @@ async def test_the_table_descriptions_are_the_migrated_tables(pg, schema):
             f"{quote_schema(schema)}.{table.name}",
         )
         assert tuple(key) == table.key, table.name
+
+
+async def test_a_process_that_may_not_migrate_waits_until_another_has(stack):
+    """VOXLOG_MIGRATE=false (the worker images): a projector there checks the schema instead of migrating it,
+    and is told which migrations it lacks until the api image has applied them."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    last = load_migrations()[-1]
+    try:
+        with pytest.raises(MigrationsPending, match=f"lacks migrations 0001_.*{last.version:04d}_{last.name}"):
+            await check_migrated(stack.database_url, name)
+        conn = await asyncpg.connect(stack.database_url)
+        try:
+            await migrate(conn, name, load_migrations()[:-1])
+        finally:
+            await conn.close()
+        with pytest.raises(MigrationsPending, match=f"lacks migrations {last.version:04d}_{last.name}, and"):
+            await check_migrated(stack.database_url, name)
+        await migrate_database(stack.database_url, name)
+        await check_migrated(stack.database_url, name)  # nothing pending: returns
+    finally:
+        await drop_schema(stack.database_url, name)

@@ -2,7 +2,9 @@
 
 Started once per test session, or reused when one is already up (so a
 developer can keep it running between runs with the same home). A stack the
-session started is stopped by it, pass or fail.
+session started is stopped by it, pass or fail. It has one broker, or the
+three of a replicated cluster with ``VOXLOG_TEST_STACK_BROKERS=3`` (or
+``python -m tests.support.stack_cli up --brokers 3``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from pathlib import Path
 
 from foundation.kafka_access import KafkaAccess
 from foundation.settings import default_state_root
-from infra.processes import free_port
+from infra.errors import InfraError
+from infra.processes import free_port as free_port  # the tests' one import of it
 from infra.stack import DevStack
 from tests.support.credentials import make_credentials
-from voxlog.devstack import scratch_stack
+from voxlog.devstack import brokers_in, free_stack_ports, scratch_stack
 
 
 def port_free(port: int) -> bool:
@@ -35,15 +38,25 @@ def stack_home_for_tests() -> Path:
     return Path(os.environ.get("VOXLOG_TEST_STACK_HOME", default_state_root() / "test"))
 
 
-def build_test_stack(home: Path, *, probe_running: bool) -> DevStack:
-    """The stack at ``home`` with its recorded ports, or fresh free ports (and data) when they are taken."""
+def test_stack_brokers() -> int | None:
+    """The brokers asked of the shared test stack by VOXLOG_TEST_STACK_BROKERS (1 or 3); None: not asked, so
+    the one that runs, or whose data there is, keeps its count (a new one has 1)."""
+    asked = os.environ.get("VOXLOG_TEST_STACK_BROKERS")
+    return int(asked) if asked else None
+
+
+def build_test_stack(home: Path, *, probe_running: bool, brokers: int | None = None) -> DevStack:
+    """The stack at ``home`` with its recorded ports, or fresh free ports (and data) when they are taken or
+    are for another number of ``brokers`` (given: a stack of that many; None: the recorded one)."""
     ports_file = home / "test-ports.json"
     ports: dict[str, int] | None = json.loads(ports_file.read_text()) if ports_file.exists() else None
-    if ports is not None and not probe_running and not all(port_free(p) for p in ports.values()):
+    size = brokers or (brokers_in(ports) if ports is not None else 1)
+    resized = ports is not None and brokers_in(ports) != size
+    if ports is not None and not probe_running and (resized or not all(port_free(p) for p in ports.values())):
         shutil.rmtree(home)
         ports = None
     if ports is None:
-        ports = {"kafka": free_port(), "controller": free_port(), "postgres": free_port()}
+        ports = free_stack_ports(size)
         home.mkdir(parents=True, exist_ok=True)
         ports_file.write_text(json.dumps(ports))
     return scratch_stack(home, ports=ports)
@@ -58,11 +71,11 @@ class PrivateStack:
     and PostgreSQL over TLS with a password; ``kafka`` and ``database_url`` then log in.
     """
 
-    def __init__(self, *, secure: bool = False) -> None:
+    def __init__(self, *, secure: bool = False, brokers: int = 1) -> None:
         home = stack_home_for_tests().parent / "test-private" / uuid.uuid4().hex[:12]
         self.credentials = make_credentials(home / "credentials") if secure else None
         security = self.credentials.stack_security() if self.credentials else None
-        self.stack = scratch_stack(home, kafka_heap="384m", security=security)
+        self.stack = scratch_stack(home, brokers=brokers, kafka_heap="384m", security=security)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -84,11 +97,11 @@ class PrivateStack:
     def down(self) -> None:
         self.stack.down(purge=True)
 
-    def kill_broker(self) -> None:
-        self.stack.kill_broker()
+    def kill_broker(self, node_id: int = 1) -> None:
+        self.stack.kill_broker(node_id)
 
-    async def start_broker(self) -> None:
-        await self.stack.start_broker()
+    async def start_broker(self, node_id: int = 1) -> None:
+        await self.stack.start_broker(node_id)
 
     def stop_postgres(self) -> None:
         self.stack.stop_postgres()
@@ -97,13 +110,20 @@ class PrivateStack:
         await self.stack.start_postgres()
 
 
-async def running_test_stack() -> tuple[DevStack, bool]:
-    """The shared test stack, started unless it runs already; and whether this call started it (then the
-    caller stops it when done)."""
+async def running_test_stack(brokers: int | None = None) -> tuple[DevStack, bool]:
+    """The shared test stack of ``brokers`` (default: :func:`test_stack_brokers`), started unless it runs
+    already; and whether this call started it (then the caller stops it when done)."""
     home = stack_home_for_tests()
+    wanted = brokers or test_stack_brokers()
     probe = build_test_stack(home, probe_running=True)
-    if all(status.up for status in await probe.status()):
+    # Its services, not the replicas line: partitions short of a replica a while do not make it a stack to replace.
+    if all(status.up for status in await probe.status() if status.name != "replicas"):
+        if wanted is not None and probe.cluster.size != wanted:
+            raise InfraError(
+                f"the test stack in {home} runs {probe.cluster.size} broker(s), not {wanted}: stop it first"
+                " (python -m tests.support.stack_cli down)"
+            )
         return probe, False
-    started = build_test_stack(home, probe_running=False)
+    started = build_test_stack(home, probe_running=False, brokers=wanted)
     await started.up()
     return started, True

@@ -198,14 +198,14 @@ def test_the_environment_of_an_access_gives_it_back(monkeypatch, credentials):
 
 
 def test_no_kafka_client_is_made_but_through_an_access():
-    """A client made any other way connects in the clear, without a login. The local broker's readiness
-    probe (infra, which cannot import foundation) is handed the access's options instead."""
+    """A client made any other way connects in the clear, without a login. The local cluster's readiness
+    and health probes (infra, which cannot import foundation) are handed the access's options instead."""
     found = []
     for path in ROOT.rglob("*.py"):
         relative = path.relative_to(ROOT)
         if relative.parts[0].startswith(".") or relative == Path("foundation/kafka_access.py"):
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if CLIENT.search(line) and not (relative == Path("infra/kafka_broker.py") and "**(security" in line):
+            if CLIENT.search(line) and not (relative == Path("infra/kafka_health.py") and "**(security" in line):
                 found.append(f"{relative}:{number}: {line.strip()}")
     assert found == []

@@ -1,8 +1,9 @@
 """`voxlog chaos [--quick]`: bring up Kafka and PostgreSQL, inject every fault, write docs/reliability.md.
 
 The stack is the campaign's own (fresh data under the state root's
-``chaos/``, free loopback ports) and is stopped at the end, pass or fail: a
-developer's dev stack is never touched.
+``chaos/``, free loopback ports; one Kafka broker, or a replicated cluster of
+``--brokers 3``) and is stopped at the end, pass or fail: a developer's dev
+stack is never touched.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ QUICK = Sizes(kill_jobs=200, jobs=30)
 FULL = Sizes(kill_jobs=200, jobs=120)
 
 
-async def campaign(sizes: Sizes, home: Path) -> list[FaultResult]:
-    """Every fault, in turn, on a stack under ``home`` (emptied first: no data from an earlier run)."""
+async def campaign(sizes: Sizes, home: Path, brokers: int = 1) -> list[FaultResult]:
+    """Every fault, in turn, on a stack of ``brokers`` under ``home`` (emptied first: no data from an earlier
+    run)."""
     await asyncio.to_thread(shutil.rmtree, home, True)
-    stack = scratch_stack(home / "stack")
+    stack = scratch_stack(home / "stack", brokers=brokers)
     results = []
     try:
         await stack.up()
@@ -45,9 +47,9 @@ async def campaign(sizes: Sizes, home: Path) -> list[FaultResult]:
     return results
 
 
-def main(quick: bool, docs: Path | None) -> int:
+def main(quick: bool, docs: Path | None, brokers: int = 1) -> int:
     started = time.monotonic()
-    results = asyncio.run(campaign(QUICK if quick else FULL, default_state_root() / "chaos"))
+    results = asyncio.run(campaign(QUICK if quick else FULL, default_state_root() / "chaos", brokers))
     target = docs if docs is not None else (None if quick else SOURCE_ROOT / "docs")
     if target is not None:
         target.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
 from foundation.offload import Offload
 from foundation.outages import Outage, summarize_every, until_available
+from foundation.readiness import mark_started
 from foundation.settings import (
     OPENAI_VOICES,
     ApiSettings,
@@ -90,8 +91,8 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
     kafka = settings.kafka_access()
     async with AsyncExitStack() as resources:
         export_spans(resources, settings, "api", shutdown)
-        # Nothing is waited for: the API answers from the start, 503 for what is down (the projector
-        # owns the schema's migrations).
+        # Nothing is waited for: the API answers from the start, 503 for what is down (`voxlog migrate`
+        # and the projector own the schema's migrations).
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = ReconnectingPublisher(
@@ -177,6 +178,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
         stop_lag, tasks = asyncio.Event(), OwnedTasks()
 
         def start_lag() -> None:
+            mark_started()  # the metrics port's /readyz (the API's own /readyz checks its dependencies)
             tasks.start(lag.run(stop_lag), "consumer lag")
             tasks.start(changes.run(stop_lag), "job changes")
             tasks.start(WorkerCensus(reader.live_workers, reader.worker_queues).run(stop_lag), "worker census")
@@ -214,7 +216,8 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
     async with AsyncExitStack() as resources:
         export_spans(resources, settings, "projector", shutdown)
         serve_metrics(settings.metrics_host, settings.metrics_port)
-        pool = await open_database(resources, settings, shutdown, migrate=True)
+        # The schema's migrations are the api image's: a projector started from a worker image waits for them.
+        pool = await open_database(resources, settings, shutdown, migrate=settings.migrate, await_migrated=True)
         publisher = await open_publisher(resources, kafka, settings.dlq_topic, "projector", shutdown)
         consumer = await open_consumer(
             resources,
@@ -236,6 +239,7 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
         consumer.assign(partitions)
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"projector:{config.name}")
         log.info("projector started", partitions=len(partitions), name=config.name)
+        mark_started()
         await Projector(config, pool, consumer, partitions, dead_letter).run(stop)
     log.info("projector stopped")
 
@@ -293,6 +297,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
             outage,
         )
         log.info("sweeper started", stale_after_s=settings.stale_after_s)
+        mark_started()
         tasks = OwnedTasks()
         tasks.start(book.follow(consumer, nodes, stop), "heartbeats")
         try:

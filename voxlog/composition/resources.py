@@ -29,8 +29,8 @@ from foundation.settings import (
     TracingSettings,
 )
 from foundation.shutdown import Shutdown
-from projections.errors import DatabaseUnavailable
-from projections.migrations import migrate_database
+from projections.errors import DatabaseUnavailable, MigrationsPending
+from projections.migrations import check_migrated, migrate_database
 from tts_node import Engine, load_engine
 from tts_node.fifo import SynthesisQueue
 
@@ -53,14 +53,26 @@ def export_spans(resources: AsyncExitStack, settings: TracingSettings, service: 
 
 
 async def open_database(
-    resources: AsyncExitStack, settings: DatabaseSettings, shutdown: Shutdown, *, migrate: bool
+    resources: AsyncExitStack,
+    settings: DatabaseSettings,
+    shutdown: Shutdown,
+    *,
+    migrate: bool,
+    await_migrated: bool = False,
 ) -> asyncpg.Pool:
-    """A lazy pool (no connection until one is needed); with ``migrate``, once the schema is migrated,
-    waiting for PostgreSQL as long as it takes."""
+    """A lazy pool (no connection until one is needed); with ``migrate``, once the schema is migrated, and with
+    ``await_migrated`` instead, once another process has migrated it; waiting for PostgreSQL as long as it takes."""
+    url, schema = settings.database_url.get_secret_value(), settings.database_schema
     if migrate:
-        url, schema = settings.database_url.get_secret_value(), settings.database_schema
         await until_available(
             "PostgreSQL", lambda: migrate_database(url, schema), shutdown.stop, (DatabaseUnavailable,)
+        )
+    elif await_migrated:
+        await until_available(
+            "the schema's migrations",
+            lambda: check_migrated(url, schema),
+            shutdown.stop,
+            (DatabaseUnavailable, MigrationsPending),
         )
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=10)
     resources.push_async_callback(shutdown.closing("closing the PostgreSQL pool", pool.close))

@@ -21,6 +21,7 @@ from foundation.kafka_groups import synth_group
 from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1
 from foundation.metrics import ENGINE_QUEUE_DEPTH, serve_metrics
 from foundation.outages import summarize_every, until_available
+from foundation.readiness import mark_started
 from foundation.settings import WorkerSettings
 from foundation.shutdown import Shutdown
 from voxlog.composition.configs import retry_policy, worker_config
@@ -99,6 +100,7 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
         shutdown.holds("the job in hand", lambda: _in_hand(activity))
         shutdown.holds("offsets", worker.partitions.describe_uncommitted)
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
+        mark_started()
         started_at = utc_now()
 
         async def send_heartbeat(event: NodeHeartbeat) -> object:
