@@ -64,6 +64,17 @@ def test_promtool_accepts_the_config_and_the_rules_and_their_unit_tests_pass(arg
     assert "SUCCESS" in done.stdout
 
 
+async def _every_process_is_ready(ports: dict[str, int]) -> None:
+    """What the chart's readiness probes ask (README, Kubernetes): each process's /readyz on its metrics port."""
+    async with httpx.AsyncClient(timeout=5) as probes:
+        for name, metrics_port in ports.items():
+            deadline = time.monotonic() + 30
+            while (answer := await probes.get(f"http://127.0.0.1:{metrics_port}/readyz")).status_code != 200:
+                assert time.monotonic() < deadline, f"{name}: {answer.status_code} {answer.text}"
+                await asyncio.sleep(0.2)
+            assert answer.json() == {"ready": True, "waiting_for": []}, name
+
+
 async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_dashboard_name(apps, topics, tmp_path):
     app = apps(**BENCH)
     ports = {name: free_port() for name in ("projector", "worker-0", "sweeper-0")}
@@ -79,14 +90,7 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
             response = await client.post("/v1/jobs", json={"text": text, "voice": voice})
             if response.status_code == 202:
                 await wait_for_job(client, response.json()["job_id"])
-    # What the chart's readiness probes ask (README, Kubernetes): each process's /readyz on its metrics port.
-    async with httpx.AsyncClient(timeout=5) as probes:
-        for name, metrics_port in ports.items():
-            deadline = time.monotonic() + 30
-            while (answer := await probes.get(f"http://127.0.0.1:{metrics_port}/readyz")).status_code != 200:
-                assert time.monotonic() < deadline, f"{name}: {answer.status_code} {answer.text}"
-                await asyncio.sleep(0.2)
-            assert answer.json() == {"ready": True, "waiting_for": []}, name
+    await _every_process_is_ready(ports)
     producer = topics.kafka.producer()
     await producer.start()
     try:
