@@ -41,10 +41,10 @@ finish() {
 }
 trap finish EXIT
 say "pytest tests/unit tests/integration ${OWN_BROKER[*]} (beside the others, output at the end)"
-nice -n 10 pytest -p no:cacheprovider tests/unit tests/integration "${OWN_BROKER[@]}" >"$beside" 2>&1 &
+nice -n 10 pytest -p no:cacheprovider --durations=25 tests/unit tests/integration "${OWN_BROKER[@]}" >"$beside" 2>&1 &
 beside_pid=$!
 say "pytest tests/e2e (but those beside)"
-e2e=0; pytest -p no:cacheprovider tests/e2e "${OWN_BROKER[@]/#/--ignore=}" || e2e=$?
+e2e=0; pytest -p no:cacheprovider --durations=25 tests/e2e "${OWN_BROKER[@]/#/--ignore=}" || e2e=$?
 others=0; wait "$beside_pid" || others=$?
 beside_pid=
 say "pytest tests/unit tests/integration ${OWN_BROKER[*]}: what it printed"
