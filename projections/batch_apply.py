@@ -30,10 +30,15 @@ Both statements are built from the table descriptions
 reads or changes, so a batch's work follows what it touches; each shape is
 built once, and asyncpg prepares it once per connection.
 
-The projector is the only writer of these tables and applies one batch at a
-time, so the rows read in step 1 are the rows the fold may build on, and
-nothing changes between the read and the write. A batch the tables refuse (a
-constraint, a value PostgreSQL cannot store) raises and writes nothing.
+Each partition has one projector at a time (projections.shards), which
+applies one batch at a time, and a record's rows are its partition's (a job's
+events share its partition; a node event's key names its row), so the rows
+read in step 1 are the rows the fold may build on, and nothing changes between
+the read and the write. A projector that lost a partition meanwhile is refused
+in step 3 (:class:`projections.errors.Fenced`): the statement moves the
+offsets only where the partition's generation is still the one its projector
+was given. A batch the tables refuse (a constraint, a value PostgreSQL cannot
+store) raises and writes nothing.
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ from __future__ import annotations
 import functools
 import operator
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
 
@@ -52,10 +57,12 @@ from pydantic_core import to_json
 from contracts import JobEvent, NodeEvent
 from foundation.job_changes import notify_payloads
 from foundation.kafka import RecordPosition
+from projections.errors import Fenced
 from projections.reducer import Outcome, Projection, builds_on, is_node_event
 from projections.rows import TABLES, Table, record_of
 
 _Event = JobEvent | NodeEvent
+FENCED_SQLSTATE = "VXF01"  # raised by projector_fence (migration 0014)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,9 @@ class Offsets:
 
     consumer: str
     next_offsets: Mapping[tuple[str, int], int]  # (topic, partition) -> the next offset to read
+    generations: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    """(topic, partition) -> the generation its projector was given it at (projections.shards); 0: never
+    claimed, which any claim fences off."""
 
 
 class _Params:
@@ -133,13 +143,16 @@ def _upserts(table: Table, params: _Params) -> str:
 
 def _past_the_batch(params: _Params) -> str:
     """The clause that moves the projector's offsets past the batch, in the batch's own statement: the one
-    place the projector's position is written."""
+    place the projector's position is written. Only where the partition's generation is still the one the
+    projector was given it at (projections.shards): the row is locked and checked at its newest version, so a
+    claim that committed meanwhile, even after this statement began, fences the batch off."""
     consumer, topics = params.take("text"), params.array("text")
-    partitions, offsets = params.array("integer"), params.array("bigint")
+    partitions, offsets, generations = params.array("integer"), params.array("bigint"), params.array("bigint")
     return (
-        "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
-        f" SELECT {consumer}, *, now() FROM unnest({topics}, {partitions}, {offsets})"
+        "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, generation, updated_at)"
+        f" SELECT {consumer}, *, now() FROM unnest({topics}, {partitions}, {offsets}, {generations})"
         " ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()"
+        " WHERE projection_offsets.generation = EXCLUDED.generation RETURNING 1"
     )
 
 
@@ -155,9 +168,12 @@ def _write_sql(shape: _Shape) -> str:
         for table, what in shape
     ]
     clauses.append(f"offsets_up AS ({_past_the_batch(params)})")
-    channel, payloads = params.take("text"), params.array("text")
-    # Delivered at the statement's commit, with everything it wrote.
-    return f"WITH {', '.join(clauses)} SELECT count(pg_notify({channel}, payload)) FROM unnest({payloads}) AS payload"
+    partitions, channel, payloads = params.take("integer"), params.take("text"), params.array("text")
+    # The fence raises (and the whole statement rolls back) unless every partition's offsets moved. The
+    # notifications are delivered at the statement's commit, with everything it wrote.
+    fence = f"projector_fence({partitions}, (SELECT count(*) FROM offsets_up))"
+    notified = f"(SELECT count(pg_notify({channel}, payload)) FROM unnest({payloads}) AS payload)"
+    return f"WITH {', '.join(clauses)} SELECT {fence}, {notified}"
 
 
 @functools.cache
@@ -217,6 +233,8 @@ def _write_args(
         [tp[0] for tp, _ in positions],
         [tp[1] for tp, _ in positions],
         [offset for _, offset in positions],
+        [offsets.generations.get(tp, 0) for tp, _ in positions] if offsets is not None else [],
+        len(positions),
         channel or "",
         notify_payloads(changed) if channel else [],
     ]
@@ -247,11 +265,13 @@ async def apply_events(
     cache_ttl: timedelta,
     offsets: Offsets | None = None,
     changes_channel: str | None = None,
+    before_write: Callable[[], Awaitable[None]] | None = None,
 ) -> list[tuple[JobEvent, Outcome]]:
     """Apply ``events`` (in log order) in two statements; what became of each job event, in the same order.
 
     With ``offsets``, the write also moves the projector past the batch, and with ``changes_channel`` it
-    NOTIFYs the jobs whose rows changed: both land with the batch or not at all.
+    NOTIFYs the jobs whose rows changed: both land with the batch or not at all; ``before_write`` is awaited
+    between the read and the write (a test's hold on a projector).
     """
     if not events and offsets is None:
         return []
@@ -274,5 +294,12 @@ async def apply_events(
         if table in rows
     )
     changed = [event.job_id for event, outcome in outcomes if outcome is Outcome.APPLIED]
-    await conn.fetchval(_write_sql(shape), *_write_args(shape, changes, offsets, changes_channel, changed))
+    if before_write is not None:
+        await before_write()
+    try:
+        await conn.fetchval(_write_sql(shape), *_write_args(shape, changes, offsets, changes_channel, changed))
+    except asyncpg.PostgresError as exc:
+        if exc.sqlstate == FENCED_SQLSTATE and offsets is not None:
+            raise Fenced(offsets.consumer, sorted(offsets.next_offsets), str(exc)) from exc
+        raise
     return outcomes

@@ -15,3 +15,11 @@ class DatabaseUnavailable(MigrationError):
 
 class ProjectionGap(ProjectionError):
     """The log no longer holds records the projector has not applied yet: it refuses to skip them."""
+
+
+class Fenced(ProjectionError):
+    """A newer projector owns a partition of the batch (projections.shards): the batch was refused, whole."""
+
+    def __init__(self, consumer: str, partitions: list[tuple[str, int]], detail: str) -> None:
+        super().__init__(f"projector {consumer!r} was fenced off a partition of its batch: {detail}")
+        self.partitions = partitions
