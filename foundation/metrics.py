@@ -68,7 +68,7 @@ PROJECTOR_BATCH_SECONDS = Histogram(
 )
 PROJECTOR_FENCED = Counter(
     "voxlog_projector_batches_fenced_off",
-    "Batches refused because a newer projector had claimed one of their partitions (projections.shards).",
+    "Batches refused because a newer projector had taken over one of their partitions (projections.shards).",
 )
 SUBMISSIONS = Counter(
     "voxlog_submissions",

@@ -73,7 +73,7 @@ class Offsets:
     next_offsets: Mapping[tuple[str, int], int]  # (topic, partition) -> the next offset to read
     generations: Mapping[tuple[str, int], int] = field(default_factory=dict)
     """(topic, partition) -> the generation its projector was given it at (projections.shards); 0: never
-    claimed, which any claim fences off."""
+    taken over, which any takeover fences off."""
 
 
 class _Params:
@@ -144,8 +144,8 @@ def _upserts(table: Table, params: _Params) -> str:
 def _past_the_batch(params: _Params) -> str:
     """The clause that moves the projector's offsets past the batch, in the batch's own statement: the one
     place the projector's position is written. Only where the partition's generation is still the one the
-    projector was given it at (projections.shards): the row is locked and checked at its newest version, so a
-    claim that committed meanwhile, even after this statement began, fences the batch off."""
+    projector took it over at (projections.shards): the row is locked and checked at its newest version, so a
+    takeover that committed meanwhile, even after this statement began, fences the batch off."""
     consumer, topics = params.take("text"), params.array("text")
     partitions, offsets, generations = params.array("integer"), params.array("bigint"), params.array("bigint")
     return (

@@ -2,8 +2,8 @@
 
 It takes every partition of the jobs and nodes topics, or its share of them
 when several projectors split them in a consumer group (projections.shards:
-each claims its partitions, which fences off their previous owner). Its
-position lives in Postgres, not Kafka: it seeks each partition it claims to
+each takes its partitions over, which fences off their previous owner). Its
+position lives in Postgres, not Kafka: it seeks each partition it takes over to
 the ``projection_offsets`` row written by the last committed batch, so a
 crash replays at most one uncommitted batch, which idempotent application
 absorbs. Each batch of records, job and node events alike, is applied in one
@@ -44,7 +44,7 @@ from projections.errors import Fenced, ProjectionGap
 from projections.linger import NEVER, Linger, LiveJobs
 from projections.observed import observe
 from projections.reducer import Outcome
-from projections.shards import Shards, Stand, claim, stands
+from projections.shards import Shards, Stand, stands, take_over
 
 log = structlog.get_logger("voxlog.projector")
 
@@ -135,7 +135,7 @@ class Projector:
             return
 
     async def _next_batch(self, stop: asyncio.Event) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """The next records of the partitions this projector owns, once those it was given are claimed."""
+        """The next records of the partitions this projector owns, once those it was given are taken over."""
         if self.shards.pending:
             await self._resume(stop)
         owned = list(self.shards.owned)
@@ -157,7 +157,7 @@ class Projector:
         self.fenced += 1
         PROJECTOR_FENCED.inc()
         log.warning(
-            "a newer projector claimed a partition of this batch: the batch was refused, and the partitions no"
+            "a newer projector took over a partition of this batch: the batch was refused, and the partitions no"
             " longer this projector's are dropped",
             name=self.config.name,
             partitions=[f"{topic}[{partition}]" for topic, partition in exc.partitions],
@@ -169,29 +169,29 @@ class Projector:
         )
 
     async def _seek_to_stored_offsets(self) -> None:
-        """Seek every owned partition to its stored offset, dropping those a newer projector claimed since,
-        then claim the pending ones and seek them to theirs."""
+        """Seek every owned partition to its stored offset, dropping those a newer projector took over since,
+        then take over the pending ones and seek them to theirs."""
         owned, pending, epoch = dict(self.shards.owned), list(self.shards.pending), self.shards.epoch
         async with self._pool.acquire() as conn:
             stored = await stands(conn, self.config.name, owned) if owned else {}
             if pending:
                 beginnings = await self._consumer.beginning_offsets(pending)
-                claimed = await claim(conn, self.config.name, {tp: beginnings[tp] for tp in pending})
+                taken = await take_over(conn, self.config.name, {tp: beginnings[tp] for tp in pending})
             else:
-                claimed = {}
+                taken = {}
         for tp, generation in owned.items():
             stand = stored.get(tp)
             if stand is None or stand.generation != generation:
-                log.warning("dropped a partition a newer projector claimed", partition=f"{tp.topic}[{tp.partition}]")
+                log.warning("dropped a partition a newer projector took over", partition=f"{tp.topic}[{tp.partition}]")
                 self.shards.drop(tp)
         kept = {tp: stored[tp] for tp in self.shards.owned if tp in owned}
-        await self._seek({**kept, **claimed})
+        await self._seek({**kept, **taken})
         if self.shards.epoch != epoch:
-            return  # a rebalance came while the claim was on its way: what is still pending is claimed again
-        for tp, stand in claimed.items():
-            self.shards.claimed(tp, stand.generation)
-        if claimed:
-            log.info("claimed partitions", name=self.config.name, partitions=len(claimed), owned=len(self.shards.owned))
+            return  # a rebalance came while the takeover was on its way: what is still pending is taken over again
+        for tp, stand in taken.items():
+            self.shards.taken(tp, stand.generation)
+        if taken:
+            log.info("took over partitions", name=self.config.name, partitions=len(taken), owned=len(self.shards.owned))
 
     async def _seek(self, positions: dict[TopicPartition, Stand]) -> None:
         if not positions:
@@ -227,7 +227,7 @@ class Projector:
                 except DecodeError as exc:
                     await self._reject(record, str(exc))
         past_the_batch = {(tp.topic, tp.partition): records[-1].offset + 1 for tp, records in batch.items()}
-        # The generations the batch was read under: a claim since then (even this projector's own, after a
+        # The generations the batch was read under: a takeover since then (even this projector's own, after a
         # rebalance gave a partition back) refuses it.
         generations = self.shards.generations(past_the_batch)
         try:
@@ -251,7 +251,7 @@ class Projector:
     ) -> list[tuple[JobEvent, Outcome]]:
         """Apply ``decoded`` and move the offsets to ``past`` in one read and one write, or not at all
         (projections.batch_apply); no transaction round trips. Refused whole (:class:`Fenced`) when a partition
-        was claimed since it was read at ``generations``."""
+        was taken over since it was read at ``generations``."""
         events = [(event, RecordPosition(r.topic, r.partition, r.offset)) for r, event in decoded]
         offsets = Offsets(self.config.name, past, {tp: generations[tp] for tp in past})
         before_write = (lambda: gate([TopicPartition(*tp) for tp in past])) if gate is not None else None
@@ -266,10 +266,12 @@ class Projector:
         self,
         decoded: list[_Decoded],
         past_the_batch: dict[tuple[str, int], int],
-        generations: dict[tuple[str, int], int],
+        generations: dict[tuple[str, int], int] | None = None,
     ) -> list[tuple[JobEvent, Outcome]]:
         """Each record lands with the offset past it, or is dead-lettered and passed: a crash in between
         leaves the stored offsets where the applied records end, so none is applied twice or lost."""
+        if generations is None:
+            generations = self.shards.generations(past_the_batch)
         seen: list[tuple[JobEvent, Outcome]] = []
         for record, event in decoded:
             past = {(record.topic, record.partition): record.offset + 1}

@@ -42,6 +42,7 @@ NOT_FROM_THE_LOG: Final = {
     "job_events.recorded_at": "when the projector wrote the row",
     "projection_offsets.consumer": "the name of the projector that wrote the offsets",
     "projection_offsets.updated_at": "when the projector wrote the offsets",
+    "projection_offsets.generation": "how many times a projector took the partition over (projections.shards)",
 }
 
 

@@ -7,14 +7,14 @@ stay in PostgreSQL, in ``projection_offsets``, moved by each batch's own
 statement (projections.batch_apply); Kafka's committed offsets are never
 used.
 
-**Owning a partition.** A projector given a partition *claims* it: one
+**Owning a partition.** A projector given a partition *takes it over*: one
 statement bumps the partition's ``generation`` and returns where to resume
 (its stored offset). Every batch moves a partition's offset only where the
-generation is still the one its projector claimed, and refuses the whole
+generation is still the one its projector took it over at, and refuses the whole
 statement otherwise (:class:`projections.errors.Fenced`), so a projector
 that lost a partition in a rebalance it slept through (a long GC, a stopped
 process, a batch held up) can never write a batch for it afterwards: the new
-owner's claim fenced it off, and the new owner resumes from what the old one
+owner's takeover fenced it off, and the new owner resumes from what the old one
 last committed. Once fenced, the projector drops every partition whose
 stored generation is no longer its own and goes on with the rest.
 
@@ -23,11 +23,11 @@ protocol: no cooperative-sticky assignor, no incremental rebalance (KIP-429).
 So the group uses the sticky assignor (partitions stay where they were when
 the members change, as far as balance allows), but every rebalance still
 revokes every partition of every member first and assigns them all again:
-each member claims its whole share again and re-reads its positions. What
+each member takes its whole share over again and re-reads its positions. What
 differs from cooperative rebalancing is that the partitions that do not move
 stop too, for the length of the rebalance (a member's next heartbeat plus a
 join and sync round trip), and a batch in flight across it is refused if its
-partitions were claimed again meanwhile (applied again from the stored
+partitions were taken over again meanwhile (applied again from the stored
 offsets: at most one batch's work wasted per rebalance). Cooperative would
 revoke only the partitions that move, in a second round; correctness is the
 fence's either way, not the protocol's.
@@ -53,7 +53,7 @@ class Stand:
     generation: int
 
 
-async def claim(
+async def take_over(
     conn: asyncpg.Connection, consumer: str, starts: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, Stand]:
     """Take the partitions of ``starts`` for projector ``consumer``: bump each one's generation (fencing off
@@ -92,21 +92,21 @@ def _stands(rows: list[asyncpg.Record]) -> dict[TopicPartition, Stand]:
 
 
 class Shards:
-    """The partitions this projector owns (each with the generation it claimed it at) and those it was given
-    and has yet to claim. Changed by the group's rebalances (:class:`ShardListener`) between the projector's
-    batches or during one; the projector claims what is pending before it reads again."""
+    """The partitions this projector owns (each with the generation it took it over at) and those it was
+    given and has yet to take over. Changed by the group's rebalances (:class:`ShardListener`) between the projector's
+    batches or during one; the projector takes over what is pending before it reads again."""
 
     def __init__(self, consumer: AIOKafkaConsumer, given: Collection[TopicPartition] = ()) -> None:
         self._consumer = consumer
         self.owned: dict[TopicPartition, int] = {}
         self.pending: set[TopicPartition] = set(given)
         self.epoch = 0
-        """Counts the rebalances seen: a claim under way when one came is not trusted, and made again."""
+        """Counts the rebalances seen: a takeover under way when one came is not trusted, and made again."""
 
     def assigned(self, tps: Collection[TopicPartition]) -> None:
-        """The group gave this projector ``tps``: none is read until it is claimed. A placeholder position
+        """The group gave this projector ``tps``: none is read until it is taken over. A placeholder position
         keeps the consumer from looking for one in Kafka (it has none: auto_offset_reset is none), and a
-        pause from fetching at it; the claim seeks to the stored offset and resumes."""
+        pause from fetching at it; the takeover seeks to the stored offset and resumes."""
         for tp in tps:
             self._consumer.seek(tp, 0)
             self._consumer.pause(tp)
@@ -115,26 +115,26 @@ class Shards:
 
     def revoked(self, tps: Collection[TopicPartition]) -> None:
         """The group took ``tps`` back: a batch of them in flight lands only if it commits before the next
-        owner's claim, which then resumes after it; after that claim, it is fenced off."""
+        owner's takeover, which then resumes after it; after that, it is fenced off."""
         for tp in tps:
             self.owned.pop(tp, None)
             self.pending.discard(tp)
         self.epoch += 1
 
-    def claimed(self, tp: TopicPartition, generation: int) -> None:
+    def taken(self, tp: TopicPartition, generation: int) -> None:
         self.pending.discard(tp)
         self.owned[tp] = generation
         self._consumer.resume(tp)
 
     def drop(self, tp: TopicPartition) -> None:
-        """A newer owner claimed ``tp``: never read it again, until the group gives it back."""
+        """A newer owner took ``tp`` over: never read it again, until the group gives it back."""
         self.owned.pop(tp, None)
         if tp in self._consumer.assignment():
             self._consumer.pause(tp)
 
     def generations(self, tps: Collection[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The generation each of ``tps`` (topic, partition) is owned at; 0 for one not owned (fenced off by
-        any claim)."""
+        any takeover)."""
         return {tp: self.owned.get(TopicPartition(*tp), 0) for tp in tps}
 
 
@@ -159,4 +159,7 @@ def group_options(group: str) -> dict[str, Any]:
         "enable_auto_commit": False,
         "auto_offset_reset": "none",
         "partition_assignment_strategy": (StickyPartitionAssignor,),
+        # Every partition waits while the group rebalances, until each member heard of it at its next
+        # heartbeat: every second, not aiokafka's three.
+        "heartbeat_interval_ms": 1000,
     }

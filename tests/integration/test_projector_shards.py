@@ -21,7 +21,7 @@ from foundation.kafka import ReconnectingPublisher
 from infra.stack import DevStack
 from projections.errors import Fenced
 from projections.projector import Projector, ProjectorConfig
-from projections.shards import ShardListener, Shards, claim, group_options
+from projections.shards import ShardListener, Shards, group_options, take_over
 from tests.integration.conftest import Topics
 from tests.support.events import one_of_each
 from tests.support.records import RecordedDeadLetters, record_of
@@ -80,7 +80,7 @@ async def replicas(stack: DevStack, topics: Topics, schema: str) -> AsyncIterato
     )
 
     async def start(gate: Hold | None = None) -> Replica:
-        consumer = topics.kafka.consumer(**group_options(group), **TIMING)
+        consumer = topics.kafka.consumer(**{**group_options(group), **TIMING})
         await consumer.start()
         pool = await asyncpg.create_pool(
             stack.database_url, min_size=1, max_size=2, server_settings={"search_path": schema}
@@ -129,8 +129,8 @@ async def _states(pg: asyncpg.Connection, jobs: list[uuid.UUID]) -> list[str]:
 
 
 async def test_a_projector_stalled_across_a_rebalance_is_fenced_off_the_partitions_it_lost(stack, topics, schema, pg):
-    """Replica A reads a batch of every partition and is held before writing it; replica B joins, takes part
-    of A's partitions, claims them and projects past A's batch; then A is let go: its batch is refused whole
+    """Replica A reads a batch of every partition and is held before writing it; replica B joins, takes over part
+    of A's partitions and projects past A's batch; then A is let go: its batch is refused whole
     (rows and offsets as B left them), counted, and A no longer reads the partitions it lost."""
     publisher = ReconnectingPublisher(topics.kafka, topics.jobs, client_id="test", deadline_ms=10_000)
     try:
@@ -142,7 +142,7 @@ async def test_a_projector_stalled_across_a_rebalance_is_fenced_off_the_partitio
             a = await start(hold)
             await asyncio.wait_for(hold.entered.wait(), 60)  # A holds a batch, read but not written
             b = await start()
-            # B claims its share (and A's batch's partitions among them) and projects their records.
+            # B takes over its share (and A's batch's partitions among them) and projects their records.
             moved: set[TopicPartition] = set()
 
             def b_took_part_of_the_batch() -> bool:
@@ -168,7 +168,7 @@ async def test_a_projector_stalled_across_a_rebalance_is_fenced_off_the_partitio
             assert a.projector.fenced == 1, "A counted its refused batch"
             assert not moved & set(a.projector.shards.owned), "A dropped the partitions B took"
             # Every partition has one owner, and the two together project every job.
-            await until(lambda: not a.projector.shards.pending, "A claiming what it kept")
+            await until(lambda: not a.projector.shards.pending, "A taking over what it kept")
             assert not set(a.projector.shards.owned) & set(b.projector.shards.owned)
             every = [job[0].job_id for job in jobs]
 
@@ -181,21 +181,21 @@ async def test_a_projector_stalled_across_a_rebalance_is_fenced_off_the_partitio
         await publisher.stop()
 
 
-async def test_a_batch_read_before_another_projector_claimed_its_partition_is_refused(pool, pg):
-    """The fence itself, with no group: a partition claimed again since a batch of it was read refuses the
+async def test_a_batch_read_before_another_projector_took_over_its_partition_is_refused(pool, pg):
+    """The fence itself, with no group: a partition taken over again since a batch of it was read refuses the
     batch, whole, and leaves the rows and the offsets as they were."""
     tp = TopicPartition("jobs", 3)
     config = ProjectorConfig(
         name=NAME, jobs_topic="jobs", nodes_topic="nodes", cache_ttl=timedelta(minutes=10), max_batch=500
     )
     old = Projector(config, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
-    events = one_of_each("Claimed twice.")
+    events = one_of_each("Taken over twice.")
     async with pool.acquire() as conn:
-        stand = (await claim(conn, NAME, {tp: 0}))[tp]
+        stand = (await take_over(conn, NAME, {tp: 0}))[tp]
     old.shards.owned[tp] = stand.generation
     await old.apply_batch({tp: [record_of(events[0], "jobs", 3, 0)]})
     async with pool.acquire() as conn:
-        newer = (await claim(conn, NAME, {tp: 0}))[tp]  # another projector takes the partition
+        newer = (await take_over(conn, NAME, {tp: 0}))[tp]  # another projector takes the partition
     assert (newer.next_offset, newer.generation) == (1, stand.generation + 1), "it resumes after the old batch"
     before = await _rows(pg, [events[0].job_id], {tp})
 
