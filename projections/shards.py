@@ -31,6 +31,16 @@ partitions were taken over again meanwhile (applied again from the stored
 offsets: at most one batch's work wasted per rebalance). Cooperative would
 revoke only the partitions that move, in a second round; correctness is the
 fence's either way, not the protocol's.
+
+**What the shards share.** A job's events share its partition and the nodes
+topic has one partition, so the rows a batch reads and writes are its
+partitions' own, with one exception: ``result_cache``, by fingerprint, when
+two jobs of one fingerprint sit in different partitions (its placement
+expired between them, or PostgreSQL was down when the second was placed).
+Two shards applying those jobs' events at the same moment each write the row
+they read, and the later write wins where the log's order would have kept
+the newer entry; the worst outcome is an older result served or a result
+synthesized again, and ``voxlog replay --verify`` would report the row.
 """
 
 from __future__ import annotations
