@@ -57,9 +57,17 @@ from pydantic_core import to_json
 from contracts import JobEvent, NodeEvent
 from foundation.job_changes import notify_payloads
 from foundation.kafka import RecordPosition
-from projections.errors import Fenced
+from projections.errors import Fenced, SharedRowChanged
 from projections.reducer import Outcome, Projection, builds_on, is_node_event
 from projections.rows import TABLES, Table, record_of
+from projections.shared_rows import (
+    SHARED_ROW_CHANGED_SQLSTATE,
+    VERSION,
+    Versions,
+    delete_guard,
+    guard_args,
+    upsert_guard,
+)
 
 _Event = JobEvent | NodeEvent
 FENCED_SQLSTATE = "VXF01"  # raised by projector_fence (migration 0014)
@@ -109,14 +117,16 @@ def _read_sql(tables: tuple[Table, ...]) -> str:
         else:
             wanted = ", ".join(params.array(table.type_of(column)) for column in lookup)
             where = f"({', '.join(lookup)}) IN (SELECT * FROM unnest({wanted}))"
-        arrays.append(f"ARRAY(SELECT ROW({', '.join(table.columns)}) FROM {table.name} WHERE {where})")
+        read = ", ".join((*table.columns, VERSION) if table.shared else table.columns)
+        arrays.append(f"ARRAY(SELECT ROW({read}) FROM {table.name} WHERE {where})")
     return f"SELECT {', '.join(arrays)}"
 
 
 def _deletes(table: Table, params: _Params) -> str:
     gone = ", ".join(params.array(table.type_of(column)) for column in table.key)
     matches = " AND ".join(f"{table.name}.{column} = gone.{column}" for column in table.key)
-    return f"DELETE FROM {table.name} USING unnest({gone}) AS gone({', '.join(table.key)}) WHERE {matches}"
+    guard = delete_guard(table, params.take) if table.shared else ""
+    return f"DELETE FROM {table.name} USING unnest({gone}) AS gone({', '.join(table.key)}) WHERE {matches}{guard}"
 
 
 def _from_json(index: int, sql_type: str) -> str:
@@ -138,6 +148,7 @@ def _upserts(table: Table, params: _Params) -> str:
     return (
         f"INSERT INTO {table.name} ({names}) SELECT {values} FROM jsonb_array_elements({rows}) AS new"
         f" ON CONFLICT ({', '.join(table.key)}) DO UPDATE SET {updates}"
+        + (upsert_guard(table, params.take) if table.shared else "")
     )
 
 
@@ -168,10 +179,13 @@ def _write_sql(shape: _Shape) -> str:
         for table, what in shape
     ]
     clauses.append(f"offsets_up AS ({_past_the_batch(params)})")
-    partitions, channel, payloads = params.take("integer"), params.take("text"), params.array("text")
-    # The fence raises (and the whole statement rolls back) unless every partition's offsets moved. The
-    # notifications are delivered at the statement's commit, with everything it wrote.
-    fence = f"projector_fence({partitions}, (SELECT count(*) FROM offsets_up))"
+    partitions, changes = params.take("integer"), params.take("integer")
+    channel, payloads = params.take("text"), params.array("text")
+    # The fence raises (and the whole statement rolls back) unless every partition's offsets moved and every
+    # shared row changed at the version read. The notifications are delivered at the statement's commit, with
+    # everything it wrote.
+    shared = " + ".join(f"(SELECT count(*) FROM {table.name}_{what})" for table, what in shape if table.shared)
+    fence = f"projector_fence({partitions}, (SELECT count(*) FROM offsets_up), {changes}, {shared or 0})"
     notified = f"(SELECT count(pg_notify({channel}, payload)) FROM unnest({payloads}) AS payload)"
     return f"WITH {', '.join(clauses)} SELECT {fence}, {notified}"
 
@@ -217,15 +231,24 @@ def _changes(before: _Stored, after: Projection) -> _Changes:
 
 
 def _write_args(
-    shape: _Shape, changes: _Changes, offsets: Offsets | None, channel: str | None, changed: list[uuid.UUID]
+    shape: _Shape,
+    changes: _Changes,
+    versions: Versions,
+    offsets: Offsets | None,
+    channel: str | None,
+    changed: list[uuid.UUID],
 ) -> list[Any]:
     args: list[Any] = []
+    shared_changes = 0
     for table, what in shape:
         if what == "gone":
             keys = changes.deletes[table]
             args += [keys] if len(table.key) == 1 else [list(column) for column in zip(*keys, strict=True)]
         else:
             args.append(to_json(changes.upserts[table], inf_nan_mode="strings").decode())
+        if table.shared:
+            args += guard_args(table, versions)
+            shared_changes += len(changes.deletes[table] if what == "gone" else changes.upserts[table])
     positions = list(offsets.next_offsets.items()) if offsets is not None else []
     return [
         *args,
@@ -235,6 +258,7 @@ def _write_args(
         [offset for _, offset in positions],
         [offsets.generations.get(tp, 0) for tp, _ in positions] if offsets is not None else [],
         len(positions),
+        shared_changes,
         channel or "",
         notify_payloads(changed) if channel else [],
     ]
@@ -242,8 +266,9 @@ def _write_args(
 
 async def _seed(
     conn: asyncpg.Connection, projection: Projection, events: Sequence[tuple[_Event, RecordPosition]]
-) -> None:
-    """Read every row the events build on (one statement) into ``projection``."""
+) -> Versions:
+    """Read every row the events build on (one statement) into ``projection``; the versions of the shared
+    tables' rows read."""
     wanted: dict[str, dict[object, None]] = {table.name: {} for table in TABLES}
     for event, _ in events:
         for table_name, value in builds_on(event):
@@ -254,9 +279,14 @@ async def _seed(
         values = list(wanted[table.name])
         args += [values] if len(table.lookup) == 1 else [list(column) for column in zip(*values, strict=True)]
     found = await conn.fetchrow(_read_sql(tables), *args)
+    versions: Versions = {}
     for table, rows in zip(tables, found, strict=True):
         for values in rows:
+            if table.shared:  # its version last
+                versions.setdefault(table, {})[values[table.columns.index(table.key[0])]] = values[-1]
+                values = values[:-1]
             projection.keep(table.row_type(*values))
+    return versions
 
 
 async def apply_events(
@@ -276,8 +306,7 @@ async def apply_events(
     if not events and offsets is None:
         return []
     projection = Projection(cache_ttl)
-    if events:
-        await _seed(conn, projection, events)
+    versions = await _seed(conn, projection, events) if events else {}
     before = _stored(projection)
     outcomes: list[tuple[JobEvent, Outcome]] = []
     for event, at in events:
@@ -297,9 +326,13 @@ async def apply_events(
     if before_write is not None:
         await before_write()
     try:
-        await conn.fetchval(_write_sql(shape), *_write_args(shape, changes, offsets, changes_channel, changed))
+        await conn.fetchval(
+            _write_sql(shape), *_write_args(shape, changes, versions, offsets, changes_channel, changed)
+        )
     except asyncpg.PostgresError as exc:
         if exc.sqlstate == FENCED_SQLSTATE and offsets is not None:
             raise Fenced(offsets.consumer, sorted(offsets.next_offsets), str(exc)) from exc
+        if exc.sqlstate == SHARED_ROW_CHANGED_SQLSTATE:
+            raise SharedRowChanged(str(exc)) from exc
         raise
     return outcomes

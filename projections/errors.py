@@ -23,3 +23,8 @@ class Fenced(ProjectionError):
     def __init__(self, consumer: str, partitions: list[tuple[str, int]], detail: str) -> None:
         super().__init__(f"projector {consumer!r} was fenced off a partition of its batch: {detail}")
         self.partitions = partitions
+
+
+class SharedRowChanged(ProjectionError):
+    """A row the batch read that other partitions' events also change was changed meanwhile, by another
+    projector (projections.shared_rows): the batch was refused, whole, and is applied again from a fresh read."""

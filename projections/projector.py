@@ -40,7 +40,7 @@ from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS,
 from foundation.outages import Outage, until_available
 from projections.batch_apply import Offsets, apply_events
 from projections.batch_spans import record_batch_spans
-from projections.errors import Fenced, ProjectionGap
+from projections.errors import Fenced, ProjectionGap, SharedRowChanged
 from projections.linger import NEVER, Linger, LiveJobs
 from projections.observed import observe
 from projections.reducer import Outcome
@@ -101,6 +101,7 @@ class Projector:
         self._dead_letter = dead_letter
         self._gate = gate
         self.fenced = 0
+        self.read_again = 0  # batches applied again since another shard changed a row they read
         self._fetches = Outage("Kafka (the projector's fetches)")
         self._batches = Outage("PostgreSQL or the dead-letter topic (the projector's batches)")
         self.applied = 0
@@ -255,10 +256,16 @@ class Projector:
         events = [(event, RecordPosition(r.topic, r.partition, r.offset)) for r, event in decoded]
         offsets = Offsets(self.config.name, past, {tp: generations[tp] for tp in past})
         before_write = (lambda: gate([TopicPartition(*tp) for tp in past])) if gate is not None else None
-        async with self._pool.acquire() as conn, _replaced_if_broken(conn):
-            seen = await apply_events(
-                conn, events, self.config.cache_ttl, offsets, self.config.changes_channel, before_write
-            )
+        while True:
+            try:
+                async with self._pool.acquire() as conn, _replaced_if_broken(conn):
+                    seen = await apply_events(
+                        conn, events, self.config.cache_ttl, offsets, self.config.changes_channel, before_write
+                    )
+                break
+            except SharedRowChanged as exc:  # another shard changed a row of it: read again, fold again
+                self.read_again += 1
+                log.info("applying a batch again from a fresh read", name=self.config.name, reason=str(exc))
         self.applied += len(decoded)
         return seen
 

@@ -37,10 +37,8 @@ topic has one partition, so the rows a batch reads and writes are its
 partitions' own, with one exception: ``result_cache``, by fingerprint, when
 two jobs of one fingerprint sit in different partitions (its placement
 expired between them, or PostgreSQL was down when the second was placed).
-Two shards applying those jobs' events at the same moment each write the row
-they read, and the later write wins where the log's order would have kept
-the newer entry; the worst outcome is an older result served or a result
-synthesized again, and ``voxlog replay --verify`` would report the row.
+A batch writes such a row only at the version it read
+(projections.shared_rows), and is applied again from a fresh read otherwise.
 """
 
 from __future__ import annotations
@@ -162,13 +160,19 @@ class ShardListener(ConsumerRebalanceListener):
         self._shards.assigned(assigned)
 
 
+def _sticky() -> type[StickyPartitionAssignor]:
+    """aiokafka's sticky assignor keeps the member's last assignment in class attributes: a class of its own
+    per consumer, so that two consumers of one process (the tests' replicas) never report each other's."""
+    return type("ProjectorStickyAssignor", (StickyPartitionAssignor,), {})
+
+
 def group_options(group: str) -> dict[str, Any]:
     """The aiokafka consumer options of a projector in ``group``: no offsets in Kafka, the sticky assignor."""
     return {
         "group_id": group,
         "enable_auto_commit": False,
         "auto_offset_reset": "none",
-        "partition_assignment_strategy": (StickyPartitionAssignor,),
+        "partition_assignment_strategy": (_sticky(),),
         # Every partition waits while the group rebalances, until each member heard of it at its next
         # heartbeat: every second, not aiokafka's three.
         "heartbeat_interval_ms": 1000,

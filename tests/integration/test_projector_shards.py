@@ -17,6 +17,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
+from contracts import JobEvent
 from foundation.kafka import ReconnectingPublisher
 from infra.stack import DevStack
 from projections.errors import Fenced
@@ -203,3 +204,39 @@ async def test_a_batch_read_before_another_projector_took_over_its_partition_is_
         await old.apply_batch({tp: [record_of(events[1], "jobs", 3, 1)]})
     assert await _rows(pg, [events[0].job_id], {tp}) == before
     assert await pg.fetchval("SELECT state FROM jobs WHERE job_id = $1", events[0].job_id) == "queued"
+
+
+def _completed(text: str, shift: timedelta = timedelta(0)) -> list[JobEvent]:
+    """A job queued, claimed, rendered and completed (by its first attempt), ``shift`` later than T0."""
+    life = one_of_each(text)
+    queued, claimed, segment, completed = life[0], life[1], life[3], life[4]
+    events = [queued, claimed, segment.model_copy(update={"attempt": 1}), completed.model_copy(update={"attempt": 1})]
+    return [e.model_copy(update={"occurred_at": e.occurred_at + shift}) for e in events]
+
+
+async def test_a_cache_row_another_shard_changed_since_a_batch_read_it_is_read_and_folded_again(pool, pg):
+    """Two jobs of one fingerprint in two partitions (its placement expired between them), applied by two
+    shards at once: the older completion, read before the newer one's cache entry landed and written after,
+    does not replace it (the batch is refused and applied again from a fresh read)."""
+    config = ProjectorConfig(
+        name=NAME, jobs_topic="jobs", nodes_topic="nodes", cache_ttl=timedelta(minutes=10), max_batch=500
+    )
+    newer = _completed("One fingerprint, two partitions.")
+    older = _completed("One fingerprint, two partitions.", shift=-timedelta(hours=1))
+    assert newer[0].fingerprint == older[0].fingerprint
+    hold = Hold()
+    a = Projector(config, pool, None, [], RecordedDeadLetters(), gate=hold)  # type: ignore[arg-type]
+    b = Projector(config, pool, None, [], RecordedDeadLetters())  # type: ignore[arg-type]
+    held = asyncio.create_task(
+        a.apply_batch({TopicPartition("jobs", 1): [record_of(e, "jobs", 1, i) for i, e in enumerate(older)]})
+    )
+    await asyncio.wait_for(hold.entered.wait(), 10)  # A read the fingerprint's cache row: none yet
+    await b.apply_batch({TopicPartition("jobs", 0): [record_of(e, "jobs", 0, i) for i, e in enumerate(newer)]})
+    hold.released.set()
+    await asyncio.wait_for(held, 10)
+
+    cached = await pg.fetchval("SELECT job_id FROM result_cache WHERE fingerprint = $1", newer[0].fingerprint)
+    assert cached == newer[0].job_id, "the newer result stays the cached one, as in the log's order"
+    assert a.read_again == 1, "A's batch was refused once, and applied again from a fresh read"
+    states = await _states(pg, [newer[0].job_id, older[0].job_id])
+    assert states == ["completed", "completed"]
