@@ -8,9 +8,10 @@ no counterpart: a job table keeps no history to rebuild from.
 
 Then the same log is applied again, each time into a fresh schema, by 1, 2
 and 4 projector replicas that split the partitions in a consumer group
-(``VOXLOG_PROJECTOR_GROUP``, projections.shards), timed from the moment the
-group is stable with every replica (what the first replicas applied while
-the others were joining is left out) until the stored offsets reach the end.
+(``VOXLOG_PROJECTOR_GROUP``, projections.shards). None applies a record
+before the group is stable with every replica: the bench holds the schema's
+``projection_offsets`` locked until then, so their takeovers wait. The whole
+log is timed from that moment until the stored offsets reach its end.
 """
 
 from __future__ import annotations
@@ -167,13 +168,21 @@ async def _sharded(ctx: Context, topics: TopicSettings, events: int, schema: str
     }
     argv = [sys.executable, "-m", "voxlog.cli", "--log-level", "WARNING", "projector"]
     names = [f"projector-{i}" for i in range(replicas)]
-    for replica in names:
-        processes.start(AppSpec(replica, argv, env))
+    holder = await asyncpg.connect(ctx.database_url, server_settings={"search_path": schema})
     try:
+        hold = holder.transaction()
+        await hold.start()
+        # Every replica's takeover waits for this lock: none applies a record before all have their share.
+        await holder.execute("LOCK TABLE projection_offsets IN ACCESS EXCLUSIVE MODE")
+        for replica in names:
+            processes.start(AppSpec(replica, argv, env))
         await wait_group_stable(ctx.kafka, group, replicas, within_s=120)
-        started, before = time.monotonic(), await _applied(ctx.database_url, schema, name)
+        started = time.monotonic()
+        await hold.commit()
+        before = await _applied(ctx.database_url, schema, name)
         _, finished = await _until_applied(ctx.database_url, schema, name, events, within_s=600)
     finally:
+        await holder.close()
         for replica in names:
             processes.stop(replica, timeout=30)
         if ctx.drop_data:
