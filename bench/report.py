@@ -477,6 +477,11 @@ def _shards(r: dict[str, Any]) -> list[str]:
         "partitions in one consumer group (`VOXLOG_PROJECTOR_GROUP`). None applies a record before the group is",
         "stable with every replica (the bench holds their offsets table locked until then), and the whole log is",
         "timed from that moment to the last stored offset.",
+        *(
+            [f"These figures come from a separate run ({r['shards_from']}), merged into this page's results."]
+            if r.get("shards_from")
+            else []
+        ),
         "Every replica runs on this one machine, beside the broker and PostgreSQL: more replicas than cores",
         "measure the contention, not the sharding.",
         "",
