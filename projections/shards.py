@@ -26,9 +26,11 @@ revokes every partition of every member first and assigns them all again:
 each member takes its whole share over again and re-reads its positions. What
 differs from cooperative rebalancing is that the partitions that do not move
 stop too, for the length of the rebalance (a member's next heartbeat plus a
-join and sync round trip), and a batch in flight across it is refused if its
-partitions were taken over again meanwhile (applied again from the stored
-offsets: at most one batch's work wasted per rebalance). Cooperative would
+join and sync round trip). A batch in flight across it lands if its
+partitions stayed (the projector takes its share over again only after the
+batch in hand), and is refused if one moved and its new owner took it over
+first (read again by the owner from the stored offsets: at most a batch's
+work wasted). Cooperative would
 revoke only the partitions that move, in a second round; correctness is the
 fence's either way, not the protocol's.
 
