@@ -5,6 +5,13 @@ each) is written straight to a fresh topic. The live projector then applies
 it from offset 0, timed until its stored offsets reach the log's end; then
 the replay rebuilds the same projection into a fresh schema. The baseline has
 no counterpart: a job table keeps no history to rebuild from.
+
+Then the same log is applied again, each time into a fresh schema, by 1, 2
+and 4 projector replicas that split the partitions in a consumer group
+(``VOXLOG_PROJECTOR_GROUP``, projections.shards). None applies a record
+before the group is stable with every replica: the bench holds the schema's
+``projection_offsets`` locked until then, so their takeovers wait. The whole
+log is timed from that moment until the stored offsets reach its end.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import sys
 import time
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 import asyncpg
 
@@ -41,6 +48,7 @@ from contracts import (
     utc_now,
 )
 from foundation.kafka_access import KafkaAccess
+from foundation.kafka_groups import wait_group_stable
 from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port
@@ -51,6 +59,7 @@ from voxlog.devstack import isolated_env
 from voxlog.topics import ensure_topics, topic_specs
 
 PRODUCER = Producer(service="bench", instance="replay")
+REPLICAS: Final = (1, 2, 4)
 
 
 def job_events(i: int) -> list[JobEvent]:
@@ -128,7 +137,14 @@ async def replay_speed(ctx: Context) -> dict[str, Any]:
             await drop_schema(ctx.database_url, tag)
             await drop_schema(ctx.database_url, f"{tag}_replay")
     ctx.say(f"    {stats.events_per_s:,.0f} events/s")
+    shards = []
+    for replicas in REPLICAS:
+        ctx.say(f"(g) replay: {replicas} projector replica(s) in one group apply it")
+        shards.append(await _sharded(ctx, topics, events, f"{tag}_x{replicas}", replicas))
+        rate = shards[-1]["events_per_s"]
+        ctx.say(f"    {rate:,.0f} events/s" if rate is not None else "    applied before the group was stable")
     return {
+        "shards": shards,
         "jobs": jobs,
         "events": events,
         "live_s": live_s,
@@ -140,17 +156,64 @@ async def replay_speed(ctx: Context) -> dict[str, Any]:
     }
 
 
+async def _sharded(ctx: Context, topics: TopicSettings, events: int, schema: str, replicas: int) -> dict[str, Any]:
+    """The log applied by ``replicas`` projector processes of one group, into a fresh schema."""
+    await migrate_database(ctx.database_url, schema)
+    home = ctx.home / schema
+    processes = AppProcesses(home)
+    group, name = f"projector-{schema}", f"projector-{schema}"
+    env = {
+        **isolated_env(ctx.kafka, ctx.database_url, schema, topics, home, free_port()),
+        "VOXLOG_PROJECTOR_GROUP": group,
+    }
+    argv = [sys.executable, "-m", "voxlog.cli", "--log-level", "WARNING", "projector"]
+    names = [f"projector-{i}" for i in range(replicas)]
+    holder = await asyncpg.connect(ctx.database_url, server_settings={"search_path": schema})
+    try:
+        hold = holder.transaction()
+        await hold.start()
+        # Every replica's takeover waits for this lock: none applies a record before all have their share.
+        await holder.execute("LOCK TABLE projection_offsets IN ACCESS EXCLUSIVE MODE")
+        for replica in names:
+            processes.start(AppSpec(replica, argv, env))
+        await wait_group_stable(ctx.kafka, group, replicas, within_s=120)
+        started = time.monotonic()
+        await hold.commit()
+        before = await _applied(ctx.database_url, schema, name)
+        _, finished = await _until_applied(ctx.database_url, schema, name, events, within_s=600)
+    finally:
+        await holder.close()
+        for replica in names:
+            processes.stop(replica, timeout=30)
+        if ctx.drop_data:
+            await drop_schema(ctx.database_url, schema)
+    timed = events - before
+    return {
+        "replicas": replicas,
+        "events": timed,
+        "seconds": finished - started,
+        "events_per_s": timed / (finished - started) if timed else None,
+    }
+
+
+async def _applied(url: str, schema: str, projector: str) -> int:
+    conn = await asyncpg.connect(url, server_settings={"search_path": schema})
+    try:
+        return int(await conn.fetchval(_APPLIED, projector))
+    finally:
+        await conn.close()
+
+
+_APPLIED = "SELECT coalesce(sum(next_offset), 0) FROM projection_offsets WHERE consumer = $1 AND topic LIKE '%.jobs'"
+
+
 async def _until_applied(url: str, schema: str, projector: str, events: int, within_s: float) -> tuple[int, float]:
     """Once the projector has applied at least ``events`` records: how many, and when."""
     conn = await asyncpg.connect(url, server_settings={"search_path": schema})
     try:
         deadline = time.monotonic() + within_s
         while True:
-            applied = await conn.fetchval(
-                "SELECT coalesce(sum(next_offset), 0) FROM projection_offsets WHERE consumer = $1"
-                " AND topic LIKE '%.jobs'",
-                projector,
-            )
+            applied = await conn.fetchval(_APPLIED, projector)
             if applied >= events:
                 return int(applied), time.monotonic()
             if time.monotonic() > deadline:

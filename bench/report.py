@@ -455,6 +455,42 @@ def _replay(s: dict[str, Any]) -> list[str]:
             ],
         ),
         "",
+        *_shards(r),
+    ]
+
+
+def _shards(r: dict[str, Any]) -> list[str]:
+    shards = r.get("shards")  # runs before the sharded projector have none
+    if not shards:
+        return []
+    one = next((x["events_per_s"] for x in shards if x["replicas"] == 1), None)
+
+    def rate(x: dict[str, Any]) -> str:
+        return f"{x['events_per_s']:,.0f}" if x["events_per_s"] is not None else "applied before the group was stable"
+
+    def ratio(x: dict[str, Any]) -> str:
+        return f"{x['events_per_s'] / one:.2f}x" if one and x["events_per_s"] is not None else ""
+
+    return [
+        "### Projector replicas",
+        "",
+        "The same log applied again into a fresh schema by 1, 2 and 4 projector processes that split its",
+        "partitions in one consumer group (`VOXLOG_PROJECTOR_GROUP`). None applies a record before the group is",
+        "stable with every replica (the bench holds their offsets table locked until then), and the whole log is",
+        "timed from that moment to the last stored offset.",
+        *(
+            [f"These figures come from a separate run ({r['shards_from']}), merged into this page's results."]
+            if r.get("shards_from")
+            else []
+        ),
+        "Every replica runs on this one machine, beside the broker and PostgreSQL: more replicas than cores",
+        "measure the contention, not the sharding.",
+        "",
+        *_table(
+            ["replicas", "events timed", "seconds", "events/s", "vs 1"],
+            [[str(x["replicas"]), f"{x['events']:,}", f"{x['seconds']:.1f}", rate(x), ratio(x)] for x in shards],
+        ),
+        "",
     ]
 
 

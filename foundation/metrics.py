@@ -75,6 +75,10 @@ PROJECTOR_BATCH_RECORDS = Histogram(
 PROJECTOR_BATCH_SECONDS = Histogram(
     "voxlog_projector_batch_seconds", "Time the projector took to apply one batch.", buckets=_PHASE_BUCKETS
 )
+PROJECTOR_FENCED = Counter(
+    "voxlog_projector_batches_fenced_off",
+    "Batches refused because a newer projector had taken over one of their partitions (projections.shards).",
+)
 SUBMISSIONS = Counter(
     "voxlog_submissions",
     "Submissions the API accepted, by how: queued (a new job on the log), cached (answered from a live result"

@@ -682,6 +682,11 @@ class ProjectorSettings(
     projector_linger_backlog: int = Field(
         8, ge=1, description="Live jobs (queued or running) from which the projector lingers between batches."
     )
+    projector_group: str = Field(
+        "",
+        description="Kafka consumer group in which several projectors (the same VOXLOG_PROJECTOR_NAME) split the"
+        " partitions, each fenced off those it lost ('': this projector takes every partition).",
+    )
 
 
 class SweeperSettings(

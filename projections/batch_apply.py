@@ -30,10 +30,15 @@ Both statements are built from the table descriptions
 reads or changes, so a batch's work follows what it touches; each shape is
 built once, and asyncpg prepares it once per connection.
 
-The projector is the only writer of these tables and applies one batch at a
-time, so the rows read in step 1 are the rows the fold may build on, and
-nothing changes between the read and the write. A batch the tables refuse (a
-constraint, a value PostgreSQL cannot store) raises and writes nothing.
+Each partition has one projector at a time (projections.shards), which
+applies one batch at a time, and a record's rows are its partition's (a job's
+events share its partition; a node event's key names its row), so the rows
+read in step 1 are the rows the fold may build on, and nothing changes between
+the read and the write. A projector that lost a partition meanwhile is refused
+in step 3 (:class:`projections.errors.Fenced`): the statement moves the
+offsets only where the partition's generation is still the one its projector
+was given. A batch the tables refuse (a constraint, a value PostgreSQL cannot
+store) raises and writes nothing.
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ from __future__ import annotations
 import functools
 import operator
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
 
@@ -52,10 +57,20 @@ from pydantic_core import to_json
 from contracts import JobEvent, NodeEvent
 from foundation.job_changes import notify_payloads
 from foundation.kafka import RecordPosition
+from projections.errors import Fenced, SharedRowChanged
 from projections.reducer import Outcome, Projection, builds_on, is_node_event
 from projections.rows import TABLES, Table, record_of
+from projections.shared_rows import (
+    SHARED_ROW_CHANGED_SQLSTATE,
+    VERSION,
+    Versions,
+    delete_guard,
+    guard_args,
+    upsert_guard,
+)
 
 _Event = JobEvent | NodeEvent
+FENCED_SQLSTATE = "VXF01"  # raised by projector_fence (migration 0014)
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,9 @@ class Offsets:
 
     consumer: str
     next_offsets: Mapping[tuple[str, int], int]  # (topic, partition) -> the next offset to read
+    generations: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    """(topic, partition) -> the generation its projector was given it at (projections.shards); 0: never
+    taken over, which any takeover fences off."""
 
 
 class _Params:
@@ -99,14 +117,16 @@ def _read_sql(tables: tuple[Table, ...]) -> str:
         else:
             wanted = ", ".join(params.array(table.type_of(column)) for column in lookup)
             where = f"({', '.join(lookup)}) IN (SELECT * FROM unnest({wanted}))"
-        arrays.append(f"ARRAY(SELECT ROW({', '.join(table.columns)}) FROM {table.name} WHERE {where})")
+        read = ", ".join((*table.columns, VERSION) if table.shared else table.columns)
+        arrays.append(f"ARRAY(SELECT ROW({read}) FROM {table.name} WHERE {where})")
     return f"SELECT {', '.join(arrays)}"
 
 
 def _deletes(table: Table, params: _Params) -> str:
     gone = ", ".join(params.array(table.type_of(column)) for column in table.key)
     matches = " AND ".join(f"{table.name}.{column} = gone.{column}" for column in table.key)
-    return f"DELETE FROM {table.name} USING unnest({gone}) AS gone({', '.join(table.key)}) WHERE {matches}"
+    guard = delete_guard(table, params.take) if table.shared else ""
+    return f"DELETE FROM {table.name} USING unnest({gone}) AS gone({', '.join(table.key)}) WHERE {matches}{guard}"
 
 
 def _from_json(index: int, sql_type: str) -> str:
@@ -128,18 +148,22 @@ def _upserts(table: Table, params: _Params) -> str:
     return (
         f"INSERT INTO {table.name} ({names}) SELECT {values} FROM jsonb_array_elements({rows}) AS new"
         f" ON CONFLICT ({', '.join(table.key)}) DO UPDATE SET {updates}"
+        + (upsert_guard(table, params.take) if table.shared else "")
     )
 
 
 def _past_the_batch(params: _Params) -> str:
     """The clause that moves the projector's offsets past the batch, in the batch's own statement: the one
-    place the projector's position is written."""
+    place the projector's position is written. Only where the partition's generation is still the one the
+    projector took it over at (projections.shards): the row is locked and checked at its newest version, so a
+    takeover that committed meanwhile, even after this statement began, fences the batch off."""
     consumer, topics = params.take("text"), params.array("text")
-    partitions, offsets = params.array("integer"), params.array("bigint")
+    partitions, offsets, generations = params.array("integer"), params.array("bigint"), params.array("bigint")
     return (
-        "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, updated_at)"
-        f" SELECT {consumer}, *, now() FROM unnest({topics}, {partitions}, {offsets})"
+        "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, generation, updated_at)"
+        f" SELECT {consumer}, *, now() FROM unnest({topics}, {partitions}, {offsets}, {generations})"
         " ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()"
+        " WHERE projection_offsets.generation = EXCLUDED.generation RETURNING 1"
     )
 
 
@@ -155,9 +179,15 @@ def _write_sql(shape: _Shape) -> str:
         for table, what in shape
     ]
     clauses.append(f"offsets_up AS ({_past_the_batch(params)})")
+    partitions, changes = params.take("integer"), params.take("integer")
     channel, payloads = params.take("text"), params.array("text")
-    # Delivered at the statement's commit, with everything it wrote.
-    return f"WITH {', '.join(clauses)} SELECT count(pg_notify({channel}, payload)) FROM unnest({payloads}) AS payload"
+    # The fence raises (and the whole statement rolls back) unless every partition's offsets moved and every
+    # shared row changed at the version read. The notifications are delivered at the statement's commit, with
+    # everything it wrote.
+    shared = " + ".join(f"(SELECT count(*) FROM {table.name}_{what})" for table, what in shape if table.shared)
+    fence = f"projector_fence({partitions}, (SELECT count(*) FROM offsets_up), {changes}, {shared or 0})"
+    notified = f"(SELECT count(pg_notify({channel}, payload)) FROM unnest({payloads}) AS payload)"
+    return f"WITH {', '.join(clauses)} SELECT {fence}, {notified}"
 
 
 @functools.cache
@@ -201,15 +231,24 @@ def _changes(before: _Stored, after: Projection) -> _Changes:
 
 
 def _write_args(
-    shape: _Shape, changes: _Changes, offsets: Offsets | None, channel: str | None, changed: list[uuid.UUID]
+    shape: _Shape,
+    changes: _Changes,
+    versions: Versions,
+    offsets: Offsets | None,
+    channel: str | None,
+    changed: list[uuid.UUID],
 ) -> list[Any]:
     args: list[Any] = []
+    shared_changes = 0
     for table, what in shape:
         if what == "gone":
             keys = changes.deletes[table]
             args += [keys] if len(table.key) == 1 else [list(column) for column in zip(*keys, strict=True)]
         else:
             args.append(to_json(changes.upserts[table], inf_nan_mode="strings").decode())
+        if table.shared:
+            args += guard_args(table, versions)
+            shared_changes += len(changes.deletes[table] if what == "gone" else changes.upserts[table])
     positions = list(offsets.next_offsets.items()) if offsets is not None else []
     return [
         *args,
@@ -217,6 +256,9 @@ def _write_args(
         [tp[0] for tp, _ in positions],
         [tp[1] for tp, _ in positions],
         [offset for _, offset in positions],
+        [offsets.generations.get(tp, 0) for tp, _ in positions] if offsets is not None else [],
+        len(positions),
+        shared_changes,
         channel or "",
         notify_payloads(changed) if channel else [],
     ]
@@ -224,8 +266,9 @@ def _write_args(
 
 async def _seed(
     conn: asyncpg.Connection, projection: Projection, events: Sequence[tuple[_Event, RecordPosition]]
-) -> None:
-    """Read every row the events build on (one statement) into ``projection``."""
+) -> Versions:
+    """Read every row the events build on (one statement) into ``projection``; the versions of the shared
+    tables' rows read."""
     wanted: dict[str, dict[object, None]] = {table.name: {} for table in TABLES}
     for event, _ in events:
         for table_name, value in builds_on(event):
@@ -236,9 +279,14 @@ async def _seed(
         values = list(wanted[table.name])
         args += [values] if len(table.lookup) == 1 else [list(column) for column in zip(*values, strict=True)]
     found = await conn.fetchrow(_read_sql(tables), *args)
+    versions: Versions = {}
     for table, rows in zip(tables, found, strict=True):
         for values in rows:
+            if table.shared:  # its version last
+                versions.setdefault(table, {})[values[table.columns.index(table.key[0])]] = values[-1]
+                values = values[:-1]
             projection.keep(table.row_type(*values))
+    return versions
 
 
 async def apply_events(
@@ -247,17 +295,18 @@ async def apply_events(
     cache_ttl: timedelta,
     offsets: Offsets | None = None,
     changes_channel: str | None = None,
+    before_write: Callable[[], Awaitable[None]] | None = None,
 ) -> list[tuple[JobEvent, Outcome]]:
     """Apply ``events`` (in log order) in two statements; what became of each job event, in the same order.
 
     With ``offsets``, the write also moves the projector past the batch, and with ``changes_channel`` it
-    NOTIFYs the jobs whose rows changed: both land with the batch or not at all.
+    NOTIFYs the jobs whose rows changed: both land with the batch or not at all; ``before_write`` is awaited
+    between the read and the write (a test's hold on a projector).
     """
     if not events and offsets is None:
         return []
     projection = Projection(cache_ttl)
-    if events:
-        await _seed(conn, projection, events)
+    versions = await _seed(conn, projection, events) if events else {}
     before = _stored(projection)
     outcomes: list[tuple[JobEvent, Outcome]] = []
     for event, at in events:
@@ -274,5 +323,16 @@ async def apply_events(
         if table in rows
     )
     changed = [event.job_id for event, outcome in outcomes if outcome is Outcome.APPLIED]
-    await conn.fetchval(_write_sql(shape), *_write_args(shape, changes, offsets, changes_channel, changed))
+    if before_write is not None:
+        await before_write()
+    try:
+        await conn.fetchval(
+            _write_sql(shape), *_write_args(shape, changes, versions, offsets, changes_channel, changed)
+        )
+    except asyncpg.PostgresError as exc:
+        if exc.sqlstate == FENCED_SQLSTATE and offsets is not None:
+            raise Fenced(offsets.consumer, sorted(offsets.next_offsets), str(exc)) from exc
+        if exc.sqlstate == SHARED_ROW_CHANGED_SQLSTATE:
+            raise SharedRowChanged(str(exc)) from exc
+        raise
     return outcomes

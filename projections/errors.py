@@ -19,3 +19,16 @@ class MigrationsPending(MigrationError):
 
 class ProjectionGap(ProjectionError):
     """The log no longer holds records the projector has not applied yet: it refuses to skip them."""
+
+
+class Fenced(ProjectionError):
+    """A newer projector owns a partition of the batch (projections.shards): the batch was refused, whole."""
+
+    def __init__(self, consumer: str, partitions: list[tuple[str, int]], detail: str) -> None:
+        super().__init__(f"projector {consumer!r} was fenced off a partition of its batch: {detail}")
+        self.partitions = partitions
+
+
+class SharedRowChanged(ProjectionError):
+    """A row the batch read that other partitions' events also change was changed meanwhile, by another
+    projector (projections.shared_rows): the batch was refused, whole, and is applied again from a fresh read."""

@@ -1,8 +1,10 @@
 """The projector: applies every event of the log to the Postgres read models.
 
-It assigns itself every partition of the jobs and nodes topics (no consumer
-group: its position lives in Postgres). On start it seeks each partition to
-the ``projection_offsets`` row written by its last committed batch, so a
+It takes every partition of the jobs and nodes topics, or its share of them
+when several projectors split them in a consumer group (projections.shards:
+each takes its partitions over, which fences off their previous owner). Its
+position lives in Postgres, not Kafka: it seeks each partition it takes over to
+the ``projection_offsets`` row written by the last committed batch, so a
 crash replays at most one uncommitted batch, which idempotent application
 absorbs. Each batch of records, job and node events alike, is applied in one
 read and one write together with the new offsets (projections.batch_apply),
@@ -34,14 +36,15 @@ from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition
 from foundation.lifecycle import Stopped, wait_for_stop
-from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS
+from foundation.metrics import PROJECTOR_BATCH_RECORDS, PROJECTOR_BATCH_SECONDS, PROJECTOR_FENCED
 from foundation.outages import Outage, until_available
 from projections.batch_apply import Offsets, apply_events
 from projections.batch_spans import record_batch_spans
-from projections.errors import ProjectionGap
+from projections.errors import Fenced, ProjectionGap, SharedRowChanged
 from projections.linger import NEVER, Linger, LiveJobs
 from projections.observed import observe
 from projections.reducer import Outcome
+from projections.shards import Shards, Stand, stands, take_over
 
 log = structlog.get_logger("voxlog.projector")
 
@@ -50,6 +53,9 @@ _REFUSALS: Final = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError
 _Decoded = tuple[ConsumerRecord, JobEvent | NodeEvent]
 DeadLetter = Callable[[ConsumerRecord, str], Awaitable[object]]
 """Port: keeps a record the projector cannot decode or apply, with the reason, and goes on."""
+Gate = Callable[[list[TopicPartition]], Awaitable[None]]
+"""Awaited between reading a batch's rows and writing it, with the batch's partitions: a test holds it to
+stall a projector across a rebalance (the composition passes none)."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +90,18 @@ class Projector:
         consumer: AIOKafkaConsumer,
         partitions: list[TopicPartition],
         dead_letter: DeadLetter,
+        shards: Shards | None = None,
+        gate: Gate | None = None,
     ) -> None:
+        """Every partition of ``partitions``, or (with ``shards``, fed by a consumer group) its share."""
         self.config = config
         self._pool = pool
         self._consumer = consumer
-        self._partitions = partitions
+        self.shards = shards or Shards(consumer, partitions)
         self._dead_letter = dead_letter
+        self._gate = gate
+        self.fenced = 0
+        self.read_again = 0  # batches applied again since another shard changed a row they read
         self._fetches = Outage("Kafka (the projector's fetches)")
         self._batches = Outage("PostgreSQL or the dead-letter topic (the projector's batches)")
         self.applied = 0
@@ -104,20 +116,14 @@ class Projector:
         try:
             await self._resume(stop)
             while not stop.is_set():
-                try:
-                    batch = await self._consumer.getmany(
-                        *self._partitions, timeout_ms=500, max_records=self.config.max_batch
-                    )
-                except OffsetOutOfRangeError as exc:  # retention deleted records this projector had not read
-                    raise ProjectionGap(f"the jobs log lost records this projector had not applied: {exc}") from exc
-                except KafkaError as exc:
-                    await wait_for_stop(stop, self._fetches.failed(exc))
-                    continue
-                self._fetches.recovered()
+                batch = await self._next_batch(stop)
                 if not batch:
                     continue
                 try:
                     await self.apply_batch(batch)
+                except Fenced as exc:
+                    self._was_fenced(exc)
+                    await self._resume(stop)
                 except _OUTAGES as exc:
                     # Applied again from the stored offsets, once they can be read: one outage, said once.
                     await wait_for_stop(stop, self._batches.failed(exc, then="applied again from the stored offsets"))
@@ -129,22 +135,74 @@ class Projector:
         except Stopped:
             return
 
+    async def _next_batch(self, stop: asyncio.Event) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """The next records of the partitions this projector owns, once those it was given are taken over."""
+        if self.shards.pending:
+            await self._resume(stop)
+        owned = list(self.shards.owned)
+        if not owned:  # none given yet (a group's member past its share), or every one fenced off
+            await wait_for_stop(stop, 0.5)
+            return {}
+        try:
+            batch = await self._consumer.getmany(*owned, timeout_ms=500, max_records=self.config.max_batch)
+        except OffsetOutOfRangeError as exc:  # retention deleted records this projector had not read
+            raise ProjectionGap(f"the jobs log lost records this projector had not applied: {exc}") from exc
+        except KafkaError as exc:
+            await wait_for_stop(stop, self._fetches.failed(exc))
+            return {}
+        self._fetches.recovered()
+        # Only what is still this projector's: a rebalance may have taken a partition meanwhile.
+        return {tp: records for tp, records in batch.items() if tp in self.shards.owned}
+
+    def _was_fenced(self, exc: Fenced) -> None:
+        self.fenced += 1
+        PROJECTOR_FENCED.inc()
+        log.warning(
+            "a newer projector took over a partition of this batch: the batch was refused, and the partitions no"
+            " longer this projector's are dropped",
+            name=self.config.name,
+            partitions=[f"{topic}[{partition}]" for topic, partition in exc.partitions],
+        )
+
     async def _resume(self, stop: asyncio.Event, outage: Outage | None = None) -> None:
         await until_available(
             "PostgreSQL (the projector's offsets)", self._seek_to_stored_offsets, stop, _OUTAGES, outage
         )
 
     async def _seek_to_stored_offsets(self) -> None:
+        """Seek every owned partition to its stored offset, dropping those a newer projector took over since,
+        then take over the pending ones and seek them to theirs."""
+        owned, pending, epoch = dict(self.shards.owned), list(self.shards.pending), self.shards.epoch
         async with self._pool.acquire() as conn:
-            rows = await conn.fetch(
-                "SELECT topic, partition, next_offset FROM projection_offsets WHERE consumer = $1", self.config.name
-            )
-        stored = {TopicPartition(r["topic"], r["partition"]): r["next_offset"] for r in rows}
+            stored = await stands(conn, self.config.name, owned) if owned else {}
+            if pending:
+                beginnings = await self._consumer.beginning_offsets(pending)
+                taken = await take_over(conn, self.config.name, {tp: beginnings[tp] for tp in pending})
+            else:
+                taken = {}
+        for tp, generation in owned.items():
+            stand = stored.get(tp)
+            if stand is None or stand.generation != generation:
+                log.warning("dropped a partition a newer projector took over", partition=f"{tp.topic}[{tp.partition}]")
+                self.shards.drop(tp)
+        kept = {tp: stored[tp] for tp in self.shards.owned if tp in owned}
+        await self._seek({**kept, **taken})
+        if self.shards.epoch != epoch:
+            return  # a rebalance came while the takeover was on its way: what is still pending is taken over again
+        for tp, stand in taken.items():
+            self.shards.taken(tp, stand.generation)
+        if taken:
+            log.info("took over partitions", name=self.config.name, partitions=len(taken), owned=len(self.shards.owned))
+
+    async def _seek(self, positions: dict[TopicPartition, Stand]) -> None:
+        if not positions:
+            return
+        tps = list(positions)
         # Explicit offsets for every partition: nothing is left to the consumer's reset policy.
-        beginnings = await self._consumer.beginning_offsets(self._partitions)
-        ends = await self._consumer.end_offsets(self._partitions)
-        for tp in self._partitions:
-            position = stored.get(tp, beginnings[tp])
+        beginnings = await self._consumer.beginning_offsets(tps)
+        ends = await self._consumer.end_offsets(tps)
+        for tp in tps:
+            position = positions[tp].next_offset
             if tp.topic == self.config.jobs_topic and not beginnings[tp] <= position <= ends[tp]:
                 raise ProjectionGap(
                     f"projector {self.config.name!r} stopped at offset {position} of {tp.topic}[{tp.partition}], "
@@ -152,7 +210,8 @@ class Projector:
                     "applied are gone (retention, or the topic was recreated), so going on would silently skip "
                     "them. Rebuild the projection into a fresh schema, or point the projector at the right topic."
                 )
-            self._consumer.seek(tp, position)
+            if tp in self._consumer.assignment():
+                self._consumer.seek(tp, position)
 
     async def apply_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         """Apply ``batch`` with the offsets past it, set-based in one write; when the tables refuse something
@@ -169,11 +228,14 @@ class Projector:
                 except DecodeError as exc:
                     await self._reject(record, str(exc))
         past_the_batch = {(tp.topic, tp.partition): records[-1].offset + 1 for tp, records in batch.items()}
+        # The generations the batch was read under: a takeover since then (even this projector's own, after a
+        # rebalance gave a partition back) refuses it.
+        generations = self.shards.generations(past_the_batch)
         try:
-            seen = await self._write(decoded, past_the_batch)
+            seen = await self._write(decoded, past_the_batch, generations, self._gate)
         except _REFUSALS as exc:
             log.info("the tables refused a record; applying its batch record by record", error=str(exc))
-            seen = await self._one_by_one(decoded, past_the_batch)
+            seen = await self._one_by_one(decoded, past_the_batch, generations)
         # Counted once the batch is committed: a batch applied again after a failure counts once.
         PROJECTOR_BATCH_SECONDS.observe(time.monotonic() - started)
         PROJECTOR_BATCH_RECORDS.observe(sum(len(records) for records in batch.values()))
@@ -181,31 +243,51 @@ class Projector:
         self.live.observe(seen)
         record_batch_spans(self.config.name, decoded, started_ns)
 
-    async def _write(self, decoded: list[_Decoded], past: dict[tuple[str, int], int]) -> list[tuple[JobEvent, Outcome]]:
+    async def _write(
+        self,
+        decoded: list[_Decoded],
+        past: dict[tuple[str, int], int],
+        generations: dict[tuple[str, int], int],
+        gate: Gate | None = None,
+    ) -> list[tuple[JobEvent, Outcome]]:
         """Apply ``decoded`` and move the offsets to ``past`` in one read and one write, or not at all
-        (projections.batch_apply); no transaction round trips."""
+        (projections.batch_apply); no transaction round trips. Refused whole (:class:`Fenced`) when a partition
+        was taken over since it was read at ``generations``."""
         events = [(event, RecordPosition(r.topic, r.partition, r.offset)) for r, event in decoded]
-        async with self._pool.acquire() as conn, _replaced_if_broken(conn):
-            seen = await apply_events(
-                conn, events, self.config.cache_ttl, Offsets(self.config.name, past), self.config.changes_channel
-            )
+        offsets = Offsets(self.config.name, past, {tp: generations[tp] for tp in past})
+        before_write = (lambda: gate([TopicPartition(*tp) for tp in past])) if gate is not None else None
+        while True:
+            try:
+                async with self._pool.acquire() as conn, _replaced_if_broken(conn):
+                    seen = await apply_events(
+                        conn, events, self.config.cache_ttl, offsets, self.config.changes_channel, before_write
+                    )
+                break
+            except SharedRowChanged as exc:  # another shard changed a row of it: read again, fold again
+                self.read_again += 1
+                log.info("applying a batch again from a fresh read", name=self.config.name, reason=str(exc))
         self.applied += len(decoded)
         return seen
 
     async def _one_by_one(
-        self, decoded: list[_Decoded], past_the_batch: dict[tuple[str, int], int]
+        self,
+        decoded: list[_Decoded],
+        past_the_batch: dict[tuple[str, int], int],
+        generations: dict[tuple[str, int], int] | None = None,
     ) -> list[tuple[JobEvent, Outcome]]:
         """Each record lands with the offset past it, or is dead-lettered and passed: a crash in between
         leaves the stored offsets where the applied records end, so none is applied twice or lost."""
+        if generations is None:
+            generations = self.shards.generations(past_the_batch)
         seen: list[tuple[JobEvent, Outcome]] = []
         for record, event in decoded:
             past = {(record.topic, record.partition): record.offset + 1}
             try:
-                seen += await self._write([(record, event)], past)
+                seen += await self._write([(record, event)], past, generations)
             except _REFUSALS as exc:
                 await self._reject(record, f"cannot apply: {exc}")
-                await self._write([], past)
-        await self._write([], past_the_batch)  # past the records at the batch's end that did not decode
+                await self._write([], past, generations)
+        await self._write([], past_the_batch, generations)  # past the records at the batch's end that did not decode
         return seen
 
     async def _reject(self, record: ConsumerRecord, reason: str) -> None:

@@ -273,6 +273,9 @@ class Table:
     bigint_columns: tuple[str, ...] = ()
     counters: bool = False
     """Its rows are counts a batch adds to (never read by a batch: the fold's rows are the batch's own)."""
+    shared: bool = False
+    """Events of several partitions may change a row (projections.shared_rows): a batch writes one only at the
+    version it read. A key of one column."""
 
     @property
     def lookup(self) -> tuple[str, ...]:
@@ -314,7 +317,7 @@ TABLES: Final = (
     # A job's segments are read all at once.
     Table("segments", SegmentRow, ("job_id", "segment_index"), read_by=("job_id",), json_columns=("words",)),
     Table("job_events", EventRow, ("event_id",), json_columns=("payload",), bigint_columns=("kafka_offset",)),
-    Table("result_cache", CacheRow, ("fingerprint",), bigint_columns=("total_bytes",)),
+    Table("result_cache", CacheRow, ("fingerprint",), bigint_columns=("total_bytes",), shared=True),
     Table("nodes", NodeRow, ("worker_id",)),
     Table("node_heartbeats", HeartbeatRow, ("worker_id",), json_columns=("claims", "queue", "queue_counts")),
     Table("service_modes", ModeRow, ("mode", "source")),

@@ -55,6 +55,7 @@ from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector
+from projections.shards import ShardListener, Shards, group_options
 from tts_node.server import serve_node
 from voxlog.composition.configs import (
     backlog_thresholds,
@@ -219,15 +220,14 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
         # The schema's migrations are the api image's: a projector started from a worker image waits for them.
         pool = await open_database(resources, settings, shutdown, migrate=settings.migrate, await_migrated=True)
         publisher = await open_publisher(resources, kafka, settings.dlq_topic, "projector", shutdown)
-        consumer = await open_consumer(
-            resources,
-            kafka,
-            shutdown,
-            group_id=None,
-            enable_auto_commit=False,
+        sharded = bool(settings.projector_group)
+        options = (
+            group_options(settings.projector_group)
+            if sharded
             # Never jump over records silently: an offset out of range is a gap the projector reports.
-            auto_offset_reset="none",
+            else {"group_id": None, "enable_auto_commit": False, "auto_offset_reset": "none"}
         )
+        consumer = await open_consumer(resources, kafka, shutdown, **options)
 
         async def topic_partitions() -> list[TopicPartition]:
             return [
@@ -236,11 +236,16 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
             ]
 
         partitions = await until_available("the jobs and nodes topics", topic_partitions, stop, (BrokerUnavailable,))
-        consumer.assign(partitions)
+        if sharded:
+            shards = Shards(consumer)
+            consumer.subscribe([settings.jobs_topic, settings.nodes_topic], listener=ShardListener(shards))
+        else:
+            shards = Shards(consumer, partitions)
+            consumer.assign(partitions)
         dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"projector:{config.name}")
-        log.info("projector started", partitions=len(partitions), name=config.name)
+        log.info("projector started", partitions=len(partitions), name=config.name, group=settings.projector_group)
         mark_started()
-        await Projector(config, pool, consumer, partitions, dead_letter).run(stop)
+        await Projector(config, pool, consumer, partitions, dead_letter, shards).run(stop)
     log.info("projector stopped")
 
 
