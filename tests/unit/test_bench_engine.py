@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -219,8 +220,26 @@ def test_fault_modes_hang_or_fail_only_the_marked_segments():
     worker.join(10)
     assert not worker.is_alive()
     assert [str(e) for e in raised] == ["released from a hang"]
-    with pytest.raises(ValueError, match="hang:TEXT or fail:TEXT"):
+    with pytest.raises(ValueError, match="hang:TEXT, fail:TEXT or gate:TEXT@PATH"):
         BenchSleepEngine(fault="explode:now")
+    with pytest.raises(ValueError, match="a named pipe"):
+        BenchSleepEngine(fault="gate:nowhere")
+
+
+def test_a_gate_holds_the_first_marked_segment_until_the_test_opens_and_closes_its_pipe(tmp_path):
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    engine = BenchSleepEngine(fault=f"gate:Held@{gate}")
+    held, after = engine.segment("Held here. Held again.", "en-us")
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (engine.synthesize(held, "bench_tone", 1.0), done.set()), daemon=True)
+    worker.start()
+    assert worker.is_alive()
+    with open(gate, "wb"):  # blocks until the engine's reader opened it: the segment is at the gate
+        assert not done.is_set(), "the segment waits while the pipe is open"
+    worker.join(10)
+    assert done.is_set(), "closed: the segment went on"
+    assert len(engine.synthesize(after, "bench_tone", 1.0)) > 0, "only the first marked segment waits"
 
 
 def test_the_adapter_gives_each_words_characters_and_milliseconds_in_its_segment():
