@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +30,9 @@ from bench.measure import Client, JobTiming, Submission, summarize
 from bench.mixed_load import _one_batch
 from bench.scenarios import BENCH_ENGINE, DONE_WITHIN_S, Context, _voice
 from tts_node.bench_sleep import BenchSleepEngine
+from voxlog.deployment import VOXLOG_CLI
+
+GROUP_REFRESH_S = 3.0
 
 
 def _long_texts(ctx: Context, count: int, chars: int, tag: str) -> list[str]:
@@ -77,6 +79,9 @@ async def short_behind_long(ctx: Context) -> dict[str, Any]:
     for name, system, extra in runs:
         async with ctx.deploy(system, BENCH_ENGINE, p.sbl_synth_ms, p.sbl_ms_per_char, extra=extra) as d:
             await d.scale_to(p.sbl_workers)
+            # voxlog's API places work by the group's members, which it reads every 2 s: let it see them all,
+            # or the long texts may all land on the first worker (what this scenario measures is scheduling).
+            await asyncio.sleep(GROUP_REFRESH_S)
             async with Client(d, BENCH_ENGINE, await _voice(d), concurrency=32) as c:
                 ctx.say(f"(l) {name}: {p.sbl_long} long texts, then {p.sbl_short} short requests")
                 out[name] = await _short_behind_long_run(c, ctx, long_texts, f"{d.tag}sbl")
@@ -143,7 +148,7 @@ def _done(t: JobTiming) -> float:
 
 def _make_key(d: Deployment, tenant: str) -> str:
     made = subprocess.run(
-        [sys.executable, "-m", "voxlog", "keys", "create", "--tenant", tenant, "--scopes", "submit,read"],
+        [*VOXLOG_CLI, "keys", "create", "--tenant", tenant, "--scopes", "submit,read"],
         env=d.env,
         capture_output=True,
         text=True,
