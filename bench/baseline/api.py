@@ -84,7 +84,7 @@ async def speech(request: Request[Any, Any, Any], data: JobRequest) -> Response[
     return Stream(pcm_stream(deps.blobs, segments, data.sample_rate), media_type=media_type("pcm", data.sample_rate))
 
 
-def stored_segments(rows: list[dict[str, Any]]) -> list[StoredSegment]:
+def stored_segments(rows: list[dict[str, Any]]) -> list[Audible]:
     """The job's segment rows as the streaming code reads them. The baseline keeps no word timings: a job
     table stores the audio, not when each word is said."""
     return [StoredSegment.from_mapping(row, words=None) for row in rows]
