@@ -52,6 +52,7 @@ class Acknowledgements:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._sent: list[_Sent] = []
+        self._in_wait: list[_Sent] = []  # taken by a wait in progress, not recorded yet
         # Claims kept back to travel with the next event: one per attempt that has not sent anything since (the
         # worker holds several claims at once), sent in the order held.
         self._held: list[_Held] = []
@@ -74,14 +75,19 @@ class Acknowledgements:
 
     async def wait_all(self) -> None:
         """Wait for every event sent (the held one too); record each acknowledged one, in the order sent;
-        then raise the first refusal (``BrokerUnavailable``), if there was one."""
+        then raise the first refusal (``BrokerUnavailable``), if there was one. Events another wait (another
+        attempt's: the worker holds several claims) took are waited for too, until they are recorded."""
         await self._send_held()
         sent, self._sent = self._sent, []
+        self._in_wait += sent
         try:
             answers = await asyncio.gather(*(s.ack for s in sent), return_exceptions=True)
         except BaseException:
             _resolve(sent, recorded=False)  # cut short (cancelled): nothing of it is known to be recorded
             raise
+        finally:
+            taken = set(map(id, sent))
+            self._in_wait = [s for s in self._in_wait if id(s) not in taken]
         refused: BaseException | None = None
         for s, answer in zip(sent, answers, strict=True):
             if isinstance(answer, BaseException):
@@ -89,6 +95,8 @@ class Acknowledgements:
             else:
                 s.recorder.record_own(s.event, answer.offset)
         _resolve(sent, recorded=refused is None)
+        if others := [s.recorded for s in self._in_wait if not s.recorded.done()]:
+            await asyncio.wait(others)
         if refused is not None:
             raise refused
 
@@ -109,8 +117,8 @@ class Acknowledgements:
         _resolve(sent, recorded=False)
 
     def fingerprints(self) -> set[str]:
-        """The fingerprints of the events sent and not waited for yet."""
-        return {s.event.fingerprint for s in self._sent}
+        """The fingerprints of the events sent and not recorded yet (waited for or not)."""
+        return {s.event.fingerprint for s in [*self._sent, *self._in_wait]}
 
     async def _send_held(self) -> None:
         while self._held:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
-from typing import Final
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
@@ -75,9 +73,6 @@ async def member_partitions(admin: AIOKafkaAdminClient, group: str, topic: str) 
     return [share for share in shares if share]
 
 
-FIRST_READ_S: Final = 1.0
-
-
 class GroupShares:
     """Which partitions each worker of a group owns, as last read (at most every ``fresh_s``) through the
     admin API; an empty list while it cannot be read (no broker, no group yet, a rebalance)."""
@@ -89,21 +84,13 @@ class GroupShares:
         self._admin: AIOKafkaAdminClient | None = None
         self._read: dict[str, tuple[float, list[frozenset[int]]]] = {}
         self._reader: asyncio.Task[list[frozenset[int]]] | None = None
-        self._reading = ""  # the group the reader reads
 
     async def shares(self, group: str) -> list[frozenset[int]]:
         """The shares as last read; a reading older than ``fresh_s`` is renewed in the background (a
-        submission never waits for the broker). The first reading of a group is waited for, up to
-        ``FIRST_READ_S``: without it the first submissions after a start are placed by partition alone, and
-        the least loaded partitions (the first ones) are often one worker's."""
-        known = group in self._read
+        submission never waits for the broker)."""
         at, shares = self._read.get(group, (float("-inf"), []))
         if time.monotonic() - at >= self._fresh_s and (self._reader is None or self._reader.done()):
             self._reader = asyncio.create_task(self.read(group), name=f"shares of {group}")
-            self._reading = group
-        if not known and self._reader is not None and self._reading == group:
-            with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(asyncio.shield(self._reader), FIRST_READ_S)
         return shares
 
     async def read(self, group: str) -> list[frozenset[int]]:

@@ -185,7 +185,9 @@ async def first_segment(client: httpx.AsyncClient, job_id: str) -> dict[str, Any
 
 
 async def test_delete_stops_a_running_job_skips_a_queued_one_and_finishes_for_a_waiting_duplicate(apps, topics):
-    app, voices = await start_pipeline(apps, workers=1, **SLOW)
+    # One claim at a time: a job submitted behind the running one stays queued (with several claims held, a
+    # short job behind a long one is claimed at once and takes the engine at its next segment).
+    app, voices = await start_pipeline(apps, workers=1, **SLOW, VOXLOG_HELD_CLAIMS="1")
     async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
         running = (await client.post("/v1/jobs", json={"text": LONG, "voice": voices[0]})).json()["job_id"]
         queued = (await client.post("/v1/jobs", json={"text": "Queued, then not wanted.", "voice": voices[0]})).json()

@@ -181,3 +181,24 @@ async def test_regression_a_second_held_claim_replaced_the_first_which_was_never
         ("SegmentProduced", 11),
     ]
     assert log.partitions == [3, 4, 3]
+
+
+async def test_regression_a_completion_another_attempt_was_waiting_for_looked_settled_to_a_duplicate():
+    """With several claims held at once, one attempt's wait took every event sent, another job's completion
+    among them: until Kafka answered, that completion was neither pending (so a duplicate did not wait for it)
+    nor in the ledger (so the duplicate was not coalesced onto it), and the duplicate was synthesized again.
+    A completion taken by a wait stays pending, and every wait waits for it to be recorded."""
+    log, notes = GatedLog(), Notes()
+    acks = Acknowledgements(log)
+    other = _Builder(uuid.UUID(int=21))
+    await acks.send(other.completed(1, 1), None, notes)
+    first_wait = asyncio.create_task(acks.wait_all())  # an attempt's last event: it waits for all
+    await asyncio.sleep(0)
+    assert other.fingerprint in acks.fingerprints(), "still pending while its acknowledgement is awaited"
+    second_wait = asyncio.create_task(acks.wait_all())  # a duplicate's worker waits before it looks
+    await asyncio.sleep(0)
+    assert not second_wait.done(), "the duplicate waits until the completion is recorded"
+    log.acks[0].set_result(Appended(7))
+    await asyncio.wait_for(asyncio.gather(first_wait, second_wait), 5)
+    assert notes.recorded == [("JobCompleted", 7)]
+    assert acks.fingerprints() == set()
