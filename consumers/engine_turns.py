@@ -80,6 +80,10 @@ class HeldTurns:
         async with self.gate.turn(self):
             yield
 
+    def finished(self) -> None:
+        """The attempt ended: it wants no more turns."""
+        self.gate.finished(self)
+
     def progressed(self, remaining_chars: int) -> None:
         """Its work left, after a segment or its plan: what *shorter first* compares."""
         self.job.remaining_chars = max(0, remaining_chars)
@@ -93,6 +97,10 @@ class EngineTurns:
         self._waiting: dict[uuid.UUID, tuple[HeldTurns, asyncio.Future[None]]] = {}
         self._interactive_in_a_row = 0
         self._held: dict[uuid.UUID, HeldTurns] = {}  # the holder's, by its job
+        # The claim that just made a segment and that the policy still puts first: the engine waits the moment
+        # it takes to store its audio, rather than going round the claims (which would finish none of them
+        # until all were nearly done: every completion, and every offset commit, later).
+        self._reserved: uuid.UUID | None = None
 
     @property
     def running(self) -> uuid.UUID | None:
@@ -115,7 +123,8 @@ class EngineTurns:
         if claim.abort.reason is not None:
             raise TurnWithdrawn(f"job {claim.job.job_id} given back before its turn")
         job_id = claim.job.job_id
-        if self._holder is None and not self._waiting:
+        if self._reserved == job_id or (self._holder is None and self._reserved is None and not self._waiting):
+            self._reserved = None
             self._grant(claim)
             return
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -130,6 +139,7 @@ class EngineTurns:
         except BaseException:  # cancelled (a hung engine's attempt): never leave the turn held
             if granted.done() and not granted.cancelled():
                 self._release(claim, 0.0)
+                self.finished(claim)  # it will not come back for the turn kept for it
             raise
         finally:
             given_back.cancel()
@@ -156,14 +166,27 @@ class EngineTurns:
         if self._holder == claim.job.job_id:
             self._holder = None
             self._held.pop(claim.job.job_id, None)
-        self._hand_on(now)
+        self._hand_on(now, releaser=claim if claim.job.remaining_chars > 0 else None)
 
-    def _hand_on(self, now: float) -> None:
-        if self._holder is not None or not self._waiting:
+    def finished(self, claim: HeldTurns) -> None:
+        """``claim`` wants no more turns (its attempt ended): a turn kept for it goes to the others."""
+        if self._reserved == claim.job.job_id:
+            self._reserved = None
+            self._hand_on(time.monotonic())
+
+    def _hand_on(self, now: float, releaser: HeldTurns | None = None) -> None:
+        if self._holder is not None or self._reserved is not None:
             return
         contenders = [held.job for held, _ in self._waiting.values()]
+        if releaser is not None:
+            contenders.append(releaser.job)
+        if not contenders:
+            return
         chosen = self.policy.pick(contenders, self._interactive_in_a_row, now)
         if chosen is None:
+            return
+        if releaser is not None and chosen is releaser.job:
+            self._reserved = chosen.job_id  # it goes on with its next segment
             return
         claim, granted = self._waiting.pop(chosen.job_id)
         self._grant(claim)

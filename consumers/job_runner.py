@@ -206,6 +206,8 @@ class JobRunner:
             raise
         finally:
             self.activity.end(job.job_id, completed=completed)
+            if attempt.turns is not None:
+                attempt.turns.finished()
 
     async def abandon(self, attempt: Attempt, message: str) -> AttemptResult:
         """Give the job back while its engine call never returns (the watchdog's last resort)."""

@@ -92,7 +92,7 @@ class RunQueue:
         for entries in self._interactive.values():
             best = min(
                 (e for e in entries if e.job.fingerprint not in held),
-                key=lambda e: (e.job.effective_chars(now, self.policy.aging_s), e.job.seq),
+                key=lambda e: (e.job.size_class(now, self.policy.aging_s), e.job.seq),
                 default=None,
             )
             if best is not None:

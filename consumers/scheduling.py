@@ -13,8 +13,9 @@ Its rules, in order (the first that tells two jobs apart decides):
    ``half_life_s``): a tenant's flood delays its own jobs, not another
    tenant's.
 3. **Shorter first.** The job with less work left goes first (its text's
-   characters), aged: a job's work counts as divided by ``1 + waited /
-   aging_s``, so that a long job is not passed over for ever.
+   characters, within a factor of two: jobs of a like size keep log order),
+   aged: a job's work counts as divided by ``1 + waited / aging_s``, so that
+   a long job is not passed over for ever.
 4. **Log order.** Whoever the worker read first.
 
 Every pick is remembered (:class:`TurnLog`), and a job's claim and completion
@@ -53,6 +54,11 @@ class Contender:
     def effective_chars(self, now: float, aging_s: float) -> float:
         return self.remaining_chars / (1.0 + max(0.0, now - self.since) / aging_s)
 
+    def size_class(self, now: float, aging_s: float) -> int:
+        """Its aged work, within a factor of two: jobs of a like size go in log order (each partition's
+        offsets then move on as its jobs are done), a job of half the work or less goes first."""
+        return math.floor(math.log2(1.0 + self.effective_chars(now, aging_s)))
+
 
 class FairShares:
     """Each tenant's recent use of the engine, in engine seconds that halve every ``half_life_s``, over its
@@ -80,11 +86,11 @@ class Policy:
         self.interactive_per_batch = interactive_per_batch
         self.aging_s = aging_s
 
-    def order_key(self, contender: Contender, now: float) -> tuple[float, float, int]:
+    def order_key(self, contender: Contender, now: float) -> tuple[float, int, int]:
         """Within one class: fair share, then aged remaining work, then arrival."""
         return (
             self.shares.used(contender.tenant, now),
-            contender.effective_chars(now, self.aging_s),
+            contender.size_class(now, self.aging_s),
             contender.seq,
         )
 
@@ -107,7 +113,7 @@ class Policy:
             return "interactive_first" if first.priority == "interactive" else "batch_turn"
         if first.tenant != waiting.tenant:
             return "fair_share"
-        if first.effective_chars(now, self.aging_s) < waiting.effective_chars(now, self.aging_s):
+        if first.size_class(now, self.aging_s) < waiting.size_class(now, self.aging_s):
             return "shorter_first"
         return "log_order"
 

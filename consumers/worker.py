@@ -383,6 +383,7 @@ class SynthWorker(ConsumerRebalanceListener):
             delay = self._outage.failed("an unexpected error", step="its job, acted on again")
             self.retries.schedule(entry.tp, entry.offset, entry.job_id, entry.failed_attempt, delay, redo=True)
         finally:
+            turns.finished()  # a turn kept for it (an attempt cut short, say) goes to the others
             del self._held[entry.job_id]
             self._admit()
 

@@ -15,7 +15,8 @@ class Frozen(BaseModel):
 
 
 Priority = Literal["interactive", "batch"]
-Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+TENANT_PATTERN: Final = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+Tenant = Annotated[str, Field(min_length=1, max_length=64, pattern=TENANT_PATTERN)]
 """Who owns a job, a document or a key: lower-case letters, digits, ``_``, ``.``, ``-``."""
 DEFAULT_TENANT: Final = "default"
 """The tenant of everything recorded before tenants existed, and of every request while auth is off."""

@@ -8,6 +8,7 @@ is billed for can be audited from the log.
 
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from litestar.exceptions import PermissionDeniedException
 from litestar.params import QueryParameter
 
 from contracts import utc_now
+from contracts.vocabulary import TENANT_PATTERN
 from producers.api_keys import Principal
 from producers.auth import READ
 from producers.deps import Injected
@@ -97,6 +99,10 @@ async def get_usage(
     if first > last:
         raise Rejected(f"since ({first}) is after until ({last}): give since <= until")
     shown = tenant or principal.tenant
+    if shown != ALL_TENANTS and not re.fullmatch(TENANT_PATTERN, shown):
+        raise Rejected(
+            f"tenant {shown!r} is not a tenant's name: lower-case letters, digits, '_', '.', '-' (at most 64), or *"
+        )
     if shown != principal.tenant and "admin" not in principal.scopes:
         raise PermissionDeniedException(
             detail=f"API key {principal.key_id} may read only its own tenant's usage; another's needs the admin scope"

@@ -108,13 +108,22 @@ async def partitions(kafka: KafkaAccess, topic: str) -> list[dict[str, object]]:
         await admin.close()
 
 
-async def min_insync(kafka: KafkaAccess, topic: str) -> str:
+async def min_insync(kafka: KafkaAccess, topic: str, within_s: float = 30.0) -> str | None:
+    """The topic's min.insync.replicas, once a broker knows the new topic's configs (a broker asked right
+    after the topic's creation may answer without them: CI saw no entry at all)."""
     admin = kafka.admin()
     await admin.start()
     try:
-        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-        [resource] = response.to_object()["resources"]
-        return next(e["config_value"] for e in resource["config_entries"] if e["config_names"] == "min.insync.replicas")
+        deadline = time.monotonic() + within_s
+        while True:
+            [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+            [resource] = response.to_object()["resources"]
+            values = [
+                e["config_value"] for e in resource["config_entries"] if e["config_names"] == "min.insync.replicas"
+            ]
+            if values or time.monotonic() > deadline:
+                return values[0] if values else None
+            await asyncio.sleep(0.2)
     finally:
         await admin.close()
 
