@@ -311,10 +311,13 @@ class SynthWorker(ConsumerRebalanceListener):
     def _wait(self, tp: TopicPartition, offset: int, view: JobView, due: Due, failed_attempt: int = 0) -> None:
         """The job of the record at ``offset`` waits in the run queue; no commit passes its record meanwhile."""
         self.partitions.defer(tp, offset)
+        self.waiting.add(Waiting(tp, offset, self._contender(view), due, failed_attempt, self.turns.log.count))
+
+    def _contender(self, view: JobView) -> Contender:
+        """The job as the policy sees it, next in the order read."""
         self._seq += 1
         chars = len(view.request.text) if view.request is not None else UNKNOWN_TEXT_CHARS
-        job = Contender(view.job_id, view.fingerprint, view.tenant, view.priority, chars, self._seq)
-        self.waiting.add(Waiting(tp, offset, job, due, failed_attempt, read_turn=self.turns.log.count))
+        return Contender(view.job_id, view.fingerprint, view.tenant, view.priority, chars, self._seq)
 
     @staticmethod
     def _retry_due(view: JobView, failed_attempt: int) -> bool:
@@ -357,9 +360,7 @@ class SynthWorker(ConsumerRebalanceListener):
         if view is None:
             return  # its partition went to another worker
         due: Due = "redo" if retry.redo else "retry"
-        self._seq += 1
-        chars = len(view.request.text) if view.request is not None else UNKNOWN_TEXT_CHARS
-        job = Contender(view.job_id, view.fingerprint, view.tenant, view.priority, chars, self._seq)
+        job = self._contender(view)
         self.waiting.add(Waiting(retry.tp, retry.offset, job, due, retry.failed_attempt, self.turns.log.count))
 
     def _start(self, entry: Waiting) -> None:
