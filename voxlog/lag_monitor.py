@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import structlog
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka_access import KafkaAccess
+from foundation.kafka_groups import synth_group
 from foundation.kafka_lag import LagReader
 from foundation.lag import GroupLag, Sample, Status, as_json, evaluate
 from foundation.metrics import (
@@ -32,7 +34,7 @@ from foundation.metrics import (
     CONSUMER_LAG_SECONDS,
 )
 from foundation.outages import Outage
-from projections.positions import projector_positions
+from projections.positions import owed_by_model, projector_positions
 
 log = structlog.get_logger("voxlog.lag")
 
@@ -50,12 +52,16 @@ class Consumers:
 
 
 async def sample_all(reader: LagReader, pool: asyncpg.Pool, consumers: Consumers) -> list[Sample]:
-    """One sample of every synthesis group and of the projector (left out while PostgreSQL is down)."""
+    """One sample of every synthesis group, with the jobs it owes, and of the projector (the projector, and
+    what the groups owe, left out while PostgreSQL is down)."""
     samples = [await reader.group_sample(group) for group in await reader.groups(consumers.synth_group + ".")]
     try:
+        owed = await owed_by_model(pool)
         positions = await projector_positions(pool, consumers.projector_name, consumers.topic)
     except DATABASE_OUTAGES:
         return samples
+    by_group = {synth_group(consumers.synth_group, *model): jobs for model, jobs in owed.items()}
+    samples = [dataclasses.replace(sample, owed=by_group.get(sample.group, 0)) for sample in samples]
     return [*samples, await reader.sample(PROJECTOR_PREFIX + consumers.projector_name, positions, None)]
 
 

@@ -113,7 +113,9 @@ def served_groups(body: dict) -> dict[str, dict]:
 
 async def test_regression_a_healthy_worker_draining_a_backlog_is_ok_not_stall(apps):
     """One healthy worker draining 30 queued jobs showed STALL ("partitions 5, 8, 18 have lag and did not move")
-    and the projector WARN for 3 records 13 ms behind: the alert rules page on STALL."""
+    and the projector WARN for 3 records 13 ms behind: the alert rules page on STALL. Then, once the worker held
+    several claims and read its backlog ahead (issue 27), WARN ("lag grew across the window"): it commits each
+    partition only up to the first job it has not finished while its own events append to the partitions."""
     stall_after_s = 3.0
     app, voices = await start_pipeline(apps, **SLOW, VOXLOG_LAG_STALL_AFTER_S=str(stall_after_s))
     group = app.synth_group(await app.engine())
@@ -138,10 +140,7 @@ async def test_regression_a_healthy_worker_draining_a_backlog_is_ok_not_stall(ap
         jobs = [await wait_for_job(client, job_id) for job_id in job_ids]
     assert {job["state"] for job in jobs} == {"completed"}
     assert judged_with_lag >= 2, "the backlog lasted long enough to be judged a STALL more than once"
-    # Never STALL (the regression). WARN may show while it drains: the worker reads its backlog ahead into its
-    # run queue and holds each partition's commit at the first job not done yet, while its own events append
-    # to the partitions (issue 27's scheduling; the lag rules do not discount that yet: see the closing note).
-    assert {status for status, _ in seen[group]} <= {"OK", "WARN"}, seen[group]
+    assert {status for status, _ in seen[group]} == {"OK"}, seen[group]
     assert ("OK", "no lag") in seen[group] or ("OK", "lag touched zero within the window") in seen[group]
     assert {status for status, _ in seen[projector]} == {"OK"}, seen[projector]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from foundation.lag import PartitionPosition, Sample, Status, as_json, evaluate
@@ -70,6 +72,39 @@ def test_regression_a_window_in_which_the_lag_touched_zero_is_ok():
 def test_a_waiting_partition_whose_lag_grows_while_the_group_drains_is_not_a_warning():
     window = [sample(0, [(0, 5), (0, 2)]), sample(10, [(2, 5), (0, 3)]), sample(20, [(4, 5), (0, 4)])]
     assert evaluate(window, stall_after_s=60).status is Status.OK, "the group's lag went 7, 6, 5"
+
+
+def owing(window: list[Sample], owed: list[int | None]) -> list[Sample]:
+    return [dataclasses.replace(sample, owed=jobs) for sample, jobs in zip(window, owed, strict=True)]
+
+
+GROWING = [sample(0, [(0, 10)]), sample(20, [(5, 20)]), sample(40, [(10, 30)])]
+
+
+def test_regression_a_worker_holding_commits_for_the_backlog_it_read_ahead_is_ok_not_warn():
+    """One healthy worker draining 30 queued jobs showed WARN ("lag grew across the window on partition(s) 0,
+    2, 21"): it holds several claims and reads jobs ahead, so it commits only up to the first job it has not
+    finished while its own claims, segments and completions append to the topic. The jobs it owes shrank."""
+    lag = evaluate(owing(GROWING, [30, 24, 18]), stall_after_s=60)
+    assert (lag.status, lag.reason) == (
+        Status.OK,
+        "lag grew by the group's own events: the jobs it owes went from 30 to 18",
+    )
+
+
+def test_a_lag_that_grows_with_the_jobs_owed_is_a_warning():
+    assert evaluate(owing(GROWING, [30, 34, 40]), stall_after_s=60).status is Status.WARN
+
+
+def test_without_the_jobs_owed_a_growing_lag_is_a_warning():
+    """PostgreSQL down: the projection cannot say what the group owes, so the records decide, as before."""
+    assert evaluate(owing(GROWING, [30, None, None]), stall_after_s=60).status is Status.WARN
+    assert evaluate(owing(GROWING, [None, None, 18]), stall_after_s=60).status is Status.WARN
+
+
+def test_the_jobs_owed_never_hide_a_stall():
+    window = owing([sample(0, [(5, 6)]), sample(90, [(5, 9)])], [3, 1])
+    assert evaluate(window, stall_after_s=60).status is Status.STALL
 
 
 def test_records_seconds_rate_and_time_to_drain():
