@@ -43,6 +43,9 @@ POM: Final = Path(__file__).parent / "kafka" / "pom.xml"
 LOG4J_CONFIG: Final = Path(__file__).parent / "kafka" / "log4j2.properties"
 SCRAM_MECHANISMS: Final = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 _SCRAM_LOGIN: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
+BROKER_SESSION_TIMEOUT_S: Final = 9.0
+"""How long the KRaft controller waits for a broker's heartbeat before it fences the broker and moves its
+leaderships (Kafka's default for ``broker.session.timeout.ms``)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ class KafkaBroker:
             "offsets.topic.num.partitions": "12",
             **replication_properties(c.cluster_size),
             "group.initial.rebalance.delay.ms": "0",
+            # Kafka's default, written out: the chaos campaign stops a node for longer than this.
+            "broker.session.timeout.ms": str(int(BROKER_SESSION_TIMEOUT_S * 1000)),
             "delete.topic.enable": "true",
             # Sized for the node it runs on (the defaults, 3 and 8, suit a many-core server): on 2 cores the
             # hand-offs between more threads cost CPU (bench, 1,500 jobs: 3.1-3.4 ms of broker CPU per job

@@ -174,6 +174,39 @@ class KafkaCluster:
         if not wait_gone(pid, 30):
             raise InfraError(f"Kafka node {node_id} (pid {pid}) survived SIGKILL")
 
+    def signal(self, node_id: int, sig: signal.Signals) -> None:
+        """Send ``sig`` to node ``node_id`` (SIGSTOP: a node that hangs, in a GC pause or a stalled disk)."""
+        pid = self.node(node_id).pid()
+        if pid is None:
+            raise InfraError(f"Kafka node {node_id} is not running")
+        os.kill(pid, sig)
+
+    def stop_node(self, node_id: int, timeout: float = 60.0) -> bool:
+        """Stop node ``node_id`` cleanly, as an upgrade does: SIGTERM, so that it hands its leaderships over
+        (a controlled shutdown) before it exits."""
+        return self.node(node_id).stop(timeout)
+
+    async def wait_in_sync(self, within_s: float) -> None:
+        """Until every node is registered and no partition lacks a leader or an in-sync replica: after a
+        node came back, until it caught up (another node may be lost only then without losing writes)."""
+        deadline = time.monotonic() + within_s
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            try:
+                health = await self.health()
+            except (KafkaError, OSError, TimeoutError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                missing = sorted(set(range(1, self.size + 1)) - set(health.brokers))
+                if not missing and not health.leaderless and not health.under_replicated:
+                    return
+                last = (
+                    f"nodes {missing} not registered, {len(health.leaderless)} partition(s) without a leader, "
+                    f"{len(health.under_replicated)} under-replicated"
+                )
+            await asyncio.sleep(0.5)
+        raise InfraError(f"the Kafka cluster was not in sync within {within_s:.0f}s ({last})")
+
     async def restart(self, node_id: int, within_s: float) -> None:
         """Start node ``node_id`` again and wait until it is a registered broker."""
         self.node(node_id).start()

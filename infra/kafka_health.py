@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from aiokafka import AIOKafkaClient
@@ -89,6 +90,14 @@ class ClusterHealth:
     controller: int | None  # the active controller's node id (None: the quorum did not say)
     under_replicated: tuple[str, ...]  # topic/partition with fewer in-sync replicas than replicas
     leaderless: tuple[str, ...]  # topic/partition with no leader: neither readable nor writable
+    leaders: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # topic -> partition -> leader (-1: none)
+
+    def busiest_leader(self, topic: str) -> tuple[int, int]:
+        """The node that leads most of ``topic``'s partitions, and how many it leads (lowest node id on a tie)."""
+        led = Counter(leader for leader in self.leaders.get(topic, {}).values() if leader >= 0)
+        if not led:
+            raise KeyError(f"no partition of {topic} has a leader")
+        return min(led.items(), key=lambda item: (-item[1], item[0]))
 
 
 @contextlib.contextmanager
@@ -124,6 +133,7 @@ async def cluster_health(
         controller=controller,
         under_replicated=tuple(sorted(f"{t}/{p['partition']}" for t, p in partitions if _lacking(p))),
         leaderless=tuple(sorted(f"{t}/{p['partition']}" for t, p in partitions if p["leader"] < 0)),
+        leaders={t["topic"]: {p["partition"]: p["leader"] for p in t["partitions"]} for t in metadata["topics"]},
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,19 @@ class DevStack:
 
     async def start_broker(self, node_id: int = 1) -> None:
         await self.cluster.restart(node_id, self.config.ready_timeout)
+
+    def signal_broker(self, node_id: int, sig: signal.Signals) -> None:
+        """SIGSTOP / SIGCONT a Kafka node: one that hangs (a long GC pause, a stalled disk), then goes on."""
+        self.cluster.signal(node_id, sig)
+
+    def stop_broker(self, node_id: int) -> None:
+        """Stop a Kafka node cleanly (SIGTERM: it hands over its leaderships), as a rolling upgrade does."""
+        if not self.cluster.stop_node(node_id):
+            raise InfraError(f"Kafka node {node_id} did not stop cleanly: it was killed")
+
+    async def brokers_in_sync(self, within_s: float = 120.0) -> None:
+        """Until every Kafka node is registered and every partition has all its replicas in sync."""
+        await self.cluster.wait_in_sync(within_s)
 
     def stop_postgres(self) -> None:
         """``pg_ctl stop -m fast``: every connection is dropped, new ones are refused."""

@@ -130,7 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--quick", action="store_true", help="smaller loads; writes nothing unless --docs is given")
     chaos.add_argument("--docs", type=Path, default=None, help="where to write reliability.md (default: docs/)")
     chaos.add_argument(
-        "--brokers", type=int, choices=(1, 3), default=1, help="Kafka brokers of the campaign's stack (default: 1)"
+        "--brokers",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="Kafka brokers of the campaign's stack (default: 1); with 3, the cluster's faults too",
+    )
+    chaos.add_argument(
+        "--only", default="", help="comma-separated faults to inject (their names, e.g. leader_kill; default: all)"
     )
     commands.add_parser("migrate", help="apply pending Postgres migrations (VOXLOG_DATABASE_URL)")
     commands.add_parser("topics", help="create missing Kafka topics (VOXLOG_KAFKA_BOOTSTRAP_SERVERS)")
@@ -266,7 +273,7 @@ def _bench(bench_args: Sequence[str]) -> NoReturn:
 def _chaos(args: argparse.Namespace) -> int:
     from voxlog.chaos.run import main as chaos_main  # the campaign's own modules load only for it
 
-    return chaos_main(args.quick, args.docs, args.brokers)
+    return chaos_main(args.quick, args.docs, args.brokers, args.only)
 
 
 def _config(_: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.support.api_fuzz import Call, CpuBudget, Fuzz
-from voxlog.chaos.report import with_fuzz_section
+from voxlog.chaos.report import FUZZ, with_section
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "reliability.md"
@@ -94,4 +94,4 @@ def render(campaign: Campaign) -> str:
 
 
 def write_report(campaign: Campaign, page: Path = PAGE) -> None:
-    page.write_text(with_fuzz_section(page.read_text(), render(campaign)))
+    page.write_text(with_section(page.read_text(), FUZZ, render(campaign)))

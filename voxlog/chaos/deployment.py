@@ -2,13 +2,17 @@
 
 The processes (projector, sweeper, api, workers) run the benchmark engine,
 whose synthesis takes a fixed time: the faults concern the orchestration,
-not the model. A client submits jobs the way a careful one does: each with
-an Idempotency-Key, sent again with the same key after a 503 or no answer.
+not the model. A client submits jobs the way a careful one does, the way the
+README documents: each with an Idempotency-Key, sent again with the same key
+after no answer, a 503 or a 429 (:mod:`voxlog.chaos.client`, which counts
+each of those). A deployment of ``replicas`` runs that many API instances,
+projectors (splitting the partitions in one group) and sweepers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Mapping
 from datetime import timedelta
@@ -20,11 +24,13 @@ import httpx
 
 from contracts import TERMINAL_STATES
 from foundation.kafka_access import KafkaAccess
+from infra.processes import free_port
 from infra.stack import DevStack
 from projections.migrations import drop_schema, migrate_database
 from projections.replay import verify_against_live
 from projections.verify import Report, verify
 from voxlog import deployment
+from voxlog.chaos.client import RETRIED, SpreadClient
 from voxlog.deployment import DeploymentError
 
 TERMINAL: Final = frozenset(state.value for state in TERMINAL_STATES)
@@ -45,10 +51,17 @@ FAST: Final = {
 
 
 class Deployment(deployment.Deployment):
-    """voxlog's processes under one fault: projector, sweeper and API at once, workers added by the fault."""
+    """voxlog's processes under one fault: ``replicas`` projectors, sweepers and APIs at once, workers added
+    by the fault. Every process serves /readyz (the API on its port, the others on a metrics port of their
+    own), so that a fault can restart one and wait until it is ready again, as an orchestrator does."""
 
     def __init__(
-        self, stack: DevStack, home: Path, engine_env: Mapping[str, str] | None = None, partitions: int = 6
+        self,
+        stack: DevStack,
+        home: Path,
+        engine_env: Mapping[str, str] | None = None,
+        partitions: int = 6,
+        replicas: int = 1,
     ) -> None:
         super().__init__(
             KafkaAccess(stack.bootstrap_servers),
@@ -58,17 +71,48 @@ class Deployment(deployment.Deployment):
             env={**FAST, **(engine_env or {})},
             partitions=partitions,
         )
+        if replicas > 1:  # the projectors split the partitions in a group of their own
+            self.env["VOXLOG_PROJECTOR_GROUP"] = f"projector-{self.tag}"
         self.stack = stack
+        self.replicas = replicas
+        self.api_urls = [self.api]
         self.accepted: dict[int, str] = {}  # submission number -> job id
+        self.unabsorbed: list[str] = []  # submissions the documented retry did not get accepted
 
     async def __aenter__(self) -> Deployment:
         await self.create_topics()
         await migrate_database(self.database_url, self.tag)
-        self.start("projector")
-        self.start("sweeper")
-        self.start("api", ready=f"{self.api}/readyz")
-        await self.wait_ready("api", 120)
+        for i in range(self.replicas):
+            self.start(_replica("projector", i))
+            self.start(_replica("sweeper", i))
+        for i in range(1, self.replicas):
+            port = free_port()
+            self.api_urls.append(f"http://127.0.0.1:{port}")
+            self.start(_replica("api", i), extra={"VOXLOG_API_PORT": str(port)})
+        self.start("api")
+        for name in self.specs:
+            await self.wait_ready(name, 120)
         return self
+
+    def start(
+        self, name: str, process: str | None = None, extra: Mapping[str, str] | None = None, ready: str | None = None
+    ) -> None:
+        if name not in self.specs:  # its first start: where it says it is ready
+            port = (extra or {}).get("VOXLOG_API_PORT") or (self.env["VOXLOG_API_PORT"] if name == "api" else None)
+            metrics = None if port else str(free_port())
+            extra = {**(extra or {}), **({"VOXLOG_METRICS_PORT": metrics} if metrics else {})}
+            ready = ready or f"http://127.0.0.1:{port or metrics}/readyz"
+        super().start(name, process, extra, ready)
+
+    async def restart(self, name: str, within_s: float = 120.0) -> None:
+        """Stop ``name`` as an orchestrator does (SIGTERM, its shutdown), start it again, until it is ready."""
+        await asyncio.to_thread(self.stop, name)  # its shutdown takes seconds: the load goes on meanwhile
+        self.start(name)
+        await self.wait_ready(name, within_s)
+
+    def client(self) -> SpreadClient:
+        """A client of every API instance (:mod:`voxlog.chaos.client`)."""
+        return SpreadClient(self.api_urls)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -116,11 +160,13 @@ class Deployment(deployment.Deployment):
         )
 
     # -- the client ------------------------------------------------------------------------
-    async def submit(self, client: httpx.AsyncClient, number: int, text: str, within_s: float = 120.0) -> str:
-        """Submit until accepted, each try with the same Idempotency-Key (so a retry is the same job)."""
+    async def submit(self, client: SpreadClient, number: int, text: str, within_s: float = 120.0) -> str:
+        """Submit until accepted, each try with the same Idempotency-Key (so a retry is the same job): the
+        documented retry, after no answer, a 503 or a 429 (its Retry-After, at most 2 s, else 0.5 s)."""
         voice = "bench_tone"
         deadline = time.monotonic() + within_s
         while True:
+            pause = 0.5
             try:
                 response = await client.post(
                     "/v1/jobs", json={"text": text, "voice": voice}, headers={"Idempotency-Key": f"n{number}"}
@@ -129,23 +175,44 @@ class Deployment(deployment.Deployment):
                     job_id = str(response.json()["job_id"])
                     self.accepted[number] = job_id
                     return job_id
-                if response.status_code != 503:
+                if response.status_code not in RETRIED:
                     raise DeploymentError(f"submission {number} refused: {response.status_code} {response.text}")
+                pause = min(2.0, float(response.headers.get("retry-after", pause)))
             except httpx.TransportError:
                 pass  # no answer: the same key again
             if time.monotonic() > deadline:
                 raise DeploymentError(f"submission {number} was not accepted within {within_s:.0f}s")
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(pause)
 
-    async def submit_many(self, client: httpx.AsyncClient, numbers: range, text: str, rate: float) -> None:
-        """Submit ``numbers`` at about ``rate`` per second, each until it is accepted."""
+    async def submit_many(self, client: SpreadClient, numbers: range, text: str, rate: float) -> None:
+        """Submit ``numbers`` at about ``rate`` per second, each until it is accepted (or counted in
+        ``unabsorbed``)."""
         tasks = []
         for n in numbers:
-            tasks.append(asyncio.create_task(self.submit(client, n, text.format(n=n))))
+            tasks.append(asyncio.create_task(self._submit_counted(client, n, text.format(n=n))))
             await asyncio.sleep(1 / rate)
         await asyncio.gather(*tasks)
 
-    async def states(self, client: httpx.AsyncClient, job_ids: set[str]) -> dict[str, str]:
+    async def submit_until(
+        self, client: SpreadClient, lifted: asyncio.Event, text: str, rate: float, at_least: int
+    ) -> None:
+        """Submit at about ``rate`` per second until ``lifted`` is set and ``at_least`` were sent: a load that
+        lasts as long as the fault does."""
+        tasks = []
+        for n in itertools.count():
+            if lifted.is_set() and n >= at_least:
+                break
+            tasks.append(asyncio.create_task(self._submit_counted(client, n, text.format(n=n))))
+            await asyncio.sleep(1 / rate)
+        await asyncio.gather(*tasks)
+
+    async def _submit_counted(self, client: SpreadClient, number: int, text: str) -> None:
+        try:
+            await self.submit(client, number, text)
+        except DeploymentError as exc:
+            self.unabsorbed.append(str(exc))
+
+    async def states(self, client: SpreadClient, job_ids: set[str]) -> dict[str, str]:
         found = {}
         for job_id in job_ids:
             try:
@@ -156,7 +223,7 @@ class Deployment(deployment.Deployment):
                 found[job_id] = str(response.json()["state"])
         return found
 
-    async def until_terminal(self, client: httpx.AsyncClient, job_ids: set[str], within_s: float) -> set[str]:
+    async def until_terminal(self, client: SpreadClient, job_ids: set[str], within_s: float) -> set[str]:
         """Wait until every job is terminal; returns those that are not when time runs out."""
         deadline = time.monotonic() + within_s
         waiting = set(job_ids)
@@ -166,3 +233,8 @@ class Deployment(deployment.Deployment):
             if waiting:
                 await asyncio.sleep(0.5)
         return waiting
+
+
+def _replica(kind: str, index: int) -> str:
+    """The name of a process's ``index``-th copy: the first is ``kind`` alone (``api``), then ``api-1``..."""
+    return kind if index == 0 else f"{kind}-{index}"

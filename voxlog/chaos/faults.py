@@ -16,11 +16,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from contracts import JobClaimed, JobReleased
 from infra.stack import DevStack
 from projections.verify import read_log
+from voxlog.chaos.client import SpreadClient
 from voxlog.chaos.deployment import Deployment
 
 
@@ -41,19 +40,21 @@ class FaultResult:
     lost: int = 0
     completed_twice: int = 0
     recovery_s: float = 0.0
+    client_errors: dict[str, int] = field(default_factory=dict)  # answers the documented retry sent again
+    unabsorbed: int = 0  # submissions that retry did not get accepted: errors a user of the documented client saw
     violations: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.violations and self.lost == 0 and self.completed_twice == 0
+        return not self.violations and self.lost == 0 and self.completed_twice == 0 and self.unabsorbed == 0
 
 
 Fault = Callable[[DevStack, Path, Sizes], Awaitable[FaultResult]]
 TEXT = "Job {n} of the campaign."
 
 
-async def _settle(
-    d: Deployment, client: httpx.AsyncClient, result: FaultResult, in_flight: set[str], lifted_at: float
+async def settle(
+    d: Deployment, client: SpreadClient, result: FaultResult, in_flight: set[str], lifted_at: float
 ) -> FaultResult:
     """Wait for the jobs the fault caught (in flight when it hit, or accepted while it lasted, and not
     finished when it was lifted): that is the recovery. Then for every job; then verify."""
@@ -65,6 +66,9 @@ async def _settle(
     result.jobs, result.in_flight = len(accepted), len(in_flight)
     result.completed = sum(state == "completed" for state in states.values())
     result.failed = sum(state == "failed" for state in states.values())
+    result.client_errors = dict(sorted(client.errors.items()))
+    result.unabsorbed = len(d.unabsorbed)
+    result.violations += [f"not absorbed by the retry: {error}" for error in d.unabsorbed[:5]]
     report = await d.verify()
     for check in report.checks:
         if check.name.startswith("at most one"):
@@ -88,7 +92,7 @@ async def _under_load(
     text: str = TEXT,
 ) -> FaultResult:
     """Two workers and a steady load; the fault one second in; then the jobs it caught, and verify."""
-    async with Deployment(stack, home, env) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
+    async with Deployment(stack, home, env) as d, d.client() as client:
         await d.add_workers(2)
         load = asyncio.create_task(d.submit_many(client, range(jobs), text, rate=20))
         await asyncio.sleep(1.0)
@@ -96,14 +100,14 @@ async def _under_load(
         await inject(d)
         lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
         await load
-        return await _settle(d, client, result, in_flight, lifted)
+        return await settle(d, client, result, in_flight, lifted)
 
 
 async def worker_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("worker SIGKILL x3", f"two workers; three SIGKILLs during {sizes.kill_jobs} jobs")
     async with (
         Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
-        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+        d.client() as client,
     ):
         await d.add_workers(2)
         load = asyncio.create_task(d.submit_many(client, range(sizes.kill_jobs), TEXT, rate=40))
@@ -116,7 +120,7 @@ async def worker_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult
             d.start(victim)  # a supervisor restarts it
         lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
         await load
-        return await _settle(d, client, result, in_flight, lifted)
+        return await settle(d, client, result, in_flight, lifted)
 
 
 async def worker_kill_holding_claims(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
@@ -125,7 +129,7 @@ async def worker_kill_holding_claims(stack: DevStack, home: Path, sizes: Sizes) 
     result = FaultResult("worker SIGKILL holding claims", "a worker SIGKILLed while it holds several claims")
     engine = {"VOXLOG_BENCH_SYNTH_MS": "100", "VOXLOG_HELD_CLAIMS": "4"}
     text = "Job {n}. Its second sentence. And a third one. And a fourth, to be long enough."
-    async with Deployment(stack, home, engine) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
+    async with Deployment(stack, home, engine) as d, d.client() as client:
         await d.add_workers(2)
         load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), text, rate=20))
         victim, held = f"{d.tag}-w0", 0
@@ -143,7 +147,7 @@ async def worker_kill_holding_claims(stack: DevStack, home: Path, sizes: Sizes) 
         result.description += f" ({held} held when killed)"
         lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
         await load
-        return await _settle(d, client, result, in_flight, lifted)
+        return await settle(d, client, result, in_flight, lifted)
 
 
 async def worker_stop(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
@@ -185,7 +189,7 @@ async def hung_engine(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("hung engine", "an engine call that never returns; the watchdog gives the job back")
     async with (
         Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
-        httpx.AsyncClient(base_url=d.api, timeout=30) as client,
+        d.client() as client,
     ):
         await d.add_workers(1, {"VOXLOG_BENCH_FAULT": "hang:wedge"})
         await d.submit(client, 0, "A wedge in the engine.")
@@ -200,7 +204,7 @@ async def hung_engine(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
         await d.add_workers(1)  # a fresh process on the device
         lifted, in_flight = time.monotonic(), in_flight | await d.in_flight()
         await load
-        return await _settle(d, client, result, in_flight, lifted)
+        return await settle(d, client, result, in_flight, lifted)
 
 
 async def blob_writes_fail(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
@@ -237,11 +241,11 @@ async def poison_records(stack: DevStack, home: Path, sizes: Sizes) -> FaultResu
 async def retry_exhaustion(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("retries exhausted", "a job whose every attempt fails, among jobs that succeed")
     engine = {"VOXLOG_BENCH_SYNTH_MS": "20", "VOXLOG_BENCH_FAULT": "fail:doomed", "VOXLOG_RETRY_BASE_DELAY_S": "0.5"}
-    async with Deployment(stack, home, engine) as d, httpx.AsyncClient(base_url=d.api, timeout=30) as client:
+    async with Deployment(stack, home, engine) as d, d.client() as client:
         await d.add_workers(2)
         doomed = await d.submit(client, 0, "A doomed request.")
         await d.submit_many(client, range(1, sizes.jobs), TEXT, rate=20)
-        settled = await _settle(d, client, result, {doomed}, time.monotonic())
+        settled = await settle(d, client, result, {doomed}, time.monotonic())
         states = await d.states(client, {doomed})
         if states.get(doomed) != "failed":
             settled.violations.append(f"the doomed job ended {states.get(doomed)}, not failed")

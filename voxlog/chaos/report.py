@@ -1,8 +1,8 @@
 """docs/reliability.md: what each fault did to the jobs, from a `voxlog chaos` run.
 
-The page ends with the fuzz campaign's section (``tests/e2e/test_fuzz_campaign.py`` writes it between
-:data:`FUZZ_BEGIN` and :data:`FUZZ_END` when asked), which a chaos run keeps as it found it: each
-campaign rewrites only its own part of the page.
+A single-broker run writes the page's top. Two sections follow, each between markers of its own, which
+the other campaigns keep as they found them: the cluster campaign's (``voxlog chaos --brokers 3``) and the
+fuzz campaign's (``tests/e2e/test_fuzz_campaign.py`` writes it when asked).
 """
 
 from __future__ import annotations
@@ -12,39 +12,51 @@ import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from voxlog.chaos.faults import FaultResult
 
+
+class Section(NamedTuple):
+    """A part of the page that one campaign writes between its two markers, and the others keep."""
+
+    begin: str
+    end: str
+
+
 FUZZ_BEGIN: Final = "<!-- the fuzz campaign's section: VOXLOG_FUZZ_REPORT=1 pytest tests/e2e/test_fuzz_campaign.py -->"
 FUZZ_END: Final = "<!-- end of the fuzz campaign's section -->"
+FUZZ: Final = Section(FUZZ_BEGIN, FUZZ_END)
+CLUSTER: Final = Section(
+    "<!-- the cluster campaign's section: voxlog chaos --brokers 3 -->",
+    "<!-- end of the cluster campaign's section -->",
+)
+KEPT: Final = (CLUSTER, FUZZ)
+"""The sections a single-broker run keeps, in the order they follow its own part."""
 
 
-def fuzz_section(page: str) -> str:
-    """The fuzz campaign's section of ``page``, its markers included ("" when it has none)."""
-    begin, end = page.find(FUZZ_BEGIN), page.find(FUZZ_END)
-    return page[begin : end + len(FUZZ_END)] + "\n" if begin != -1 and end > begin else ""
+def section_of(page: str, section: Section) -> str:
+    """``section`` of ``page``, its markers included ("" when it has none)."""
+    begin, end = page.find(section.begin), page.find(section.end)
+    return page[begin : end + len(section.end)] + "\n" if begin != -1 and end > begin else ""
 
 
-def keeping_fuzz_section(page: str, old_page: str) -> str:
-    """``page`` (a chaos run's) followed by the fuzz campaign's section of ``old_page``, if it had one."""
-    kept = fuzz_section(old_page)
+def keeping_sections(page: str, old_page: str) -> str:
+    """``page`` (a single-broker chaos run's) followed by the sections of ``old_page`` it does not write."""
+    kept = "\n".join(found for section in KEPT if (found := section_of(old_page, section)))
     return f"{page}\n{kept}" if kept else page
 
 
-def with_fuzz_section(page: str, body: str) -> str:
-    """``page`` with ``body`` as its fuzz campaign's section, in place of the one it had, or at its end."""
-    section = f"{FUZZ_BEGIN}\n{body.rstrip()}\n{FUZZ_END}\n"
-    old = fuzz_section(page)
+def with_section(page: str, section: Section, body: str) -> str:
+    """``page`` with ``body`` as its ``section``, in place of the one it had, or at its end."""
+    new = f"{section.begin}\n{body.rstrip()}\n{section.end}\n"
+    old = section_of(page, section)
     if old:
-        return page.replace(old, section)
-    return page.rstrip("\n") + "\n\n" + section
+        return page.replace(old, new)
+    return page.rstrip("\n") + "\n\n" + new
 
 
 def render(results: Sequence[FaultResult], profile: str, minutes: float, root: Path) -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=False
-    ).stdout.strip()
     lines = [
         "# Reliability",
         "",
@@ -57,27 +69,65 @@ def render(results: Sequence[FaultResult], profile: str, minutes: float, root: P
         "served, every job terminal; then the projection is rebuilt from the log (`voxlog replay --verify`)",
         "and must equal the live one row by row.",
         "",
-        f"- **Run:** {datetime.now(UTC).isoformat(timespec='seconds')}, commit `{commit or 'unknown'}`, "
-        f"profile `{profile}`, {minutes:.1f} minutes in all.",
+        f"- **Run:** {_run_line(profile, minutes, root)}",
         f"- **Machine:** {platform.machine()}, {platform.platform()}.",
         "",
         "*In flight*: accepted and not finished when the fault hit. *Lost*: accepted, never terminal.",
         "*Recovery*: from the fault lifted (a process restarted, a service back) until every job in",
-        "flight at the fault was terminal.",
+        "flight at the fault was terminal. *Client errors*: the answers the client's documented retry",
+        "sent again (no answer, a 503 or a 429, with the same Idempotency-Key); *not absorbed*: the",
+        "submissions that retry did not get accepted within 120 s, which a user would have seen.",
         "",
+        *_table(results),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_cluster(results: Sequence[FaultResult], profile: str, minutes: float, root: Path) -> str:
+    """The cluster campaign's section: every fault on three brokers, the cluster's own among them."""
+    lines = [
+        "## On a cluster of three brokers",
+        "",
+        "`voxlog chaos --brokers 3`: the same faults on a replicated cluster (replication factor 3,",
+        "`min.insync.replicas=2`, idempotent producers with `acks=all`), and the cluster's own: the broker",
+        "that leads most jobs partitions killed, or stopped past its session timeout; one of two projector",
+        "replicas killed; every process (brokers, projectors, sweepers, workers, APIs) restarted one at a",
+        "time, as a rolling upgrade does, the client spreading its requests over two API instances. After",
+        "a broker fault every partition must have its three replicas in sync again.",
+        "",
+        f"- **Run:** {_run_line(profile, minutes, root)}",
+        "",
+        *_table(results),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _run_line(profile: str, minutes: float, root: Path) -> str:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return (
+        f"{datetime.now(UTC).isoformat(timespec='seconds')}, commit `{commit or 'unknown'}`, "
+        f"profile `{profile}`, {minutes:.1f} minutes in all."
+    )
+
+
+def _table(results: Sequence[FaultResult]) -> list[str]:
+    lines = [
         "| fault | what was done | jobs | in flight | completed | failed | lost | completed twice "
-        "| recovery (s) | verify |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| recovery (s) | client errors (retried) | not absorbed | verify |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         verdict = "clean" if not r.violations else f"{len(r.violations)} violation(s)"
+        errors = ", ".join(f"{count} {kind}" for kind, count in r.client_errors.items()) or "0"
         lines.append(
             f"| {r.fault} | {r.description} | {r.jobs} | {r.in_flight} | {r.completed} | {r.failed} | "
-            f"{r.lost} | {r.completed_twice} | {r.recovery_s:.1f} | {verdict} |"
+            f"{r.lost} | {r.completed_twice} | {r.recovery_s:.1f} | {errors} | {r.unabsorbed} | {verdict} |"
         )
     failures = [r for r in results if r.violations]
     if failures:
-        lines += ["", "## Violations", ""]
+        lines += ["", "Violations:", ""]
         for r in failures:
             lines += [f"- **{r.fault}**: " + "; ".join(r.violations[:10])]
-    return "\n".join(lines) + "\n"
+    return lines
