@@ -49,6 +49,7 @@ class HeldTurns:
     claimed_at: float = field(default_factory=time.monotonic)
     passed: dict[uuid.UUID, _Passed] = field(default_factory=dict)
     """The claims whose segments went while this one waited for the engine, and the rule (as it stood then)."""
+    counted_turn: int = 0  # the last engine turn counted in ``passed``: a turn that passed it counts once
 
     def waited(self) -> WaitedBehind | None:
         """What this claim waited behind since it was taken."""
@@ -68,7 +69,11 @@ class HeldTurns:
             waited_ms=max(0, round(1000 * (time.monotonic() - self.claimed_at))),
         )
 
-    def passed_by(self, job: Contender, rule: SchedulingRule) -> None:
+    def passed_by(self, job: Contender, rule: SchedulingRule, turn: int) -> None:
+        """Engine turn ``turn`` went to ``job`` (by ``rule``) while this claim wanted it."""
+        if turn <= self.counted_turn:
+            return
+        self.counted_turn = turn
         known = self.passed.get(job.job_id)
         if known is None:
             self.passed[job.job_id] = _Passed(job, 1, rule)
@@ -130,8 +135,8 @@ class EngineTurns:
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         claim.job.since = time.monotonic()
         holder = self._held.get(self._holder) if self._holder is not None else None
-        if holder is not None:  # its segment was on the engine first
-            claim.passed_by(holder.job, "log_order")
+        if holder is not None:  # its segment was on the engine first (the latest turn is the holder's)
+            claim.passed_by(holder.job, "log_order", self.log.count)
         self._waiting[job_id] = (claim, granted)
         given_back = asyncio.ensure_future(claim.abort.given_back())
         try:
@@ -149,13 +154,15 @@ class EngineTurns:
         if granted.cancelled() or not granted.done():
             raise TurnWithdrawn(f"job {job_id} given back while it waited for the engine")
 
-    def _grant(self, claim: HeldTurns) -> None:
+    def _grant(self, claim: HeldTurns, passed: HeldTurns | None = None) -> None:
+        """The next turn to ``claim``: every claim waiting for it, and ``passed`` (the claim that made the last
+        segment and wants the next, which the policy no longer puts first), was passed by it."""
         self._holder = claim.job.job_id
         self._held[claim.job.job_id] = claim
-        now = time.monotonic()
-        for waiter, _ in self._waiting.values():
+        now, turn = time.monotonic(), self.log.count + 1
+        for waiter in [*(held for held, _ in self._waiting.values()), *([passed] if passed else [])]:
             if waiter is not claim:
-                waiter.passed_by(claim.job, self.policy.rule(claim.job, waiter.job, now))
+                waiter.passed_by(claim.job, self.policy.rule(claim.job, waiter.job, now), turn)
         interactive = claim.job.priority == "interactive"
         self._interactive_in_a_row = self._interactive_in_a_row + 1 if interactive else 0
         self.log.record(claim.job, time.monotonic())
@@ -189,5 +196,7 @@ class EngineTurns:
             self._reserved = chosen.job_id  # it goes on with its next segment
             return
         claim, granted = self._waiting.pop(chosen.job_id)
-        self._grant(claim)
+        # The releaser, with work left, asks for its next turn only once its segment is stored: by then a
+        # short job's only segment may be done, and what it waited behind would be lost. It is told now.
+        self._grant(claim, passed=releaser)
         granted.set_result(None)

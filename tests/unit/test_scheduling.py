@@ -225,6 +225,53 @@ async def test_when_both_wait_the_shorter_claim_gets_the_engine_and_the_longer_i
     assert [(j.job_id.int, j.rule) for j in told.jobs] == [(1, "log_order"), (3, "shorter_first")]
 
 
+async def segment_then_done(claim: HeldTurns, done: asyncio.Event, hold: asyncio.Event | None = None) -> None:
+    async with claim.engine():
+        if hold is not None:
+            await hold.wait()
+    claim.finished()  # its only segment
+    done.set()
+
+
+async def test_regression_a_claim_that_lost_the_engine_is_told_so_when_the_winner_is_done_before_it_asks_again():
+    """tests/e2e/test_fair_scheduling.py, on a loaded machine: the long job's completion said it waited behind
+    nothing, though the short one took the engine between its segments. The long claim asks for its next turn
+    only once its segment is stored; by then the short job's only segment was done, so nothing held the engine
+    and nothing was recorded."""
+    turns = EngineTurns(policy(), TurnLog(policy()))
+    long, short = HeldTurns(turns, job(1, 900), AbortSignal()), HeldTurns(turns, job(2, 40), AbortSignal())
+    done = asyncio.Event()
+    async with long.engine():
+        waiter = asyncio.create_task(segment_then_done(short, done))
+        await asyncio.sleep(0)
+    await asyncio.wait_for(done.wait(), 5)  # the short job's segment went first, and is done
+    async with long.engine():  # the long one asks again: the engine is free
+        pass
+    await waiter
+    told = long.waited()
+    assert told is not None, "the long claim was not told the short one took its turn"
+    assert [(j.job_id.int, j.segments, j.rule) for j in told.jobs] == [(2, 1, "shorter_first")]
+
+
+async def test_a_turn_that_passed_a_claim_counts_once_when_it_asks_while_the_winner_still_holds_it():
+    turns = EngineTurns(policy(), TurnLog(policy()))
+    long, short = HeldTurns(turns, job(1, 900), AbortSignal()), HeldTurns(turns, job(2, 40), AbortSignal())
+    done, hold = asyncio.Event(), asyncio.Event()
+    async with long.engine():
+        waiter = asyncio.create_task(segment_then_done(short, done, hold))
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert turns.running == short.job.job_id
+    asking = asyncio.create_task(long.engine().__aenter__())  # while the short one's segment is on the engine
+    await asyncio.sleep(0)
+    hold.set()
+    await asyncio.wait_for(asking, 5)
+    await waiter
+    told = long.waited()
+    assert told is not None
+    assert [(j.job_id.int, j.segments) for j in told.jobs] == [(2, 1)], "one turn, counted once"
+
+
 async def test_the_claim_the_policy_still_puts_first_keeps_the_engine_between_its_segments():
     """Going round the claims would finish none until all were nearly done (every completion, and every
     offset commit, later: tests/e2e/test_lag.py saw a healthy backlog judged a STALL): the turn is kept for
