@@ -25,11 +25,18 @@ from voxlog.chaos.faults import TEXT, Fault, FaultResult, Inject, Sizes, settle
 
 ENGINE: Final = {"VOXLOG_BENCH_SYNTH_MS": "20"}
 RATE: Final = 8.0  # submissions per second while a fault lasts: the two workers keep up (20 ms a job)
+ROLLING_RATE: Final = 4.0  # the rolling restart lasts minutes: a lighter load, still one every 250 ms
 CLUSTER_BROKERS: Final = 3
 
 
 async def _while_loaded(
-    stack: DevStack, home: Path, result: FaultResult, sizes: Sizes, inject: Inject, replicas: int = 1
+    stack: DevStack,
+    home: Path,
+    result: FaultResult,
+    sizes: Sizes,
+    inject: Inject,
+    replicas: int = 1,
+    rate: float = RATE,
 ) -> FaultResult:
     """Two workers (and ``replicas`` of every other process); a load from before the fault until it is
     lifted, ``sizes.jobs`` submissions at least; then the jobs it caught, and verify."""
@@ -38,7 +45,7 @@ async def _while_loaded(
     async with Deployment(stack, home, ENGINE, replicas=replicas) as d, d.client() as client:
         await d.add_workers(2)
         lifted = asyncio.Event()
-        load = asyncio.create_task(d.submit_until(client, lifted, TEXT, RATE, sizes.jobs))
+        load = asyncio.create_task(d.submit_until(client, lifted, TEXT, rate, sizes.jobs))
         try:
             await asyncio.sleep(1.0)
             in_flight = await d.in_flight()
@@ -157,7 +164,7 @@ async def rolling_restart(stack: DevStack, home: Path, sizes: Sizes) -> FaultRes
                 restarted[kind] = restarted.get(kind, 0) + 1
         result.description += " (" + ", ".join(f"{count} {kind}" for kind, count in restarted.items()) + ")"
 
-    return await _while_loaded(stack, home, result, sizes, roll, replicas=2)
+    return await _while_loaded(stack, home, result, sizes, roll, replicas=2, rate=ROLLING_RATE)
 
 
 CLUSTER_FAULTS: tuple[Fault, ...] = (leader_kill, broker_stop, projector_replica_kill, rolling_restart)
