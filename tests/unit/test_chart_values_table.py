@@ -30,8 +30,12 @@ def test_the_readme_shows_the_values_table_as_values_yaml_makes_it():
 def test_every_value_of_the_chart_is_a_row_with_its_default_and_meaning():
     rows = {row.name: row for row in value_rows()}
     leaves = _leaves(yaml.safe_load(VALUES.read_text()))
-    # A map documented whole (a default of labels) is one row, not one per key.
-    assert leaves - set(rows) == {"grafanaDashboard.labels.grafana_dashboard"}
+    # A map documented whole (a default of labels, a volume source) is one row, not one per key.
+    assert leaves - set(rows) == {
+        "grafanaDashboard.labels.grafana_dashboard",
+        "workers.weights.persistentVolumeClaim.claimName",
+        "workers.weights.persistentVolumeClaim.readOnly",
+    }
     assert rows["workers.mode"].default == '"gpu"'
     assert rows["workers.keda.enabled"].default == "false"
     assert all(row.meaning for row in rows.values())

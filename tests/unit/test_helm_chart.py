@@ -9,6 +9,7 @@ against the OpenAPI schemas of KEDA's own CRDs; these tests then check what voxl
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,6 +140,28 @@ def test_gpu_workers_take_one_gpu_each_and_cpu_workers_none(chart: Tools):
     env = {c: {e["name"]: e.get("value") for e in x["env"]} for c, x in (("gpu", gpu_c), ("cpu", cpu_c))}
     assert (env["gpu"]["VOXLOG_ENGINE"], env["gpu"]["VOXLOG_DEVICE"]) == ("kokoro", "cuda:0")
     assert (env["cpu"]["VOXLOG_ENGINE"], env["cpu"]["VOXLOG_DEVICE"]) == ("kokoro-onnx", "cpu")
+
+
+def test_gpu_workers_mount_the_kokoro_weights_read_only_where_the_gpu_image_reads_them(chart: Tools):
+    image_dir = re.search(r"VOXLOG_KOKORO_DIR=(\S+)", (ROOT / "infra" / "Dockerfile").read_text())
+    assert image_dir is not None, "the gpu image says where it reads the weights"
+
+    def weights(*values: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        pod = of_kind(render(chart, *values), "Deployment")["worker"]["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        volumes = [v for v in pod["volumes"] if v["name"] == "kokoro-weights"]
+        return volumes, [m for m in container["volumeMounts"] if m["name"] == "kokoro-weights"]
+
+    volumes, mounts = weights("--set", "workers.mode=gpu")
+    assert volumes == [
+        {"name": "kokoro-weights", "persistentVolumeClaim": {"claimName": "kokoro-weights", "readOnly": True}}
+    ]
+    assert mounts == [{"name": "kokoro-weights", "mountPath": image_dir.group(1), "readOnly": True}]
+    own, _ = weights(
+        "--set", "workers.mode=gpu", "--set", "workers.weights=null", "--set", "workers.weights.hostPath.path=/models"
+    )
+    assert own == [{"name": "kokoro-weights", "hostPath": {"path": "/models"}}], "a volume source of the operator's"
+    assert weights("--set", "workers.mode=cpu") == ([], []), "the cpu image has its int8 weights inside"
 
 
 @pytest.mark.parametrize(("mode", "engine"), [("gpu", "kokoro"), ("cpu", "kokoro-onnx")])

@@ -1,7 +1,8 @@
 {{/* The Deployment of a process that serves no traffic (projector, sweeper, workers): its readiness is
 its own /readyz on the metrics port. (dict "root" $ "component" NAME "target" IMAGE-TARGET "values"
 <its values> "own" <env entries the chart sets for it> "ownNames" <their names> "resources" <map>
-"oneAtATime" <replace pods without a surge> "scaledByKeda" <no replica count>) */}}
+"oneAtATime" <replace pods without a surge> "scaledByKeda" <no replica count> "extraVolumes" <its own volumes,
+YAML> "extraMounts" <their mounts, YAML>) */}}
 {{- define "voxlog.process" -}}
 {{- $root := .root -}}
 {{- $v := .values -}}
@@ -62,8 +63,14 @@ spec:
           {{- end }}
           volumeMounts:
             {{- include "voxlog.volumeMounts" $root | nindent 12 }}
+            {{- with .extraMounts }}
+            {{- . | nindent 12 }}
+            {{- end }}
       volumes:
         {{- include "voxlog.volumes" $root | nindent 8 }}
+        {{- with .extraVolumes }}
+        {{- . | nindent 8 }}
+        {{- end }}
       {{- with $v.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
