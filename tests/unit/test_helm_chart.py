@@ -142,6 +142,17 @@ def test_gpu_workers_take_one_gpu_each_and_cpu_workers_none(chart: Tools):
     assert (env["cpu"]["VOXLOG_ENGINE"], env["cpu"]["VOXLOG_DEVICE"]) == ("kokoro-onnx", "cpu")
 
 
+def test_several_projectors_split_the_partitions_in_one_group_and_one_takes_them_all(chart: Tools):
+    def projector_env(replicas: int) -> dict[str, str | None]:
+        deployment = of_kind(render(chart, "--set", f"projector.replicas={replicas}"), "Deployment")["projector"]
+        assert deployment["spec"]["replicas"] == replicas
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        return {e["name"]: e.get("value") for e in container["env"]}
+
+    assert "VOXLOG_PROJECTOR_GROUP" not in projector_env(1)
+    assert projector_env(3)["VOXLOG_PROJECTOR_GROUP"] == "voxlog-projector"
+
+
 def test_gpu_workers_mount_the_kokoro_weights_read_only_where_the_gpu_image_reads_them(chart: Tools):
     image_dir = re.search(r"VOXLOG_KOKORO_DIR=(\S+)", (ROOT / "infra" / "Dockerfile").read_text())
     assert image_dir is not None, "the gpu image says where it reads the weights"
@@ -158,7 +169,12 @@ def test_gpu_workers_mount_the_kokoro_weights_read_only_where_the_gpu_image_read
     ]
     assert mounts == [{"name": "kokoro-weights", "mountPath": image_dir.group(1), "readOnly": True}]
     own, _ = weights(
-        "--set", "workers.mode=gpu", "--set", "workers.weights=null", "--set", "workers.weights.hostPath.path=/models"
+        "--set",
+        "workers.mode=gpu",
+        "--set",
+        "workers.weights.persistentVolumeClaim=null",
+        "--set",
+        "workers.weights.hostPath.path=/models",
     )
     assert own == [{"name": "kokoro-weights", "hostPath": {"path": "/models"}}], "a volume source of the operator's"
     assert weights("--set", "workers.mode=cpu") == ([], []), "the cpu image has its int8 weights inside"
