@@ -22,6 +22,10 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
+# --cluster: the three-broker cluster's fault campaign alone (about 6 minutes; not in the default run).
+if [ "${1:-}" = --cluster ]; then
+  say "pytest -m cluster"; exec pytest -p no:cacheprovider -m cluster tests/e2e/test_cluster_fault_campaign.py
+fi
 if [ $# -gt 0 ]; then say "pytest $*"; exec pytest -p no:cacheprovider "$@"; fi
 
 # The whole suite as two pytest sessions side by side on the one shared stack. In front: the end-to-end
@@ -44,7 +48,7 @@ say "pytest tests/unit tests/integration ${OWN_BROKER[*]} (beside the others, ou
 nice -n 10 pytest -p no:cacheprovider --durations=25 tests/unit tests/integration "${OWN_BROKER[@]}" >"$beside" 2>&1 &
 beside_pid=$!
 say "pytest tests/e2e (but those beside)"
-e2e=0; pytest -p no:cacheprovider --durations=25 tests/e2e "${OWN_BROKER[@]/#/--ignore=}" || e2e=$?
+e2e=0; pytest -p no:cacheprovider --durations=25 -m "not cluster" tests/e2e "${OWN_BROKER[@]/#/--ignore=}" || e2e=$?
 others=0; wait "$beside_pid" || others=$?
 beside_pid=
 say "pytest tests/unit tests/integration ${OWN_BROKER[*]}: what it printed"

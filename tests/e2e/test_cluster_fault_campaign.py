@@ -21,7 +21,9 @@ from voxlog.chaos.cluster_faults import CLUSTER_BROKERS, CLUSTER_FAULTS
 from voxlog.chaos.faults import Fault
 from voxlog.chaos.run import QUICK
 
-pytestmark = pytest.mark.slow
+# Not in the default run: on a 2-core machine the suite's two sessions already take about 30 minutes, and
+# this campaign adds five to the longer (three brokers, eleven processes). `infra/test.sh --cluster` runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
 @pytest_asyncio.fixture(scope="module")
