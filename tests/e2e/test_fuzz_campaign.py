@@ -53,10 +53,10 @@ from tests.support.stack import free_port
 
 SCALE = int(os.environ.get("VOXLOG_FUZZ_SCALE", "1"))
 # Sized for the suite's time on 2 cores (VOXLOG_FUZZ_SCALE=3 or more for a campaign of record).
-EXAMPLES = 15 * SCALE  # per operation and mode, on the open API
-SCENARIOS, STEPS = 36 * SCALE, 6
-DOCUMENTS = 240 * SCALE
-KEYED_EXAMPLES, KEYED_SCENARIOS = 5 * SCALE, 12 * SCALE
+EXAMPLES = 10 * SCALE  # per operation and mode, on the open API
+SCENARIOS, STEPS = 24 * SCALE, 6
+DOCUMENTS = 160 * SCALE
+KEYED_EXAMPLES, KEYED_SCENARIOS = 4 * SCALE, 8 * SCALE
 REQUEST_FIELDS = frozenset({*JobRequest.model_fields, *DocumentRequest.model_fields, *SpeechRequest.model_fields})
 """What the request bodies take (with a batch's requests and an upload's file), for :class:`Guide`."""
 BUDGET = CpuBudget(own_s=1.0, tree_s=5.0)
