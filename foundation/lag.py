@@ -15,8 +15,10 @@ LinkedIn's Burrow:
   records; a synthesis group commits after each job, so this is longer than a
   long job).
 - ``WARN``: the group's lag grew across the window, sample after sample, while
-  it moves (it is slower than the producers) — unless the jobs it owes did not
-  grow (below).
+  it moves, and a record written before the window began is still unconsumed
+  (it is slower than the producers) — unless the jobs it owes did not grow
+  (below). A lag of a few records that grew while every older record was
+  consumed is a consumer that batches and keeps up.
 - ``OK``: otherwise (a lag that holds or shrinks).
 
 A synthesis group's lag counts records, and its own workers add to it: every
@@ -178,9 +180,23 @@ def _status(
         owed = [sample.owed for sample in window]
         if owed[0] is not None and owed[-1] is not None and owed[-1] <= owed[0]:
             return Status.OK, f"lag grew by the group's own events: the jobs it owes went from {owed[0]} to {owed[-1]}"
+        if _kept_up_with_the_windows_start(window):
+            return Status.OK, "lag grew, but every record older than the window was consumed"
         grew = [n for n, seen in history.items() if seen[-1].records > seen[0].records]
         return Status.WARN, f"lag grew across the window on partition(s) {_list(grew)}"
     return Status.OK, "lag holds or shrinks"
+
+
+def _kept_up_with_the_windows_start(window: Sequence[Sample]) -> bool:
+    """Whether the oldest record still unconsumed at the window's end was written after the window began.
+
+    A consumer that batches (the projector) or commits per job sees a few records of lag come and go while it
+    keeps up; one that falls behind leaves records unconsumed for longer and longer. Unknown ages (a timestamp
+    that could not be read) do not count as kept up."""
+    lagging = [p for p in window[-1].partitions if p.records]
+    if any(p.oldest_ms is None for p in lagging):
+        return False
+    return all(p.oldest_ms is not None and p.oldest_ms / 1000 > window[0].at_s for p in lagging)
 
 
 def _grows(lags: list[int]) -> bool:

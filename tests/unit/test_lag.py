@@ -74,6 +74,20 @@ def test_a_waiting_partition_whose_lag_grows_while_the_group_drains_is_not_a_war
     assert evaluate(window, stall_after_s=60).status is Status.OK, "the group's lag went 7, 6, 5"
 
 
+def test_regression_a_projector_a_few_records_behind_while_it_keeps_up_is_ok_not_warn():
+    """The projector showed WARN ("lag grew across the window on partition(s) 7, 17") while a worker drained
+    a backlog: it applies in batches, so its lag went 1, 2, 3 records across a window of a few seconds, never
+    touching zero, while every record it had not applied was younger than the window."""
+    window = [sample(100, [(7, 8)], oldest_s=99.9), sample(102, [(9, 11)], oldest_s=101.8)]
+    window.append(sample(104, [(12, 15)], oldest_s=103.7))
+    lag = evaluate(window, stall_after_s=3)
+    assert (lag.status, lag.reason) == (Status.OK, "lag grew, but every record older than the window was consumed")
+    slower = [*window[:2], sample(104, [(9, 15)], oldest_s=101.8)]
+    assert evaluate(slower, stall_after_s=3).status is Status.OK, "still younger than the window: it moved"
+    left_behind = [*window[:2], sample(104, [(8, 15)], oldest_s=99.95)]
+    assert evaluate(left_behind, stall_after_s=3).status is Status.WARN
+
+
 def owing(window: list[Sample], owed: list[int | None]) -> list[Sample]:
     return [dataclasses.replace(sample, owed=jobs) for sample, jobs in zip(window, owed, strict=True)]
 
