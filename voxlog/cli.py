@@ -29,7 +29,7 @@ from foundation.settings import (
 from infra.errors import InfraError
 from producers.errors import ProducerError
 from projections.errors import ProjectionError
-from tts_node import TtsNodeError
+from tts_node.errors import TtsNodeError
 from voxlog import (
     admin_cli,
     archive_cli,
@@ -168,22 +168,31 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _services(args: argparse.Namespace) -> int:
-    # Imported here: `voxlog dev status` should not pay for uvicorn, asyncpg pools and onnxruntime.
-    from voxlog import composition
-
+    # Imported here, each process its own root: `voxlog dev status` should not pay for uvicorn, asyncpg pools
+    # and onnxruntime, nor a worker for the API's web framework.
     if getattr(args, "device", None):
         os.environ["VOXLOG_DEVICE"] = args.device
     try:
-        if args.command == "api":
-            asyncio.run(composition.run_api(ApiSettings()))
-        elif args.command == "worker":
-            asyncio.run(composition.run_worker(WorkerSettings()))
+        if args.command == "worker":
+            from voxlog.composition.worker import run_worker
+
+            asyncio.run(run_worker(WorkerSettings()))
+        elif args.command == "api":
+            from voxlog.composition.api import run_api
+
+            asyncio.run(run_api(ApiSettings()))
         elif args.command == "node":
-            asyncio.run(composition.run_node(NodeSettings()))
+            from voxlog.composition.node import run_node
+
+            asyncio.run(run_node(NodeSettings()))
         elif args.command == "sweeper":
-            asyncio.run(composition.run_sweeper(SweeperSettings()))
+            from voxlog.composition.sweeper import run_sweeper
+
+            asyncio.run(run_sweeper(SweeperSettings()))
         else:
-            asyncio.run(composition.run_projector(ProjectorSettings()))
+            from voxlog.composition.projector import run_projector
+
+            asyncio.run(run_projector(ProjectorSettings()))
     except Stopped as exc:  # asked to stop while a dependency was still down: a clean stop
         print(f"voxlog: {exc}", file=sys.stderr)
     except EngineHung as exc:

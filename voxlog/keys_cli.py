@@ -34,8 +34,8 @@ from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
 from foundation.settings import ModeSettings
 from producers.api_keys import ALL_SCOPES, NewKey, new_key
-from voxlog.composition.resources import instance_name
 from voxlog.errors import VoxlogError
+from voxlog.instance import instance_name
 
 _DURATION: Final = re.compile(r"(\d+)([dhm])")
 

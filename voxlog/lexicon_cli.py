@@ -20,7 +20,7 @@ from foundation.db import DATABASE_OUTAGES, open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import ReconnectingPublisher
 from foundation.settings import ModeSettings
-from voxlog.composition.resources import instance_name
+from voxlog.instance import instance_name
 from voxlog.operations import lexicon_entries, remove_pronunciation, set_pronunciation
 
 

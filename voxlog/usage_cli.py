@@ -12,7 +12,7 @@ from foundation.db import DATABASE_OUTAGES, open_pool
 from foundation.settings import ModeSettings
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.rows import UsageRow
-from producers.usage_routes import UsageDayView, day_view, totals
+from producers.usage_views import UsageDayView, day_view, totals
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -21,7 +21,7 @@ from foundation.logging import configure_logging
 from foundation.metrics import serve_metrics
 from producers.requests import Limits
 from tts_node.fifo import SynthesisQueue
-from voxlog.composition import load_configured_engine
+from voxlog.composition.resources import load_configured_engine
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 
 log = structlog.get_logger("bench.baseline")

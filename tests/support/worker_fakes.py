@@ -17,7 +17,7 @@ from consumers.worker import SynthWorker
 from foundation.errors import BrokerUnavailable
 from foundation.settings import WorkerSettings
 from tests.support.records import record_of
-from voxlog.composition import worker_config
+from voxlog.composition.configs import worker_config
 
 TP = TopicPartition("jobs", 0)
 

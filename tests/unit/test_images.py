@@ -37,7 +37,9 @@ TARGETS = dockerfile.targets(STAGES)
 API_MODULES = (
     "voxlog.cli",
     "voxlog.composition",
-    "voxlog.composition.processes",
+    "voxlog.composition.api",
+    "voxlog.composition.projector",
+    "voxlog.composition.sweeper",
     "projections.migrations",
     "projections.verify",
     "voxlog.topics",

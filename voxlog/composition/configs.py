@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -15,17 +16,14 @@ from consumers.worker_config import WorkerConfig
 from contracts import ServiceMode
 from foundation.job_changes import changes_channel
 from foundation.offload import Budget
-from foundation.settings import (
-    ApiSettings,
-    ProjectorSettings,
-    SweeperSettings,
-    WorkerSettings,
-)
-from producers.document_parsing import DocumentBudget
-from producers.requests import Limits
+from foundation.settings import ApiSettings, ProjectorSettings, SweeperSettings, WorkerSettings
 from producers.tenant_limits import Policies, TenantLimits
 from projections.linger import Linger
 from projections.projector import ProjectorConfig
+
+if TYPE_CHECKING:
+    from producers.document_parsing import DocumentBudget
+    from producers.requests import Limits
 
 log = structlog.get_logger("voxlog")
 
@@ -44,6 +42,10 @@ def tenant_policies(settings: ApiSettings) -> Policies:
 
 
 def limits(settings: ApiSettings) -> Limits:
+    # The request modules are the API's (validation, SSML, audio formats): imported where the API's configs
+    # are made, so that the worker, projector and sweeper, which import this module too, do not load them.
+    from producers.requests import Limits
+
     return Limits(
         settings.max_text_chars,
         settings.min_speed,
@@ -56,6 +58,8 @@ def limits(settings: ApiSettings) -> Limits:
 
 
 def document_budget(settings: ApiSettings) -> DocumentBudget:
+    from producers.document_parsing import DocumentBudget  # the API's only, as in limits()
+
     return DocumentBudget(
         max_bytes=settings.max_document_bytes,
         max_chars=settings.max_document_chars,

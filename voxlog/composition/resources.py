@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -21,29 +20,26 @@ from foundation.db import open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
 from foundation.kafka_access import KafkaAccess
-from foundation.otel import span_sink
 from foundation.outages import until_available
-from foundation.settings import (
-    DatabaseSettings,
-    EngineSettings,
-    TracingSettings,
-)
+from foundation.settings import DatabaseSettings, EngineSettings, TracingSettings
 from foundation.shutdown import Shutdown
 from projections.errors import DatabaseUnavailable, MigrationsPending
 from projections.migrations import check_migrated, migrate_database
 from tts_node import Engine, load_engine
 from tts_node.fifo import SynthesisQueue
+from voxlog.instance import instance_name
 
 log = structlog.get_logger("voxlog")
-
-
-def instance_name() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 def export_spans(resources: AsyncExitStack, settings: TracingSettings, service: str, shutdown: Shutdown) -> None:
     """The process's spans to ``VOXLOG_OTLP_ENDPOINT`` (nowhere when it is empty), the last of them sent as the
     process's final closing step (pushed first, closed last: after the producer's flush)."""
+    if not settings.otlp_endpoint:
+        return
+    # Imported here: only a process that sends spans pays for the OpenTelemetry SDK's import.
+    from foundation.otel import span_sink
+
     sink = span_sink(settings.otlp_endpoint, service, instance_name())
     if sink is None:
         return

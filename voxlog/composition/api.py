@@ -1,4 +1,4 @@
-"""The API, projector, sweeper and standalone node processes."""
+"""The API process: the HTTP service, its publishers, lag monitor and offloaded parsers."""
 
 from __future__ import annotations
 
@@ -8,32 +8,18 @@ from datetime import timedelta
 
 import structlog
 import uvicorn
-from aiokafka.structs import TopicPartition
 
-from consumers.backlog_switch import BacklogSwitch
-from consumers.cache_janitor import CacheJanitor
-from consumers.heartbeat import HeartbeatBook
-from consumers.sweeper import Sweeper
-from consumers.sweeper_store import AdvisoryLeadership, PostgresBacklog, PostgresCacheStore, PostgresSweeperStore
 from contracts import Producer
-from foundation.blobs import LocalBlobStore, ThreadedBlobShelf
-from foundation.dlq import DeadLetterSender
-from foundation.errors import BrokerUnavailable
+from foundation.blobs import LocalBlobStore
 from foundation.job_changes import JobChanges
-from foundation.kafka import ReconnectingPublisher, wait_for_partitions
+from foundation.kafka import ReconnectingPublisher
 from foundation.kafka_groups import GroupShares
 from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
 from foundation.offload import Offload
-from foundation.outages import Outage, summarize_every, until_available
+from foundation.outages import summarize_every
 from foundation.readiness import mark_started
-from foundation.settings import (
-    OPENAI_VOICES,
-    ApiSettings,
-    NodeSettings,
-    ProjectorSettings,
-    SweeperSettings,
-)
+from foundation.settings import OPENAI_VOICES, ApiSettings
 from foundation.shutdown import BoundedServer, Shutdown
 from producers.activity import NodeLiveness
 from producers.admission import Admission
@@ -54,31 +40,14 @@ from producers.rate_limit import RateLimiter
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
 from projections.job_log import JobLogReader, LogAuditor
-from projections.projector import Projector
-from projections.shards import ShardListener, Shards, group_options
-from tts_node.server import serve_node
-from voxlog.composition.configs import (
-    backlog_thresholds,
-    document_budget,
-    janitor_config,
-    limits,
-    offload_budget,
-    projector_config,
-    sweeper_config,
-    tenant_policies,
-)
-from voxlog.composition.resources import (
-    export_spans,
-    instance_name,
-    load_configured_engine,
-    open_consumer,
-    open_database,
-    open_publisher,
-)
+from voxlog.composition.configs import document_budget, limits, offload_budget, tenant_policies
+from voxlog.composition.resources import export_spans, open_database
+from voxlog.instance import instance_name
 from voxlog.lag_monitor import Consumers, LagMonitor
 from voxlog.operations import ApiOperations
 
 log = structlog.get_logger("voxlog")
+
 OFFLOADED_MODULES = ("foundation.offload", "producers.document_parsing", "producers.requests")
 
 
@@ -196,118 +165,3 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             shutdown,
         )
         await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown, within the shutdown's time
-
-
-async def run_node(settings: NodeSettings) -> None:
-    shutdown = Shutdown(settings.shutdown_timeout_s)
-    await serve_node(await load_configured_engine(settings), settings.node_host, settings.node_port, shutdown)
-
-
-async def run_projector(settings: ProjectorSettings) -> None:
-    summarize_every(settings.outage_summary_s)
-    shutdown = Shutdown(settings.shutdown_timeout_s)
-    shutdown.on_signals()
-    await shutdown.run(_projector(settings, shutdown))
-
-
-async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
-    config = projector_config(settings)
-    kafka = settings.kafka_access()
-    stop = shutdown.stop
-    async with AsyncExitStack() as resources:
-        export_spans(resources, settings, "projector", shutdown)
-        serve_metrics(settings.metrics_host, settings.metrics_port)
-        # The schema's migrations are the api image's: a projector started from a worker image waits for them.
-        pool = await open_database(resources, settings, shutdown, migrate=settings.migrate, await_migrated=True)
-        publisher = await open_publisher(resources, kafka, settings.dlq_topic, "projector", shutdown)
-        sharded = bool(settings.projector_group)
-        options = (
-            group_options(settings.projector_group)
-            if sharded
-            # Never jump over records silently: an offset out of range is a gap the projector reports.
-            else {"group_id": None, "enable_auto_commit": False, "auto_offset_reset": "none"}
-        )
-        consumer = await open_consumer(resources, kafka, shutdown, **options)
-
-        async def topic_partitions() -> list[TopicPartition]:
-            return [
-                *(await wait_for_partitions(consumer, settings.jobs_topic)),
-                *(await wait_for_partitions(consumer, settings.nodes_topic)),
-            ]
-
-        partitions = await until_available("the jobs and nodes topics", topic_partitions, stop, (BrokerUnavailable,))
-        if sharded:
-            shards = Shards(consumer)
-            consumer.subscribe([settings.jobs_topic, settings.nodes_topic], listener=ShardListener(shards))
-        else:
-            shards = Shards(consumer, partitions)
-            consumer.assign(partitions)
-        dead_letter = DeadLetterSender(publisher, settings.dlq_topic, f"projector:{config.name}")
-        log.info("projector started", partitions=len(partitions), name=config.name, group=settings.projector_group)
-        mark_started()
-        await Projector(config, pool, consumer, partitions, dead_letter, shards).run(stop)
-    log.info("projector stopped")
-
-
-async def run_sweeper(settings: SweeperSettings) -> None:
-    summarize_every(settings.outage_summary_s)
-    shutdown = Shutdown(settings.shutdown_timeout_s)
-    shutdown.on_signals()
-    await shutdown.run(_sweeper(settings, shutdown))
-
-
-async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
-    kafka = settings.kafka_access()
-    stop = shutdown.stop
-    instance = instance_name()
-    async with AsyncExitStack() as resources:
-        export_spans(resources, settings, "sweeper", shutdown)
-        serve_metrics(settings.metrics_host, settings.metrics_port)
-        pool = await open_database(resources, settings, shutdown, migrate=False)
-        publisher = await open_publisher(resources, kafka, settings.jobs_topic, instance, shutdown)
-        consumer = await open_consumer(resources, kafka, shutdown, group_id=None, enable_auto_commit=False)
-        nodes = await until_available(
-            "the nodes topic", lambda: wait_for_partitions(consumer, settings.nodes_topic), stop, (BrokerUnavailable,)
-        )
-        consumer.assign(nodes)
-        blobs = LocalBlobStore(settings.blob_dir)
-
-        shelf = ThreadedBlobShelf(blobs)
-        backlog = PostgresBacklog(pool)
-        producer = Producer(service="sweeper", instance=instance)
-        janitor = CacheJanitor(janitor_config(settings), PostgresCacheStore(pool), shelf, publisher, producer)
-
-        book = HeartbeatBook()
-        outage = Outage("PostgreSQL or Kafka (the sweeper)")
-        sweeper = Sweeper(
-            sweeper_config(settings),
-            AdvisoryLeadership(settings.database_url.get_secret_value(), settings.database_schema, outage),
-            PostgresSweeperStore(pool),
-            book,
-            publisher,
-            producer,
-            shelf.remove_unused,
-            janitor,
-            [
-                BacklogSwitch(
-                    mode,
-                    threshold_s,
-                    backlog.backlog,
-                    backlog.switched_on,
-                    lambda event: publisher.publish(event, topic=settings.nodes_topic),
-                    producer,
-                )
-                for mode, threshold_s in backlog_thresholds(settings)
-            ],
-            outage,
-        )
-        log.info("sweeper started", stale_after_s=settings.stale_after_s)
-        mark_started()
-        tasks = OwnedTasks()
-        tasks.start(book.follow(consumer, nodes, stop), "heartbeats")
-        try:
-            await sweeper.run(stop)
-        finally:
-            stop.set()
-            await tasks.close(grace_s=shutdown.remaining_s())
-    log.info("sweeper stopped")
