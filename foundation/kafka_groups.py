@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Final
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
@@ -73,25 +74,38 @@ async def member_partitions(admin: AIOKafkaAdminClient, group: str, topic: str) 
     return [share for share in shares if share]
 
 
+FIRST_READING_S: Final = 1.0
+"""How long a group's first submissions wait for its first reading, at most (a reading takes milliseconds)."""
+
+
 class GroupShares:
     """Which partitions each worker of a group owns, as last read (at most every ``fresh_s``) through the
     admin API; an empty list while it cannot be read (no broker, no group yet, a rebalance)."""
 
-    def __init__(self, kafka: KafkaAccess, topic: str, fresh_s: float = 2.0) -> None:
+    def __init__(self, kafka: KafkaAccess, topic: str, fresh_s: float = 2.0, first_s: float = FIRST_READING_S) -> None:
         self._kafka = kafka
         self._topic = topic
         self._fresh_s = fresh_s
+        self._first_s = first_s
         self._admin: AIOKafkaAdminClient | None = None
         self._read: dict[str, tuple[float, list[frozenset[int]]]] = {}
-        self._reader: asyncio.Task[list[frozenset[int]]] | None = None
+        self._readers: dict[str, asyncio.Task[list[frozenset[int]]]] = {}
 
     async def shares(self, group: str) -> list[frozenset[int]]:
         """The shares as last read; a reading older than ``fresh_s`` is renewed in the background (a
-        submission never waits for the broker)."""
+        submission never waits for the broker), except a group's first, which is waited for up to
+        ``first_s``: placed blind, by partition alone, the first jobs after the API started went where the
+        partitions were least loaded whoever owned them (three long texts of four on one of two workers)."""
         at, shares = self._read.get(group, (float("-inf"), []))
-        if time.monotonic() - at >= self._fresh_s and (self._reader is None or self._reader.done()):
-            self._reader = asyncio.create_task(self.read(group), name=f"shares of {group}")
-        return shares
+        reader = self._readers.get(group)
+        if time.monotonic() - at >= self._fresh_s and (reader is None or reader.done()):
+            reader = self._readers[group] = asyncio.create_task(self.read(group), name=f"shares of {group}")
+        if group in self._read or reader is None:
+            return shares
+        try:
+            return await asyncio.wait_for(asyncio.shield(reader), self._first_s)
+        except TimeoutError:
+            return []  # the reading goes on; until it ends, placed by partition alone
 
     async def read(self, group: str) -> list[frozenset[int]]:
         """Read ``group``'s shares now (empty when the broker cannot tell)."""
@@ -113,8 +127,8 @@ class GroupShares:
             await admin.close()
 
     async def stop(self) -> None:
-        reader, self._reader = self._reader, None
-        if reader is not None:
+        readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
             reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+        await asyncio.gather(*readers, return_exceptions=True)
         await self._close_admin()
