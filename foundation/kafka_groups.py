@@ -74,38 +74,50 @@ async def member_partitions(admin: AIOKafkaAdminClient, group: str, topic: str) 
     return [share for share in shares if share]
 
 
-FIRST_READING_S: Final = 1.0
-"""How long a group's first submissions wait for its first reading, at most (a reading takes milliseconds)."""
+WAIT_FOR_READING_S: Final = 1.0
+"""How long a submission waits, at most, for a reading it waits for (a reading takes milliseconds)."""
+STALE_AFTER_S: Final = 10.0
+"""A reading older than this is not placed by: the next submission waits for a new one (see shares)."""
 
 
 class GroupShares:
     """Which partitions each worker of a group owns, as last read (at most every ``fresh_s``) through the
     admin API; an empty list while it cannot be read (no broker, no group yet, a rebalance)."""
 
-    def __init__(self, kafka: KafkaAccess, topic: str, fresh_s: float = 2.0, first_s: float = FIRST_READING_S) -> None:
+    def __init__(
+        self,
+        kafka: KafkaAccess,
+        topic: str,
+        fresh_s: float = 2.0,
+        stale_s: float = STALE_AFTER_S,
+        wait_s: float = WAIT_FOR_READING_S,
+    ) -> None:
         self._kafka = kafka
         self._topic = topic
         self._fresh_s = fresh_s
-        self._first_s = first_s
+        self._stale_s = stale_s
+        self._wait_s = wait_s
         self._admin: AIOKafkaAdminClient | None = None
         self._read: dict[str, tuple[float, list[frozenset[int]]]] = {}
         self._readers: dict[str, asyncio.Task[list[frozenset[int]]]] = {}
 
     async def shares(self, group: str) -> list[frozenset[int]]:
-        """The shares as last read; a reading older than ``fresh_s`` is renewed in the background (a
-        submission never waits for the broker), except a group's first, which is waited for up to
-        ``first_s``: placed blind, by partition alone, the first jobs after the API started went where the
-        partitions were least loaded whoever owned them (three long texts of four on one of two workers)."""
+        """The shares as last read. A reading older than ``fresh_s`` is renewed in the background (under
+        load a submission never waits for the broker); one older than ``stale_s``, or none, is waited for,
+        up to ``wait_s``. Placed by an old reading, the first jobs after the API started or after a quiet
+        spell went by a group as it was before the workers joined or rebalanced (bench (l): three long
+        texts of four on one of two workers)."""
         at, shares = self._read.get(group, (float("-inf"), []))
+        age = time.monotonic() - at
         reader = self._readers.get(group)
-        if time.monotonic() - at >= self._fresh_s and (reader is None or reader.done()):
+        if age >= self._fresh_s and (reader is None or reader.done()):
             reader = self._readers[group] = asyncio.create_task(self.read(group), name=f"shares of {group}")
-        if group in self._read or reader is None:
+        if age < self._stale_s or reader is None:
             return shares
         try:
-            return await asyncio.wait_for(asyncio.shield(reader), self._first_s)
+            return await asyncio.wait_for(asyncio.shield(reader), self._wait_s)
         except TimeoutError:
-            return []  # the reading goes on; until it ends, placed by partition alone
+            return shares  # the reading goes on; until it ends, placed by the last one (or by partition alone)
 
     async def read(self, group: str) -> list[frozenset[int]]:
         """Read ``group``'s shares now (empty when the broker cannot tell)."""

@@ -1,7 +1,9 @@
 """Outages of what voxlog depends on: every process keeps running, answers what it can, and resumes.
 
-Each test runs the pipeline against a broker and a PostgreSQL cluster of its own
-(tests.support.stack.PrivateStack), so that it can kill and restart them.
+The module's tests run the pipeline against a broker and a PostgreSQL cluster of their
+own (tests.support.stack.PrivateStack), so that they can kill and restart them; each test
+has its own topics and schema on them, and finds both running (started again when the
+test before left one down).
 The benchmark engine's 20 ms synthesis keeps the jobs short: the subject here is
 the orchestration, not the model.
 """
@@ -35,39 +37,71 @@ PUBLISH_TIMEOUT_MS = 3000
 FAST_ENGINE = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_BENCH_SYNTH_MS": "20"}
 
 
-@contextlib.asynccontextmanager
-async def private_pipeline(tmp_path: Path, **env: str) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
-    """A projector, a worker and the API on a broker and a PostgreSQL cluster of their own."""
+@pytest_asyncio.fixture(scope="module")
+async def outage_stack() -> AsyncIterator[PrivateStack]:
+    """One broker and PostgreSQL cluster for the module (each costs an initdb and a JVM's start: about half a
+    minute of the suite's time here, per test, when every test had its own)."""
     stack = PrivateStack()
-    app: AppStack | None = None
     try:
         await stack.up()
-        topics = Topics(stack.kafka, TopicSettings(jobs_partitions=6))
-        await ensure_topics(stack.kafka, topic_specs(topics.settings))
-        await migrate_database(stack.database_url, "voxlog")
-        app = new_app_stack(
-            stack,
-            topics,
-            "voxlog",
-            tmp_path / "apps",
-            VOXLOG_PUBLISH_TIMEOUT_MS=str(PUBLISH_TIMEOUT_MS),
-            **FAST_ENGINE,
-            **env,
-        )
+        yield stack
+    finally:
+        stack.down()
+
+
+async def running(stack: PrivateStack) -> PrivateStack:
+    """``stack`` with its broker and PostgreSQL both up: a test before may have left one down."""
+    down = {status.name for status in await stack.stack.status() if not status.up}
+    if any(name.startswith("kafka") for name in down):
+        await stack.start_broker()
+    if "postgres" in down:
+        await stack.start_postgres()
+    return stack
+
+
+async def fresh_topics_and_schema(stack: PrivateStack, partitions: int) -> tuple[Topics, str]:
+    suffix = uuid.uuid4().hex[:12]
+    settings = TopicSettings(
+        jobs_topic=f"test.{suffix}.jobs",
+        nodes_topic=f"test.{suffix}.nodes",
+        dlq_topic=f"test.{suffix}.dlq",
+        jobs_partitions=partitions,
+    )
+    topics = Topics(stack.kafka, settings)
+    await ensure_topics(stack.kafka, topic_specs(settings))
+    return topics, f"t_{suffix}"
+
+
+@contextlib.asynccontextmanager
+async def private_pipeline(
+    outage_stack: PrivateStack, tmp_path: Path, **env: str
+) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
+    """A projector, a worker and the API on the module's own broker and PostgreSQL cluster."""
+    stack = await running(outage_stack)
+    topics, schema = await fresh_topics_and_schema(stack, 6)
+    await migrate_database(stack.database_url, schema)
+    app = new_app_stack(
+        stack,
+        topics,
+        schema,
+        tmp_path / "apps",
+        VOXLOG_PUBLISH_TIMEOUT_MS=str(PUBLISH_TIMEOUT_MS),
+        **FAST_ENGINE,
+        **env,
+    )
+    try:
         app.start("projector", ["projector"])
         app.start("worker-0", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w0"})
         app.start("api", ["api"])
         await app.wait_ready()
         yield stack, app
     finally:
-        if app is not None:
-            app.stop_all()
-        stack.down()
+        app.stop_all()
 
 
 @pytest_asyncio.fixture
-async def private(tmp_path) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
-    async with private_pipeline(tmp_path) as pipeline:
+async def private(outage_stack, tmp_path) -> AsyncIterator[tuple[PrivateStack, AppStack]]:
+    async with private_pipeline(outage_stack, tmp_path) as pipeline:
         yield pipeline
 
 
@@ -165,19 +199,17 @@ async def test_postgres_stopped_and_started_under_load_loses_nothing_and_the_api
 
 
 @pytest.mark.parametrize("dependency", ["kafka", "postgres"])
-async def test_processes_started_while_a_dependency_is_down_wait_for_it(tmp_path, dependency):
+async def test_processes_started_while_a_dependency_is_down_wait_for_it(outage_stack, tmp_path, dependency):
     """A process started during an outage waits (and says so) instead of exiting."""
-    stack = PrivateStack()
+    stack = await running(outage_stack)
+    topics, schema = await fresh_topics_and_schema(stack, 2)
     app: AppStack | None = None
     try:
-        await stack.up()
-        topics = Topics(stack.kafka, TopicSettings(jobs_partitions=2))
-        await ensure_topics(stack.kafka, topic_specs(topics.settings))
         if dependency == "kafka":
             stack.kill_broker()
         else:
             stack.stop_postgres()
-        app = new_app_stack(stack, topics, "voxlog", tmp_path / "apps", **FAST_ENGINE)
+        app = new_app_stack(stack, topics, schema, tmp_path / "apps", **FAST_ENGINE)
         app.start("projector", ["projector"])
         app.start("worker-0", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w0"})
         app.start("api", ["api"])
@@ -205,7 +237,6 @@ async def test_processes_started_while_a_dependency_is_down_wait_for_it(tmp_path
     finally:
         if app is not None:
             app.stop_all()
-        stack.down()
 
 
 def log_lines(app: AppStack, name: str) -> list[str]:
@@ -238,10 +269,10 @@ def backoff_cycles(logged: list[dict]) -> int:
     )
 
 
-async def test_regression_a_worker_whose_broker_is_gone_logs_next_to_nothing(tmp_path):
+async def test_regression_a_worker_whose_broker_is_gone_logs_next_to_nothing(outage_stack, tmp_path):
     """An orphaned worker, its broker gone, logged 61,000 lines (10 MB) in 15 minutes, retrying every 100 ms."""
     cycles, most_lines = 6, 60
-    async with private_pipeline(tmp_path, VOXLOG_OUTAGE_SUMMARY_S="2") as (stack, app):
+    async with private_pipeline(outage_stack, tmp_path, VOXLOG_OUTAGE_SUMMARY_S="2") as (stack, app):
         voice = (await app.voices())[0]
         async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
             assert (await wait_for_job(client, await accepted(client, voice, "Before.")))["state"] == "completed"
@@ -276,10 +307,10 @@ async def test_regression_a_worker_whose_broker_is_gone_logs_next_to_nothing(tmp
     assert sum(e.get("event") == "Kafka (heartbeats) available again" for e in logged) == 1, "and its end once"
 
 
-async def test_regression_sigterm_while_the_broker_is_down_exits_within_the_shutdown_timeout(tmp_path):
+async def test_regression_sigterm_while_the_broker_is_down_exits_within_the_shutdown_timeout(outage_stack, tmp_path):
     """Sent SIGTERM while the broker was down, a worker had not exited 110 s later (it kept producing every 100 ms)."""
     bounded = {"VOXLOG_SHUTDOWN_TIMEOUT_S": "6", "VOXLOG_SHUTDOWN_GRACE_S": "2", "VOXLOG_OUTAGE_SUMMARY_S": "2"}
-    async with private_pipeline(tmp_path, **bounded) as (stack, app):
+    async with private_pipeline(outage_stack, tmp_path, **bounded) as (stack, app):
         voice = (await app.voices())[0]
         async with httpx.AsyncClient(base_url=app.api, timeout=60) as client:
             assert (await wait_for_job(client, await accepted(client, voice, "Before.")))["state"] == "completed"
