@@ -36,9 +36,10 @@ async def test_the_shares_of_a_stable_group_are_its_members_disjoint_partitions(
 
 
 async def test_regression_the_first_jobs_after_the_api_started_were_placed_blind(topics):
-    """bench (l) put three long texts of four on one of two workers: the API's first submission for an engine
-    found no reading of its group's shares (it was started in the background), so placement balanced the
-    partitions whoever owned them. Now a missing or stale reading is waited for, up to a bound."""
+    """bench (l) put three long texts of four on one of two workers: they were placed by the only reading of the
+    group's shares, taken while the workers were joining (right after the API started there was none at all,
+    and placement balanced the partitions whoever owned them). Now a missing or stale reading is waited for,
+    up to a bound."""
     group = f"shares-{uuid.uuid4().hex[:8]}"
     member = topics.kafka.consumer(topics.jobs, group_id=group, enable_auto_commit=False)
     shares = GroupShares(topics.kafka, topics.jobs, fresh_s=60.0)
