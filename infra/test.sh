@@ -22,41 +22,52 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
-# --cluster: the three-broker cluster's fault campaign, and the faults the default run leaves to other
-# tests (about 8 minutes; not in the default run).
+# --cluster: every test marked cluster: the three-broker cluster's fault campaign (the default run has it
+# too, in a session of its own) and the one-broker campaign's faults that the default run leaves to other
+# tests (about 8 minutes).
 if [ "${1:-}" = --cluster ]; then
   say "pytest -m cluster"
   exec pytest -p no:cacheprovider -m cluster tests/e2e/test_cluster_fault_campaign.py tests/e2e/test_fault_campaign.py
 fi
 if [ $# -gt 0 ]; then say "pytest $*"; exec pytest -p no:cacheprovider "$@"; fi
 
-# The whole suite as two pytest sessions side by side on the one shared stack. In front: the end-to-end
-# tests on the shared broker, and the dev stack's (a broker of its own, PostgreSQL shared). Beside them, at
-# a lower priority (nice), on the CPU those leave idle while they wait on processes and jobs: the unit and
-# integration tests, and the e2e tests that kill and restart a broker of their own (the fault campaign, the
-# outages). The split keeps the two sessions about as long as each other (the dev stack's two tests, about
-# two and a half minutes, made the session beside the longer one).
+# The whole suite as three pytest sessions side by side on the one shared stack; the suite uses about 1.4
+# of the two cores on average (its tests wait on processes, brokers and jobs), and the sessions fill each
+# other's waits. In front: the end-to-end tests on the shared broker, and the dev stack's (a broker of its
+# own, PostgreSQL shared). Beside them, at a lower priority (nice): the unit and integration tests, and the
+# e2e tests that kill and restart a broker of their own (the fault campaign, the outages); and the
+# three-broker cluster's fault campaign, on a cluster of its own. Their output follows the front session's.
 OWN_BROKER=(tests/e2e/test_fault_campaign.py tests/e2e/test_outages.py)
+CLUSTER=(tests/e2e/test_cluster_fault_campaign.py)
 say "test stack"
 stack=$(python -m tests.support.stack_cli up | tail -n 1)
 beside=$(mktemp)
-beside_pid=
+cluster=$(mktemp)
+pids=()
 finish() {
-  if [ -n "$beside_pid" ]; then kill "$beside_pid" 2>/dev/null || true; fi
-  rm -f "$beside"
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  rm -f "$beside" "$cluster"
   if [ "$stack" = started ]; then python -m tests.support.stack_cli down; fi
 }
 trap finish EXIT
+say "pytest -m cluster ${CLUSTER[*]} (beside the others, output at the end)"
+nice -n 5 pytest -p no:cacheprovider --durations=10 -m cluster "${CLUSTER[@]}" >"$cluster" 2>&1 &
+cluster_pid=$!
+pids+=("$cluster_pid")
 say "pytest tests/unit tests/integration ${OWN_BROKER[*]} (beside the others, output at the end)"
 nice -n 10 pytest -p no:cacheprovider --durations=25 -m "not cluster" tests/unit tests/integration "${OWN_BROKER[@]}" >"$beside" 2>&1 &
 beside_pid=$!
+pids+=("$beside_pid")
 say "pytest tests/e2e (but those beside)"
 e2e=0; pytest -p no:cacheprovider --durations=25 -m "not cluster" tests/e2e "${OWN_BROKER[@]/#/--ignore=}" || e2e=$?
 others=0; wait "$beside_pid" || others=$?
-beside_pid=
+campaign=0; wait "$cluster_pid" || campaign=$?
+pids=()
 say "pytest tests/unit tests/integration ${OWN_BROKER[*]}: what it printed"
 cat "$beside"
-if [ "$e2e" -ne 0 ] || [ "$others" -ne 0 ]; then
-  echo "failed: the shared-broker e2e tests exit $e2e, the others exit $others" >&2
+say "pytest -m cluster ${CLUSTER[*]}: what it printed"
+cat "$cluster"
+if [ "$e2e" -ne 0 ] || [ "$others" -ne 0 ] || [ "$campaign" -ne 0 ]; then
+  echo "failed: the shared-broker e2e tests exit $e2e, the others exit $others, the cluster campaign exits $campaign" >&2
   exit 1
 fi

@@ -21,8 +21,8 @@ from voxlog.chaos.cluster_faults import CLUSTER_BROKERS, CLUSTER_FAULTS
 from voxlog.chaos.faults import Fault
 from voxlog.chaos.run import QUICK
 
-# Not in the default run: on a 2-core machine the suite's two sessions already take about 30 minutes, and
-# this campaign adds five to the longer (three brokers, eleven processes). `infra/test.sh --cluster` runs it.
+# Marked cluster: `infra/test.sh` runs it in a pytest session of its own, beside the others (three brokers
+# and eleven processes: in the front session it took the suite past 30 minutes on a 2-core machine).
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
