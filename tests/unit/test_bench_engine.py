@@ -151,6 +151,15 @@ def test_bench_sleep_audio_differs_by_text_so_blobs_differ():
     assert not np.array_equal(a, b)
 
 
+def test_regression_two_texts_of_one_length_made_the_same_tone_and_so_one_blob():
+    """The pitch was one of 400 steps: "Distinct request number 03," and "... 12," (one length) drew the same, so
+    their results shared one blob, and test_bounded_cache saw job 3 outlive the jobs after it."""
+    engine = BenchSleepEngine()
+    texts = [f"Distinct request number {i:02d}," for i in range(16)]
+    tones = [engine.synthesize(engine.segment(t, "en-us")[0], "bench_tone", 1.0).tobytes() for t in texts]
+    assert len(set(tones)) == len(texts)
+
+
 @pytest.mark.parametrize(
     ("text", "lang", "voice"),
     [("  ", "en-us", "bench_tone"), ("hello", "fr-fr", "bench_tone"), ("hello", "en-us", "af_heart")],
