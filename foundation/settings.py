@@ -193,6 +193,11 @@ class DevSettings(TopicSettings):
         9093, description="Port of the local broker's KRaft controller (broker n: this plus 2(n - 1))."
     )
     dev_kafka_heap: str = Field("512m", description="JVM heap (-Xms and -Xmx) of each local broker.")
+    dev_kafka_jit: Literal["quick", "full"] = Field(
+        "quick",
+        description="Each local broker's JVM compilers: quick (C1 alone: half the CPU to start, for a broker that"
+        " lives hours on a laptop) or full (C1 then C2: long runs under load).",
+    )
     dev_postgres_port: int = Field(55432, description="Port of the local PostgreSQL cluster.")
     dev_jar_cache: Path = Field(
         default_factory=lambda: default_cache_root() / "kafka",

@@ -26,7 +26,7 @@ from typing import Any, Final
 from aiokafka.errors import KafkaError
 
 from infra.errors import InfraError
-from infra.kafka_broker import KafkaBroker, KafkaBrokerConfig, SaslSslListener, new_cluster_id
+from infra.kafka_broker import JitMode, KafkaBroker, KafkaBrokerConfig, SaslSslListener, new_cluster_id
 from infra.kafka_health import ClusterHealth, cluster_health
 from infra.processes import pid_alive, tail, wait_gone
 from infra.status import ServiceStatus
@@ -43,6 +43,7 @@ class KafkaClusterConfig:
     host: str = "127.0.0.1"
     listener: SaslSslListener | None = None
     probe_options: Mapping[str, Any] = field(default_factory=dict)
+    jit: JitMode = "full"
 
 
 def recorded_size(home: Path) -> int | None:
@@ -79,6 +80,7 @@ class KafkaCluster:
                     probe_options=config.probe_options,
                     node_id=i,
                     voters=() if single else voters,
+                    jit=config.jit,
                 )
             )
             for i, (port, controller) in enumerate(config.ports, 1)

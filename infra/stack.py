@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import InfraError
-from infra.kafka_broker import KafkaBroker, SaslSslListener
+from infra.kafka_broker import JitMode, KafkaBroker, SaslSslListener
 from infra.kafka_cluster import KafkaCluster, KafkaClusterConfig
 from infra.postgres_cluster import (
     PostgresCluster,
@@ -51,6 +51,7 @@ class StackConfig:
     external_database_url: str | None = None
     ready_timeout: float = 120.0
     security: StackSecurity | None = None
+    kafka_jit: JitMode = "full"  # see infra.kafka_broker.JitMode
 
 
 class DevStack:
@@ -65,6 +66,7 @@ class DevStack:
                 jar_cache=config.jar_cache,
                 listener=security.kafka if security else None,
                 probe_options=security.kafka_probe_options if security else {},
+                jit=config.kafka_jit,
             )
         )
         self.postgres = PostgresCluster(

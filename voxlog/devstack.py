@@ -12,6 +12,7 @@ from contracts import DEFAULT_TENANT
 from foundation.kafka_access import KafkaAccess
 from foundation.settings import DevSettings, KafkaSettings, ModeSettings, TopicSettings, default_cache_root
 from infra.apps import AppProcesses, AppSpec
+from infra.kafka_broker import JitMode
 from infra.kafka_cluster import recorded_size
 from infra.postgres_cluster import redact
 from infra.processes import free_port
@@ -43,6 +44,7 @@ def dev_stack(settings: DevSettings, brokers: int | None = None) -> DevStack:
             home=settings.dev_home,
             kafka_ports=dev_kafka_ports(settings, dev_brokers(settings, brokers)),
             kafka_heap=settings.dev_kafka_heap,
+            kafka_jit=settings.dev_kafka_jit,
             postgres_port=settings.dev_postgres_port,
             jar_cache=settings.dev_jar_cache,
             external_database_url=settings.database_url.get_secret_value() if settings.database_url else None,
@@ -74,13 +76,15 @@ def scratch_stack(
     *,
     brokers: int = 1,
     kafka_heap: str = "512m",
+    kafka_jit: JitMode = "full",
     ports: Mapping[str, int] | None = None,
     security: StackSecurity | None = None,
 ) -> DevStack:
     """A Kafka cluster (``brokers`` nodes, or those ``ports`` are for) and a PostgreSQL cluster of their own
     under ``home``, for a benchmark run, a fault campaign or a test session: on ``ports`` (see
     :func:`free_stack_ports`), else on free loopback ports; the broker's jars from the shared cache; with
-    ``security``, SASL_SSL and TLS only."""
+    ``security``, SASL_SSL and TLS only; ``kafka_jit`` as :data:`infra.kafka_broker.JitMode` says (a benchmark,
+    which measures the broker's CPU, keeps ``full``)."""
     chosen = ports or free_stack_ports(brokers)
     nodes = range(1, brokers_in(chosen) + 1)
     return DevStack(
@@ -88,6 +92,7 @@ def scratch_stack(
             home=home,
             kafka_ports=[(chosen[_node_key("kafka", n)], chosen[_node_key("controller", n)]) for n in nodes],
             kafka_heap=kafka_heap,
+            kafka_jit=kafka_jit,
             postgres_port=chosen["postgres"],
             jar_cache=default_cache_root() / "kafka",
             security=security,

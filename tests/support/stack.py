@@ -59,7 +59,7 @@ def build_test_stack(home: Path, *, probe_running: bool, brokers: int | None = N
         ports = free_stack_ports(size)
         home.mkdir(parents=True, exist_ok=True)
         ports_file.write_text(json.dumps(ports))
-    return scratch_stack(home, ports=ports)
+    return scratch_stack(home, ports=ports, kafka_jit="quick")
 
 
 class PrivateStack:
@@ -75,7 +75,7 @@ class PrivateStack:
         home = stack_home_for_tests().parent / "test-private" / uuid.uuid4().hex[:12]
         self.credentials = make_credentials(home / "credentials") if secure else None
         security = self.credentials.stack_security() if self.credentials else None
-        self.stack = scratch_stack(home, brokers=brokers, kafka_heap="384m", security=security)
+        self.stack = scratch_stack(home, brokers=brokers, kafka_heap="384m", kafka_jit="quick", security=security)
 
     @property
     def bootstrap_servers(self) -> str:

@@ -18,7 +18,7 @@ from infra.kafka_cluster import KafkaCluster, KafkaClusterConfig, recorded_size,
 from infra.kafka_health import ClusterHealth
 from infra.kafka_replication import min_insync_replicas, replication_properties
 from infra.processes import free_port
-from voxlog.devstack import brokers_in, dev_brokers, dev_kafka_ports, free_stack_ports, scratch_stack
+from voxlog.devstack import brokers_in, dev_brokers, dev_kafka_ports, dev_stack, free_stack_ports, scratch_stack
 from voxlog.errors import TopicMismatch
 from voxlog.topics import topic_specs
 
@@ -114,6 +114,20 @@ def test_the_dev_stack_numbers_its_brokers_ports_from_the_settings(tmp_path):
     (tmp_path / "kafka").mkdir()
     (tmp_path / "kafka" / "cluster.json").write_text(json.dumps({"nodes": 3}))
     assert dev_brokers(settings) == 3, "an existing stack: as many as its data is for"
+
+
+def test_a_quick_broker_runs_without_the_optimizing_compiler_and_a_full_one_with_it(tmp_path):
+    """Tests, fault campaigns and the dev stack start brokers that live minutes: C1 alone halves their start's
+    CPU. A benchmark's broker, whose CPU is measured, keeps both compilers."""
+    quick = dev_stack(DevSettings(dev_home=tmp_path / "dev"))
+    full = scratch_stack(tmp_path / "bench")
+    quick_argv = quick.cluster.nodes[0].java_argv("kafka.Kafka")
+    full_argv = full.cluster.nodes[0].java_argv("kafka.Kafka")
+    assert "-XX:TieredStopAtLevel=1" in quick_argv
+    assert "-XX:TieredStopAtLevel=1" not in full_argv
+    assert "-Xmx512m" in full_argv
+    assert "-Xmx512m" in quick_argv, "the heap is the same either way"
+    assert scratch_stack(tmp_path / "t", kafka_jit="quick").cluster.nodes[0].config.jit == "quick"
 
 
 def test_a_stacks_free_ports_name_every_node():

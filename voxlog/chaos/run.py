@@ -43,7 +43,7 @@ async def campaign(sizes: Sizes, home: Path, brokers: int = 1, faults: tuple[Fau
     """``faults``, in turn, on a stack of ``brokers`` under ``home`` (emptied first: no data from an earlier
     run)."""
     await asyncio.to_thread(shutil.rmtree, home, True)
-    stack = scratch_stack(home / "stack", brokers=brokers)
+    stack = scratch_stack(home / "stack", brokers=brokers, kafka_jit="quick")  # brokers that live minutes
     results = []
     try:
         await stack.up()
