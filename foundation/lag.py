@@ -193,10 +193,9 @@ def _kept_up_with_the_windows_start(window: Sequence[Sample]) -> bool:
     A consumer that batches (the projector) or commits per job sees a few records of lag come and go while it
     keeps up; one that falls behind leaves records unconsumed for longer and longer. Unknown ages (a timestamp
     that could not be read) do not count as kept up."""
-    lagging = [p for p in window[-1].partitions if p.records]
-    if any(p.oldest_ms is None for p in lagging):
-        return False
-    return all(p.oldest_ms is not None and p.oldest_ms / 1000 > window[0].at_s for p in lagging)
+    began_ms = window[0].at_s * 1000
+    lagging = [p.oldest_ms for p in window[-1].partitions if p.records]
+    return all(oldest is not None and oldest > began_ms for oldest in lagging)
 
 
 def _grows(lags: list[int]) -> bool:

@@ -25,10 +25,9 @@ import pytest
 import pytest_asyncio
 
 from contracts import utc_now
-from foundation.settings import TopicSettings
 from infra.processes import pid_alive, wait_gone
 from projections.migrations import migrate_database
-from tests.integration.conftest import Topics
+from tests.integration.conftest import Topics, fresh_topic_settings
 from tests.support.apps import AppStack, new_app_stack, wait_for_job, wait_http
 from tests.support.stack import PrivateStack
 from voxlog.topics import ensure_topics, topic_specs
@@ -60,16 +59,9 @@ async def running(stack: PrivateStack) -> PrivateStack:
 
 
 async def fresh_topics_and_schema(stack: PrivateStack, partitions: int) -> tuple[Topics, str]:
-    suffix = uuid.uuid4().hex[:12]
-    settings = TopicSettings(
-        jobs_topic=f"test.{suffix}.jobs",
-        nodes_topic=f"test.{suffix}.nodes",
-        dlq_topic=f"test.{suffix}.dlq",
-        jobs_partitions=partitions,
-    )
-    topics = Topics(stack.kafka, settings)
+    settings = fresh_topic_settings(jobs_partitions=partitions)
     await ensure_topics(stack.kafka, topic_specs(settings))
-    return topics, f"t_{suffix}"
+    return Topics(stack.kafka, settings), f"t_{uuid.uuid4().hex[:12]}"
 
 
 @contextlib.asynccontextmanager

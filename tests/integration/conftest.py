@@ -35,15 +35,21 @@ class Topics:
         return self.settings.jobs_topic
 
 
-@pytest_asyncio.fixture
-async def topics(stack: DevStack) -> AsyncIterator[Topics]:
-    """Fresh jobs, DLQ and nodes topics for one test, deleted afterwards."""
+def fresh_topic_settings(**overrides: int) -> TopicSettings:
+    """Jobs, DLQ and nodes topics of names no other test uses (``overrides``: partitions and the like)."""
     suffix = uuid.uuid4().hex[:12]
-    settings = TopicSettings(
+    return TopicSettings(
         jobs_topic=f"test.{suffix}.jobs",
         nodes_topic=f"test.{suffix}.nodes",
         dlq_topic=f"test.{suffix}.dlq",
+        **overrides,
     )
+
+
+@pytest_asyncio.fixture
+async def topics(stack: DevStack) -> AsyncIterator[Topics]:
+    """Fresh jobs, DLQ and nodes topics for one test, deleted afterwards."""
+    settings = fresh_topic_settings()
     kafka = KafkaAccess(stack.bootstrap_servers)
     await ensure_topics(kafka, topic_specs(settings))
     yield Topics(kafka, settings)

@@ -59,7 +59,7 @@ def build_test_stack(home: Path, *, probe_running: bool, brokers: int | None = N
         ports = free_stack_ports(size)
         home.mkdir(parents=True, exist_ok=True)
         ports_file.write_text(json.dumps(ports))
-    return scratch_stack(home, ports=ports, kafka_jit="quick")
+    return scratch_stack(home, ports=ports)  # the whole suite's broker, under load for half an hour: both compilers
 
 
 class PrivateStack:
