@@ -24,6 +24,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from bench.deploy import Deployment, System
 from bench.errors import BenchError
 from bench.measure import Client, JobTiming, Submission, summarize
@@ -220,13 +222,32 @@ async def tenants(ctx: Context) -> dict[str, Any]:
     return out
 
 
-async def _trickle(c: Client, texts: list[str], gap_s: float) -> dict[str, float]:
+async def _trickle(c: Client, texts: list[str], gap_s: float) -> dict[str, Any]:
     submissions = []
     for text in texts:
         submissions.append(await c.submit(text))
         await asyncio.sleep(gap_s)  # one at a time, as a user would
     await c.wait_done([s.job_id for s in submissions], DONE_WITHIN_S)
-    return summarize([t.visible - t.submitted for t in await c.timings(submissions)])
+    timings = await c.timings(submissions)
+    slowest = max(timings, key=lambda t: t.visible - t.submitted)
+    return {
+        **summarize([t.visible - t.submitted for t in timings]),
+        "stages_ms": _stages(timings),
+        "slowest_stages_ms": _stages([slowest]),
+    }
+
+
+def _stages(timings: Sequence[JobTiming]) -> dict[str, float]:
+    """Median milliseconds of each leg of a request's way, so a latency says where it went."""
+    legs: dict[str, list[float]] = {"api": [], "to_claim": [], "claimed": [], "to_visible": []}
+    for t in timings:
+        if t.claimed is None or t.completed is None:
+            continue
+        legs["api"].append(t.accepted - t.submitted)
+        legs["to_claim"].append(t.claimed - t.recorded)
+        legs["claimed"].append(t.completed - t.claimed)
+        legs["to_visible"].append(t.visible - t.completed)
+    return {leg: 1000 * float(np.median(v)) for leg, v in legs.items() if v}
 
 
 async def _one_at_a_time(c: Client, texts: list[str]) -> dict[str, float]:
