@@ -10,7 +10,8 @@ from bench.report_fairness import tenants
 
 
 def _tenants(with_legs: bool) -> dict[str, Any]:
-    idle, behind = summarize([0.05, 0.06]), summarize([0.2, 0.7])
+    idle: dict[str, Any] = {**summarize([0.05, 0.06])}
+    behind: dict[str, Any] = {**summarize([0.2, 0.7])}
     if with_legs:
         idle["stages_ms"] = {"api": 13.0, "to_claim": 10.0, "claimed": 27.0, "to_visible": 7.0}
         behind["stages_ms"] = {"api": 47.0, "to_claim": 35.0, "claimed": 50.0, "to_visible": 73.0}
