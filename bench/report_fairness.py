@@ -137,31 +137,21 @@ def tenants(s: dict[str, Any]) -> list[str]:
     m = s.get("tenants")
     if m is None:
         return ["Not measured in this run."]
-    legs = ("api", "to_claim", "claimed", "to_visible")
+
+    def legs(stages: dict[str, float]) -> list[str]:
+        order = ("api", "to_claim", "claimed", "to_visible")
+        return [f"{stages[leg]:.0f}" if leg in stages else "n/a" for leg in order]
 
     def row(name: str, figures: dict[str, Any]) -> list[str]:
-        stages = figures.get("stages_ms", {})
-        return [
-            name,
-            f"{figures['median_ms']:.0f}",
-            f"{figures['p99_ms']:.0f}",
-            *(f"{stages[leg]:.0f}" if leg in stages else "n/a" for leg in legs),
-        ]
+        return [name, f"{figures['median_ms']:.0f}", f"{figures['p99_ms']:.0f}", *legs(figures.get("stages_ms", {}))]
 
     rows = [
         row("B's interactive requests, idle system", m["idle"]),
         row("B's interactive requests behind A's batch", m["b_behind_a"]),
     ]
     if "slowest_stages_ms" in m["b_behind_a"]:
-        slowest = m["b_behind_a"]["slowest_stages_ms"]
-        rows.append(
-            [
-                "the slowest of them",
-                "",
-                f"{m['b_behind_a']['max_ms']:.0f} (max)",
-                *(f"{slowest[leg]:.0f}" if leg in slowest else "n/a" for leg in legs),
-            ]
-        )
+        slowest = m["b_behind_a"]
+        rows.append(["the slowest of them", "", f"{slowest['max_ms']:.0f} (max)", *legs(slowest["slowest_stages_ms"])])
     return [
         f"Tenant A submits {m['a_batch']:,} batch requests, then tenant B submits a batch of {m['b_batch']} and "
         f"{m['b_interactive']} interactive requests one at a time, to {m['workers']} workers of `bench-sleep` at "
