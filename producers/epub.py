@@ -117,6 +117,8 @@ def read_epub(
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as e:
         raise DocumentError(f"not an EPUB: the data is not a zip archive ({e})") from None
+    except NotImplementedError as e:  # a zip format version zipfile cannot read, said by its directory
+        raise DocumentError(f"not an EPUB this service can read: {e}") from None
     with archive:
         total = sum(info.file_size for info in archive.infolist())
         if total > MAX_UNCOMPRESSED_BYTES:

@@ -233,3 +233,16 @@ def test_parse_xml_reads_namespaced_elements_and_attributes():
     assert root.tag.endswith("a")
     assert root.get("k") == "v"
     assert [child.text for child in root] == ["text"]
+
+
+def test_regression_a_zip_version_zipfile_cannot_read_is_a_document_error_not_a_500() -> None:
+    """Found by the fuzzed bodies: a central directory asking for zip version 19.2 made zipfile raise
+    NotImplementedError from its constructor, which escaped as a server error."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("mimetype", "application/epub+zip")
+    data = bytearray(buffer.getvalue())
+    central = data.index(b"PK\x01\x02")
+    data[central + 6 : central + 8] = (192).to_bytes(2, "little")  # version needed to extract: 19.2
+    with pytest.raises(DocumentError, match=r"zip file version 19\.2"):
+        read_epub(bytes(data))
