@@ -193,7 +193,9 @@ async def _keyed(d: Deployment, tenant: str) -> str:
 
 
 async def tenants(ctx: Context) -> dict[str, Any]:
-    """(m) tenant B's work while tenant A's large batch is queued."""
+    """(m) tenant B's work while tenant A's large batch is queued: at a flat 20 ms a request, where
+    orchestration is the work and A's flood keeps the CPUs busy, then at a per-character pace, where
+    synthesis is (A's backlog is then hours of engine time: the run stops once B's work is measured)."""
     p = ctx.profile
     out: dict[str, Any] = {
         "workers": p.ten_workers,
@@ -202,7 +204,17 @@ async def tenants(ctx: Context) -> dict[str, Any]:
         "b_batch": p.ten_b_batch,
         "synth_ms": p.ten_synth_ms,
     }
-    async with ctx.deploy("voxlog", BENCH_ENGINE, p.ten_synth_ms, extra={"VOXLOG_AUTH": "on"}) as d:
+    out.update(await _tenants_run(ctx, p.ten_synth_ms, 0.0, drain_a=True))
+    paced = {"synth_ms": p.ten_paced_synth_ms, "ms_per_char": p.ten_paced_ms_per_char}
+    out["paced"] = paced | await _tenants_run(ctx, p.ten_paced_synth_ms, p.ten_paced_ms_per_char, drain_a=False)
+    return out
+
+
+async def _tenants_run(ctx: Context, synth_ms: float, ms_per_char: float, *, drain_a: bool) -> dict[str, Any]:
+    p = ctx.profile
+    out: dict[str, Any] = {}
+    extra = {"VOXLOG_AUTH": "on"}
+    async with ctx.deploy("voxlog", BENCH_ENGINE, synth_ms, ms_per_char, extra=extra) as d:
         await d.scale_to(p.ten_workers)
         keys = {tenant: await _keyed(d, tenant) for tenant in ("tenant-a", "tenant-b")}
         voice = await _voice(d)
@@ -212,27 +224,41 @@ async def tenants(ctx: Context) -> dict[str, Any]:
         ):
             a.http.headers["Authorization"] = f"Bearer {keys['tenant-a']}"
             b.http.headers["Authorization"] = f"Bearer {keys['tenant-b']}"
-            ctx.say(f"(m) idle: {p.ten_b_interactive} interactive requests of tenant B")
+            pace = f"{synth_ms:g} ms" + (f" + {ms_per_char:g} ms a character" if ms_per_char else "")
+            ctx.say(f"(m) at {pace}, idle: {p.ten_b_interactive} interactive requests of tenant B")
             out["idle"] = await _trickle(b, ctx.texts(f"{d.tag}idle", p.ten_b_interactive), p.ten_gap_s)
             ctx.say(f"(m) tenant A submits {p.ten_a_batch} batch requests; then tenant B's work")
             a_started = time.time()
             a_jobs: list[Submission] = []
-            texts = ctx.texts(f"{d.tag}a", p.ten_a_batch)
-            for i in range(0, len(texts), 1000):  # a batch holds at most 1,000 requests
-                a_jobs += (await _one_batch(a, texts[i : i + 1000], "batch"))[0]
-            b_batch, _ = await _one_batch(b, ctx.texts(f"{d.tag}bb", p.ten_b_batch), "batch")
+            a_texts = ctx.texts(f"{d.tag}a", p.ten_a_batch)
+            for i in range(0, len(a_texts), 1000):  # a batch holds at most 1,000 requests
+                a_jobs += (await _one_batch(a, a_texts[i : i + 1000], "batch"))[0]
+            b_texts = ctx.texts(f"{d.tag}bb", p.ten_b_batch)
+            b_batch, _ = await _one_batch(b, b_texts, "batch")
             out["b_behind_a"] = await _trickle(b, ctx.texts(f"{d.tag}bi", p.ten_b_interactive), p.ten_gap_s)
             await b.wait_done([s.job_id for s in b_batch], DONE_WITHIN_S)
             b_done = max(_done(t) for t in await b.timings(b_batch))
             out["b_batch_s"] = b_done - b_batch[0].submitted
-            await a.wait_done([s.job_id for s in a_jobs], DONE_WITHIN_S)
-            a_done = max(_done(t) for t in await a.timings(a_jobs))
-            out["a_batch_s"] = a_done - a_started
-            # B's batch alone on the fleet, and its fair share beside A's (equal weights: half the fleet).
-            out["b_alone_s"] = p.ten_b_batch * p.ten_synth_ms / 1000 / p.ten_workers
+            # B's batch alone on the fleet (its fair share beside A's, equal weights: half the fleet).
+            out["b_alone_s"] = sum(_engine_s(b_texts, synth_ms, ms_per_char)) / p.ten_workers
+            # What A's jobs got of the fleet meanwhile: the same share as B's, were the split even.
+            out["a_done_meanwhile"] = await a.db.fetchval(
+                "SELECT count(*) FROM jobs WHERE job_id = ANY($1::uuid[])"
+                " AND completed_at BETWEEN to_timestamp($2) AND to_timestamp($3)",
+                [s.job_id for s in a_jobs],
+                b_batch[0].submitted,
+                b_done,
+            )
+            if drain_a:
+                await a.wait_done([s.job_id for s in a_jobs], DONE_WITHIN_S)
+                out["a_batch_s"] = max(_done(t) for t in await a.timings(a_jobs)) - a_started
+            else:  # hours of engine time at this pace: the least it could take, every worker busy with A alone
+                out["a_batch_ideal_s"] = sum(_engine_s(a_texts, synth_ms, ms_per_char)) / p.ten_workers
+            a_time = out.get("a_batch_s", out.get("a_batch_ideal_s", 0.0))
             ctx.say(
                 f"    B interactive p99 {out['b_behind_a']['p99_ms']:.0f} ms (idle {out['idle']['p99_ms']:.0f}); "
-                f"B's batch {out['b_batch_s']:.1f} s, A's {out['a_batch_s']:.1f} s"
+                f"B's batch {out['b_batch_s']:.1f} s (A's jobs done meanwhile {out['a_done_meanwhile']}), "
+                f"A's {a_time:.1f} s" + ("" if drain_a else " at the least")
             )
     return out
 
@@ -249,6 +275,9 @@ async def _trickle(c: Client, texts: list[str], gap_s: float) -> dict[str, Any]:
         **summarize([t.visible - t.submitted for t in timings]),
         "stages_ms": _stages(timings),
         "slowest_stages_ms": _stages([slowest]),
+        # In the order sent, so that where the slowest fell says what it met (the first meets A's submission).
+        "each_ms": [1000 * (t.visible - t.submitted) for t in timings],
+        "slowest_index": timings.index(slowest),
     }
 
 

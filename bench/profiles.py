@@ -50,6 +50,8 @@ class Profile:
     ten_b_batch: int = 100
     ten_synth_ms: float = 20.0
     ten_gap_s: float = 0.3
+    ten_paced_synth_ms: float = 20.0  # and at the pace of (j): synthesis, not orchestration, is the work
+    ten_paced_ms_per_char: float = 2.0
 
 
 FULL = Profile(

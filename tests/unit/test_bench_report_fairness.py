@@ -27,7 +27,7 @@ def _tenants(with_legs: bool) -> dict[str, Any]:
 
 def test_each_leg_of_the_latency_is_a_column() -> None:
     lines = tenants(_tenants(with_legs=True))
-    behind = next(line for line in lines if line.startswith("| B's interactive requests behind"))
+    behind = next(line for line in lines if "20 ms a request: B's interactive requests behind" in line)
     assert behind.split("|")[4:8] == [" 47 ", " 35 ", " 50 ", " 73 "]
     slowest = next(line for line in lines if line.startswith("| the slowest of them"))
     assert "700 (max)" in slowest
@@ -36,9 +36,40 @@ def test_each_leg_of_the_latency_is_a_column() -> None:
 
 def test_results_without_legs_render_with_no_figure_made_up() -> None:
     lines = tenants(_tenants(with_legs=False))
-    behind = next(line for line in lines if line.startswith("| B's interactive requests behind"))
+    behind = next(line for line in lines if "20 ms a request: B's interactive requests behind" in line)
     assert behind.split("|")[4:8] == [" n/a "] * 4
     assert not any(line.startswith("| the slowest of them") for line in lines)
+
+
+def _paced() -> dict[str, Any]:
+    idle: dict[str, Any] = {**summarize([0.18, 0.2])}
+    behind: dict[str, Any] = {**summarize([0.33, 0.25, 0.42])}
+    behind["stages_ms"] = {"api": 20.0, "to_claim": 60.0, "claimed": 190.0, "to_visible": 12.0}
+    behind |= {"each_ms": [330.0, 250.0, 420.0], "slowest_index": 2}  # as _trickle records them
+    run = {"idle": idle, "b_behind_a": behind, "b_batch_s": 9.0, "b_alone_s": 4.4, "a_done_meanwhile": 101}
+    return {"synth_ms": 20.0, "ms_per_char": 2.0, "a_batch_ideal_s": 437.0, **run}
+
+
+def test_the_paced_run_is_a_second_set_of_rows_and_a_second_goal() -> None:
+    s = _tenants(with_legs=True)
+    s["tenants"]["paced"] = _paced()
+    lines = tenants(s)
+    behind = next(line for line in lines if "2 ms a character: B's interactive requests behind" in line)
+    assert behind.split("|")[4:8] == [" 20 ", " 60 ", " 190 ", " 12 "]
+    said = "\n".join(lines)
+    assert "101 of A's jobs were done meanwhile" in said
+    assert "A's at least 437 s, every worker on A" in said
+    # twice the idle p99 (199.6 ms) is 399.2 ms: 330 and 250 within it, 420 not
+    assert "2 of B's 3 interactive requests behind A's batch took at most twice the idle p99 (400 ms)" in said
+    assert "the slowest, 420 ms, was request 3 in the order sent" in said
+    flat, paced = fairness_goals(s)
+    assert flat[0] == "(m) tenants"
+    assert paced[0] == "(m) tenants at 20 ms + 2 ms a character"
+    assert "fair share 8.8 s" in paced[2]
+    # a p99 of 418 ms against 200 ms idle misses the goal by a little; 9 s of an A that needs 437 s is within it
+    assert paced[-1].startswith("not met")
+    assert "p99 2.1x idle; B's batch took 2% of A's time" in paced[-1]
+    assert flat[-1].startswith("not met")  # 700 ms against 60 ms idle
 
 
 def test_a_burst_waits_for_itself_on_every_engine_shortest_first() -> None:
