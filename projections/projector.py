@@ -140,10 +140,11 @@ class Projector:
         if self.shards.pending:
             await self._resume(stop)
         owned = list(self.shards.owned)
-        if not owned:  # none given yet (a group's member past its share), or every one fenced off
-            await wait_for_stop(stop, 0.5)
-            return {}
         try:
+            # Polled even with no partition owned (none given yet, a group's member past its share, every one
+            # fenced off): what is not owned is paused, so nothing comes, but without a poll for
+            # max_poll_interval_ms aiokafka leaves the group, and rejoins only at the next poll, and a member
+            # that is not polled hears of no rebalance.
             batch = await self._consumer.getmany(*owned, timeout_ms=500, max_records=self.config.max_batch)
         except OffsetOutOfRangeError as exc:  # retention deleted records this projector had not read
             raise ProjectionGap(f"the jobs log lost records this projector had not applied: {exc}") from exc
@@ -177,14 +178,20 @@ class Projector:
             stored = await stands(conn, self.config.name, owned) if owned else {}
             if pending:
                 beginnings = await self._consumer.beginning_offsets(pending)
-                taken = await take_over(conn, self.config.name, {tp: beginnings[tp] for tp in pending})
+                starts = {tp: beginnings[tp] for tp in pending}
+                taken = await take_over(conn, self.config.name, starts, unless=lambda: self.shards.epoch != epoch)
             else:
                 taken = {}
         for tp, generation in owned.items():
             stand = stored.get(tp)
             if stand is None or stand.generation != generation:
-                log.warning("dropped a partition a newer projector took over", partition=f"{tp.topic}[{tp.partition}]")
-                self.shards.drop(tp)
+                taken_back = self.shards.fenced_off(tp)
+                log.warning(
+                    "took back a partition a stale takeover fenced off: the group still gives it to this projector"
+                    if taken_back
+                    else "dropped a partition a newer projector took over",
+                    partition=f"{tp.topic}[{tp.partition}]",
+                )
         kept = {tp: stored[tp] for tp in self.shards.owned if tp in owned}
         await self._seek({**kept, **taken})
         if self.shards.epoch != epoch:

@@ -45,7 +45,7 @@ A batch writes such a row only at the version it read
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,22 +64,41 @@ class Stand:
 
 
 async def take_over(
-    conn: asyncpg.Connection, consumer: str, starts: Mapping[TopicPartition, int]
+    conn: asyncpg.Connection,
+    consumer: str,
+    starts: Mapping[TopicPartition, int],
+    unless: Callable[[], bool] = lambda: False,
 ) -> dict[TopicPartition, Stand]:
     """Take the partitions of ``starts`` for projector ``consumer``: bump each one's generation (fencing off
     whoever held it) and return where each resumes; a partition never projected starts at its ``starts``
-    offset (the first the log still holds)."""
+    offset (the first the log still holds).
+
+    Nothing is taken (and {} returned) if ``unless()`` holds once the statement is done: a rebalance came while
+    it waited (for a lock, say). Rolled back, it fences off no member the rebalance gave the partitions to; the
+    projector takes what is still its own over again. (A rebalance during the commit itself still fences the new
+    owner off, which takes the partition back: :meth:`Shards.fenced_off`.)"""
     tps = list(starts)
-    rows = await conn.fetch(
-        "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, generation)"
-        " SELECT $1, *, 1 FROM unnest($2::text[], $3::integer[], $4::bigint[])"
-        " ON CONFLICT (consumer, topic, partition) DO UPDATE SET generation = projection_offsets.generation + 1"
-        " RETURNING topic, partition, next_offset, generation",
-        consumer,
-        [tp.topic for tp in tps],
-        [tp.partition for tp in tps],
-        [starts[tp] for tp in tps],
-    )
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        rows = await conn.fetch(
+            "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, generation)"
+            " SELECT $1, *, 1 FROM unnest($2::text[], $3::integer[], $4::bigint[])"
+            " ON CONFLICT (consumer, topic, partition) DO UPDATE SET generation = projection_offsets.generation + 1"
+            " RETURNING topic, partition, next_offset, generation",
+            consumer,
+            [tp.topic for tp in tps],
+            [tp.partition for tp in tps],
+            [starts[tp] for tp in tps],
+        )
+        stale = unless()
+    except BaseException:
+        await transaction.rollback()
+        raise
+    if stale:
+        await transaction.rollback()
+        return {}
+    await transaction.commit()
     return _stands(rows)
 
 
@@ -106,8 +125,12 @@ class Shards:
     given and has yet to take over. Changed by the group's rebalances (:class:`ShardListener`) between the projector's
     batches or during one; the projector takes over what is pending before it reads again."""
 
-    def __init__(self, consumer: AIOKafkaConsumer, given: Collection[TopicPartition] = ()) -> None:
+    def __init__(
+        self, consumer: AIOKafkaConsumer, given: Collection[TopicPartition] = (), *, grouped: bool = False
+    ) -> None:
+        """``given``: the partitions of a projector alone; ``grouped``: its partitions come from a group."""
         self._consumer = consumer
+        self._grouped = grouped
         self.owned: dict[TopicPartition, int] = {}
         self.pending: set[TopicPartition] = set(given)
         self.epoch = 0
@@ -135,6 +158,21 @@ class Shards:
         self.pending.discard(tp)
         self.owned[tp] = generation
         self._consumer.resume(tp)
+
+    def fenced_off(self, tp: TopicPartition) -> bool:
+        """A takeover newer than this projector's fenced it off ``tp``. Alone, the newer projector has it:
+        dropped (False). In a group, the group's assignment says who has it, and if the group still gives it
+        to this projector, the takeover was a stale one: made by a member for what it was given before a
+        rebalance and ended after it (its member knows of the rebalance and keeps nothing of it). Dropped, the
+        partition would be read by no one until the next rebalance, so it is taken over again (True); a member
+        that lost it in a rebalance it has not heard of yet does so at most until its next heartbeat."""
+        self.owned.pop(tp, None)
+        if self._grouped and tp in self._consumer.assignment():
+            self._consumer.pause(tp)
+            self.pending.add(tp)
+            return True
+        self.drop(tp)
+        return False
 
     def drop(self, tp: TopicPartition) -> None:
         """A newer owner took ``tp`` over: never read it again, until the group gives it back."""

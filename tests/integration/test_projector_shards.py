@@ -86,7 +86,7 @@ async def replicas(stack: DevStack, topics: Topics, schema: str) -> AsyncIterato
         pool = await asyncpg.create_pool(
             stack.database_url, min_size=1, max_size=2, server_settings={"search_path": schema}
         )
-        shards = Shards(consumer)
+        shards = Shards(consumer, grouped=True)
         consumer.subscribe([config.jobs_topic, config.nodes_topic], listener=ShardListener(shards))
         projector = Projector(config, pool, consumer, [], RecordedDeadLetters(), shards, gate)
         replica = Replica(projector, consumer, pool, asyncio.create_task(projector.run(stop)))
@@ -179,6 +179,98 @@ async def test_a_projector_stalled_across_a_rebalance_is_fenced_off_the_partitio
             await until(every_job_projected, "every job projected")
             assert await _rows(pg, moved_jobs, moved) == before
     finally:
+        await publisher.stop()
+
+
+def _jobs_owned(*projectors: Replica, topic: str) -> list[set[TopicPartition]]:
+    return [{tp for tp in r.projector.shards.owned if tp.topic == topic} for r in projectors]
+
+
+async def _split_settled(a: Replica, b: Replica, topic: str, partitions: int) -> bool:
+    """Both replicas own their shares of ``topic``, every partition once, with nothing pending."""
+    if a.projector.shards.pending or b.projector.shards.pending:
+        return False
+    mine, theirs = _jobs_owned(a, b, topic=topic)
+    return bool(mine) and bool(theirs) and not mine & theirs and len(mine | theirs) == partitions
+
+
+async def test_regression_a_partition_a_stale_takeover_fenced_off_is_taken_back_not_left_to_no_one(
+    stack, topics, schema, pg
+):
+    """Bench (g) with two replicas took 300 s for a log one applies in 5: a takeover a replica began before a
+    rebalance and ended after it bumped the generation of partitions the rebalance gave the other replica,
+    which dropped them as taken by a newer projector, while the group still gave them to it: no one read
+    them until the dropping replica, polling nothing, was put out of the group at max_poll_interval_ms (and
+    never came back). Here the stale takeover is made by hand: the replica the group gives the partition to
+    takes it back and projects what comes next in it."""
+    publisher = ReconnectingPublisher(topics.kafka, topics.jobs, client_id="test", deadline_ms=10_000)
+    try:
+        partitions = await publisher.partition_count()
+        jobs = [one_of_each(f"Stale takeover {p}.") for p in range(partitions)]
+        await publisher.publish_all([job[0] for job in jobs], list(range(partitions)))
+        async with replicas(stack, topics, schema) as start:
+            a, b = await start(), await start()
+            await until(lambda: _split_settled(a, b, topics.jobs, partitions), "the replicas splitting the partitions")
+            tp = min(_jobs_owned(a, topic=topics.jobs)[0], key=lambda tp: tp.partition)
+            await take_over(pg, NAME, {tp: 0})  # as the other replica's stale takeover does, after the rebalance
+            claim = jobs[tp.partition][1]
+            await publisher.publish_all([claim], [tp.partition])
+
+            async def claim_projected() -> bool:
+                return await _states(pg, [claim.job_id]) == ["claimed"]
+
+            await until(claim_projected, "the claim in the fenced-off partition projected")
+            assert a.projector.fenced == 1, "its batch was refused once"
+            await until(lambda: _split_settled(a, b, topics.jobs, partitions), "the split as it was")
+            assert tp in a.projector.shards.owned, "the replica the group gives it to holds it again"
+    finally:
+        await publisher.stop()
+
+
+async def test_a_takeover_a_rebalance_overtook_is_rolled_back_and_fences_no_one(stack, topics, schema, pg):
+    """Replica A's takeover of every partition waits for a lock on projection_offsets while B joins and the
+    group gives B part of them: once the lock is let go, A's takeover is rolled back instead of fencing B off
+    its share, and each partition is taken over once, by the replica the group gives it to."""
+    publisher = ReconnectingPublisher(topics.kafka, topics.jobs, client_id="test", deadline_ms=10_000)
+    holder = await asyncpg.connect(stack.database_url, server_settings={"search_path": schema})
+    try:
+        partitions = await publisher.partition_count()
+        jobs = [one_of_each(f"Overtaken takeover {p}.")[0] for p in range(partitions)]
+        await publisher.publish_all(jobs, list(range(partitions)))
+        hold = holder.transaction()
+        await hold.start()
+        await holder.execute("LOCK TABLE projection_offsets IN ACCESS EXCLUSIVE MODE")
+
+        async def takeovers_waiting(n: int) -> bool:
+            waiting = await pg.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND query LIKE 'INSERT INTO projection_offsets%'"
+            )
+            return bool(waiting >= n)
+
+        async with replicas(stack, topics, schema) as start:
+            a = await start()
+            await until(lambda: takeovers_waiting(1), "A's takeover waiting for the lock")
+            epoch = a.projector.shards.epoch
+            b = await start()
+            await until(lambda: a.projector.shards.epoch > epoch, "A hearing of the rebalance B's joining makes")
+            await until(lambda: takeovers_waiting(2), "B's takeover waiting for the lock")
+            await hold.commit()
+            await until(lambda: _split_settled(a, b, topics.jobs, partitions), "the replicas splitting the partitions")
+
+            async def every_job_projected() -> bool:
+                return len(await _states(pg, [job.job_id for job in jobs])) == partitions
+
+            await until(every_job_projected, "every job projected")
+            generations = await pg.fetch(
+                "SELECT partition, generation FROM projection_offsets WHERE consumer = $1 AND topic = $2",
+                NAME,
+                topics.jobs,
+            )
+            assert {r["generation"] for r in generations} == {1}, "each partition taken over once"
+            assert (a.projector.fenced, b.projector.fenced) == (0, 0), "no batch refused"
+    finally:
+        await holder.close()
         await publisher.stop()
 
 

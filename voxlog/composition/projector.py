@@ -57,7 +57,7 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
 
         partitions = await until_available("the jobs and nodes topics", topic_partitions, stop, (BrokerUnavailable,))
         if sharded:
-            shards = Shards(consumer)
+            shards = Shards(consumer, grouped=True)
             consumer.subscribe([settings.jobs_topic, settings.nodes_topic], listener=ShardListener(shards))
         else:
             shards = Shards(consumer, partitions)
