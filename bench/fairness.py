@@ -254,11 +254,10 @@ async def _tenants_run(ctx: Context, synth_ms: float, ms_per_char: float, *, dra
                 out["a_batch_s"] = max(_done(t) for t in await a.timings(a_jobs)) - a_started
             else:  # hours of engine time at this pace: the least it could take, every worker busy with A alone
                 out["a_batch_ideal_s"] = sum(_engine_s(a_texts, synth_ms, ms_per_char)) / p.ten_workers
-            a_time = out.get("a_batch_s", out.get("a_batch_ideal_s", 0.0))
             ctx.say(
                 f"    B interactive p99 {out['b_behind_a']['p99_ms']:.0f} ms (idle {out['idle']['p99_ms']:.0f}); "
                 f"B's batch {out['b_batch_s']:.1f} s (A's jobs done meanwhile {out['a_done_meanwhile']}), "
-                f"A's {a_time:.1f} s" + ("" if drain_a else " at the least")
+                + (f"A's {out['a_batch_s']:.1f} s" if drain_a else f"A's at least {out['a_batch_ideal_s']:.0f} s")
             )
     return out
 

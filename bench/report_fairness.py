@@ -42,9 +42,9 @@ def fairness_goals(s: dict[str, Any]) -> list[list[str]]:
         )
     m = s.get("tenants")
     if m is not None:
-        rows.append(_tenants_goal("(m) tenants", m, m))
+        rows.append(_tenants_goal("(m) tenants", m))
         if "paced" in m:
-            rows.append(_tenants_goal(f"(m) tenants at {_pace(m['paced'])}", m, m["paced"]))
+            rows.append(_tenants_goal(f"(m) tenants at {_pace(m['paced'])}", m["paced"]))
     return rows
 
 
@@ -60,7 +60,7 @@ def _a_time(run: dict[str, Any]) -> tuple[float, str]:
     return run["a_batch_ideal_s"], f"A's at least {run['a_batch_ideal_s']:.0f} s"
 
 
-def _tenants_goal(name: str, m: dict[str, Any], run: dict[str, Any]) -> list[str]:
+def _tenants_goal(name: str, run: dict[str, Any]) -> list[str]:
     ratio = run["b_behind_a"]["p99_ms"] / run["idle"]["p99_ms"]
     a_time, a_said = _a_time(run)
     share = run["b_batch_s"] / a_time

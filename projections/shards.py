@@ -63,6 +63,10 @@ class Stand:
     generation: int
 
 
+class _Overtaken(Exception):
+    """Rolls a takeover back: a rebalance came while it was on its way."""
+
+
 async def take_over(
     conn: asyncpg.Connection,
     consumer: str,
@@ -78,27 +82,22 @@ async def take_over(
     projector takes what is still its own over again. (A rebalance during the commit itself still fences the new
     owner off, which takes the partition back: :meth:`Shards.fenced_off`.)"""
     tps = list(starts)
-    transaction = conn.transaction()
-    await transaction.start()
     try:
-        rows = await conn.fetch(
-            "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, generation)"
-            " SELECT $1, *, 1 FROM unnest($2::text[], $3::integer[], $4::bigint[])"
-            " ON CONFLICT (consumer, topic, partition) DO UPDATE SET generation = projection_offsets.generation + 1"
-            " RETURNING topic, partition, next_offset, generation",
-            consumer,
-            [tp.topic for tp in tps],
-            [tp.partition for tp in tps],
-            [starts[tp] for tp in tps],
-        )
-        stale = unless()
-    except BaseException:
-        await transaction.rollback()
-        raise
-    if stale:
-        await transaction.rollback()
+        async with conn.transaction():
+            rows = await conn.fetch(
+                "INSERT INTO projection_offsets (consumer, topic, partition, next_offset, generation)"
+                " SELECT $1, *, 1 FROM unnest($2::text[], $3::integer[], $4::bigint[])"
+                " ON CONFLICT (consumer, topic, partition) DO UPDATE SET generation = projection_offsets.generation + 1"
+                " RETURNING topic, partition, next_offset, generation",
+                consumer,
+                [tp.topic for tp in tps],
+                [tp.partition for tp in tps],
+                [starts[tp] for tp in tps],
+            )
+            if unless():
+                raise _Overtaken
+    except _Overtaken:
         return {}
-    await transaction.commit()
     return _stands(rows)
 
 
@@ -166,12 +165,10 @@ class Shards:
         rebalance and ended after it (its member knows of the rebalance and keeps nothing of it). Dropped, the
         partition would be read by no one until the next rebalance, so it is taken over again (True); a member
         that lost it in a rebalance it has not heard of yet does so at most until its next heartbeat."""
-        self.owned.pop(tp, None)
-        if self._grouped and tp in self._consumer.assignment():
-            self._consumer.pause(tp)
-            self.pending.add(tp)
-            return True
         self.drop(tp)
+        if self._grouped and tp in self._consumer.assignment():
+            self.pending.add(tp)  # paused by drop() until taken over
+            return True
         return False
 
     def drop(self, tp: TopicPartition) -> None:
