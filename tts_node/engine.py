@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -79,3 +80,27 @@ class Engine(Protocol):
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio: ...
 
     def speak(self, segment: Segment, voice: str, speed: float) -> Speech: ...
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """One segment to speak in a voice at a speed: an item of a batch."""
+
+    segment: Segment
+    voice: str
+    speed: float
+
+
+@runtime_checkable
+class BatchSpeaker(Protocol):
+    """An engine whose one model call can speak several segments, each exactly as it would be alone."""
+
+    def speak_batch(self, requests: Sequence[SpeechRequest]) -> list[Speech]: ...
+
+
+def speak_batch(engine: Engine, requests: Sequence[SpeechRequest]) -> list[Speech]:
+    """Each request's speech, in order: one call where ``engine`` batches, one call a segment where it does not.
+    Raises as ``speak`` does, for the first request it cannot serve."""
+    if isinstance(engine, BatchSpeaker):
+        return engine.speak_batch(requests)
+    return [engine.speak(r.segment, r.voice, r.speed) for r in requests]

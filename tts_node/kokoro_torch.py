@@ -11,6 +11,7 @@ import math
 import os
 import re
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ import numpy as np
 import torch
 
 from contracts.ssml import MODEL_SPEED_RANGE
-from tts_node.engine import Audio, EngineInfo, Segment, Speech
+from tts_node.engine import Audio, EngineInfo, Segment, Speech, SpeechRequest
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
+from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
 from tts_node.model_files import _sha256_of
 from tts_node.segmenter import MAX_TOKENS
 from tts_node.voices import VoiceBank, model_version
@@ -85,27 +87,38 @@ class KokoroTorchEngine:
 
     def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
         """``synthesize``'s audio with its words' times, from ``KModel``'s predicted durations (``pred_dur``)."""
-        pack = torch.from_numpy(self._voices.resolve(voice).reshape(-1, 256).copy()).to(self._device)
-        low, high = SPEED_RANGE
-        if not (math.isfinite(speed) and low <= speed <= high):
-            raise EngineInputError(f"speed {speed} is out of range; use {low} to {high}")
-        ids = segment.token_ids
-        if not 1 <= len(ids) <= self._max_tokens or not self._valid_ids.issuperset(ids):
-            raise EngineInputError(f"segment {segment.index} needs 1 to {self._max_tokens} known phoneme ids")
+        return self.speak_batch([SpeechRequest(segment, voice, speed)])[0]
+
+    def speak_batch(self, requests: Sequence[SpeechRequest]) -> list[Speech]:
+        """Every request's speech from one forward (``tts_node.kokoro_batch``): each the same as it is alone.
+
+        A segment's noise is seeded by its ids, voice and speed, so its audio is the same on every call
+        (a retry, a replay), in any batch, on a given device and model."""
+        items = [self._item(r) for r in requests]
         try:
             with torch.inference_mode():
-                # Id 0 pads both ends, as KModel.forward does with the phoneme string's ids.
-                tokens = torch.tensor([[0, *ids, 0]], dtype=torch.long, device=self._device)
-                style = pack[min(len(ids), len(pack) - 1)].unsqueeze(0)
-                audio, pred_dur = self._model.forward_with_tokens(tokens, style, speed)
-                samples = audio.reshape(-1).float().cpu().numpy()
-                durations = pred_dur.reshape(-1).cpu().tolist()
+                outputs = forward_batch(self._model, items)
         except Exception as exc:
-            raise EngineFailure(f"torch failed on segment {segment.index}: {exc}") from exc
-        if samples.size == 0 or not np.isfinite(samples).all():
-            raise EngineFailure(f"the model returned no usable audio for segment {segment.index}")
-        words = self._phonemizer.word_times(segment, durations, samples.size)
-        return Speech(samples.astype(np.float32, copy=False), words)
+            indexes = ", ".join(str(r.segment.index) for r in requests)
+            raise EngineFailure(f"torch failed on segment(s) {indexes}: {exc}") from exc
+        speeches = []
+        for request, output in zip(requests, outputs, strict=True):
+            if output.audio.size == 0 or not np.isfinite(output.audio).all():
+                raise EngineFailure(f"the model returned no usable audio for segment {request.segment.index}")
+            words = self._phonemizer.word_times(request.segment, output.durations, output.audio.size)
+            speeches.append(Speech(output.audio, words))
+        return speeches
+
+    def _item(self, request: SpeechRequest) -> BatchItem:
+        low, high = SPEED_RANGE
+        speed, ids = request.speed, request.segment.token_ids
+        if not (math.isfinite(speed) and low <= speed <= high):
+            raise EngineInputError(f"speed {speed} is out of range; use {low} to {high}")
+        if not 1 <= len(ids) <= self._max_tokens or not self._valid_ids.issuperset(ids):
+            raise EngineInputError(f"segment {request.segment.index} needs 1 to {self._max_tokens} known phoneme ids")
+        pack = self._voices.resolve(request.voice).reshape(-1, 256)
+        style = torch.from_numpy(pack[min(len(ids), len(pack) - 1)].copy())
+        return BatchItem(ids, style, speed, segment_seed(ids, request.voice, speed))
 
 
 def hf_snapshot_dir() -> Path:

@@ -9,6 +9,7 @@ Never serve it: ``KokoroTorchEngine`` loads it exactly like real weights.
 from __future__ import annotations
 
 import copy
+import math
 import json
 import tempfile
 from pathlib import Path
@@ -62,11 +63,20 @@ def kokoro_config() -> dict[str, Any]:
     return config
 
 
-def write_random_checkpoint(directory: Path, *, seed: int = 0, voices: tuple[str, ...] = ("af_random",)) -> Path:
+def write_random_checkpoint(
+    directory: Path,
+    *,
+    seed: int = 0,
+    voices: tuple[str, ...] = ("af_random",),
+    frames_per_phoneme: float | None = None,
+) -> Path:
     """Write ``config.json``, random weights and random voice packs into ``directory``.
 
     FOR TESTS AND BENCHMARKS ONLY: the weights are untrained. The same seed
-    gives byte-identical files. Returns ``directory``.
+    gives byte-identical files. ``frames_per_phoneme`` sets the duration head so
+    that a phoneme lasts about that many frames (25 ms each; speech is about 3.3),
+    varying a little from phoneme to phoneme, instead of the untrained maximum:
+    audio of a realistic length for a sentence. Returns ``directory``.
     """
     if not voices:
         raise ValueError("at least one voice is needed")
@@ -81,6 +91,8 @@ def write_random_checkpoint(directory: Path, *, seed: int = 0, voices: tuple[str
         with torch.random.fork_rng(devices=[]):  # leave the caller's RNG state alone
             torch.manual_seed(seed)
             model = load_kmodel(config, empty, torch.device("cpu"))
+    if frames_per_phoneme is not None:
+        _set_durations(model, frames_per_phoneme, int(config["max_dur"]))
     torch.save({key: getattr(model, key).state_dict() for key in MODULE_KEYS}, directory / WEIGHTS_NAME)
     voices_dir = directory / "voices"
     voices_dir.mkdir(exist_ok=True)
@@ -89,3 +101,14 @@ def write_random_checkpoint(directory: Path, *, seed: int = 0, voices: tuple[str
         pack = torch.randn(VOICE_SHAPE, generator=generator, dtype=torch.float32) * 0.2
         torch.save(pack, voices_dir / f"{name}.pt")
     return directory
+
+
+def _set_durations(model: Any, frames: float, max_dur: int) -> None:
+    """The duration head's sigmoids sum to about ``frames``: each about frames/max_dur, weights shrunk so the
+    phonemes still differ a little."""
+    if not 0 < frames < max_dur:
+        raise ValueError(f"frames_per_phoneme must be between 0 and {max_dur}")
+    head = model.predictor.duration_proj.linear_layer
+    with torch.no_grad():
+        head.weight.mul_(0.05)
+        head.bias.fill_(math.log(frames / (max_dur - frames)))

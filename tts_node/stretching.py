@@ -9,10 +9,11 @@ times scaled alike so that captions stay on the words.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 from contracts.speed import SPEED_RANGE, split_speed
-from tts_node.engine import Audio, Engine, EngineInfo, Segment, Speech
+from tts_node.engine import Audio, Engine, EngineInfo, Segment, Speech, SpeechRequest, speak_batch
 from tts_node.errors import EngineInputError
 from tts_node.time_stretch import time_stretch
 
@@ -40,7 +41,16 @@ class SpeedRange:
 
     def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
         model_speed, factor = self._split(speed)
-        speech = self.inner.speak(segment, voice, model_speed)
+        return self._stretched(self.inner.speak(segment, voice, model_speed), factor)
+
+    def speak_batch(self, requests: Sequence[SpeechRequest]) -> list[Speech]:
+        """One call of the inner engine for the batch (where it batches), each item stretched as ``speak`` does."""
+        splits = [self._split(r.speed) for r in requests]
+        inner = [replace(r, speed=model_speed) for r, (model_speed, _) in zip(requests, splits, strict=True)]
+        spoken = speak_batch(self.inner, inner)
+        return [self._stretched(s, factor) for s, (_, factor) in zip(spoken, splits, strict=True)]
+
+    def _stretched(self, speech: Speech, factor: float) -> Speech:
         if factor == 1.0:
             return speech
         audio = time_stretch(speech.audio, factor, self.info.sample_rate)

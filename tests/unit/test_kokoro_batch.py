@@ -1,0 +1,106 @@
+"""A batched Kokoro forward equals each segment alone (``tts_node.kokoro_batch``), on the random checkpoint.
+
+The checkpoint's duration head is set to about 3.3 frames a phoneme, as in speech, so items of mixed
+lengths make audio of mixed lengths (the padding every layer must ignore) at the cost of a real sentence.
+Tolerance: 1e-4 of full scale per sample (float32 sums in another order; measured about 3e-6 on CPU).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tts_node import EngineInputError, load_engine
+from tts_node.engine import SpeechRequest, speak_batch
+from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
+from tts_node.kokoro_torch import WEIGHTS_NAME, load_kmodel
+from tts_node.random_checkpoint import kokoro_config, write_random_checkpoint
+
+TOLERANCE = 1e-4
+TEXTS = ("Hi there.", "A longer sentence, with a clause or two in it.", "Yes.", "Numbers like forty-two stay.")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("kokoro_batch") / "model"
+    return write_random_checkpoint(directory, seed=3, voices=("af_one", "am_two"), frames_per_phoneme=3.3)
+
+
+@pytest.fixture(scope="module")
+def engine(checkpoint):
+    return load_engine("kokoro", model_dir=checkpoint, threads=2)
+
+
+@pytest.fixture(scope="module")
+def requests(engine):
+    """Four segments of mixed lengths, two voices, three speeds (one beyond the model's: time-stretched)."""
+    voices, speeds = ("af_one", "am_two", "af_one", "am_two"), (1.0, 1.3, 0.8, 1.0)
+    found = [engine.segment(text, "en-us")[0] for text in TEXTS]
+    return [SpeechRequest(s, v, x) for s, v, x in zip(found, voices, speeds, strict=True)]
+
+
+def test_a_batch_of_mixed_lengths_equals_each_segment_alone(engine, requests):
+    batched = speak_batch(engine, requests)
+    lengths = set()
+    for request, together in zip(requests, batched, strict=True):
+        alone = engine.speak(request.segment, request.voice, request.speed)
+        lengths.add(alone.audio.size)
+        assert together.audio.size == alone.audio.size
+        assert float(np.abs(together.audio - alone.audio).max()) < TOLERANCE
+        assert together.words == alone.words  # from the same predicted durations
+    assert len(lengths) == len(requests)  # the items really were padded to one another
+
+
+def test_a_segment_is_the_same_audio_whatever_rides_beside_it(engine, requests):
+    first = speak_batch(engine, requests[:2])[0]
+    again = speak_batch(engine, [requests[0], requests[3], requests[2]])[0]
+    assert float(np.abs(first.audio - again.audio).max()) < TOLERANCE
+
+
+def test_a_segment_is_a_function_of_its_inputs(engine, requests):
+    """Seeded noise: the same segment, voice and speed give the same samples on every call (a retry, a replay),
+    and another voice or speed gives other audio."""
+    request = requests[1]
+    one = engine.speak(request.segment, request.voice, request.speed).audio
+    two = engine.speak(request.segment, request.voice, request.speed).audio
+    assert one.tobytes() == two.tobytes()
+    other_voice = engine.speak(request.segment, "af_one", request.speed).audio
+    assert other_voice.size != one.size or not np.array_equal(other_voice, one)
+
+
+def test_an_item_alone_equals_the_library_forward_under_the_same_seed(checkpoint, requests):
+    """The masked forward is Kokoro's own: one item equals ``KModel.forward_with_tokens`` when the library's
+    global generator is seeded with the item's seed (it draws the same numbers in the same order)."""
+    model = load_kmodel(kokoro_config(), checkpoint / WEIGHTS_NAME, torch.device("cpu"))
+    pack = torch.load(checkpoint / "voices" / "af_one.pt", weights_only=True).reshape(-1, 256)
+    ids = requests[1].segment.token_ids
+    item = BatchItem(ids, pack[len(ids)], 1.2, segment_seed(ids, "af_one", 1.2))
+    with torch.inference_mode():
+        (ours,) = forward_batch(model, [item])
+        torch.manual_seed(item.seed)
+        audio, durations = model.forward_with_tokens(torch.tensor([[0, *ids, 0]]), item.style.unsqueeze(0), 1.2)
+    assert ours.durations == durations.tolist()
+    assert ours.audio.size == audio.numel()
+    assert float(np.abs(ours.audio - audio.numpy()).max()) < TOLERANCE
+
+
+def test_a_bad_item_is_named_before_any_forward(engine, requests):
+    bad = SpeechRequest(requests[0].segment, "af_one", float("nan"))
+    with pytest.raises(EngineInputError, match="speed nan is out of range"):
+        speak_batch(engine, [requests[1], bad])
+
+
+def test_an_engine_without_a_batched_forward_speaks_one_at_a_time(requests):
+    class OneAtATime:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def speak(self, segment, voice, speed):
+            self.calls.append(segment.text)
+            return (segment.text, voice, speed)
+
+    engine = OneAtATime()
+    spoken = speak_batch(engine, requests)  # type: ignore[arg-type]
+    assert engine.calls == [r.segment.text for r in requests]
+    assert spoken == [(r.segment.text, r.voice, r.speed) for r in requests]
