@@ -17,7 +17,7 @@ from typing import Final
 
 import numpy as np
 
-from foundation.audio import Samples
+from foundation.audio import Samples, blocks
 from foundation.errors import FoundationError
 
 try:
@@ -73,14 +73,13 @@ class AacEncoder:
         self._closed = False
 
     def write(self, samples: Samples) -> bytes:
-        mono = np.ascontiguousarray(np.clip(samples, -1.0, 1.0), dtype=np.float32).reshape(1, -1)
-        if mono.shape[1] == 0:
-            return b""
-        frame = av.AudioFrame.from_ndarray(mono, format="flt", layout="mono")
-        frame.sample_rate, frame.pts = self._rate, self._pts
-        self._pts += mono.shape[1]
-        for packet in self._stream.encode(frame):
-            self._container.mux(packet)
+        mono = np.clip(np.asarray(samples, dtype=np.float32).reshape(-1), -1.0, 1.0)
+        for block in blocks(mono):  # bounded frames a call, as every encoder here (foundation.audio)
+            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(block).reshape(1, -1), format="flt", layout="mono")
+            frame.sample_rate, frame.pts = self._rate, self._pts
+            self._pts += len(block)
+            for packet in self._stream.encode(frame):
+                self._container.mux(packet)
         return self._sink.take()
 
     def close(self) -> bytes:

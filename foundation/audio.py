@@ -2,11 +2,16 @@
 
 Segments are stored as mono 16-bit PCM WAV at the engine's sample rate; a
 whole job is the concatenation of its segments' samples.
+
+Every encode hands its encoder at most ``ENCODE_BLOCK_FRAMES`` frames a call (``encode_file`` for whole
+files, ``blocks`` for streaming encoders): what one call costs an encoder is then bounded by the block, not
+by the length of the answer.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from typing import Final
 
 import numpy as np
@@ -16,12 +21,61 @@ import soundfile as sf
 Samples = npt.NDArray[np.float32]
 WAV_HEADER_BYTES: Final = 44  # what ``encode_wav``'s files hold before their 16-bit samples
 
+# The most frames one call hands an encoder. libvorbis (under libsndfile's Ogg Vorbis) allocates the
+# frames of a call on the calling thread's stack (alloca, when it first extrapolates the stream's
+# start): one whole answer in one write overflowed a to_thread worker's 8 MiB stack at about 2.1 M frames
+# (87 s at 24 kHz, 44 s at 48 kHz) and killed the API with SIGSEGV (issue 40). 64 Ki mono float32
+# frames are 256 KiB, whatever the answer's length.
+ENCODE_BLOCK_FRAMES: Final = 65_536
+
+
+def blocks(samples: Samples) -> Iterator[Samples]:
+    """``samples`` (frames first) in consecutive views of at most ``ENCODE_BLOCK_FRAMES`` frames (none if empty)."""
+    for start in range(0, len(samples), ENCODE_BLOCK_FRAMES):
+        yield samples[start : start + ENCODE_BLOCK_FRAMES]
+
+
+def write_blocks(file: sf.SoundFile, samples: Samples) -> None:
+    """``samples`` written to an open ``file`` in ``blocks``: never the whole array in one call."""
+    for block in blocks(samples):
+        file.write(block)
+
+
+def encode_file(
+    samples: Samples,
+    sample_rate: int,
+    *,
+    container: str,
+    subtype: str,
+    endian: str = "FILE",
+    compression_level: float | None = None,
+    bitrate_mode: str | None = None,
+) -> bytes:
+    """``samples`` (frames first, as ``sf.write`` takes them) as one whole libsndfile file of ``container``
+    and ``subtype``, written in bounded blocks.
+
+    Every whole-file encode goes through here: ``sf.write`` with the whole array is what crashed on long
+    Vorbis answers (see ``ENCODE_BLOCK_FRAMES``)."""
+    frames = np.asarray(samples)
+    buffer = io.BytesIO()
+    with sf.SoundFile(
+        buffer,
+        "w",
+        sample_rate,
+        1 if frames.ndim == 1 else frames.shape[1],
+        format=container,
+        subtype=subtype,
+        endian=endian,
+        compression_level=compression_level,
+        bitrate_mode=bitrate_mode,
+    ) as file:
+        write_blocks(file, frames)
+    return buffer.getvalue()
+
 
 def encode_wav(samples: Samples, sample_rate: int) -> bytes:
     """Float samples in [-1, 1] as a 16-bit PCM WAV file."""
-    buffer = io.BytesIO()
-    sf.write(buffer, np.clip(samples, -1.0, 1.0), sample_rate, format="WAV", subtype="PCM_16")
-    return buffer.getvalue()
+    return encode_file(np.clip(samples, -1.0, 1.0), sample_rate, container="WAV", subtype="PCM_16")
 
 
 def wav_seconds(byte_length: int, sample_rate: int) -> float:

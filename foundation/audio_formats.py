@@ -37,6 +37,10 @@ and padding: each segment gains about 50 to 100 ms of silence (1105 samples
 at its start, under a frame at its end). Whole files (``encode``) stay VBR
 with their tag.
 
+Every encoder is handed at most ``foundation.audio.ENCODE_BLOCK_FRAMES`` frames a call, whole files
+(``foundation.audio.encode_file``) as streams: libvorbis puts a call's frames on the thread's stack, and a
+long Ogg Vorbis answer written in one call killed the process (issue 40).
+
 ``flac``, ``ogg`` and ``opus`` do not stream this way: each encode is a whole
 stream with its own headers (FLAC: STREAMINFO, frame numbers from 0; Ogg: a
 new logical stream, a "chain" that libsndfile, among other decoders, does not
@@ -55,7 +59,7 @@ import soundfile as sf
 import soxr  # type: ignore[import-untyped]  # ships no type information
 
 from foundation import aac
-from foundation.audio import Samples
+from foundation.audio import Samples, encode_file, write_blocks
 from foundation.errors import FoundationError
 
 SUPPORTED_RATES: Final = (16000, 22050, 24000, 44100, 48000)
@@ -162,20 +166,17 @@ def _encode(samples: Samples, src_rate: int, fmt: str, rate: int, *, constant_bi
     audio = np.clip(resample(samples, src_rate, rate), -1.0, 1.0)
     if fmt == "aac":
         return aac.encode_aac(audio, rate)
-    buffer = io.BytesIO()
     # soundfile applies a bitrate mode only together with a compression level.
     mode, level = ("CONSTANT", _MP3_STREAM_LEVEL) if constant_bitrate else (None, None)
-    sf.write(
-        buffer,
+    return encode_file(
         audio,
         rate,
-        format=container,
+        container=container,
         subtype=subtype,
         endian=_endian(fmt),
         compression_level=level,
         bitrate_mode=mode,
     )
-    return buffer.getvalue()
 
 
 def streamable(fmt: str) -> bool:
@@ -334,7 +335,7 @@ class Mp3Encoder:
         self._started = False
 
     def write(self, samples: Samples, src_rate: int) -> bytes:
-        self._file.write(np.clip(resample(samples, src_rate, self._rate), -1.0, 1.0))
+        write_blocks(self._file, np.clip(resample(samples, src_rate, self._rate), -1.0, 1.0))
         return self._frames(self._outlet.take())
 
     def close(self) -> bytes:
