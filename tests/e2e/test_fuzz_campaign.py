@@ -8,12 +8,17 @@ One deployment (projector, one worker, two APIs on the same log and tables) take
 2. *documents*: :mod:`tests.support.document_bodies` POSTed to /v1/documents (malformed zips, nested and
    odd XHTML, huge declared sizes, odd encodings, Markdown at its edges, random bytes): each answer a
    200/202, or a 4xx whose body says what is wrong;
-3. *keyed* and *keyed (links)*: the same against an API with VOXLOG_AUTH=on, each case sent with a good key,
+3. *long audio*: answers of a hundred seconds and more (SSML of ten ten-second breaks, :func:`long_answers`) in
+   every output format, through /v1/audio/speech streamed, whole and as events at 24 kHz, and through
+   /v1/jobs and its audio at 48 kHz: each a 200 that decodes to the job's length. One such Vorbis answer
+   killed the API (SIGSEGV, issue 40);
+4. *keyed* and *keyed (links)*: the same against an API with VOXLOG_AUTH=on, each case sent with a good key,
    one lacking a scope, one of a throttled tenant, or a missing, malformed, unknown or wrong one (401, 403
    and 429 are answers; schemathesis' ignored_auth check also resends a good case without its key);
 
 then ``voxlog verify --settled``. Every call is checked (:data:`tests.support.api_fuzz.CHECKS`: no 5xx, the
-answer as the schema says) and measured: the API's CPU per request within :data:`BUDGET`.
+answer as the schema says) and measured: the API's CPU per request within :data:`BUDGET`. Both APIs must be
+the processes they started as at the end (a crash is no 5xx: its requests just get no answer).
 
 The worker is bench-sleep, not kokoro-onnx: the campaign asks for audio of whatever it generates (hundreds
 of jobs and document parts), which the real model on this machine's two cores would take far longer than
@@ -41,14 +46,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 from schemathesis.checks import ignored_auth
 
+from foundation import audio_formats
 from producers.document_parsing import DocumentRequest
 from producers.requests import JobRequest
 from producers.speech import SpeechRequest
-from tests.support.api_fuzz import CHECKS, CpuBudget, Credential, Fuzz, Guide, fuzz_settings, known_ids
+from tests.support.api_fuzz import (
+    CHECKS,
+    REQUEST_TIMEOUT_S,
+    CpuBudget,
+    Credential,
+    Fuzz,
+    Guide,
+    LongAnswer,
+    fuzz_settings,
+    known_ids,
+    long_answers,
+    sse_audio,
+)
 from tests.support.apps import AppStack, start_pipeline
 from tests.support.cli import voxlog
 from tests.support.document_bodies import DocumentBody, document_bodies
 from tests.support.fuzz_report import Campaign, write_report
+from tests.support.long_audio import decode
 from tests.support.stack import free_port
 
 SCALE = int(os.environ.get("VOXLOG_FUZZ_SCALE", "1"))
@@ -56,6 +75,8 @@ SCALE = int(os.environ.get("VOXLOG_FUZZ_SCALE", "1"))
 EXAMPLES = 10 * SCALE  # per operation and mode, on the open API
 SCENARIOS, STEPS = 24 * SCALE, 6
 DOCUMENTS = 160 * SCALE
+LONG_ANSWERS = long_answers(audio_formats.supported_formats(), SCALE)  # every format in every mode, SCALE times
+LONG_ANSWER_TOLERANCE_S = 0.2  # an encoder's delay and padding (mp3, aac: under 0.15 s); a lost segment is 10 s
 KEYED_EXAMPLES, KEYED_SCENARIOS = 4 * SCALE, 8 * SCALE
 REQUEST_FIELDS = frozenset({*JobRequest.model_fields, *DocumentRequest.model_fields, *SpeechRequest.model_fields})
 """What the request bodies take (with a batch's requests and an upload's file), for :class:`Guide`."""
@@ -168,6 +189,59 @@ def _documents(fuzz: Fuzz, api: str, api_pid: int, voice: str) -> None:
         sent()
 
 
+def _long_answers(fuzz: Fuzz, api: str, api_pid: int, voice: str) -> None:
+    """Each :data:`LONG_ANSWERS` request: a 200 whose audio decodes to the job's length."""
+    with httpx.Client(base_url=api, timeout=REQUEST_TIMEOUT_S) as client:
+        for case in LONG_ANSWERS:
+            problem = _long_answer(fuzz, client, api_pid, voice, case)
+            if problem is not None:
+                fuzz.failures.append(f"[long audio] {case.label}: {problem}"[:2000])
+
+
+def _long_answer(fuzz: Fuzz, client: httpx.Client, api_pid: int, voice: str, case: LongAnswer) -> str | None:
+    """What is wrong with ``case``'s answer, or None (no answer at all is recorded by :meth:`Fuzz.measured`)."""
+    path, body = case.request(voice)
+    response = fuzz.measured("long audio", case.label, api_pid, lambda: client.post(path, json=body))
+    if response is None:
+        return None
+    if case.mode == "job":
+        if response.status_code not in (200, 202):
+            return f"{response.status_code}: {response.text[:500]}"
+        job_id = response.json()["job_id"]
+        _completed(client, job_id)
+        audio_path = f"/v1/jobs/{job_id}/audio"
+        response = fuzz.measured("long audio", case.audio_label, api_pid, lambda: client.get(audio_path))
+        if response is None:
+            return None
+    else:
+        job_id = response.headers.get("x-voxlog-job-id", "")
+    if response.status_code != 200:
+        return f"{response.status_code}: {response.text[:500]}"
+    data = response.content
+    if case.mode == "sse":
+        data, last = sse_audio(data)
+        if last != "speech.audio.done":
+            return f"the events ended with {last!r}, not speech.audio.done"
+    job = _completed(client, job_id)
+    spoken_s = float(job["total_duration_ms"]) / 1000
+    samples, rate = decode(case.response_format, data, case.rate)
+    heard_s = len(samples) / rate
+    if rate != case.rate or spoken_s < case.silence_s or abs(heard_s - spoken_s) > LONG_ANSWER_TOLERANCE_S:
+        return f"decoded {heard_s:.2f} s at {rate} Hz of a {spoken_s:.2f} s job ({case.silence_s:g} s of breaks)"
+    return None
+
+
+def _completed(client: httpx.Client, job_id: str, within_s: float = 120.0) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while True:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        if job.get("state") == "completed":
+            return job
+        assert job.get("state") in ("queued", "running"), job
+        assert time.monotonic() < deadline, f"job {job_id} did not complete within {within_s} s: {job}"
+        time.sleep(0.2)
+
+
 def _answered_well(response: httpx.Response) -> bool:
     try:
         body = response.json()
@@ -184,6 +258,7 @@ def _open_passes(fuzz: Fuzz, app: AppStack, known: dict[str, Any], voice: str) -
     fuzz.operations("open", pid, schema, EXAMPLES, known=known)
     fuzz.stateful("open (links)", pid, schema, SCENARIOS, STEPS)
     _documents(fuzz, app.api, pid, voice)
+    _long_answers(fuzz, app.api, pid, voice)
     return schema
 
 
@@ -217,15 +292,22 @@ async def test_fuzz_campaign_answers_no_5xx_holds_its_cpu_budget_and_leaves_veri
         keyed_known = await known_ids(client, voices[0])
 
     fuzz = Fuzz(BUDGET, guide=Guide(voices[0], REQUEST_FIELDS | {"requests", "file"}))
+    pids = {name: _pid(app, name) for name in ("api", "api-keyed")}
     fuzzing = time.monotonic()
     schema = await asyncio.to_thread(_open_passes, fuzz, app, known, voices[0])
     await asyncio.to_thread(_keyed_passes, fuzz, app, keyed_api, keys, keyed_known)
     fuzzed_s = time.monotonic() - fuzzing
     verify = await asyncio.to_thread(voxlog, app.env, "verify", "--settled", "--wait", "120")
+    gone = {name: pid for name, pid in pids.items() if app.processes.pid(name) != pid}
 
-    campaign = Campaign(fuzz, BUDGET, SCALE, fuzzed_s, time.monotonic() - started, verify.stdout, FOUND)
+    campaign = Campaign(
+        fuzz, BUDGET, SCALE, fuzzed_s, time.monotonic() - started, verify.stdout, FOUND, apis_alive=not gone
+    )
     if os.environ.get("VOXLOG_FUZZ_REPORT") == "1":
         write_report(campaign)
+    assert not gone, "\n\n".join(
+        f"{name} (pid {pid}) died during the campaign:\n{app.log(name)}" for name, pid in gone.items()
+    )
     assert not fuzz.failures, f"{len(fuzz.failures)} failure(s):\n\n" + "\n\n".join(fuzz.failures[:20])
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "FAIL" not in verify.stdout
@@ -236,3 +318,5 @@ async def test_fuzz_campaign_answers_no_5xx_holds_its_cpu_budget_and_leaves_veri
     assert fuzz.linked > 0, "no scenario followed a link from a 202 to the job or document it made"
     kinds = {c.label for c in fuzz.calls if c.pass_name == "documents"}
     assert {"POST /v1/documents (epub (as made))", "POST /v1/documents (json (utf-8))"} <= kinds
+    long = {c.label for c in fuzz.calls if c.pass_name == "long audio" and c.status is not None and c.status < 300}
+    assert long >= {case.label for case in LONG_ANSWERS} | {c.audio_label for c in LONG_ANSWERS if c.mode == "job"}

@@ -9,7 +9,9 @@ cases on every run (a scenario's later steps also follow the API's answers).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import unicodedata
 import uuid
 from collections import Counter
@@ -31,6 +33,7 @@ from schemathesis.checks import (
 )
 
 from contracts import document_part_job_id
+from contracts.ssml import MAX_BREAK_MS
 from tests.support.apps import wait_for_job
 from tests.support.process_cpu import CpuTime, cpu_time
 
@@ -113,6 +116,91 @@ def _ids_named(response: Any) -> set[str]:
     except ValueError:
         return set()
     return {str(body[k]) for k in ("job_id", "document_id") if isinstance(body, dict) and k in body}
+
+
+LONG_ANSWER_BREAKS: Final = 10
+"""SSML's longest breaks (``contracts.ssml.MAX_BREAK_MS``, 10 s) in a long answer: 100 s of silence at least,
+made with no model time, past the 2.1 M frames (87 s at 24 kHz, 44 s at 48 kHz) at which one Vorbis write
+overflowed the API's ``to_thread`` stack and killed it (issue 40)."""
+LONG_ANSWER_RATE: Final = 48_000
+"""The rate of the long answers asked through ``POST /v1/jobs`` (the speech route's are 24 kHz, OpenAI's)."""
+LONG_ANSWER_MODES: Final = ("audio", "whole", "sse", "job")
+"""How a long answer is asked for: ``/v1/audio/speech`` streamed (its default), with ``"stream": false``,
+with ``"stream_format": "sse"``; or ``POST /v1/jobs`` at :data:`LONG_ANSWER_RATE`, then its
+``GET /v1/jobs/{id}/audio``."""
+
+
+def long_answer_ssml(breaks: int) -> str:
+    """SSML that says a few words around ``breaks`` breaks of ``MAX_BREAK_MS`` each."""
+    pause = f'<break time="{MAX_BREAK_MS}ms"/>'
+    return "<speak>" + "".join(f"Part {n}.{pause}" for n in range(1, breaks + 1)) + "The end.</speak>"
+
+
+@dataclass(frozen=True)
+class LongAnswer:
+    """One long-audio request of the campaign: ``breaks`` long breaks, answered in ``response_format``."""
+
+    response_format: str
+    mode: str
+    """One of :data:`LONG_ANSWER_MODES`."""
+    breaks: int
+
+    @property
+    def silence_s(self) -> float:
+        """The answer's breaks alone: it lasts longer (its words too)."""
+        return self.breaks * MAX_BREAK_MS / 1000
+
+    @property
+    def rate(self) -> int:
+        return LONG_ANSWER_RATE if self.mode == "job" else 24_000
+
+    @property
+    def label(self) -> str:
+        """The request's, in the report (the job's audio: :attr:`audio_label`)."""
+        if self.mode == "job":
+            return f"POST /v1/jobs (long: {self.response_format}, {self.rate} Hz)"
+        return f"POST /v1/audio/speech (long: {self.response_format}, {self.mode})"
+
+    @property
+    def audio_label(self) -> str:
+        return f"GET /v1/jobs/{{job_id}}/audio (long: {self.response_format}, {self.rate} Hz)"
+
+    def request(self, voice: str) -> tuple[str, dict[str, Any]]:
+        """The path and JSON body to POST."""
+        ssml = long_answer_ssml(self.breaks)
+        if self.mode == "job":
+            return "/v1/jobs", {"text": ssml, "voice": voice, "format": self.response_format, "sample_rate": self.rate}
+        body: dict[str, Any] = {
+            "model": "tts-1",
+            "input": ssml,
+            "voice": voice,
+            "response_format": self.response_format,
+        }
+        if self.mode == "whole":
+            body["stream"] = False
+        elif self.mode == "sse":
+            body["stream_format"] = "sse"
+        return "/v1/audio/speech", body
+
+
+def long_answers(formats: Sequence[str], scale: int) -> list[LongAnswer]:
+    """Every format in every mode (:data:`LONG_ANSWER_MODES`), ``scale`` times, each time one break longer."""
+    return [
+        LongAnswer(fmt, mode, LONG_ANSWER_BREAKS + step)
+        for step in range(scale)
+        for fmt in formats
+        for mode in LONG_ANSWER_MODES
+    ]
+
+
+def sse_audio(body: bytes) -> tuple[bytes, str | None]:
+    """The audio of a ``stream_format: sse`` answer (its ``speech.audio.delta`` events' joined) and the type of
+    its last event (``speech.audio.done`` when the job completed; None when there was no event)."""
+    events = [
+        json.loads(line[len("data:") :].strip()) for line in body.decode().splitlines() if line.startswith("data:")
+    ]
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events if e.get("type") == "speech.audio.delta")
+    return audio, (str(events[-1].get("type")) if events else None)
 
 
 class _NoAnswer(Exception):

@@ -27,6 +27,8 @@ class Campaign:
     """What `voxlog verify --settled` printed."""
     found: tuple[str, ...]
     """What the campaign found, each with its fix."""
+    apis_alive: bool = True
+    """Whether both APIs were, at the end, the processes they started as."""
 
 
 def _statuses(calls: list[Call]) -> str:
@@ -62,8 +64,11 @@ def render(campaign: Campaign) -> str:
         "with VOXLOG_AUTH=off and one with keys, on the same log and tables) is sent: schemathesis' cases for",
         "every operation of the live /schema/openapi.json, positive and negative (*open*, *keyed*), scenarios",
         "following the links it infers from a 202 to the GETs and DELETE of what it made (*links*), and",
-        "hypothesis' document and EPUB bodies (*documents*). Every answer must be what the schema says and no",
-        "5xx (a document's a 200/202 or a 4xx with a message), every request within its CPU budget, and",
+        "hypothesis' document and EPUB bodies (*documents*), and answers of over 100 s (SSML of ten 10 s breaks)",
+        "in every output format, from /v1/audio/speech streamed, whole and as events and from a job's audio at",
+        "48 kHz (*long audio*; one in Vorbis once killed the API). Every answer must be what the schema says and",
+        "no 5xx (a document's a 200/202 or a 4xx with a message, a long answer a 200 as long as its job), every",
+        "request within its CPU budget, both APIs still the processes they started as, and",
         "`voxlog verify --settled` clean afterwards. The keyed cases carry a good key, one lacking a scope, one",
         "of a throttled tenant, or a missing, malformed, unknown or wrong one. Generation is derandomized: a run",
         "sends the same cases as the last.",
@@ -74,7 +79,8 @@ def render(campaign: Campaign) -> str:
         f"- **Machine:** {platform.machine()}, {platform.platform()}.",
         f"- **Budget per request:** {budget.own_s} s of the API process's CPU (its event loop), {budget.tree_s} s "
         "with its offload processes (a document's parsing).",
-        f"- **Result:** {server_errors} server errors, {len(fuzz.failures)} failures; the busiest request for the "
+        f"- **Result:** {server_errors} server errors, {len(fuzz.failures)} failures, the APIs "
+        f"{'alive throughout' if campaign.apis_alive else 'NOT alive at the end'}; the busiest request for the "
         f"event loop `{busiest.label}` ({busiest.status}, {busiest.cpu.own_s:.2f} s), the slowest with the offload "
         f"`{slowest.label}` ({slowest.status}, {slowest.cpu.tree_s:.2f} s); {fuzz.linked} scenario steps reused an "
         "id a 202 had just named.",
