@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 
 from bench.report_fairness import fairness_goals, short_behind_long, tenants
 from bench.report_goals import batches, goals, head_of_line, priorities
+from bench.report_gpu import gpu_section
 
 SYSTEMS = ("voxlog", "baseline")
 LIGHT_ROWS = (
@@ -674,6 +675,8 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "## (m) Tenants",
         "",
         *tenants(s),
+        *([""] if results.get("gpu") else []),
+        *gpu_section(results.get("gpu")),
     ]
     page = docs / "benchmarks.md"
     page.write_text("\n".join(lines))

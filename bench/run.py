@@ -61,6 +61,9 @@ def _service_pids(stack: DevStack) -> dict[str, list[int]]:
     return {"kafka": [kafka] if kafka else [], "postgres": descendants(postmaster) if postmaster else []}
 
 
+# Sections of the page measured by commands of their own (bench/degraded_throughput.py, bench/gpu.py on a
+# device), merged into the results: a run of `voxlog bench` keeps their last figures.
+SEPARATE_RUNS: Final = ("degraded", "gpu")
 SCENARIO_GROUPS: Final = (
     "throughput",
     "coalescing",
@@ -165,10 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"results: {out}", file=sys.stderr)
     if docs is not None:
         earlier = docs / "benchmarks" / "results.json"
-        # Section (k) is measured by its own command (bench/degraded_throughput.py): keep its last figures.
-        kept = json.loads(earlier.read_text()).get("degraded") if earlier.exists() else None
-        if "degraded" not in results and kept is not None:
-            results["degraded"] = kept
+        kept = json.loads(earlier.read_text()) if earlier.exists() else {}
+        for section in SEPARATE_RUNS:
+            if section not in results and kept.get(section) is not None:
+                results[section] = kept[section]
         for path in write_docs(results, docs):
             print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -33,19 +33,21 @@ _RSQRT2 = float(torch.rsqrt(torch.tensor(2.0)))
 class Frames:
     """Per-item lengths of a padded ``[B, C, T]`` batch, and the ``[B, 1, T]`` mask of its real frames."""
 
-    lengths: torch.Tensor  # [B] long, on the batch's device
+    counts: tuple[int, ...]  # each item's frames, on the host: no wait on the device to read them
+    lengths: torch.Tensor  # the same, [B] long, on the batch's device
     mask: torch.Tensor  # [B, 1, T] float: 1 on an item's frames, 0 past its end
     full: bool  # no item ends before T (a batch of one): nothing to mask, the library's own kernels serve
 
     @classmethod
-    def of(cls, lengths: Sequence[int], size: int, device: torch.device) -> Frames:
-        counts = torch.tensor(list(lengths), dtype=torch.long, device=device)
-        return cls(counts, _mask(counts, size), all(length == size for length in lengths))
+    def of(cls, counts: Sequence[int], size: int, device: torch.device) -> Frames:
+        lengths = torch.tensor(list(counts), dtype=torch.long, device=device)
+        return cls(tuple(counts), lengths, _mask(lengths, size), all(count == size for count in counts))
 
     def scaled(self, factor: int, extra: int = 0) -> Frames:
         """The same items at ``factor`` times the time resolution (plus ``extra`` frames each)."""
-        counts = self.lengths * factor + extra
-        return Frames(counts, _mask(counts, self.size * factor + extra), self.full)
+        lengths = self.lengths * factor + extra
+        counts = tuple(count * factor + extra for count in self.counts)
+        return Frames(counts, lengths, _mask(lengths, self.size * factor + extra), self.full)
 
     def clip(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` with every item's frames past its end zeroed."""
@@ -114,7 +116,7 @@ def snake_resblock(block: Any, x: torch.Tensor, s: torch.Tensor, frames: Frames)
 
 def prosody(predictor: Any, en: torch.Tensor, s: torch.Tensor, frames: Frames) -> tuple[torch.Tensor, torch.Tensor]:
     """``ProsodyPredictor.F0Ntrain``: F0 and noise curves ``[B, 2T]`` from aligned features ``[B, C, T]``."""
-    x = packed_lstm(predictor.shared, en.transpose(-1, -2), frames.lengths.tolist()).transpose(-1, -2)
+    x = packed_lstm(predictor.shared, en.transpose(-1, -2), frames.counts).transpose(-1, -2)
     curves = []
     for blocks, projection in ((predictor.F0, predictor.F0_proj), (predictor.N, predictor.N_proj)):
         y, y_frames = x, frames
@@ -210,7 +212,7 @@ def harmonic_source(source: Any, f0: torch.Tensor, frames: Frames, seeds: Sequen
     for b, seed in enumerate(seeds):
         rng = torch.Generator(device=f0.device).manual_seed(seed)
         initial[b] = torch.rand(1, dim, generator=rng, device=f0.device)[0]
-        own = int(frames.lengths[b]) * scale
+        own = frames.counts[b] * scale
         # The library's randn_like fills a tensor laid out as its sines are (harmonic-major, transposed), and
         # torch draws other numbers into such a tensor than into a contiguous one: draw into the same layout.
         drawn = torch.empty(1, dim, own, device=f0.device).transpose(1, 2).normal_(generator=rng)

@@ -33,6 +33,7 @@ DEVICE_PATTERN = re.compile(r"cpu|cuda:\d+")
 HF_REPO = "hexgrad/Kokoro-82M"
 WEIGHTS_NAME = "kokoro-v1_0.pth"
 _WARM_UP_TEXT = "Hi."
+_WARM_UP_PHONEMES = "h\u02c8I."  # what the G2P makes of it (\u02c8: the stress mark)
 
 
 class KokoroTorchEngine:
@@ -66,8 +67,10 @@ class KokoroTorchEngine:
             languages=LANGUAGES,
             device=device,
         )
-        segment = self.segment(_WARM_UP_TEXT, LANGUAGES[0])[0]
-        self.synthesize(segment, self._info.voices[0], 1.0)  # pay allocation and kernel choice at load
+        # Pay allocation and kernel choice at load. The warm-up's ids are written in the model's alphabet: loading
+        # the model runs no G2P (a device image may carry the model without the espeak data).
+        warm_up = Segment(0, 0, len(_WARM_UP_TEXT), _WARM_UP_TEXT, self.phoneme_ids(_WARM_UP_PHONEMES), _WARM_UP_TEXT)
+        self.synthesize(warm_up, self._info.voices[0], 1.0)
 
     @property
     def info(self) -> EngineInfo:

@@ -9,8 +9,8 @@ Never serve it: ``KokoroTorchEngine`` loads it exactly like real weights.
 from __future__ import annotations
 
 import copy
-import math
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any

@@ -1,0 +1,53 @@
+"""The device check (``bench/gpu.py``) at its tiny size on the CPU, and its section of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import gpu
+from bench.report_gpu import gpu_section
+
+
+@pytest.fixture(scope="module")
+def tiny_figures():
+    return gpu.run("cpu", tiny=True, model_dir=None)
+
+
+def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures):
+    f = tiny_figures
+    assert f["device"].startswith("cpu")
+    assert [row["batch"] for row in f["sentences"]] == [1, 2]
+    assert [row["batch"] for row in f["documents"]] == [1, 2]
+    for row in f["sentences"] + f["documents"]:
+        assert row["audio_s_per_s"] > 0
+        assert row["batches"] >= 2
+        assert row["peak_mib"] is None  # no device memory on the CPU
+    loop = f["loop"]
+    assert loop["segments"] == 2 * 2 + 6  # two document jobs of two parts, six one-sentence requests
+    assert loop["forwards"] >= loop["segments"] / loop["max_batch"]
+    assert loop["interactive_first_ms_p50"] > 0
+    assert loop["interactive_idle_ms_p50"] > 0
+    assert "sentences_tf32" not in f  # TF32 is a CUDA setting
+
+
+def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
+    lines = gpu_section(tiny_figures)
+    page = "\n".join(lines)
+    assert lines[0] == "## GPU: one model, batched forwards"
+    assert f"| 2 | {tiny_figures['sentences'][1]['audio_s_per_s']:.0f} |" in page
+    # A CPU is nowhere near an H200's goals: every goal row says so.
+    goal_rows = [line for line in lines if line.startswith("| ") and line.endswith(" |")][-3:]
+    assert all(row.endswith("| no |") for row in goal_rows), goal_rows
+
+
+def test_no_figures_no_section():
+    assert gpu_section(None) == []
+
+
+def test_the_segments_file_is_what_the_corpus_cuts(tmp_path, monkeypatch):
+    """``--write-segments`` is how the committed file was made: cutting the corpus again gives the same file."""
+    target = tmp_path / "segments.json"
+    gpu.write_segments(target)
+    assert json.loads(target.read_text()) == json.loads(gpu.SEGMENTS_FILE.read_text())
