@@ -130,10 +130,12 @@ with ``"stream_format": "sse"``; or ``POST /v1/jobs`` at :data:`LONG_ANSWER_RATE
 ``GET /v1/jobs/{id}/audio``."""
 
 
-def long_answer_ssml(breaks: int) -> str:
-    """SSML that says a few words around ``breaks`` breaks of ``MAX_BREAK_MS`` each."""
+def long_answer_ssml(breaks: int, take: int = 1) -> str:
+    """SSML that says a few words (``take`` among them, so that each take is a job of its own) around
+    ``breaks`` breaks of ``MAX_BREAK_MS`` each."""
     pause = f'<break time="{MAX_BREAK_MS}ms"/>'
-    return "<speak>" + "".join(f"Part {n}.{pause}" for n in range(1, breaks + 1)) + "The end.</speak>"
+    parts = "".join(f"Part {n}.{pause}" for n in range(1, breaks + 1))
+    return f"<speak>Take {take}. {parts}The end.</speak>"
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ class LongAnswer:
     mode: str
     """One of :data:`LONG_ANSWER_MODES`."""
     breaks: int
+    take: int = 1
+    """Which of VOXLOG_FUZZ_SCALE's rounds: its words differ, not its length."""
 
     @property
     def silence_s(self) -> float:
@@ -167,7 +171,7 @@ class LongAnswer:
 
     def request(self, voice: str) -> tuple[str, dict[str, Any]]:
         """The path and JSON body to POST."""
-        ssml = long_answer_ssml(self.breaks)
+        ssml = long_answer_ssml(self.breaks, self.take)
         if self.mode == "job":
             return "/v1/jobs", {"text": ssml, "voice": voice, "format": self.response_format, "sample_rate": self.rate}
         body: dict[str, Any] = {
@@ -184,10 +188,10 @@ class LongAnswer:
 
 
 def long_answers(formats: Sequence[str], scale: int) -> list[LongAnswer]:
-    """Every format in every mode (:data:`LONG_ANSWER_MODES`), ``scale`` times, each time one break longer."""
+    """Every format in every mode (:data:`LONG_ANSWER_MODES`), in ``scale`` takes."""
     return [
-        LongAnswer(fmt, mode, LONG_ANSWER_BREAKS + step)
-        for step in range(scale)
+        LongAnswer(fmt, mode, LONG_ANSWER_BREAKS, take)
+        for take in range(1, scale + 1)
         for fmt in formats
         for mode in LONG_ANSWER_MODES
     ]
@@ -302,8 +306,11 @@ class Fuzz:
     """Scenario steps whose path named an id that an earlier step's answer had named."""
     _named: set[str] = field(default_factory=set)
 
-    def measured(self, pass_name: str, label: str, api_pid: int, send: Callable[[], Any]) -> Any | None:
-        """``send()``'s response, its status and CPU recorded, its CPU judged; None when it raised."""
+    def measured(
+        self, pass_name: str, label: str, api_pid: int, send: Callable[[], Any], budget: CpuBudget | None = None
+    ) -> Any | None:
+        """``send()``'s response, its status and CPU recorded, its CPU judged (by ``budget``, else the campaign's);
+        None when it raised."""
         before = cpu_time(api_pid)
         try:
             response = send()
@@ -313,7 +320,7 @@ class Fuzz:
             return None
         spent = cpu_time(api_pid) - before
         self.calls.append(Call(pass_name, label, response.status_code, spent))
-        over = self.budget.exceeded(spent)
+        over = (budget or self.budget).exceeded(spent)
         if over is not None:
             self.failures.append(f"[{pass_name}] {label} -> {response.status_code}: {over}")
         return response

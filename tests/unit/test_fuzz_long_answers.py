@@ -39,8 +39,17 @@ def test_every_format_is_asked_for_in_every_mode_scale_times() -> None:
     cases = long_answers(formats, 2)
     assert len(cases) == 2 * len(formats) * len(LONG_ANSWER_MODES)
     assert {(c.response_format, c.mode) for c in cases} == {(f, m) for f in formats for m in LONG_ANSWER_MODES}
-    assert {c.breaks for c in cases} == {LONG_ANSWER_BREAKS, LONG_ANSWER_BREAKS + 1}
-    assert len({(c.label, c.breaks) for c in cases}) == len(cases)
+    assert {c.breaks for c in cases} == {LONG_ANSWER_BREAKS}
+    assert {c.take for c in cases} == {1, 2}
+    assert len({(c.label, c.take) for c in cases}) == len(cases)
+
+
+def test_each_take_is_another_text_as_long() -> None:
+    texts = [long_answer_ssml(LONG_ANSWER_BREAKS, take) for take in (1, 2, 3)]
+    assert len(set(texts)) == 3
+    for text in texts:
+        pauses = [p.ms for p in ssml.parse(text).pieces if isinstance(p, ssml.Pause)]
+        assert pauses == [ssml.MAX_BREAK_MS] * LONG_ANSWER_BREAKS
 
 
 def test_the_bodies_are_ones_the_routes_take() -> None:
