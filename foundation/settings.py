@@ -10,6 +10,7 @@ object prints them as stars, and a validation error shows no input (``hide_input
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
@@ -315,13 +316,44 @@ class AuthSettings(_Settings):
         " at most this long after the projector applied the revocation.",
     )
     auth_failures_per_minute: int = Field(
-        20, ge=1, description="Failed authentications a client address may make per minute (per API) before 429s."
+        20,
+        ge=1,
+        description="Failed authentications of one key id from one client address (or of malformed keys from one"
+        " address) per minute, per API instance, before more of them are answered 429; a key that verifies is"
+        " never refused by this count.",
+    )
+    auth_failure_entries: int = Field(
+        10_000,
+        ge=1,
+        description="Most (client address, key id) pairs whose failed authentications an API instance counts (up to"
+        " 1.5 KiB each, 15 MB at the default): pairs silent for a minute are dropped, and past this many the one"
+        " that failed least recently is forgotten.",
+    )
+    trusted_proxies: str = Field(
+        "",
+        description="Comma-separated addresses or CIDR networks of the proxies in front of the API (an ingress"
+        " controller, a load balancer): from these peers the client address is the one X-Forwarded-For names"
+        " (uvicorn's forwarded-allow-ips), from any other the peer's own; empty: trust none.",
     )
     cache_scope: Literal["shared", "tenant"] = Field(
         "shared",
         description="shared: identical requests of different tenants share one synthesis (each tenant has its own"
         " jobs); tenant: the tenant is part of every fingerprint, and tenants share nothing.",
     )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses_or_networks(cls, value: str) -> str:
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            try:
+                if "/" in entry:
+                    ipaddress.ip_network(entry, strict=True)
+                else:
+                    ipaddress.ip_address(entry)
+            except ValueError as exc:
+                raise ValueError(f"{entry!r} is neither an IP address nor a CIDR network (10.0.0.0/8): {exc}") from None
+        return ",".join(entries)
 
 
 LIMIT_NAMES: Final = (

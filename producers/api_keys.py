@@ -89,10 +89,15 @@ def parse(token: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
+def proves(stored: StoredKey | None, secret: str) -> bool:
+    """Whether ``secret`` is the stored key's (compared in constant time); revocation and expiry aside."""
+    return stored is not None and hmac.compare_digest(secret_hash(secret), stored.secret_sha256 or "-")
+
+
 def judge(stored: StoredKey | None, key_id: str, secret: str) -> Principal:
     """The principal ``secret`` proves, or :class:`Unauthenticated` with why (the same answer for an unknown id
     and a wrong secret, so that ids cannot be probed)."""
-    if stored is None or not hmac.compare_digest(secret_hash(secret), stored.secret_sha256 or "-"):
+    if stored is None or not proves(stored, secret):
         raise Unauthenticated(f"API key {key_id} is not valid")
     if stored.revoked_at is not None:
         raise Unauthenticated(f"API key {key_id} was revoked at {stored.revoked_at.isoformat()}")

@@ -5,8 +5,12 @@ client sends) or ``X-API-Key: <key>``. No key, a malformed one, an unknown one,
 a wrong secret, a revoked or an expired key: 401, with a message that says
 which (an unknown id and a wrong secret answer alike). A good key without the
 scope a route needs: 403, naming the scope. Failed attempts are counted per
-client address (per API instance): past ``failures_per_minute`` the address is
-answered 429 until its minute is over, whatever it sends.
+client address and key id (per API instance; malformed keys per address):
+past ``failures_per_minute`` that key id from that address (or a malformed key
+from it) is answered 429 until its minute is over. A key that verifies is never
+refused by that count (see :class:`KeyBook`). The client address is the peer's,
+or the one a trusted proxy's ``X-Forwarded-For`` names (``VOXLOG_TRUSTED_PROXIES``,
+which uvicorn applies before the app sees the request: voxlog.composition.api).
 
 With ``VOXLOG_AUTH=off`` every request speaks for the tenant ``default`` with
 every scope (a laptop's setting: the API logs a warning at every start).
@@ -15,7 +19,6 @@ every scope (a laptop's setting: the API logs a warning at every start).
 from __future__ import annotations
 
 import time
-from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
@@ -28,7 +31,8 @@ from litestar.middleware import AbstractAuthenticationMiddleware, Authentication
 from litestar.types import Message, Scope
 
 from contracts import DEFAULT_TENANT
-from producers.api_keys import ALL_SCOPES, Principal, StoredKey, Unauthenticated, judge, parse
+from producers.api_keys import ALL_SCOPES, Principal, StoredKey, Unauthenticated, judge, parse, proves
+from producers.auth_failures import FailureLimit, Subject
 from producers.queries import ProjectionUnavailable
 from producers.rate_limit import RateLimiter
 
@@ -49,23 +53,68 @@ class KeyRows(Protocol):
 
 
 class KeyBook:
-    """Judges presented keys by the projection's ``api_keys``, each row kept for ``cache_s``."""
+    """Judges presented keys by the projection's ``api_keys``, each row kept for ``cache_s``; counts the keys
+    that fail (:class:`producers.auth_failures.FailureLimit`).
 
-    def __init__(self, rows: KeyRows, cache_s: float, failures_per_minute: int = 20) -> None:
+    A presented key is checked first, and a key that verifies is let in whatever was counted against its
+    address: behind a proxy every client may share one address, and another client's failures must not lock
+    a good key out. Failures are counted per (address, key id), and per address for what does not parse, so
+    one client's bad keys do not refuse another's either. What then stops brute force:
+
+    - a secret is 32 random bytes; no number of guesses a limit could allow finds one, so checking every
+      presented key first costs nothing there (the limit never was what protected a secret);
+    - a wrong secret for a key id (a real one or not) is refused (429) past the limit for that (address, key
+      id), and then checked only against the row already read for that id: no database read;
+    - a credential that does not parse is refused per address, and never costs a database read;
+    - the map of counts is bounded (``failure_entries``), so a flood of addresses or ids costs memory no
+      more than that; flooding it forgets the oldest counts, which the first point makes harmless.
+
+    What it does not stop: a client sending many different well-formed key ids, each a subject of its own,
+    costs one indexed read per id per ``cache_s`` (as before, every unknown id was one read).
+    """
+
+    def __init__(
+        self, rows: KeyRows, cache_s: float, failures_per_minute: int = 20, failure_entries: int = 10_000
+    ) -> None:
         self._rows = rows
         self._cache_s = cache_s
         self._read: dict[str, tuple[StoredKey | None, float]] = {}
-        self._failures: defaultdict[str, deque[float]] = defaultdict(deque)
-        self._failures_per_minute = failures_per_minute
+        self._failures = FailureLimit(failures_per_minute, window_s=60.0, max_entries=failure_entries)
 
     async def principal(self, token: str, client: str) -> Principal:
-        self._refuse_if_failing(client)
         try:
             key_id, secret = parse(token)
+        except Unauthenticated:
+            self._count((client, None))
+            raise
+        subject = (client, key_id)
+        if self._failures.over(subject) and not self._may_prove(key_id, secret):
+            self._count(subject)  # refused: a wrong secret, judged by what was read, without reading again
+        try:
             return judge(await self._stored(key_id), key_id, secret)
         except Unauthenticated:
-            self._failures[client].append(time.monotonic())
+            self._count(subject)
             raise
+
+    def _may_prove(self, key_id: str, secret: str) -> bool:
+        """Whether ``secret`` may be the key's, as far as what was read of it tells without reading it again:
+        a key never read (or forgotten), or read as unknown longer than ``cache_s`` ago (it may have been
+        issued since), is read."""
+        read = self._read.get(key_id)
+        if read is None or (read[0] is None and time.monotonic() - read[1] >= self._cache_s):
+            return True
+        return proves(read[0], secret)
+
+    def _count(self, subject: Subject) -> None:
+        retry_after = self._failures.failed(subject)
+        if retry_after is None:
+            return
+        client, key_id = subject
+        what = f"of API key {key_id}" if key_id is not None else "with malformed keys"
+        raise TooManyRequestsException(
+            detail=f"too many failed authentications {what} from {client}: retry in {retry_after} s",
+            headers={"Retry-After": str(retry_after)},
+        )
 
     async def _stored(self, key_id: str) -> StoredKey | None:
         read = self._read.get(key_id)
@@ -81,18 +130,6 @@ class KeyBook:
             self._read.clear()
         self._read[key_id] = (stored, time.monotonic())
         return stored
-
-    def _refuse_if_failing(self, client: str) -> None:
-        failures = self._failures[client]
-        now = time.monotonic()
-        while failures and now - failures[0] > 60:
-            failures.popleft()
-        if len(failures) >= self._failures_per_minute:
-            retry_after = max(1, round(60 - (now - failures[0])))
-            raise TooManyRequestsException(
-                detail=f"too many failed authentications from {client}: retry in {retry_after} s",
-                headers={"Retry-After": str(retry_after)},
-            )
 
 
 def presented_key(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:

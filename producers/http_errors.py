@@ -36,7 +36,8 @@ _MEANINGS: Final = {
     413: "Over a size limit (the message names it).",
     422: "Invalid: the message says what to fix.",
     429: "Over a limit (the message names it: the backlog, VOXLOG_MAX_BACKLOG_S; the key's rate or its tenant's"
-    " quotas, VOXLOG_LIMIT_*; the address's failed authentications): retry after Retry-After.",
+    " quotas, VOXLOG_LIMIT_*; failed authentications of the key id, or of malformed keys, from the address): retry"
+    " after Retry-After.",
     503: "A service voxlog needs is unreachable (PostgreSQL or Kafka), or cache-only mode: retry after Retry-After.",
 }
 

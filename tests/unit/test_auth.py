@@ -4,13 +4,19 @@ what a tenant may see of another's, and the rate headers every keyed answer carr
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
+import httpx
 import pytest
 
 from contracts import JobQueued
+from foundation.settings import ApiSettings
 from producers.api_keys import NewKey, StoredKey, new_key
+from producers.app import create_app
 from producers.auth import KeyBook
 from producers.limits_ledger import Bucket
 from producers.queries import ProjectionUnavailable
@@ -18,6 +24,7 @@ from producers.rate_limit import RateLimiter
 from producers.rows import UsageRow
 from producers.tenant_limits import Policies, TenantLimits
 from tests.support.api_fakes import Log, Reader, client, deps
+from voxlog.composition.api import server_config
 
 pytestmark = pytest.mark.unit
 
@@ -119,16 +126,110 @@ async def test_regression_v1_dashboard_matched_the_pages_exclusion_and_answered_
         assert (await http.get("/v1/healthz-and-more")).status_code in {401, 404}
 
 
-async def test_failed_authentications_from_one_address_are_refused_past_the_limit_whatever_they_send():
-    keys = Keys()
-    good = keys.issue("acme", "read")
-    async with api(keys) as http:
+async def test_malformed_keys_from_one_address_are_refused_past_the_limit():
+    async with api(Keys()) as http:
         for _ in range(3):
             assert (await http.get("/v1/voices", headers={"X-API-Key": "bad"})).status_code == 401
-        refused = await http.get("/v1/voices", headers=bearer(good))
+        refused = await http.get("/v1/voices", headers={"X-API-Key": "bad"})
     assert refused.status_code == 429
-    assert "too many failed authentications" in refused.json()["detail"]
+    assert refused.json()["detail"].startswith("too many failed authentications with malformed keys from 127.0.0.1")
     assert int(refused.headers["Retry-After"]) >= 1
+
+
+async def test_one_clients_bad_keys_do_not_lock_out_other_clients_behind_one_proxy():
+    """Issue 40, item 7: failures were counted per peer address and judged before the key, so behind a load
+    balancer (every client one address) one client's bad keys answered every other client 429 for a minute.
+    Here every request comes from one address, as through a proxy the API does not trust."""
+    keys = Keys()
+    mallory, alice, bob = keys.issue("m", "read"), keys.issue("acme", "read"), keys.issue("beta", "read")
+    forged = {"X-API-Key": NewKey(mallory.key_id, new_key().secret).token}
+    unknown = {"X-API-Key": "vxl_0123456789ab_" + "A" * 43}
+    async with api(keys) as http:
+        for _ in range(3):
+            for bad in ({"X-API-Key": "bad"}, forged, unknown):
+                assert (await http.get("/v1/voices", headers=bad)).status_code == 401
+        for bad in ({"X-API-Key": "bad"}, forged, unknown):
+            assert (await http.get("/v1/voices", headers=bad)).status_code == 429, bad
+        assert (await http.get("/v1/voices", headers=bearer(alice))).status_code == 200
+        bobs_typo = await http.get("/v1/voices", headers=bearer(NewKey(bob.key_id, new_key().secret)))
+        assert (await http.get("/v1/voices", headers=bearer(mallory))).status_code == 200, "her good key too"
+    assert bobs_typo.status_code == 401, "bob's own key id has its own count"
+
+
+async def test_a_key_that_verifies_is_never_refused_by_the_failure_limit():
+    keys = Keys()
+    key = keys.issue("acme", "read")
+    forged = bearer(NewKey(key.key_id, new_key().secret))
+    async with api(keys) as http:
+        for _ in range(3):
+            assert (await http.get("/v1/voices", headers=forged)).status_code == 401
+            assert (await http.get("/v1/voices", headers={"X-API-Key": "bad"})).status_code == 401
+        reads = keys.reads
+        refused = await http.get("/v1/voices", headers=forged)
+        assert refused.status_code == 429
+        assert keys.reads == reads, "past the limit a wrong secret is judged by what was read, not read again"
+        assert (await http.get("/v1/voices", headers=bearer(key))).status_code == 200
+        # A key tried before it was projected (read as unknown), past the limit, is read again once issued.
+        late = new_key()
+        for _ in range(4):
+            await http.get("/v1/voices", headers=bearer(late))
+        keys.rows[late.key_id] = StoredKey(late.key_id, "acme", frozenset({"read"}), late.secret_sha256, None, None)
+        assert (await http.get("/v1/voices", headers=bearer(late))).status_code == 200
+
+
+async def test_the_failure_map_of_the_api_is_bounded_by_its_setting():
+    book = KeyBook(Keys(), cache_s=0, failures_per_minute=3, failure_entries=50)
+    async with client(deps(Reader(), keys=book)) as http:
+        for i in range(200):
+            answer = await http.get("/v1/voices", headers={"X-API-Key": f"vxl_{i:012x}_" + "A" * 43})
+            assert answer.status_code == 401
+    assert len(book._failures) == 50
+
+
+async def test_forwarded_for_is_trusted_only_from_trusted_proxies():
+    """The client address is X-Forwarded-For's only from a peer in VOXLOG_TRUSTED_PROXIES (uvicorn's
+    forwarded-allow-ips, as the API process serves the app), else the peer's own, even from 127.0.0.1."""
+    ingress, direct = "10.0.0.5", "192.0.2.9"
+
+    async def fail_until_refused(http: httpx.AsyncClient, forwarded: list[str]) -> httpx.Response:
+        answers = [await http.get("/v1/voices", headers={"X-API-Key": "bad", "X-Forwarded-For": f}) for f in forwarded]
+        assert [a.status_code for a in answers[:-1]] == [401] * (len(answers) - 1)
+        return answers[-1]
+
+    async with served(Keys(), "10.0.0.0/8, 2001:db8::/32", ingress) as (proxied, peer):
+        one = ["198.51.100.7"] * 3 + ["203.0.113.1, 198.51.100.7"]  # the proxy appends the address it saw
+        refused = await fail_until_refused(proxied, one)
+        assert refused.status_code == 429
+        assert "from 198.51.100.7:" in refused.json()["detail"]
+        assert (await fail_until_refused(proxied, ["198.51.100.8"])).status_code == 401, "another client"
+        spoofed = await fail_until_refused(peer(direct), [f"198.51.100.{i}" for i in range(20, 24)])
+        assert spoofed.status_code == 429
+        assert f"from {direct}:" in spoofed.json()["detail"], "an untrusted peer's header is ignored"
+    async with served(Keys(), "", "127.0.0.1") as (local, _):
+        refused = await fail_until_refused(local, [f"198.51.100.{i}" for i in range(30, 34)])
+    assert refused.status_code == 429
+    assert "from 127.0.0.1:" in refused.json()["detail"], "none trusted: not even uvicorn's default 127.0.0.1"
+
+
+@asynccontextmanager
+async def served(keys: Keys, trusted: str, peer: str) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """A client of the app as the API process serves it (voxlog.composition.api.server_config), connecting
+    from ``peer``; and a maker of clients connecting from another address."""
+    app = create_app(deps(Reader(), keys=KeyBook(keys, cache_s=0, failures_per_minute=3)))
+    config = server_config(app, ApiSettings(trusted_proxies=trusted))
+    config.load()
+    opened: list[httpx.AsyncClient] = []
+
+    def from_(address: str) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=config.loaded_app, client=(address, 40000))
+        opened.append(httpx.AsyncClient(transport=transport, base_url="http://api"))
+        return opened[-1]
+
+    try:
+        yield from_(peer), from_
+    finally:
+        for http in opened:
+            await http.aclose()
 
 
 async def test_another_tenants_job_is_unknown_on_every_route_exactly_as_no_job():

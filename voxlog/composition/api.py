@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack
 from datetime import timedelta
+from typing import Any
 
 import structlog
 import uvicorn
@@ -116,7 +117,9 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
         if settings.auth == "off":
             log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
         keys = (
-            KeyBook(reader, settings.auth_cache_s, settings.auth_failures_per_minute) if settings.auth == "on" else None
+            KeyBook(reader, settings.auth_cache_s, settings.auth_failures_per_minute, settings.auth_failure_entries)
+            if settings.auth == "on"
+            else None
         )
         deps = ApiDeps(
             reader=reader,
@@ -160,8 +163,22 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             await deps.tasks.close(grace_s=min(5.0, shutdown.remaining_s()))
 
         app = create_app(deps, on_startup=[start_lag], on_shutdown=[stop_lag_monitor])
-        server = BoundedServer(
-            uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False),
-            shutdown,
-        )
+        server = BoundedServer(server_config(app, settings), shutdown)
         await server.serve()  # uvicorn turns SIGTERM into a graceful shutdown, within the shutdown's time
+
+
+def server_config(app: Any, settings: ApiSettings) -> uvicorn.Config:
+    """How uvicorn serves the API. The client address every part of the app sees (the failed-authentication
+    count's, ``request.client``) is uvicorn's: from a peer in ``VOXLOG_TRUSTED_PROXIES`` the last address of
+    X-Forwarded-For that is not itself a trusted proxy, from any other peer the peer's own. Empty, no header is
+    trusted (uvicorn's own default would trust 127.0.0.1, or $FORWARDED_ALLOW_IPS)."""
+    trusted = settings.trusted_proxies
+    return uvicorn.Config(
+        app,
+        host=settings.api_host,
+        port=settings.api_port,
+        log_config=None,
+        access_log=False,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
+    )
