@@ -31,6 +31,7 @@ from producers.ports import JobLog
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.request_trace import RequestTrace
 from producers.speech import openai_speech
+from producers.unreachable import unreachable
 from producers.usage_routes import get_usage
 from producers.views import EngineView, HealthView, ReadyView, VoicesView
 
@@ -72,17 +73,19 @@ async def healthz() -> HealthView:
     security=[{}],  # no key (PUBLIC_PATHS): the document's global security is not this route's
 )
 async def readyz(reader: Injected[ProjectionReader], publisher: Injected[JobLog]) -> Response[ReadyView]:
+    """Each check ``ok`` or ``error: <dependency> unreachable``: the driver's error, which names internal hosts,
+    is logged (producers.unreachable), never answered to whoever asks, with no key."""
     checks: dict[str, str] = {}
     try:
         await reader.ping()
         checks["postgres"] = "ok"
     except ProjectionUnavailable as exc:
-        checks["postgres"] = f"error: {exc}"
+        checks["postgres"] = f"error: {unreachable('postgres', exc, path='/readyz')}"
     try:
         await publisher.check()
         checks["kafka"] = "ok"
     except BrokerUnavailable as exc:
-        checks["kafka"] = f"error: {exc}"
+        checks["kafka"] = f"error: {unreachable('kafka', exc, path='/readyz')}"
     ready = all(v == "ok" for v in checks.values())
     return Response(
         ReadyView(ready=ready, checks=checks), status_code=200 if ready else 503, headers={} if ready else RETRY

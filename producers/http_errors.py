@@ -21,6 +21,7 @@ from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from producers.errors import RETRY_AFTER_S, LogUnreadable, Rejected
 from producers.queries import ProjectionUnavailable
 from producers.submission import InvalidItems
+from producers.unreachable import unreachable
 from producers.views import ErrorBody
 
 log = structlog.get_logger("voxlog.api")
@@ -66,22 +67,31 @@ def _rejected(_: Request[Any, Any, Any], exc: Rejected) -> Response[Any]:
     return error_response(exc.status, str(exc), headers, errors=errors)
 
 
-def _projection_unavailable(_: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[Any]:
-    return error_response(503, f"job status is unavailable while PostgreSQL is unreachable: {exc}", RETRY)
+def projection_message(request: Request[Any, Any, Any], exc: ProjectionUnavailable) -> str:
+    """A 503's words for PostgreSQL down: the driver's error (its hosts) goes to the log, not to the client."""
+    said = unreachable("postgres", exc, method=request.method, path=request.url.path)
+    return f"{said}: the projections (job status, keys, usage) cannot be read now; retry after Retry-After"
 
 
-def _log_unreadable(_: Request[Any, Any, Any], exc: LogUnreadable) -> Response[Any]:
-    return error_response(503, f"the log cannot be read: {exc}", RETRY)
+def _projection_unavailable(request: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[Any]:
+    return error_response(503, projection_message(request, exc), RETRY)
 
 
-def broker_message(exc: BrokerUnavailable) -> str:
+def _log_unreadable(request: Request[Any, Any, Any], exc: LogUnreadable) -> Response[Any]:
+    said = unreachable("kafka", exc, method=request.method, path=request.url.path)
+    return error_response(503, f"the log cannot be read ({said}): retry after Retry-After", RETRY)
+
+
+def broker_message(request: Request[Any, Any, Any], exc: BrokerUnavailable) -> str:
+    """A 503's words for Kafka down or slow: the driver's error goes to the log, not to the client."""
+    said = unreachable("kafka", exc, method=request.method, path=request.url.path)
     if isinstance(exc, PublishUnconfirmed):
-        return f"the job log did not confirm it in time ({exc}); it may still be recorded: retry"
-    return f"the job log (Kafka) is unreachable ({exc}); nothing was recorded by this request: retry later"
+        return "the job log (Kafka) did not confirm it in time; it may still be recorded: retry"
+    return f"{said}: nothing was recorded by this request; retry after Retry-After"
 
 
-def _broker_unavailable(_: Request[Any, Any, Any], exc: BrokerUnavailable) -> Response[Any]:
-    return error_response(503, broker_message(exc), RETRY)
+def _broker_unavailable(request: Request[Any, Any, Any], exc: BrokerUnavailable) -> Response[Any]:
+    return error_response(503, broker_message(request, exc), RETRY)
 
 
 def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:

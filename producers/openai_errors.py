@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from foundation.errors import BrokerUnavailable
 from producers.errors import ProducerError, Rejected
-from producers.http_errors import RETRY, broker_message
+from producers.http_errors import RETRY, broker_message, projection_message
 from producers.queries import ProjectionUnavailable
 
 # Our request's fields, as OpenAI's speech request names them.
@@ -114,12 +114,12 @@ def _bad_body(_: Request[Any, Any, Any], exc: HTTPException) -> Response[OpenAIE
     return openai_error(400, f"invalid request: {message}", param=param, code=code)
 
 
-def _no_projection(_: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[OpenAIErrorBody]:
-    return openai_error(503, f"PostgreSQL is unreachable: {exc}", headers=RETRY)
+def _no_projection(request: Request[Any, Any, Any], exc: ProjectionUnavailable) -> Response[OpenAIErrorBody]:
+    return openai_error(503, projection_message(request, exc), headers=RETRY)
 
 
-def _no_log(_: Request[Any, Any, Any], exc: BrokerUnavailable) -> Response[OpenAIErrorBody]:
-    return openai_error(503, broker_message(exc), headers=RETRY)
+def _no_log(request: Request[Any, Any, Any], exc: BrokerUnavailable) -> Response[OpenAIErrorBody]:
+    return openai_error(503, broker_message(request, exc), headers=RETRY)
 
 
 OPENAI_HANDLERS: Final[ExceptionHandlersMap] = {

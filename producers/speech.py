@@ -54,6 +54,7 @@ from producers.rows import JobRow
 from producers.speech_events import speech_events
 from producers.speech_instructions import HEADER as INSTRUCTIONS_HEADER
 from producers.speech_instructions import header_value, read_instructions
+from producers.unreachable import unreachable
 
 __all__ = ["OPENAI_ERRORS", "OPENAI_HANDLERS", "SpeechFailed", "SpeechRequest", "job_request", "whole_audio"]
 
@@ -191,7 +192,8 @@ async def openai_speech(
     try:
         return await _answer(deps, data, job_id, fingerprint, body.format.strip().lower(), body.sample_rate, headers)
     except ProjectionUnavailable as exc:
-        raise SpeechFailed(503, f"job {job_id} was accepted, but its status cannot be read: {exc}") from exc
+        said = unreachable("postgres", exc, path=request.url.path, job_id=str(job_id))
+        raise SpeechFailed(503, f"job {job_id} was accepted, but its status cannot be read ({said})") from exc
 
 
 async def _answer(

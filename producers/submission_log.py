@@ -31,6 +31,7 @@ from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from producers.errors import Rejected
 from producers.ports import DocumentLog, JobLog, Placement
 from producers.rows import LiveResult
+from producers.unreachable import unreachable
 
 RECORD_OVERHEAD: Final = 4096
 """A ``JobQueued`` record's bytes beyond its text, at most (its text's bytes are at most four per character)."""
@@ -68,12 +69,13 @@ class Unrecorded(Rejected):
     """The log did not take (or confirm) the whole submission: a 503 naming the key to retry with."""
 
     def __init__(self, cause: BrokerUnavailable, key: str, *, sent: bool = True) -> None:
+        said = unreachable("kafka", cause, idempotency_key=key)  # the driver's words (its hosts): the log's only
         if not sent:  # it failed before the first record went out (placement asks the broker first)
-            what = f"the job log is unreachable ({cause}); nothing was accepted or recorded"
+            what = f"the job log is unreachable ({said}); nothing was accepted or recorded"
         elif isinstance(cause, PublishUnconfirmed):
-            what = f"the job log did not confirm the submission in time ({cause}); part of it may be recorded"
+            what = "the job log (Kafka) did not confirm the submission in time; part of it may be recorded"
         else:
-            what = f"the job log is unreachable ({cause}); part of the submission may be recorded"
+            what = f"the job log is unreachable ({said}); part of the submission may be recorded"
         super().__init__(
             f"{what}. Send it again with the header Idempotency-Key: {key} so that the retry names the same jobs",
             503,

@@ -226,7 +226,10 @@ class HealthView(View):
 
 class ReadyView(View):
     ready: bool
-    checks: dict[str, str] = Field(description="Per service (postgres, kafka): ok, or the error.")
+    checks: dict[str, str] = Field(
+        description="Per service (postgres, kafka): ok, or error: database unreachable / error: kafka unreachable"
+        " (the driver's error, which names hosts, is in the API's log)."
+    )
 
 
 class ErrorBody(View):
