@@ -38,8 +38,11 @@ def saved_key_id() -> str | None:
 
 
 def save_client_key(token: str) -> Path:
+    """Write the key where :func:`client_key` reads it, readable and writable by its owner only: created 0600,
+    and set to 0600 when it was there already (``touch(mode=...)`` kept a file's earlier 0644)."""
     path = client_key_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.write_text(token + "\n")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        os.fchmod(file.fileno(), 0o600)  # before the key is written: an existing file keeps its mode through O_CREAT
+        file.write(token + "\n")
     return path

@@ -197,8 +197,8 @@ async def dev_key(settings: DevSettings, stack: DevStack) -> str:
     key = await keys_cli.issue(mode, DEFAULT_TENANT, tuple(sorted(ALL_SCOPES)), name="voxlog dev up")
     if not await keys_cli.wait_projected(mode, key.key_id, within_s=settings.dev_ready_timeout):
         raise VoxlogError(f"the projector did not apply key {key.key_id} within {settings.dev_ready_timeout} s")
-    path = save_client_key(key.token)
-    return f"api key:    {key.token}\n            (saved to {path}; `voxlog demo` and `voxlog speak` send it)"
+    path = save_client_key(key.token)  # printed never: the output of `dev up` ends up in terminals' and CI's logs
+    return f"api key:    {key.key_id} (new, in {path}; `voxlog demo` and `voxlog speak` send it)"
 
 
 def started_specs(settings: DevSettings) -> list[AppSpec]:

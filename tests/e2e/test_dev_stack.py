@@ -49,7 +49,9 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         states = {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()}
         assert states == {"kafka": "up", "postgres": "up", "projector": "up", "sweeper": "up", "api": "up"}
         key = (tmp_path / "config" / "voxlog" / "api-key").read_text().strip()
-        assert key in up.stdout
+        key_id, secret = key[4:16], key[17:]  # vxl_<id>_<secret>
+        assert secret not in up.stdout, "the key's secret is never printed (issue 40, item 8)"
+        assert f"{key_id} (new, in {tmp_path / 'config' / 'voxlog' / 'api-key'};" in up.stdout
         assert (tmp_path / "config" / "voxlog" / "api-key").stat().st_mode & 0o077 == 0
         api = f"http://127.0.0.1:{env['VOXLOG_DEV_API_PORT']}"
         async with httpx.AsyncClient(base_url=api, timeout=30) as client:
