@@ -1,8 +1,9 @@
 """`voxlog keys create|list|revoke`: API keys, issued and revoked as events on the log.
 
-``create`` makes a key (``vxl_<id>_<secret>``), records ``ApiKeyIssued`` on
-the nodes topic (the secret's sha256, never the secret) and prints the key:
-the only time it is shown. ``revoke`` records ``ApiKeyRevoked``: every API
+``create`` makes a key (``vxl_<id>_<secret>``) whose id no key issued or
+revoked has (checked in the projection: it needs PostgreSQL), records
+``ApiKeyIssued`` on the nodes topic (the secret's sha256, never the secret)
+and prints the key: the only time it is shown. ``revoke`` records ``ApiKeyRevoked``: every API
 instance refuses the key once the projector applied it and its cache of the
 key expired (``VOXLOG_AUTH_CACHE_S``). ``list`` reads the projection.
 
@@ -17,6 +18,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -38,6 +40,7 @@ from voxlog.errors import VoxlogError
 from voxlog.instance import instance_name
 
 _DURATION: Final = re.compile(r"(\d+)([dhm])")
+MAKE_TRIES: Final = 8
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,8 +87,9 @@ async def issue(
     name: str = "",
     expires_at: datetime | None = None,
 ) -> NewKey:
-    """Record a new key on the log; the key, whose secret nothing else will ever show."""
-    key = new_key()
+    """Record a new key on the log; the key, whose secret nothing else will ever show. Its id is one no key
+    issued or revoked has (:func:`fresh_key`)."""
+    key = await fresh_key(lambda key_id: key_id_taken(settings, key_id), new_key)
     payload = ApiKeyIssuedPayload(
         key_id=key.key_id,
         tenant=tenant,
@@ -98,6 +102,30 @@ async def issue(
     async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
         await publisher.publish(node_event(ApiKeyIssued, _producer(), payload))
     return key
+
+
+async def fresh_key(
+    taken: Callable[[str], Awaitable[bool]], make: Callable[[], NewKey] = new_key, tries: int = MAKE_TRIES
+) -> NewKey:
+    """A new key whose id ``taken`` says no key has: a second ``ApiKeyIssued`` of an id is ignored by the
+    projection (the first stands), so the new key would never authenticate, and a revoked id must stay revoked.
+    An id is 48 random bits, so a draw is taken with a chance of (keys there are) / 2^48 and drawn again; ``tries``
+    draws all taken mean the ids are not random, and nothing is issued."""
+    for _ in range(tries):
+        key = make()
+        if not await taken(key.key_id):
+            return key
+    raise VoxlogError(f"{tries} new key ids in a row were taken already: the ids drawn are not random; nothing issued")
+
+
+async def key_id_taken(settings: ModeSettings, key_id: str) -> bool:
+    """Whether the projection has ``key_id``, issued or revoked."""
+    pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
+    try:
+        found = await pool.fetchval("SELECT 1 FROM api_keys WHERE key_id = $1", key_id, timeout=30)
+    finally:
+        await pool.close()
+    return found is not None
 
 
 async def keys(settings: ModeSettings, tenant: str | None = None) -> list[dict[str, Any]]:
