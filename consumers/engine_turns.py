@@ -1,11 +1,14 @@
-"""The engine's turns among the claims a worker holds: one segment at a time, by the policy.
+"""The engine's turns among the claims a worker holds: one forward at a time, its places given by the policy.
 
 Each held claim's attempt asks for a turn before its engine call
 (:meth:`EngineTurns.turn`), and gives it back as soon as the engine is done
 with its segment (the audio is stored and its event sent while the next
-claim's segment is on the engine). When the turn is given back the policy
-(:class:`consumers.scheduling.Policy`) picks among the claims waiting for it,
-the tenant is charged the engine time, and the pick is remembered
+forward is on the engine). A forward (:mod:`consumers.forwards`) carries the
+next segment of up to ``batch`` claims in one engine call (one on a CPU): when
+it is done the policy (:class:`consumers.scheduling.Policy`) picks the claims
+of the next one among those waiting and those that just made a segment (whose
+places are kept while they store it), each tenant is charged its segments'
+share of the engine time, and each pick is remembered
 (:class:`consumers.scheduling.TurnLog`). A claim given back by the worker
 (its :class:`~consumers.attempts.AbortSignal` set) stops waiting at once:
 :class:`TurnWithdrawn`, and the attempt releases its job at that boundary.
@@ -16,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from consumers.attempts import AbortSignal
 from consumers.errors import ConsumerError
+from consumers.forwards import Asked, Forward, run_forward
+from consumers.ports import PlannedSegment, Rendering, SpeechEngine
 from consumers.scheduling import Contender, Policy, TurnLog
 from contracts.scheduling import MAX_NAMED, SchedulingRule, WaitedBehind
 from contracts.scheduling import EngineTurns as EngineTurns_
@@ -50,6 +56,7 @@ class HeldTurns:
     passed: dict[uuid.UUID, _Passed] = field(default_factory=dict)
     """The claims whose segments went while this one waited for the engine, and the rule (as it stood then)."""
     counted_turn: int = 0  # the last engine turn counted in ``passed``: a turn that passed it counts once
+    forward: int = 0  # the engine call its latest segment rode in (EngineTurns.forwards)
 
     def waited(self) -> WaitedBehind | None:
         """What this claim waited behind since it was taken."""
@@ -85,6 +92,17 @@ class HeldTurns:
         async with self.gate.turn(self):
             yield
 
+    async def render(
+        self,
+        call: Callable[..., Awaitable[Any]],
+        engine: SpeechEngine,
+        segment: PlannedSegment,
+        voice: str,
+        speed: float,
+    ) -> Rendering:
+        """Within ``engine()``: the segment rendered in this claim's forward (batched with the others in it)."""
+        return await self.gate.render(self, call, engine, segment, voice, speed)
+
     def finished(self) -> None:
         """The attempt ended: it wants no more turns."""
         self.gate.finished(self)
@@ -95,22 +113,26 @@ class HeldTurns:
 
 
 class EngineTurns:
-    def __init__(self, policy: Policy, log: TurnLog) -> None:
+    def __init__(self, policy: Policy, log: TurnLog, batch: int = 1) -> None:
+        if batch < 1:
+            raise ValueError("a forward carries at least one segment")
         self.policy = policy
         self.log = log
-        self._holder: uuid.UUID | None = None
+        self.batch = batch
+        self._holders: dict[uuid.UUID, HeldTurns] = {}  # granted a place in the forward, not released yet
         self._waiting: dict[uuid.UUID, tuple[HeldTurns, asyncio.Future[None]]] = {}
         self._interactive_in_a_row = 0
-        self._held: dict[uuid.UUID, HeldTurns] = {}  # the holder's, by its job
-        # The claim that just made a segment and that the policy still puts first: the engine waits the moment
-        # it takes to store its audio, rather than going round the claims (which would finish none of them
-        # until all were nearly done: every completion, and every offset commit, later).
-        self._reserved: uuid.UUID | None = None
+        self._forward: Forward | None = None  # being formed, or on the engine
+        # Claims that just made a segment and that the policy still puts in the next forward: the engine waits
+        # the moment they take to store their audio, rather than going round the claims (which would finish
+        # none of them until all were nearly done: every completion, and every offset commit, later).
+        self._reserved: set[uuid.UUID] = set()
+        self.forwards = 0  # forwards that granted a place: the number a segment's batch is known by
 
     @property
     def running(self) -> uuid.UUID | None:
-        """The job whose segment is on the engine now."""
-        return self._holder
+        """A job whose segment is on the engine now (the first granted, in a batch)."""
+        return next(iter(self._holders), None)
 
     def waiting(self) -> list[uuid.UUID]:
         return list(self._waiting)
@@ -124,19 +146,55 @@ class EngineTurns:
         finally:
             self._release(claim, time.monotonic() - started)
 
+    async def render(
+        self,
+        claim: HeldTurns,
+        call: Callable[..., Awaitable[Any]],
+        engine: SpeechEngine,
+        segment: PlannedSegment,
+        voice: str,
+        speed: float,
+    ) -> Rendering:
+        """``segment`` rendered in the forward ``claim`` holds a place in (inside its turn): alone, the call is
+        made here as ever; beside others, once every place has asked, one batched call for them all."""
+        forward, job_id = self._forward, claim.job.job_id
+        if forward is None or job_id not in forward.pending:  # no place in a forward being formed: alone
+            rendering: Rendering = await call(engine.render, segment, voice, speed)
+            return rendering
+        forward.pending.discard(job_id)
+        if not forward.pending and not forward.requests:  # the only segment of its forward
+            forward.started = True
+            rendering = await call(engine.render, segment, voice, speed)
+            return rendering
+        result: asyncio.Future[Rendering] = asyncio.get_running_loop().create_future()
+        forward.requests[job_id] = Asked(segment, voice, speed, result)
+        forward.call, forward.engine = call, engine
+        if not forward.pending:
+            self._start(forward)
+        try:
+            return await result
+        except asyncio.CancelledError:  # its attempt is over (a hung engine): the others still want theirs
+            if forward.task is not None and all(r.result.done() for r in forward.requests.values()):
+                forward.task.cancel()
+            raise
+
+    def _start(self, forward: Forward) -> None:
+        forward.started = True
+        forward.task = asyncio.ensure_future(run_forward(forward))
+
     async def _acquire(self, claim: HeldTurns) -> None:
         if claim.abort.reason is not None:
             raise TurnWithdrawn(f"job {claim.job.job_id} given back before its turn")
-        job_id = claim.job.job_id
-        if self._reserved == job_id or (self._holder is None and self._reserved is None and not self._waiting):
-            self._reserved = None
-            self._grant(claim)
+        if self._granted_at_once(claim):
             return
+        job_id, forward = claim.job.job_id, self._forward
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         claim.job.since = time.monotonic()
-        holder = self._held.get(self._holder) if self._holder is not None else None
-        if holder is not None:  # its segment was on the engine first (the latest turn is the holder's)
-            claim.passed_by(holder.job, "log_order", self.log.count)
+        if forward is not None:  # their segments were on the engine first (the latest turns are theirs)
+            for holder_id, turn in sorted(forward.turns.items(), key=lambda item: item[1]):
+                holder = self._holders.get(holder_id)
+                if holder is not None:
+                    claim.passed_by(holder.job, "log_order", turn)
         self._waiting[job_id] = (claim, granted)
         given_back = asyncio.ensure_future(claim.abort.given_back())
         try:
@@ -154,13 +212,43 @@ class EngineTurns:
         if granted.cancelled() or not granted.done():
             raise TurnWithdrawn(f"job {job_id} given back while it waited for the engine")
 
-    def _grant(self, claim: HeldTurns, passed: HeldTurns | None = None) -> None:
-        """The next turn to ``claim``: every claim waiting for it, and ``passed`` (the claim that made the last
-        segment and wants the next, which the policy no longer puts first), was passed by it."""
-        self._holder = claim.job.job_id
-        self._held[claim.job.job_id] = claim
+    def _granted_at_once(self, claim: HeldTurns) -> bool:
+        """A place for ``claim`` with no wait: kept for it, or on an idle engine, or in the forward being formed
+        while no one waits."""
+        job_id, forward = claim.job.job_id, self._forward
+        if job_id in self._reserved:  # its place in the next forward was kept while it stored its segment
+            self._reserved.discard(job_id)
+            if forward is not None and job_id in forward.places:
+                self._grant(claim, forward)
+                return True
+        if self._waiting:
+            return False
+        if forward is None:  # the engine is idle: a forward of its own, at once
+            self._grant(claim, self._new_forward())
+            return True
+        if forward.room:  # joins the forward being formed
+            self._grant(claim, forward)
+            return True
+        return False
+
+    def _new_forward(self) -> Forward:
+        self._forward = Forward(self.batch)
+        return self._forward
+
+    def _grant(self, claim: HeldTurns, forward: Forward, passed: tuple[HeldTurns, ...] = ()) -> None:
+        """A place in ``forward`` to ``claim``: every claim waiting, and those in ``passed`` (claims that made the
+        last segments and want the next, which the policy no longer puts in it), were passed by it."""
+        job_id = claim.job.job_id
+        self._holders[job_id] = claim
+        forward.places.add(job_id)
+        forward.pending.add(job_id)
         now, turn = time.monotonic(), self.log.count + 1
-        for waiter in [*(held for held, _ in self._waiting.values()), *([passed] if passed else [])]:
+        forward.turns[job_id] = turn
+        if not forward.number:  # numbered by its first place granted: a forward formed for places kept for
+            self.forwards += 1  # claims that then ended is never numbered
+            forward.number = self.forwards
+        claim.forward = forward.number
+        for waiter in [*(held for held, _ in self._waiting.values()), *passed]:
             if waiter is not claim:
                 waiter.passed_by(claim.job, self.policy.rule(claim.job, waiter.job, now), turn)
         interactive = claim.job.priority == "interactive"
@@ -168,35 +256,90 @@ class EngineTurns:
         self.log.record(claim.job, time.monotonic())
 
     def _release(self, claim: HeldTurns, engine_s: float) -> None:
-        now = time.monotonic()
+        now, job_id = time.monotonic(), claim.job.job_id
+        forward = self._forward
+        if forward is not None and job_id in forward.places:
+            if forward.engine_s is not None and forward.requests:
+                engine_s = forward.engine_s / len(forward.requests)  # the batch's time, shared by its segments
+            forward.places.discard(job_id)
+            forward.pending.discard(job_id)
+            if claim.job.remaining_chars > 0:
+                forward.releasers.append(claim)
         self.policy.shares.charge(claim.job.tenant, engine_s, now)
-        if self._holder == claim.job.job_id:
-            self._holder = None
-            self._held.pop(claim.job.job_id, None)
-        self._hand_on(now, releaser=claim if claim.job.remaining_chars > 0 else None)
+        self._holders.pop(job_id, None)
+        if forward is not None:
+            self._settle(forward, now)
 
     def finished(self, claim: HeldTurns) -> None:
-        """``claim`` wants no more turns (its attempt ended): a turn kept for it goes to the others."""
-        if self._reserved == claim.job.job_id:
-            self._reserved = None
-            self._hand_on(time.monotonic())
+        """``claim`` wants no more turns (its attempt ended): a place kept for it goes to the others."""
+        job_id, forward = claim.job.job_id, self._forward
+        if forward is not None and claim in forward.releasers:  # ended before its forward did: no place for it
+            forward.releasers.remove(claim)
+        if job_id not in self._reserved:
+            return
+        self._reserved.discard(job_id)
+        if forward is not None:
+            forward.places.discard(job_id)
+            forward.pending.discard(job_id)
+            self._settle(forward, time.monotonic())
 
-    def _hand_on(self, now: float, releaser: HeldTurns | None = None) -> None:
-        if self._holder is not None or self._reserved is not None:
+    def _settle(self, forward: Forward, now: float) -> None:
+        """After a place was released or given up: start the forward, or form the next once it is done."""
+        if forward is not self._forward:
             return
-        contenders = [held.job for held, _ in self._waiting.values()]
-        if releaser is not None:
-            contenders.append(releaser.job)
-        if not contenders:
+        if not forward.places:
+            self._forward = None
+            self._hand_on(now, tuple(forward.releasers))
             return
-        chosen = self.policy.pick(contenders, self._interactive_in_a_row, now)
-        if chosen is None:
+        if forward.room and self._waiting:  # a place given up before the start goes to the next in line
+            self._fill(forward, now)
+        if not forward.started and not forward.pending and forward.requests:
+            self._start(forward)
+
+    def _fill(self, forward: Forward, now: float) -> None:
+        free = forward.size - len(forward.places)
+        for job in self._choose([held.job for held, _ in self._waiting.values()], now)[:free]:
+            claim, granted = self._waiting.pop(job.job_id)
+            self._grant(claim, forward)
+            granted.set_result(None)
+
+    def _hand_on(self, now: float, releasers: tuple[HeldTurns, ...] = ()) -> None:
+        """Form the next forward: up to ``batch`` claims in the policy's order, of those waiting and those that
+        just made a segment (whose places are kept for them while they store it)."""
+        if self._forward is not None:
             return
-        if releaser is not None and chosen is releaser.job:
-            self._reserved = chosen.job_id  # it goes on with its next segment
+        releasers = tuple(r for r in releasers if r.job.job_id not in self._waiting)
+        chosen = self._choose([*(held.job for held, _ in self._waiting.values()), *(r.job for r in releasers)], now)
+        if not chosen:
             return
-        claim, granted = self._waiting.pop(chosen.job_id)
-        # The releaser, with work left, asks for its next turn only once its segment is stored: by then a
-        # short job's only segment may be done, and what it waited behind would be lost. It is told now.
-        self._grant(claim, passed=releaser)
-        granted.set_result(None)
+        forward = self._new_forward()
+        kept = {r.job.job_id for r in releasers}
+        granted = []
+        for job in chosen:
+            if job.job_id in kept:
+                self._reserved.add(job.job_id)  # it goes on with its next segment
+                forward.places.add(job.job_id)
+                forward.pending.add(job.job_id)
+            else:
+                granted.append(self._waiting.pop(job.job_id))
+        picked = {job.job_id for job in chosen}
+        # A claim that made the last segment and wants the next asks for its turn only once its segment is
+        # stored: by then a short job's only segment may be done, and what it waited behind would be lost. It
+        # is told now.
+        passed = tuple(r for r in releasers if r.job.job_id not in picked)
+        for claim, future in granted:
+            self._grant(claim, forward, passed)
+            future.set_result(None)
+
+    def _choose(self, contenders: list[Contender], now: float) -> list[Contender]:
+        """Up to ``batch`` contenders, each the one the policy puts first among those left, as turns in a row."""
+        chosen: list[Contender] = []
+        in_a_row = self._interactive_in_a_row
+        while contenders and len(chosen) < self.batch:
+            pick = self.policy.pick(contenders, in_a_row, now)
+            if pick is None:
+                break
+            chosen.append(pick)
+            contenders = [c for c in contenders if c is not pick]
+            in_a_row = in_a_row + 1 if pick.priority == "interactive" else 0
+        return chosen

@@ -91,6 +91,11 @@ class SpeechEngine(Protocol):
 
     def render(self, segment: PlannedSegment, voice: str, speed: float) -> Rendering: ...
 
+    def render_batch(self, items: Sequence[tuple[PlannedSegment, str, float]]) -> Sequence[Rendering]:
+        """Several segments in one model call, each as ``render`` would make it alone; raises as ``render`` does
+        for the whole batch (the caller then tells the items apart one by one)."""
+        ...
+
 
 @dataclass(frozen=True)
 class CachedResult:

@@ -98,7 +98,11 @@ class SegmentMaker:
             self._activity.running = job_id
             rendering = time.perf_counter()
             try:
-                rendered = await self._call(self._engine.render, segment, request.voice, request.speed * segment.rate)
+                speed = request.speed * segment.rate
+                if turns is not None:  # in its forward: batched with the other claims' segments in it
+                    rendered = await turns.render(self._call, self._engine, segment, request.voice, speed)
+                else:
+                    rendered = await self._call(self._engine.render, segment, request.voice, speed)
             finally:
                 self._activity.running = None
             self._activity.rendered(job_id, time.perf_counter() - rendering)

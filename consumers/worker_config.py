@@ -24,6 +24,7 @@ class WorkerConfig:
     interactive_per_batch: int = 4  # consumers.scheduling: a batch job's turn comes after this many
     batch_lookahead: int = 5000  # jobs waiting for a claim at most (consumers.run_queue), before it reads further
     held_claims: int = 4  # claims held at once, their segments interleaved (consumers.engine_turns)
+    batch: int = 1  # segments one engine call carries at most, of as many held claims (consumers.engine_turns)
     tenant_weights: Mapping[str, float] = field(default_factory=dict)  # a tenant's share of the engine (default 1)
     fair_share_half_life_s: float = 60.0  # how fast a tenant's use of the engine is forgotten
     aging_s: float = 30.0  # a job's work counts as divided by 1 + waited / aging_s (shorter first, aged)

@@ -669,11 +669,22 @@ class WorkerSettings(
         description="Jobs (of any priority) waiting on a worker for a claim at most before it reads further ahead.",
     )
     held_claims: int = Field(
-        4,
-        ge=1,
-        le=64,
+        0,
+        ge=0,
+        le=512,
         description="Claims a worker holds at once; their segments take the engine's turns by the scheduling "
-        "policy, so a short job claimed behind a long one is done a segment later (1: one job at a time).",
+        "policy, so a short job claimed behind a long one is done a segment later (1: one job at a time). "
+        "0: by the device, 4 on a CPU and twice VOXLOG_BATCH_SEGMENTS on a GPU (so that the next forward "
+        "fills while the last one's audio is stored).",
+    )
+    batch_segments: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Segments one engine call (forward) carries at most, each the next segment of another held "
+        "claim, chosen by the scheduling policy between forwards. 0: by the device, 1 on a CPU (batching the "
+        "model on 2 cores was slower) and 32 on a GPU (the best sentence batch measured on an H200, "
+        "docs/benchmarks.md).",
     )
     tenant_weights: dict[str, float] = Field(
         default_factory=dict,

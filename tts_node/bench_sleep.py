@@ -34,10 +34,11 @@ import math
 import re
 import threading
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
-from tts_node.engine import Audio, EngineInfo, Segment, Speech, WordTime
+from tts_node.engine import Audio, EngineInfo, Segment, Speech, SpeechRequest, WordTime
 from tts_node.errors import EngineFailure, EngineInputError
 from tts_node.segmenter import MAX_TOKENS, segment_text
 
@@ -124,6 +125,29 @@ class BenchSleepEngine:
         return self._synth_s + self._s_per_char * len(segment.text)
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
+        self._misbehave(segment, voice, speed)
+        seconds = self.seconds_for(segment)
+        if seconds > 0:
+            time.sleep(seconds)
+        return _tone(segment, speed)
+
+    def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
+        """The tone, and each word of the text placed in it by its characters: the tone's length is
+        proportional to them (no model predicts anything here)."""
+        return _speech(segment, self.synthesize(segment, voice, speed))
+
+    def speak_batch(self, requests: Sequence[SpeechRequest]) -> list[Speech]:
+        """One sleep for the whole batch, as long as its longest item's alone: a GPU's batched forward over
+        segments of similar length costs about what one of them does. Each item is what ``speak`` gives."""
+        for request in requests:
+            self._misbehave(request.segment, request.voice, request.speed)
+        seconds = max((self.seconds_for(r.segment) for r in requests), default=0.0)
+        if seconds > 0:
+            time.sleep(seconds)
+        return [_speech(r.segment, _tone(r.segment, r.speed)) for r in requests]
+
+    def _misbehave(self, segment: Segment, voice: str, speed: float) -> None:
+        """Refuse what a model would refuse, and play the fault this engine was given, if ``segment`` has it."""
         if voice not in VOICES:
             raise EngineInputError(f"voice {voice!r} is unknown; known voices: {', '.join(VOICES)}")
         if not (math.isfinite(speed) and speed > 0):
@@ -139,24 +163,22 @@ class BenchSleepEngine:
                 raise EngineFailure("released from a hang")
             else:
                 raise EngineFailure(f"bench-sleep fault on {segment.text!r}")
-        seconds = self.seconds_for(segment)
-        if seconds > 0:
-            time.sleep(seconds)
-        digest = hashlib.blake2b(segment.text.encode(), digest_size=4).digest()
-        # Continuous, not one of 400 steps: two texts of one length with one pitch made the same bytes, and so
-        # one blob for two results (test_bounded_cache found "Distinct request number 03," and "... 12,").
-        pitch = 200.0 + 400.0 * int.from_bytes(digest, "big") / 2**32 + speed
-        t = np.arange(round(SAMPLE_RATE * audio_seconds(segment.text, speed)), dtype=np.float32) / SAMPLE_RATE
-        return (0.1 * np.sin(2 * np.pi * pitch * t)).astype(np.float32)
 
-    def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
-        """The tone, and each word of the text placed in it by its characters: the tone's length is
-        proportional to them (no model predicts anything here)."""
-        audio = self.synthesize(segment, voice, speed)
-        per_char = audio.size / max(1, len(segment.text))
-        at = segment.start
-        words = tuple(
-            WordTime(at + m.start(), at + m.end(), round(m.start() * per_char), round(m.end() * per_char))
-            for m in re.finditer(r"\S+", segment.text)
-        )
-        return Speech(audio, words)
+
+def _tone(segment: Segment, speed: float) -> Audio:
+    digest = hashlib.blake2b(segment.text.encode(), digest_size=4).digest()
+    # Continuous, not one of 400 steps: two texts of one length with one pitch made the same bytes, and so
+    # one blob for two results (test_bounded_cache found "Distinct request number 03," and "... 12,").
+    pitch = 200.0 + 400.0 * int.from_bytes(digest, "big") / 2**32 + speed
+    t = np.arange(round(SAMPLE_RATE * audio_seconds(segment.text, speed)), dtype=np.float32) / SAMPLE_RATE
+    return (0.1 * np.sin(2 * np.pi * pitch * t)).astype(np.float32)
+
+
+def _speech(segment: Segment, audio: Audio) -> Speech:
+    per_char = audio.size / max(1, len(segment.text))
+    at = segment.start
+    words = tuple(
+        WordTime(at + m.start(), at + m.end(), round(m.start() * per_char), round(m.end() * per_char))
+        for m in re.finditer(r"\S+", segment.text)
+    )
+    return Speech(audio, words)

@@ -128,19 +128,34 @@ async def worker_kill_holding_claims(stack: DevStack, home: Path, sizes: Sizes) 
     every one of them must be taken again by someone, none completed twice."""
     result = FaultResult("worker SIGKILL holding claims", "a worker SIGKILLed while it holds several claims")
     engine = {"VOXLOG_BENCH_SYNTH_MS": "100", "VOXLOG_HELD_CLAIMS": "4"}
+    return await _kill_holding(stack, home, sizes, result, engine, at_least=2)
+
+
+async def worker_kill_mid_batch(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    """A worker whose engine calls each carry the segments of up to four claims (issue 37): SIGKILLed while
+    such a batch is on its engine, every claim of it must be taken again by someone, none completed twice."""
+    result = FaultResult("worker SIGKILL mid-batch", "a worker SIGKILLed while a batched forward of claims runs")
+    engine = {"VOXLOG_BENCH_SYNTH_MS": "300", "VOXLOG_HELD_CLAIMS": "8", "VOXLOG_BATCH_SEGMENTS": "4"}
+    return await _kill_holding(stack, home, sizes, result, engine, at_least=3)
+
+
+async def _kill_holding(
+    stack: DevStack, home: Path, sizes: Sizes, result: FaultResult, engine: dict[str, str], at_least: int
+) -> FaultResult:
+    """SIGKILL worker 0 of two once it holds ``at_least`` claims under load, restart it, and settle."""
     text = "Job {n}. Its second sentence. And a third one. And a fourth, to be long enough."
     async with Deployment(stack, home, engine) as d, d.client() as client:
         await d.add_workers(2)
         load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), text, rate=20))
         victim, held = f"{d.tag}-w0", 0
         deadline = time.monotonic() + 60
-        while held < 2 and time.monotonic() < deadline:
+        while held < at_least and time.monotonic() < deadline:
             held = int(
                 (await d.rows("SELECT count(*) FROM jobs WHERE state = 'claimed' AND worker_id = $1", victim))[0][0]
             )
             await asyncio.sleep(0.05)
-        if held < 2:
-            result.violations.append(f"the worker never held two claims at once (at most {held})")
+        if held < at_least:
+            result.violations.append(f"the worker never held {at_least} claims at once (at most {held})")
         in_flight = await d.in_flight()
         d.kill("worker-0")
         d.start("worker-0")  # a supervisor restarts it
@@ -264,6 +279,7 @@ async def retry_exhaustion(stack: DevStack, home: Path, sizes: Sizes) -> FaultRe
 FAULTS: tuple[Fault, ...] = (
     worker_kills,
     worker_kill_holding_claims,
+    worker_kill_mid_batch,
     worker_stop,
     broker_kill,
     postgres_restart,

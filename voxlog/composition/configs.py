@@ -75,11 +75,16 @@ def offload_budget(settings: ApiSettings) -> Budget:
     return Budget(cpu_s=settings.offload_cpu_s, memory_bytes=settings.offload_memory_mb * 2**20)
 
 
+GPU_BATCH = 32  # the best sentence batch measured on one H200 (docs/benchmarks.md, GPU section)
+CPU_HELD_CLAIMS = 4  # ADR 0002: a short job waits at most about a segment of each of the others
+
+
 def worker_id_of(settings: WorkerSettings) -> str:
     return settings.worker_id or f"{socket.gethostname()}-{settings.device}"
 
 
 def worker_config(settings: WorkerSettings, engine: EngineDescription | None = None) -> WorkerConfig:
+    batch, held = batch_and_claims(settings, engine.device if engine else settings.device)
     return WorkerConfig(
         worker_id=worker_id_of(settings),
         host=socket.gethostname(),
@@ -93,13 +98,23 @@ def worker_config(settings: WorkerSettings, engine: EngineDescription | None = N
         watchdog_min_s=settings.watchdog_min_s,
         interactive_per_batch=settings.interactive_per_batch,
         batch_lookahead=settings.batch_lookahead,
-        held_claims=settings.held_claims,
+        held_claims=held,
+        batch=batch,
         tenant_weights=settings.tenant_weights,
         fair_share_half_life_s=settings.fair_share_half_life_s,
         aging_s=settings.scheduling_aging_s,
         engine=engine.name if engine else "",
         model_version=engine.model_version if engine else "",
     )
+
+
+def batch_and_claims(settings: WorkerSettings, device: str) -> tuple[int, int]:
+    """Segments a forward carries and claims held: as set, or by the device (one at a time on a CPU, where
+    batching was slower; batches on a GPU, with twice as many claims held as a batch takes)."""
+    gpu = device.startswith("cuda")
+    batch = settings.batch_segments or (GPU_BATCH if gpu else 1)
+    held = settings.held_claims or (2 * batch if gpu else CPU_HELD_CLAIMS)
+    return batch, held
 
 
 def retry_policy(settings: WorkerSettings) -> RetryPolicy:
