@@ -107,9 +107,17 @@ class HeldTurns:
         """The attempt ended: it wants no more turns."""
         self.gate.finished(self)
 
+    def asking(self, size: int) -> None:
+        """The next segment it asks a turn for is ``size`` long (phoneme ids, or characters)."""
+        self.gate.asking(self, size)
+
     def progressed(self, remaining_chars: int) -> None:
         """Its work left, after a segment or its plan: what *shorter first* compares."""
         self.job.remaining_chars = max(0, remaining_chars)
+
+
+# A batch's segments are padded to its longest: within a bucket no segment is more than twice another.
+LENGTH_BUCKET = 2.0
 
 
 class EngineTurns:
@@ -127,6 +135,7 @@ class EngineTurns:
         # the moment they take to store their audio, rather than going round the claims (which would finish
         # none of them until all were nearly done: every completion, and every offset commit, later).
         self._reserved: set[uuid.UUID] = set()
+        self._next_size: dict[uuid.UUID, int] = {}  # each held claim's next segment's length (HeldTurns.asking)
         self.forwards = 0  # forwards that granted a place: the number a segment's batch is known by
 
     @property
@@ -273,6 +282,7 @@ class EngineTurns:
     def finished(self, claim: HeldTurns) -> None:
         """``claim`` wants no more turns (its attempt ended): a place kept for it goes to the others."""
         job_id, forward = claim.job.job_id, self._forward
+        self._next_size.pop(job_id, None)
         if forward is not None and claim in forward.releasers:  # ended before its forward did: no place for it
             forward.releasers.remove(claim)
         if job_id not in self._reserved:
@@ -332,14 +342,30 @@ class EngineTurns:
             future.set_result(None)
 
     def _choose(self, contenders: list[Contender], now: float) -> list[Contender]:
-        """Up to ``batch`` contenders, each the one the policy puts first among those left, as turns in a row."""
+        """Up to ``batch`` contenders, each the one the policy puts first among those left, as turns in a row;
+        when more want places than there are, a batch claim whose next segment is of another length bucket than
+        the first pick's waits for a later forward (padding to the longest item is the batch's waste), unless
+        places would be left empty. An interactive claim is never put off for the length."""
         chosen: list[Contender] = []
+        put_off: list[Contender] = []
         in_a_row = self._interactive_in_a_row
         while contenders and len(chosen) < self.batch:
             pick = self.policy.pick(contenders, in_a_row, now)
             if pick is None:
                 break
-            chosen.append(pick)
             contenders = [c for c in contenders if c is not pick]
+            if chosen and pick.priority != "interactive" and not self._alike(chosen[0], pick):
+                put_off.append(pick)
+                continue
+            chosen.append(pick)
             in_a_row = in_a_row + 1 if pick.priority == "interactive" else 0
-        return chosen
+        return chosen + put_off[: self.batch - len(chosen)]
+
+    def _alike(self, first: Contender, other: Contender) -> bool:
+        """Whether ``other``'s next segment is within a factor of ``LENGTH_BUCKET`` of ``first``'s (unknown: yes)."""
+        a, b = self._next_size.get(first.job_id, 0), self._next_size.get(other.job_id, 0)
+        return not a or not b or max(a, b) <= LENGTH_BUCKET * min(a, b)
+
+    def asking(self, claim: HeldTurns, size: int) -> None:
+        """``claim``'s next segment is ``size`` long (its phoneme ids, or characters): its length bucket."""
+        self._next_size[claim.job.job_id] = size

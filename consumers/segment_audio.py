@@ -94,6 +94,8 @@ class SegmentMaker:
         turns: HeldTurns | None,
     ) -> SegmentAudio:
         sample_rate = self._engine.description.sample_rate
+        if turns is not None:
+            turns.asking(len(segment.ids) or len(segment.text))  # its length bucket in a batch
         async with turns.engine() if turns is not None else contextlib.nullcontext():
             self._activity.running = job_id
             rendering = time.perf_counter()

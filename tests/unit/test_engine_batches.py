@@ -75,6 +75,7 @@ def claim(turns: EngineTurns, contender: Contender) -> HeldTurns:
 async def say(held: HeldTurns, gate: Gate, engine: BatchingEngine, text: str, *, last: bool = True) -> Rendering:
     """One segment of ``held``'s claim through its forward; ``last``: its attempt ends after it."""
     segment = PlannedSegment(0, 0, len(text), text, None)
+    held.asking(len(text))
     try:
         async with held.engine():
             return await held.render(gate.call, engine, segment, "v", 1.0)
@@ -252,3 +253,37 @@ async def test_held_claims_of_a_runner_complete_with_their_segments_batched():
     produced = [e for e in log.events if isinstance(e, SegmentProduced)]
     assert sorted((e.job_id.int, e.payload.index) for e in produced) == [(n, i) for n in (1, 2, 3) for i in range(3)]
     assert max(engine.batches, default=1) > 1, "no two claims' segments ever shared an engine call"
+
+
+async def test_when_more_want_places_a_forward_takes_segments_of_one_length():
+    """Padding to the longest item is a batch's waste: a batch claim whose next segment is of another length
+    bucket waits a forward, while one of the first pick's length takes the place."""
+    turns, gate, engine = EngineTurns(policy(), TurnLog(policy()), batch=2), Gate(), BatchingEngine()
+    first = asyncio.create_task(say(claim(turns, job(1, 0, priority="batch")), gate, engine, "first"))
+    await until(lambda: gate.entered == 1, "the engine is busy")
+    texts = {2: "short one", 3: "a much longer segment, ten times the length of the others: " * 3, 4: "short two"}
+    tasks = [
+        asyncio.create_task(say(claim(turns, job(n, 50, priority="batch")), gate, engine, text))
+        for n, text in texts.items()
+    ]
+    await until(lambda: len(turns.waiting()) == 3, "three wait")
+    gate.open(3)
+    await asyncio.gather(first, *tasks)
+    assert engine.calls[1] == ["short one", "short two"]
+    assert engine.calls[2] == [texts[3]]
+
+
+async def test_an_interactive_claim_is_never_put_off_for_its_length():
+    turns, gate, engine = EngineTurns(policy(), TurnLog(policy()), batch=2), Gate(), BatchingEngine()
+    first = asyncio.create_task(say(claim(turns, job(1, 0)), gate, engine, "first"))
+    await until(lambda: gate.entered == 1, "the engine is busy")
+    long_text = "an interactive request of a length quite unlike the short ones: " * 3
+    tasks = [
+        asyncio.create_task(say(claim(turns, job(2, 10)), gate, engine, "short")),
+        asyncio.create_task(say(claim(turns, job(3, 900)), gate, engine, long_text)),
+        asyncio.create_task(say(claim(turns, job(4, 20, priority="batch")), gate, engine, "shorter")),
+    ]
+    await until(lambda: len(turns.waiting()) == 3, "three wait")
+    gate.open(3)
+    await asyncio.gather(first, *tasks)
+    assert engine.calls[1] == ["short", long_text], "the interactive claims rode first, whatever their lengths"
