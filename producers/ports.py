@@ -73,14 +73,19 @@ class LagView(Protocol):
 class JobAudit(Protocol):
     """Jobs as the log tells them (not the projection).
 
-    Both raise ``foundation.errors.BrokerUnavailable`` when the log cannot be read in time.
+    ``since`` is when the job was submitted, as the projection has it: the log is read from where the projection
+    says the job begins, and a job it cannot place is searched for only among the records appended from a margin
+    before then, never from the start of every partition. Both raise ``foundation.errors.BrokerUnavailable`` when
+    the log cannot be read in time.
     """
 
-    async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+    async def events(self, job_id: uuid.UUID, since: datetime | None = None) -> dict[str, Any] | None:
         """Every event of the job with its place in the log and what the projection did with it (None: none)."""
         ...
 
-    async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
+    async def job_as_of(
+        self, job_id: uuid.UUID, moment: datetime, since: datetime | None = None
+    ) -> dict[str, Any] | None:
         """The job's ``jobs`` row and segments as they stood at ``moment`` (None: not submitted yet)."""
         ...
 
@@ -92,15 +97,17 @@ class LogAudit:
     def __init__(self, audit: JobAudit) -> None:
         self._audit = audit
 
-    async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+    async def events(self, job_id: uuid.UUID, since: datetime | None = None) -> dict[str, Any] | None:
         try:
-            return await self._audit.events(job_id)
+            return await self._audit.events(job_id, since)
         except BrokerUnavailable as exc:
             raise LogUnreadable(str(exc)) from exc
 
-    async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
+    async def job_as_of(
+        self, job_id: uuid.UUID, moment: datetime, since: datetime | None = None
+    ) -> dict[str, Any] | None:
         try:
-            return await self._audit.job_as_of(job_id, moment)
+            return await self._audit.job_as_of(job_id, moment, since)
         except BrokerUnavailable as exc:
             raise LogUnreadable(str(exc)) from exc
 

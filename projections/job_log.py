@@ -1,11 +1,15 @@
 """Reading one job, or one fingerprint, back from the log: for audits and for a job's state as of a time.
 
-Every event of a fingerprint lies in one partition (the records are keyed by
-it), so a fingerprint's history is one partition read from where its first job
-began, filtered by key before anything is decoded. The projection only says
-where to look (``job_events`` holds each job's fingerprint, partition and first
-offset); without it (PostgreSQL down, or a job the projector has not reached)
-every partition is read for records that name the job.
+Every event of a job lies in one partition (the one its ``JobQueued`` was
+placed in), keyed by its fingerprint, so a job's history is one partition read
+from the job's first offset, filtered by key before anything is decoded. The
+projection only says where to look (``job_events`` holds each job's
+fingerprint, partition and first offset). Without it (PostgreSQL down, or a job
+the projector has not reached) the log alone is searched for records that name
+the job: every partition from its start (``voxlog audit``), or, given when the
+job was submitted (the API, which found the job in the projection), every
+partition from the records appended a margin before then (Kafka's
+offsets_for_times), never from the start of a partition that keeps everything.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ from projections.rows import columns
 
 Keep = Callable[["ConsumerRecord[bytes, bytes]"], bool]
 
+SINCE_MARGIN = timedelta(minutes=5)
+"""How long before a job's ``submitted_at`` a search of the log without the projection begins: its records are
+stamped by the process that submitted it, after ``submitted_at``; the margin is for clocks that disagree."""
+
 
 @dataclass(frozen=True)
 class Whereabouts:
@@ -47,11 +55,13 @@ class Whereabouts:
 class JobLogReader:
     """Reads the jobs topic for one fingerprint or one job, each read with its own short-lived consumer.
 
-    Raises :class:`BrokerUnavailable` when the log cannot be read within ``within_s``.
+    Raises :class:`BrokerUnavailable` when the log cannot be read within ``within_s``. ``records_read`` counts the
+    records every read fetched from the broker (kept or not): what an audit costs the log.
     """
 
     def __init__(self, kafka: KafkaAccess, topic: str, *, within_s: float = 30.0, at_once: int = 4) -> None:
         self.topic = topic
+        self.records_read = 0
         self._kafka = kafka
         self._within_s = within_s
         self._reads = asyncio.Semaphore(at_once)  # each read is a consumer and a partition scan
@@ -62,20 +72,23 @@ class JobLogReader:
         key = fingerprint.encode()
         return await self._scan(lambda r: r.key == key, starts)
 
-    async def of_job(self, job_id: uuid.UUID) -> list[LoggedEvent]:
-        """Every partition read for records that name ``job_id`` (when nothing says where it is)."""
+    async def of_job(self, job_id: uuid.UUID, since: datetime | None = None) -> list[LoggedEvent]:
+        """Every partition read for records that name ``job_id`` (when nothing says where it is): from the records
+        appended ``SINCE_MARGIN`` before ``since`` when given (when the job was submitted), else from the start."""
         needle = str(job_id).encode()
-        return await self._scan(lambda r: r.value is not None and needle in r.value, None)
+        return await self._scan(lambda r: r.value is not None and needle in r.value, None, since)
 
-    async def _scan(self, keep: Keep, starts: dict[int, int] | None) -> list[LoggedEvent]:
+    async def _scan(
+        self, keep: Keep, starts: dict[int, int] | None, since: datetime | None = None
+    ) -> list[LoggedEvent]:
         async with self._reads:
-            return await self._scan_now(keep, starts)
+            return await self._scan_now(keep, starts, since)
 
-    async def _scan_now(self, keep: Keep, starts: dict[int, int] | None) -> list[LoggedEvent]:
+    async def _scan_now(self, keep: Keep, starts: dict[int, int] | None, since: datetime | None) -> list[LoggedEvent]:
         consumer = self._kafka.consumer(enable_auto_commit=False, group_id=None)
         await self._kafka.start(consumer, f"cannot read {self.topic}")
         try:
-            return await asyncio.wait_for(self._read(consumer, keep, starts), self._within_s)
+            return await asyncio.wait_for(self._read(consumer, keep, starts, since), self._within_s)
         except TimeoutError as exc:
             raise BrokerUnavailable(f"reading {self.topic} took over {self._within_s:.0f}s") from exc
         except KafkaError as exc:
@@ -83,7 +96,9 @@ class JobLogReader:
         finally:
             await consumer.stop()
 
-    async def _read(self, consumer: AIOKafkaConsumer, keep: Keep, starts: dict[int, int] | None) -> list[LoggedEvent]:
+    async def _read(
+        self, consumer: AIOKafkaConsumer, keep: Keep, starts: dict[int, int] | None, since: datetime | None
+    ) -> list[LoggedEvent]:
         partitions = await wait_for_partitions(consumer, self.topic, within_s=self._within_s)
         if starts is not None:
             partitions = [TopicPartition(self.topic, p) for p in starts]
@@ -91,13 +106,19 @@ class JobLogReader:
         beginnings, ends = await asyncio.gather(
             consumer.beginning_offsets(partitions), consumer.end_offsets(partitions)
         )
+        firsts = {tp: (starts or {}).get(tp.partition, 0) for tp in partitions}
+        if since is not None:
+            at_ms = int((since - SINCE_MARGIN).timestamp() * 1000)
+            found = await consumer.offsets_for_times({tp: at_ms for tp in partitions})
+            firsts = {tp: ends[tp] if found[tp] is None else found[tp].offset for tp in partitions}
         for tp in partitions:
-            consumer.seek(tp, max(beginnings[tp], (starts or {}).get(tp.partition, 0)))
-        found: list[LoggedEvent] = []
+            consumer.seek(tp, max(beginnings[tp], firsts[tp]))
+        found_events: list[LoggedEvent] = []
         pending = {tp for tp in partitions if await consumer.position(tp) < ends[tp]}
         while pending:
             batch = await consumer.getmany(*pending, timeout_ms=1000)
             for tp, records in batch.items():
+                self.records_read += len(records)
                 for record in records:
                     if record.offset < ends[tp] and keep(record):
                         try:
@@ -105,26 +126,30 @@ class JobLogReader:
                         except DecodeError:
                             continue  # in the DLQ, and attributable to no job
                         at = RecordPosition(tp.topic, tp.partition, record.offset)
-                        found.append(LoggedEvent(at, datetime.fromtimestamp(record.timestamp / 1000, UTC), event))
+                        appended = datetime.fromtimestamp(record.timestamp / 1000, UTC)
+                        found_events.append(LoggedEvent(at, appended, event))
             pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
-        found.sort(key=lambda e: (e.position.partition, e.position.offset))
-        return found
+        found_events.sort(key=lambda e: (e.position.partition, e.position.offset))
+        return found_events
 
 
 class LogAuditor:
-    """Histories and past states read from the log; the projection (``pool``) only says where to look."""
+    """Histories and past states read from the log; the projection (``pool``) only says where to look.
+
+    ``since`` (the API's, from the job's projected ``submitted_at``) bounds a search of the log for a job the
+    projection cannot place (``JobLogReader.of_job``)."""
 
     def __init__(self, reader: JobLogReader, pool: asyncpg.Pool | None, cache_ttl: timedelta) -> None:
         self._reader = reader
         self._pool = pool
         self._ttl = cache_ttl
 
-    async def job(self, job_id: uuid.UUID) -> JobHistory:
-        return history_of(job_id, await self._events_of(job_id))
+    async def job(self, job_id: uuid.UUID, since: datetime | None = None) -> JobHistory:
+        return history_of(job_id, await self._events_of(job_id, since))
 
-    async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+    async def events(self, job_id: uuid.UUID, since: datetime | None = None) -> dict[str, Any] | None:
         """The job's history as JSON (``producers.ports.JobAudit``)."""
-        history = await self.job(job_id)
+        history = await self.job(job_id, since)
         return as_json(history) if history.found else None
 
     async def fingerprint(self, fingerprint: str) -> list[JobHistory]:
@@ -133,27 +158,34 @@ class LogAuditor:
         job_ids = list(dict.fromkeys(e.event.job_id for e in events))
         return [history_of(job_id, events) for job_id in job_ids]
 
-    async def job_as_of(self, job_id: uuid.UUID, moment: datetime) -> dict[str, Any] | None:
+    async def job_as_of(
+        self, job_id: uuid.UUID, moment: datetime, since: datetime | None = None
+    ) -> dict[str, Any] | None:
         """The job as the projection showed it at ``moment`` (in the shape of a ``jobs`` row and its segments).
 
         Its fingerprint's records appended up to ``moment`` are folded (``voxlog replay --until`` takes the
-        same cut): a cache hit's audio belongs to another job of the same fingerprint.
+        same cut), read from the job's first offset; a cache hit's audio belongs to another job of the same
+        fingerprint (its source), whose records are read from the source's first offset.
         """
-        where = await self._whereabouts(job_id)
-        if where is None:  # the projection does not know the job: its fingerprint is found in the log
-            mine = [e for e in await self._reader.of_job(job_id) if e.event.job_id == job_id]
+        starts = await self._as_of_starts(job_id)
+        if starts is None:  # the projection cannot place the job: it is found in the log
+            mine = [e for e in await self._reader.of_job(job_id, since) if e.event.job_id == job_id]
             if not mine:
                 return None
-            where = Whereabouts(mine[0].event.fingerprint, mine[0].position.partition, 0)
-        # From the partition's start: the job whose audio a cache hit reused came before it.
-        events = await self._reader.of_fingerprint(where.fingerprint, {where.partition: 0})
-        projection = Projection(self._ttl)
-        for item in events:
-            if item.appended_at <= moment:
-                projection.apply(item.event, item.position)
+            starts = mine[0].event.fingerprint, {mine[0].position.partition: mine[0].position.offset}
+        fingerprint, offsets = starts
+        events = await self._reader.of_fingerprint(fingerprint, offsets)
+        projection = self._folded(events, moment)
         row = projection.jobs.get(job_id)
         if row is None:
             return None
+        source = row.source_job_id
+        if source is not None and source not in projection.jobs:  # the projection had not seen it reuse a result
+            where = await self._whereabouts(source)
+            if where is not None:
+                events += await self._reader.of_fingerprint(where.fingerprint, {where.partition: where.first_offset})
+                projection = self._folded(events, moment)
+                row = projection.jobs[job_id]
         job = {name: getattr(row, name) for name in columns(type(row))}
         job["request"] = json.loads(row.request)
         segments = projection.segments_of(row.source_job_id or job_id)
@@ -163,10 +195,18 @@ class LogAuditor:
         )
         return job
 
-    async def _events_of(self, job_id: uuid.UUID) -> list[LoggedEvent]:
+    def _folded(self, events: list[LoggedEvent], moment: datetime) -> Projection:
+        """``events`` appended up to ``moment`` folded in log order (a record read twice counts once)."""
+        projection = Projection(self._ttl)
+        cut = {e.position: e for e in events if e.appended_at <= moment}
+        for position, item in sorted(cut.items(), key=lambda pair: (pair[0].partition, pair[0].offset)):
+            projection.apply(item.event, position)
+        return projection
+
+    async def _events_of(self, job_id: uuid.UUID, since: datetime | None) -> list[LoggedEvent]:
         where = await self._whereabouts(job_id)
         if where is None:
-            return [e for e in await self._reader.of_job(job_id) if e.event.job_id == job_id]
+            return [e for e in await self._reader.of_job(job_id, since) if e.event.job_id == job_id]
         events = await self._reader.of_fingerprint(where.fingerprint, {where.partition: where.first_offset})
         return [e for e in events if e.event.job_id == job_id]
 
@@ -177,6 +217,20 @@ class LogAuditor:
             job_id,
         )
         return None if row is None else Whereabouts(row["fingerprint"], row["kafka_partition"], row["first"])
+
+    async def _as_of_starts(self, job_id: uuid.UUID) -> tuple[str, dict[int, int]] | None:
+        """The job's fingerprint, and where its events and those of the job whose result it reused (as far as the
+        projection knows) begin, by partition; None when the projection does not place the job."""
+        rows = await self._fetch_all(
+            "SELECT kafka_partition, min(kafka_offset) AS first,"
+            " min(fingerprint) FILTER (WHERE job_id = $1::uuid) AS fingerprint FROM job_events"
+            " WHERE topic = $2 AND job_id IN (SELECT $1::uuid UNION ALL"
+            " SELECT source_job_id FROM jobs WHERE job_id = $1::uuid AND source_job_id IS NOT NULL)"
+            " GROUP BY kafka_partition",
+            job_id,
+        )
+        fingerprint = next((r["fingerprint"] for r in rows if r["fingerprint"] is not None), None)
+        return None if fingerprint is None else (fingerprint, {r["kafka_partition"]: r["first"] for r in rows})
 
     async def _fingerprint_starts(self, fingerprint: str) -> dict[int, int] | None:
         """Where the fingerprint's events begin in each partition the projection shows them in."""
