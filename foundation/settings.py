@@ -555,6 +555,17 @@ class ApiSettings(
     audit_timeout_s: float = Field(
         30.0, gt=0, description="How long GET /v1/jobs/{id}/events and ?as_of= may spend reading the log."
     )
+    audit_slots: int = Field(
+        4,
+        ge=1,
+        description="How many reads of the log GET /v1/jobs/{id}/events and ?as_of= make at once (each a Kafka"
+        " consumer), shared between tenants: a slot that comes free goes to the waiting tenant holding the fewest.",
+    )
+    audit_slot_wait_s: float = Field(
+        5.0,
+        gt=0,
+        description="How long such a request waits for a read slot before it is answered 503 with Retry-After.",
+    )
     max_backlog_s: float = Field(
         600.0,
         ge=0,

@@ -21,6 +21,7 @@ from foundation.blobs import BlobStore
 from foundation.lifecycle import OwnedTasks
 from foundation.settings import OPENAI_VOICES
 from producers.api_keys import Principal
+from producers.audit_slots import AuditSlots
 from producers.auth import KeyBook
 from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
@@ -54,6 +55,7 @@ class ApiDeps:
     limiter: RateLimiter | None = None  # each key's requests per second (None: none judged)
     policies: Policies = NO_LIMITS  # each tenant's limits, as /v1/usage shows them
     changes: JobChangeFeed = field(default_factory=Polling)
+    audit_slots: AuditSlots = field(default_factory=AuditSlots)  # the audit's reads of the log, fair by tenant
     operations: Operations | None = None  # the admin routes' switches and purges (None: they answer 404)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""

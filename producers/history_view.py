@@ -18,10 +18,13 @@ from pydantic import Field
 
 from contracts import DEFAULT_TENANT, JobState
 from producers.api_keys import Principal
+from producers.audit_slots import AuditSlots
 from producers.auth import READ
 from producers.deps import Injected
 from producers.http_errors import responses
+from producers.job_routes import known_job
 from producers.ports import JobAudit
+from producers.queries import ProjectionReader
 from producers.views import DegradedJobView, View
 
 
@@ -128,11 +131,21 @@ class JobHistoryView(View):
     responses=responses(401, 403, 404, 503),
 )
 async def get_job_events(
-    job_id: FromPath[uuid.UUID], audit: Injected[JobAudit], principal: Injected[Principal]
+    job_id: FromPath[uuid.UUID],
+    reader: Injected[ProjectionReader],
+    audit: Injected[JobAudit],
+    audit_slots: Injected[AuditSlots],
+    principal: Injected[Principal],
 ) -> JobHistoryView:
     """Each event with its partition, offset and time, its producer, its attempt and whether the projection
-    applied it or fenced it (and why); the job's attempts, and the time it spent in each state."""
-    history = await audit.events(job_id)
+    applied it or fenced it (and why); the job's attempts, and the time it spent in each state.
+
+    The job is found in the projection first (404 as GET /v1/jobs/{id}: an unknown id and another tenant's read
+    nothing of the log); its partition is then read from the job's first offset, in one of the API's read slots
+    (503 when none comes free in time)."""
+    job = await known_job(reader, job_id, principal)
+    async with audit_slots.held(principal.tenant):
+        history = await audit.events(job_id, job.submitted_at)
     if history is None or (history.get("tenant") or DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no event of job {job_id} in the log")
     return JobHistoryView.model_validate(others_unnamed(history, principal.tenant))

@@ -18,6 +18,7 @@ from foundation.audio_formats import media_type
 from foundation.blobs import BlobNotFound, BlobStore
 from producers.api_keys import Principal
 from producers.audio_out import render
+from producers.audit_slots import AuditSlots
 from producers.auth import READ, SUBMIT
 from producers.deps import Injected
 from producers.http_errors import responses
@@ -152,18 +153,22 @@ async def get_job(
     job_id: FromPath[uuid.UUID],
     reader: Injected[ProjectionReader],
     audit: Injected[JobAudit],
+    audit_slots: Injected[AuditSlots],
     principal: Injected[Principal],
     as_of: Annotated[
         datetime | None,
         QueryParameter(name="as_of", description="ISO 8601 (UTC if no zone): the job as the log had it then"),
     ] = None,
 ) -> JobView:
+    """With ``as_of``, the job is found in the projection (404 as without it) before the log is read, from the
+    job's first offset, in one of the API's read slots (503 when none comes free in time)."""
+    job = await known_job(reader, job_id, principal)
     if as_of is None:
-        job = await known_job(reader, job_id, principal)
         waiting = job.state in (JobState.QUEUED, JobState.RELEASED)
         return job_view(job, queue=await reader.queue_place(job_id, utc_now()) if waiting else None)
     moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
-    past = await audit.job_as_of(job_id, moment)
+    async with audit_slots.held(principal.tenant):
+        past = await audit.job_as_of(job_id, moment, job.submitted_at)
     if past is None or past.get("tenant", DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no job {job_id} in the log as of {moment.isoformat()}")
     folded = JobRow.from_mapping(past, segments=tuple(map(SegmentRow.from_mapping, past["segments"])))

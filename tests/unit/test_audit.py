@@ -119,10 +119,12 @@ async def test_regression_the_api_tells_a_degraded_jobs_history_as_the_cli_does(
     told = as_json(history_of(job.job_id, logged([event])))
 
     class Audit:
-        async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        async def events(self, job_id: uuid.UUID, since: datetime | None = None) -> dict[str, Any] | None:
             return told if job_id == job.job_id else None
 
-    async with client(deps(Reader(), Log(), audit=Audit())) as http:
+    reader = Reader()
+    reader.project(event)  # the projection says whose the job is before the log is read
+    async with client(deps(reader, Log(), audit=Audit())) as http:
         answer = await http.get(f"/v1/jobs/{job.job_id}/events")
     assert answer.status_code == 200, answer.text
     assert answer.json() == json.loads(json.dumps(told, default=str))
@@ -201,10 +203,12 @@ async def test_the_api_tells_what_a_job_waited_behind_as_the_cli_does_but_names_
     told = as_json(history_of(job.job_id, logged(events)))
 
     class Audit:
-        async def events(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        async def events(self, job_id: uuid.UUID, since: datetime | None = None) -> dict[str, Any] | None:
             return told if job_id == job.job_id else None
 
-    async with client(deps(Reader(), Log(), audit=Audit())) as http:
+    reader = Reader()
+    reader.project(job.queued())  # the projection says whose the job is before the log is read
+    async with client(deps(reader, Log(), audit=Audit())) as http:
         answer = await http.get(f"/v1/jobs/{job.job_id}/events")
     assert answer.status_code == 200, answer.text
     body = answer.json()

@@ -25,6 +25,7 @@ from foundation.shutdown import BoundedServer, Shutdown
 from producers.activity import NodeLiveness
 from producers.admission import Admission
 from producers.app import create_app
+from producers.audit_slots import AuditSlots
 from producers.auth import KeyBook
 from producers.census import WorkerCensus
 from producers.degradation import DegradedSettings
@@ -130,11 +131,14 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             producer=producer,
             audit=LogAudit(
                 LogAuditor(
-                    JobLogReader(kafka, settings.jobs_topic, within_s=settings.audit_timeout_s),
+                    JobLogReader(
+                        kafka, settings.jobs_topic, within_s=settings.audit_timeout_s, at_once=settings.audit_slots
+                    ),
                     pool,
                     timedelta(seconds=settings.cache_ttl),
                 )
             ),
+            audit_slots=AuditSlots(settings.audit_slots, settings.audit_slot_wait_s),
             lag=lag,
             speech_timeout_s=settings.speech_timeout_s,
             changes=changes,
