@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 SEGMENTS_FILE = Path(__file__).with_name("gpu_segments.json")
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 DOCUMENT_IDS = (240, 350)
 
@@ -71,7 +70,9 @@ def write_segments(path: Path) -> None:
     from tts_node.g2p import Phonemizer
     from tts_node.model_files import load_vocab
     from tts_node.segmenter import MAX_TOKENS
+    from voxlog.corpus import corpus_dir
 
+    corpus = corpus_dir()
     vocab = load_vocab()
     phonemizer = Phonemizer(vocab)
     space = vocab[" "]
@@ -79,7 +80,7 @@ def write_segments(path: Path) -> None:
     documents: list[list[int]] = []
     prose: list[list[int]] = []
     for name in ("short.txt", "normalization.txt", "unicode.txt", "duplicates.txt", "paragraphs.txt"):
-        for line in (CORPUS / name).read_text(encoding="utf-8").splitlines():
+        for line in (corpus / name).read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
             cut = [list(s.token_ids) for s in phonemizer.segment(line, "en-us", MAX_TOKENS) if s.token_ids]
