@@ -49,7 +49,7 @@ def backlog_loop(
 ) -> dict[str, Any]:
     """Audio seconds a second of the loop over a mixed backlog, and interactive first-segment latency."""
     blobs.mkdir(parents=True, exist_ok=True)
-    docs, parts, singles, interactive = (2, 2, 6, 2) if tiny else (24, 8, 1500, 20)
+    docs, parts, singles, interactive = (1, 2, 3, 1) if tiny else (24, 8, 1500, 20)
     backlog = [
         Claim(f"doc{d}", [documents[(d * parts + p) % len(documents)] for p in range(parts)]) for d in range(docs)
     ]

@@ -9,6 +9,10 @@ import pytest
 from bench import gpu
 from bench.report_gpu import gpu_section
 
+# About ten forwards of a full-size random Kokoro on two cores: 15 s alone, several times that in the CI,
+# where this runs at a low priority beside two other sessions (the unit timeout, 120 s, was passed there).
+pytestmark = pytest.mark.timeout(400)
+
 
 @pytest.fixture(scope="module")
 def tiny_figures():
@@ -19,13 +23,13 @@ def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures):
     f = tiny_figures
     assert f["device"].startswith("cpu")
     assert [row["batch"] for row in f["sentences"]] == [1, 2]
-    assert [row["batch"] for row in f["documents"]] == [1, 2]
+    assert [row["batch"] for row in f["documents"]] == [2]
     for row in f["sentences"] + f["documents"]:
         assert row["audio_s_per_s"] > 0
         assert row["batches"] >= 2
         assert row["peak_mib"] is None  # no device memory on the CPU
     loop = f["loop"]
-    assert loop["segments"] == 2 * 2 + 6  # two document jobs of two parts, six one-sentence requests
+    assert loop["segments"] == 2 + 3  # one document job of two parts, three one-sentence requests
     assert loop["forwards"] >= loop["segments"] / loop["max_batch"]
     assert loop["interactive_first_ms_p50"] > 0
     assert loop["interactive_idle_ms_p50"] > 0
@@ -37,9 +41,12 @@ def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
     page = "\n".join(lines)
     assert lines[0] == "## GPU: one model, batched forwards"
     assert f"| 2 | {tiny_figures['sentences'][1]['audio_s_per_s']:.0f} |" in page
-    # A CPU is nowhere near an H200's goals: every goal row says so.
-    goal_rows = [line for line in lines if line.startswith("| ") and line.endswith(" |")][-3:]
-    assert all(row.endswith("| no |") for row in goal_rows), goal_rows
+    # A CPU is nowhere near an H200's throughput goals; the interactive goal is judged on the figures.
+    *throughput, interactive = [line for line in lines if line.startswith("| ") and line.endswith(" |")][-3:]
+    assert all(row.endswith("| no |") for row in throughput), throughput
+    loop = tiny_figures["loop"]
+    met = loop["interactive_first_ms_p50"] / loop["interactive_idle_ms_p50"] <= 2.0
+    assert interactive.endswith("| yes |" if met else "| no |"), interactive
 
 
 def test_no_figures_no_section():
