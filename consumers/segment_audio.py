@@ -131,6 +131,7 @@ class SegmentMaker:
             voice=request.voice,
             speed=request.speed * segment.rate,
             ids=segment.ids,
+            cache_scope=request.cache_scope,  # a tenant's own under VOXLOG_CACHE_SCOPE=tenant
         )
 
     def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:

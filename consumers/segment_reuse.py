@@ -1,7 +1,9 @@
 """The segment cache: identical sentences of different requests are synthesized once.
 
 A segment's key (:func:`contracts.fingerprint.segment_key`) names everything
-its audio depends on: engine, model version, voice, speed and phoneme ids.
+its audio depends on: engine, model version, voice, speed and phoneme ids, and
+the request's cache scope when it has one (``VOXLOG_CACHE_SCOPE=tenant``: a
+tenant's sentences are reused by its own jobs only, never another tenant's).
 Before synthesizing a segment the worker looks its key up, first among the
 segments it produced itself lately (the projection lags), then in the
 projection (``segments.segment_key``, every worker's segments). A hit is

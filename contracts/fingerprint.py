@@ -122,11 +122,15 @@ def fingerprint(
 SEGMENT_KEY_VERSION: Final = 1
 
 
-def segment_key(*, engine: str, model_version: str, voice: str, speed: float, ids: Sequence[int]) -> str:
+def segment_key(
+    *, engine: str, model_version: str, voice: str, speed: float, ids: Sequence[int], cache_scope: str | None = None
+) -> str:
     """Hex sha256 of what makes one segment's audio: the engine and its model version, the voice and
     speed, and the segment's phoneme ids (its text after normalization and G2P). Identical sentences of
-    different requests share it, so the worker synthesizes them once."""
-    document = {
+    different requests share it, so the worker synthesizes them once. ``cache_scope`` (the request's, set by
+    ``VOXLOG_CACHE_SCOPE=tenant`` to its tenant) is hashed only when set, as in :func:`fingerprint`: a tenant's
+    sentences then share audio with its own requests only, and unscoped keys are what they were before."""
+    document: dict[str, object] = {
         "segment_key_version": SEGMENT_KEY_VERSION,
         "engine": engine.strip().lower(),
         "model_version": model_version,
@@ -136,4 +140,6 @@ def segment_key(*, engine: str, model_version: str, voice: str, speed: float, id
     }
     if stretched(speed):
         document["time_stretch"] = STRETCH_VERSION
+    if cache_scope is not None:
+        document["cache_scope"] = cache_scope
     return hashlib.sha256(canonical_json(document)).hexdigest()

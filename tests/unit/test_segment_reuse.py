@@ -46,13 +46,15 @@ class SentenceEngine:
         return Rendering(samples, (WordTiming(start=segment.start, end=segment.end, start_ms=0, end_ms=100),))
 
 
-async def run(runner: LoggedRunner, job_id: int, text: str, voice: str = "v") -> list[SegmentProduced]:
+async def run(
+    runner: LoggedRunner, job_id: int, text: str, voice: str = "v", scope: str | None = None
+) -> list[SegmentProduced]:
     log = runner.log
     before = len(log.events)
     job = _Builder(uuid.UUID(int=job_id), request_text=text)
     ledger = Ledger(timedelta(minutes=10))
     queued = job.queued()
-    request = queued.payload.request.model_copy(update={"voice": voice})
+    request = queued.payload.request.model_copy(update={"voice": voice, "cache_scope": scope})
     view = ledger.observe(queued.model_copy(update={"payload": queued.payload.model_copy(update={"request": request})}))
     assert (await runner.run(Attempt(view, view.request, 1, ledger))).kind == "completed"
     return [e for e in log.events[before:] if isinstance(e, SegmentProduced)]
@@ -132,3 +134,36 @@ async def test_a_reused_segment_says_its_words_where_they_stand_in_its_own_reque
     (earlier,) = first[1].payload.words or ()
     assert (earlier.start, earlier.end) == (10, 21)
     assert (word.start_ms, word.end_ms) == (earlier.start_ms, earlier.end_ms) == (0, 100)
+
+
+UNSCOPED_KEY = "0ecd8444c1d778fde371540bebdf2bf1277e2524c2ed56ea5b82500e379aba96"
+"""segment_key(engine="kokoro-onnx", model_version="m1", voice="af_heart", speed=1.0, ids=(1, 2, 3)) as every
+release before the scope was hashed computed it: the shared scope's stored keys stay valid."""
+
+
+def test_an_unscoped_segment_key_is_the_one_stored_before_and_a_scope_makes_another():
+    key = {"engine": "kokoro-onnx", "model_version": "m1", "voice": "af_heart", "speed": 1.0, "ids": (1, 2, 3)}
+    assert segment_key(**key) == segment_key(**key, cache_scope=None) == UNSCOPED_KEY
+    scoped = {segment_key(**key, cache_scope=tenant) for tenant in ("acme", "globex")}
+    assert len(scoped) == 2
+    assert UNSCOPED_KEY not in scoped
+
+
+async def test_regression_under_tenant_cache_scope_another_tenants_sentence_is_not_reused(tmp_path):
+    """Issue 40: with VOXLOG_CACHE_SCOPE=tenant the segment key left the scope out, so bob's job reused alice's
+    sentence and said ``reused: true`` (whether another tenant had said a sentence, one sentence at a time). Now
+    the scope is in the key: bob's sentence is synthesized again, and reused only within bob's own jobs."""
+    engine = SentenceEngine()
+    runner = runner_with(engine, LocalBlobStore(tmp_path))
+    alices = await run(runner, 1, "A private sentence. From alice.", scope="alice")
+    bobs = await run(runner, 2, "A private sentence. From bob.", scope="bob")
+    bobs_again = await run(runner, 3, "A private sentence. Bob again.", scope="bob")
+    assert [s.payload.reused for s in bobs] == [False, False], "nothing of alice's reused"
+    assert bobs[0].payload.segment_key != alices[0].payload.segment_key
+    assert engine.rendered.count("A private sentence.") == 2, "once for each tenant"
+    assert [s.payload.reused for s in bobs_again] == [True, False], "a tenant's own sentences are still reused"
+    assert engine.rendered.count("A private sentence.") == 2
+    ids = tuple(map(ord, "A private sentence."))
+    assert bobs[0].payload.segment_key == segment_key(
+        engine="fake", model_version="m1", voice="v", speed=1.0, ids=ids, cache_scope="bob"
+    )
