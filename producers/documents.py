@@ -18,7 +18,7 @@ yet, never a second document or a second job of a part.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
@@ -42,6 +42,7 @@ from contracts import (
     node_event,
     utc_now,
 )
+from contracts.job_state import LIVE_STATES
 from contracts.pronunciations import checked_map
 from producers.api_keys import Principal
 from producers.auth import READ, SUBMIT
@@ -54,7 +55,9 @@ from producers.errors import Rejected
 from producers.http_errors import responses
 from producers.idempotency import document_id_for
 from producers.job_routes import IdempotencyKey, submission_key
+from producers.long_poll import PreferHeader, applied, preferred_wait, until_changed
 from producers.openapi_docs import document_operation
+from producers.ports import JobChangeFeed
 from producers.requests import JobRequest, SpeechOptions
 from producers.rows import DocumentRow, PartRow
 from producers.submission import Item, Submission, Submissions
@@ -249,9 +252,40 @@ def _audio_s(parts: Sequence[PartRow | None]) -> float:
     responses=responses(401, 403, 404, 503),
 )
 async def get_document(
-    document_id: FromPath[uuid.UUID], documents: Injected[DocumentReader], principal: Injected[Principal]
-) -> DocumentView:
-    document, parts = await document_and_parts(documents, document_id, principal)
+    document_id: FromPath[uuid.UUID],
+    documents: Injected[DocumentReader],
+    changes: Injected[JobChangeFeed],
+    principal: Injected[Principal],
+    prefer: PreferHeader = None,
+) -> Response[DocumentView]:
+    """With ``Prefer: wait=N``, the answer waits until a part changed state or the document ended
+    (:mod:`producers.long_poll`: it watches the first part still live)."""
+
+    async def read() -> tuple[DocumentRow, list[PartRow | None]]:
+        return await document_and_parts(documents, document_id, principal)
+
+    if (wait := preferred_wait(prefer)) is None:
+        return Response(_document_view(document_id, *await read()))
+    document, parts = await until_changed(changes, read, _part_states, _first_live_part(document_id), wait)
+    return Response(_document_view(document_id, document, parts), headers=applied(wait))
+
+
+def _part_states(found: tuple[DocumentRow, list[PartRow | None]]) -> tuple[JobState | None, ...]:
+    return tuple(None if part is None else part.state for part in found[1])
+
+
+def _first_live_part(
+    document_id: uuid.UUID,
+) -> Callable[[tuple[DocumentRow, list[PartRow | None]]], uuid.UUID | None]:
+    def first(found: tuple[DocumentRow, list[PartRow | None]]) -> uuid.UUID | None:
+        live = (i for i, part in enumerate(found[1]) if part is None or part.state in LIVE_STATES)
+        index = next(live, None)
+        return None if index is None else document_part_job_id(document_id, index)
+
+    return first
+
+
+def _document_view(document_id: uuid.UUID, document: DocumentRow, parts: list[PartRow | None]) -> DocumentView:
     state = document_state(parts)
     done_chars = sum(p.chars for p in parts if p is not None and p.state is JobState.COMPLETED)
     elapsed = (utc_now() - document.submitted_at).total_seconds()

@@ -23,8 +23,9 @@ from producers.auth import READ, SUBMIT
 from producers.deps import Injected
 from producers.http_errors import responses
 from producers.idempotency import fresh_key, scoped_key
+from producers.long_poll import PreferHeader, applied, preferred_wait, until_changed
 from producers.openapi_docs import AudioOperation, WavOperation
-from producers.ports import JobAudit
+from producers.ports import JobAudit, JobChangeFeed
 from producers.queries import ProjectionReader
 from producers.requests import JobRequest, Limits
 from producers.rows import JobRow, SegmentRow
@@ -154,25 +155,42 @@ async def get_job(
     reader: Injected[ProjectionReader],
     audit: Injected[JobAudit],
     audit_slots: Injected[AuditSlots],
+    changes: Injected[JobChangeFeed],
     principal: Injected[Principal],
     as_of: Annotated[
         datetime | None,
         QueryParameter(name="as_of", description="ISO 8601 (UTC if no zone): the job as the log had it then"),
     ] = None,
-) -> JobView:
+    prefer: PreferHeader = None,
+) -> Response[JobView]:
     """With ``as_of``, the job is found in the projection (404 as without it) before the log is read, from the
-    job's first offset, in one of the API's read slots (503 when none comes free in time)."""
+    job's first offset, in one of the API's read slots (503 when none comes free in time). With ``Prefer:
+    wait=N`` (not with ``as_of``), the answer waits until the job changed or ended (:mod:`producers.long_poll`)."""
     job = await known_job(reader, job_id, principal)
     if as_of is None:
+        headers: dict[str, str] = {}
+        if (wait := preferred_wait(prefer)) is not None:
+            job = await until_changed(changes, lambda: known_job(reader, job_id, principal), _progress, _live_job, wait)
+            headers = applied(wait)
         waiting = job.state in (JobState.QUEUED, JobState.RELEASED)
-        return job_view(job, queue=await reader.queue_place(job_id, utc_now()) if waiting else None)
+        view = job_view(job, queue=await reader.queue_place(job_id, utc_now()) if waiting else None)
+        return Response(view, headers=headers)
     moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
     async with audit_slots.held(principal.tenant):
         past = await audit.job_as_of(job_id, moment, job.submitted_at)
     if past is None or past.get("tenant", DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no job {job_id} in the log as of {moment.isoformat()}")
     folded = JobRow.from_mapping(past, segments=tuple(map(SegmentRow.from_mapping, past["segments"])))
-    return job_view(folded, as_of=moment)
+    return Response(job_view(folded, as_of=moment))
+
+
+def _progress(job: JobRow) -> tuple[JobState, int, int]:
+    """What a waiting client is woken for: another state, another attempt, or a segment more."""
+    return job.state, job.attempt, len(job.segments)
+
+
+def _live_job(job: JobRow) -> uuid.UUID | None:
+    return None if job.ended else job.job_id
 
 
 def expired(job_id: uuid.UUID, limits: Limits, cause: Exception) -> str:
