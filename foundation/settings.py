@@ -338,7 +338,8 @@ class AuthSettings(_Settings):
     cache_scope: Literal["shared", "tenant"] = Field(
         "shared",
         description="shared: identical requests of different tenants share one synthesis (each tenant has its own"
-        " jobs); tenant: the tenant is part of every fingerprint, and tenants share nothing.",
+        " jobs), and identical sentences one segment's audio; tenant: the tenant is part of every fingerprint and"
+        " segment key, and tenants share nothing.",
     )
 
     @field_validator("trusted_proxies")

@@ -1,8 +1,10 @@
 """GET /v1/jobs/{id}/events: a job's history as the log tells it, as ``voxlog audit --json`` prints it.
 
-One thing differs for a tenant's key: what the job waited behind names only that tenant's own jobs; another
-tenant's job (and its tenant) is shown as null, its segments, priority and rule kept (the operator's
-``voxlog audit`` names every one).
+What differs for a tenant's key is what :func:`producers.tenant_views.tenant_history` cuts: what the job waited
+behind names only that tenant's own jobs (another tenant's job and its tenant shown as null, its segments,
+priority and rule kept), a cache hit names its source only when the source is the same tenant's, the request's
+pronunciations leave out the server lexicon's words, and the tenant is the projection's (the operator's
+``voxlog audit`` shows the log as it is).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 from pydantic import Field
 
-from contracts import DEFAULT_TENANT, JobState
+from contracts import JobState
 from producers.api_keys import Principal
 from producers.audit_slots import AuditSlots
 from producers.auth import READ
@@ -25,6 +27,7 @@ from producers.http_errors import responses
 from producers.job_routes import known_job
 from producers.ports import JobAudit
 from producers.queries import ProjectionReader
+from producers.tenant_views import tenant_history
 from producers.views import DegradedJobView, View
 
 
@@ -113,7 +116,10 @@ class JobHistoryView(View):
     degraded_from: DegradedJobView | None = Field(
         None, description="Set when degraded mode took the job at cheaper settings: what its client asked for."
     )
-    reused_from: uuid.UUID | None
+    reused_from: uuid.UUID | None = Field(
+        description="A cache hit's source job, when that job is the same tenant's (else null, as is JobCompleted's"
+        " source_job_id)."
+    )
     result_evicted: str | None = Field(description="Why its result left the cache, if it did.")
     cancelled: str | None = Field(description="Why it was cancelled, if it was.")
     waited: list[WaitedView] = Field(
@@ -146,23 +152,7 @@ async def get_job_events(
     job = await known_job(reader, job_id, principal)
     async with audit_slots.held(principal.tenant):
         history = await audit.events(job_id, job.submitted_at)
-    if history is None or (history.get("tenant") or DEFAULT_TENANT) != principal.tenant:
+    shown = None if history is None else tenant_history(history, job, principal.tenant)
+    if shown is None:
         raise NotFoundException(f"no event of job {job_id} in the log")
-    return JobHistoryView.model_validate(others_unnamed(history, principal.tenant))
-
-
-def others_unnamed(history: dict[str, Any], tenant: str) -> dict[str, Any]:
-    """``history`` with every job it waited behind that is not ``tenant``'s unnamed (its id and tenant null), in
-    the summary and in the events' own payloads."""
-
-    def unnamed(waited: dict[str, Any]) -> dict[str, Any]:
-        jobs = [t if t["tenant"] == tenant else {**t, "job_id": None, "tenant": None} for t in waited["jobs"]]
-        return {**waited, "jobs": jobs}
-
-    events = [
-        {**e, "payload": {**e["payload"], "waited": unnamed(e["payload"]["waited"])}}
-        if e["payload"].get("waited")
-        else e
-        for e in history["events"]
-    ]
-    return {**history, "waited": [unnamed(w) for w in history.get("waited", [])], "events": events}
+    return JobHistoryView.model_validate(shown)

@@ -28,8 +28,9 @@ from producers.openapi_docs import AudioOperation, WavOperation
 from producers.ports import JobAudit, JobChangeFeed
 from producers.queries import ProjectionReader
 from producers.requests import JobRequest, Limits
-from producers.rows import JobRow, SegmentRow
+from producers.rows import JobRow
 from producers.submission import Answer, Answered, Item, Submission, Submissions
+from producers.tenant_views import past_job
 from producers.views import JobAccepted, JobView, degraded_view, job_links, job_view
 
 IdempotencyKey = Annotated[
@@ -180,7 +181,7 @@ async def get_job(
         past = await audit.job_as_of(job_id, moment, job.submitted_at)
     if past is None or past.get("tenant", DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no job {job_id} in the log as of {moment.isoformat()}")
-    folded = JobRow.from_mapping(past, segments=tuple(map(SegmentRow.from_mapping, past["segments"])))
+    folded = past_job(past, job)  # cut for the tenant: no other tenant's source, no lexicon entry
     return Response(job_view(folded, as_of=moment))
 
 

@@ -96,10 +96,15 @@ class ProjectionReader:
     async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRow | None:
         """The job (``tenant``'s only, when given: another tenant's is unknown) and the segments that hold its
         audio: a cache hit's are its source job's, whose id it shows only when the source is the same tenant's
-        (a reused result never tells who asked first)."""
+        (a reused result never tells who asked first). ``lexicon_words``: the words of its pronunciations that
+        the server lexicon holds, or held (a removed word keeps its row), which no answer to a tenant shows."""
         async with _reading(f"job {job_id}"):
             row = await self._pool.fetchrow(
-                f"SELECT {JOB_COLUMNS}, (SELECT s.tenant FROM jobs s WHERE s.job_id = j.source_job_id) AS source_tenant"
+                f"SELECT {JOB_COLUMNS},"
+                " (SELECT s.tenant FROM jobs s WHERE s.job_id = j.source_job_id) AS source_tenant,"
+                " ARRAY(SELECT w.word FROM jsonb_object_keys(coalesce(j.request->'pronunciations', '{}'::jsonb))"
+                " AS w(word) WHERE EXISTS (SELECT 1 FROM lexicon l WHERE l.word = w.word) ORDER BY w.word)"
+                " AS lexicon_words"
                 " FROM jobs j WHERE job_id = $1 AND ($2::text IS NULL OR tenant = $2)",
                 job_id,
                 tenant,
@@ -108,7 +113,7 @@ class ProjectionReader:
         if row is None:
             return None
         segments = await self.segments(row["source_job_id"] or job_id)
-        job = JobRow.from_mapping(row, segments=tuple(segments))
+        job = JobRow.from_mapping(row, segments=tuple(segments), lexicon_words=tuple(row["lexicon_words"]))
         if job.source_job_id is not None and row["source_tenant"] != job.tenant:
             job = msgspec.structs.replace(job, source_job_id=None)
         return job

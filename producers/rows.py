@@ -88,7 +88,7 @@ class JobRow(Row, frozen=True, kw_only=True):
     """A ``jobs`` row and the segments that hold its audio (a cache hit's are its source job's)."""
 
     _decoded: ClassVar[dict[str, Any]] = {"request": _request, "state": JobState, "degraded_from": _degraded_from}
-    _read_apart: ClassVar[tuple[str, ...]] = ("segments",)
+    _read_apart: ClassVar[tuple[str, ...]] = ("segments", "lexicon_words")
 
     job_id: uuid.UUID
     fingerprint: str
@@ -115,6 +115,9 @@ class JobRow(Row, frozen=True, kw_only=True):
     key_id: str | None = None
     degraded_from: DegradedFrom | None = None
     segments: tuple[SegmentRow, ...] = ()
+    # The words of its request's pronunciations that the server lexicon holds or held (read with the row by
+    # ProjectionReader.job): the operator's entries, applied to the text and never shown to a tenant.
+    lexicon_words: tuple[str, ...] = ()
 
     @property
     def audio_job_id(self) -> uuid.UUID:

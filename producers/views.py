@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import DegradedFrom, JobState, SynthesisRequest
 from producers.rows import JobRow
+from producers.tenant_views import shown_request
 
 
 class View(BaseModel):
@@ -94,13 +95,18 @@ class JobView(View):
     state: JobState
     attempt: int
     fingerprint: str
-    request: SynthesisRequest
+    request: SynthesisRequest = Field(
+        description="What the job says; its pronunciations are the request's own, less any word the server's"
+        " lexicon holds or held (applied to the text, never listed: GET /v1/lexicon, admin scope)."
+    )
     degraded: DegradedJobView | None = Field(
         description="Set when degraded mode took the job at cheaper settings than its client asked for."
     )
     cache_hit: bool
     segments_reused: int
-    source_job_id: uuid.UUID | None = Field(description="A cache hit's: the job whose audio it reuses.")
+    source_job_id: uuid.UUID | None = Field(
+        description="A cache hit's: the job whose audio it reuses, when that job is the same tenant's (else null)."
+    )
     worker_id: str | None
     segment_count: int | None
     total_duration_ms: int | None
@@ -134,7 +140,7 @@ def job_view(job: JobRow, as_of: datetime | None = None, queue: QueuePlaceView |
         state=job.state,
         attempt=job.attempt,
         fingerprint=job.fingerprint,
-        request=job.request,
+        request=shown_request(job.request, job.lexicon_words),
         degraded=degraded_view(job.degraded_from),
         cache_hit=job.cache_hit,
         segments_reused=sum(1 for s in job.segments if s.reused),

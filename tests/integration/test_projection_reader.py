@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001
 """The API's reads of real projection tables (producers.queries, producers.document_queries): typed rows.
 
 The events go through the real projector into PostgreSQL; the reads are the
@@ -18,6 +19,10 @@ from contracts import (
     DocumentSubmittedPayload,
     JobEvent,
     JobState,
+    LexiconEntryRemoved,
+    LexiconEntryRemovedPayload,
+    LexiconEntrySet,
+    LexiconEntrySetPayload,
     NodeHeartbeat,
     NodeHeartbeatPayload,
     derive_event_id,
@@ -227,3 +232,37 @@ async def test_a_queued_jobs_place_is_read_from_the_newest_live_heartbeat_that_l
     first = await reader.queue_place(other, now)
     assert first is not None
     assert first.position == 2
+
+
+def lexicon_event(word: str, phonemes: str | None, at_ms: int) -> LexiconEntrySet | LexiconEntryRemoved:
+    common = {"event_id": uuid.uuid4(), "occurred_at": T0 + timedelta(milliseconds=at_ms), "producer": PRODUCER}
+    if phonemes is None:
+        return LexiconEntryRemoved(payload=LexiconEntryRemovedPayload(word=word), **common)
+    return LexiconEntrySet(payload=LexiconEntrySetPayload(word=word, phonemes=phonemes), **common)
+
+
+async def test_a_jobs_read_names_the_words_of_its_pronunciations_the_lexicon_holds_or_held(pool):
+    """Issue 40: the lexicon's entries showed in every tenant's request.pronunciations. The read of a job says
+    which of its words are the lexicon's (a removed word too: it held it), for the answers to leave out."""
+    said = _Builder(uuid.UUID(int=41), request_text="Acme and basil, gone.")
+    queued = said.queued()
+    request_said = queued.payload.request.model_copy(
+        update={"pronunciations": {"acme": "ækmi", "basil": "bæzəl", "gone": "ɡɔn"}}
+    )
+    queued = queued.model_copy(update={"payload": queued.payload.model_copy(update={"request": request_said})})
+    plain = _Builder(uuid.UUID(int=42), request_text="Nothing said as given.")
+    nodes = [
+        lexicon_event("acme", "ækmi", 1),
+        lexicon_event("gone", "ɡɔn", 2),
+        lexicon_event("gone", None, 3),
+        lexicon_event("unsaid", "ʌnsɛd", 4),
+    ]
+    await project(pool, [queued, plain.queued()], nodes)
+    reader = ProjectionReader(pool)
+    job = await reader.job(said.job_id, "default")
+    assert job is not None
+    assert job.lexicon_words == ("acme", "gone")
+    assert job.request.pronunciations == {"acme": "ækmi", "basil": "bæzəl", "gone": "ɡɔn"}, "the row keeps them"
+    other = await reader.job(plain.job_id)
+    assert other is not None
+    assert other.lexicon_words == ()

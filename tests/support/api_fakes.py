@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import msgspec
 
 from contracts import AudioRef, JobQueued, JobState, Producer, SynthesisRequest
 from foundation.backlog import Backlog
@@ -148,7 +149,12 @@ class Reader:
         self._raise_if_down()
         if job_id in self.jobs or not self.script:
             found = self.jobs.get(job_id)
-            return found if found is None or tenant is None or found.tenant == tenant else None
+            if found is None or (tenant is not None and found.tenant != tenant):
+                return None
+            source = self.jobs.get(found.source_job_id) if found.source_job_id is not None else None
+            if found.source_job_id is not None and (source is None or source.tenant != found.tenant):
+                found = msgspec.structs.replace(found, source_job_id=None)  # as ProjectionReader.job: not another's
+            return found
         last = self.script[-1]
         if isinstance(last, Exception):
             raise last
