@@ -19,7 +19,8 @@ The subset, and what each element becomes (:class:`Ssml.pieces`):
 * ``<break time="500ms|2s">`` or ``strength`` (:data:`BREAK_STRENGTH_MS`; no attribute: ``medium``):
   :class:`Pause` of that many milliseconds, at most :data:`MAX_BREAK_MS`.
 * ``<p>``, ``<s>``: a :class:`Pause` of :data:`contracts.pauses.PAUSE_MS` (``p`` 700, ``s`` 250 ms) where one
-  starts or ends between speech; pauses that meet add their breaks and keep the longest boundary.
+  starts or ends between speech; pauses that meet add their breaks and keep the longest boundary, and are
+  one pause of at most :data:`MAX_BREAK_MS` in all.
 * ``<say-as interpret-as="characters|cardinal|ordinal|date|telephone">`` (``format="ymd|mdy|dmy"`` for a
   date, ``ymd`` by default): :class:`SayAs`.
 * ``<sub alias="...">``: :class:`Text` of the alias (what it wraps is not said).
@@ -299,7 +300,8 @@ class _Reader:
 
 def _resolve(found: list[Piece | _Boundary]) -> list[Piece]:
     """The pieces with each run of pauses as one: its breaks added, its longest boundary where speech is on both
-    sides (none at the start or the end), none of 0 ms."""
+    sides (none at the start or the end), none of 0 ms, none longer than :data:`MAX_BREAK_MS` (breaks that meet
+    are one pause, bounded as one break is: 216 ten-second breaks made a 36-minute silence)."""
     out: list[Piece] = []
     breaks, boundary, spoken = 0, 0, False
     for piece in found:
@@ -311,13 +313,13 @@ def _resolve(found: list[Piece | _Boundary]) -> list[Piece]:
             if not (breaks or boundary):  # a space beside a pause says nothing
                 out.append(piece)
         else:
-            pause = breaks + (boundary if spoken else 0)
+            pause = min(MAX_BREAK_MS, breaks + (boundary if spoken else 0))
             if pause:
                 out.append(Pause(pause))
             breaks, boundary, spoken = 0, 0, True
             out.append(piece)
     if breaks:
-        out.append(Pause(breaks))
+        out.append(Pause(min(MAX_BREAK_MS, breaks)))
     return out
 
 

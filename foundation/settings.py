@@ -463,6 +463,12 @@ class ApiSettings(
     api_host: str = Field("127.0.0.1", description="Address the API listens on.")
     api_port: int = Field(8000, description="Port the API listens on.")
     max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
+    max_request_audio_s: float = Field(
+        900.0,
+        ge=0,
+        description="Most audio one request may ask for, in seconds, estimated before synthesis: its characters at"
+        " its speed (about 15 a second at speed 1) plus its pauses (then 413); 0: no bound.",
+    )
     max_batch: int = Field(10_000, ge=1, le=100_000, description="Most requests POST /v1/batches takes in one call.")
     max_document_chars: int = Field(
         2_000_000,

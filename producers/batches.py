@@ -30,6 +30,7 @@ from producers.deps import Injected
 from producers.errors import Rejected
 from producers.http_errors import responses
 from producers.job_routes import IdempotencyKey, submission_key
+from producers.rate_limit import RateLimiter
 from producers.requests import JobRequest
 from producers.submission import Answer, Item, Submission, Submissions
 from producers.views import BatchAccepted, BatchItemView
@@ -59,6 +60,7 @@ async def submit_batch(
     data: JSONBody[BatchRequest],
     submissions: Injected[Submissions],
     principal: Injected[Principal],
+    limiter: Injected[RateLimiter | None],
     request: Request[Any, Any, Any],
     idempotency_key: IdempotencyKey = None,
 ) -> Response[BatchAccepted]:
@@ -70,6 +72,8 @@ async def submit_batch(
     key, sent = submission_key(idempotency_key, principal, request)
     items = [Item(body, body.priority if "priority" in body.model_fields_set else "batch") for body in data.requests]
     submitted = await submissions.submit(Submission(items, key, sent, principal))
+    if limiter is not None:  # a job a token, as many requests: the first was paid for by this request's token
+        await limiter.charge(principal, count)
     jobs = [
         BatchItemView(
             index=a.index,

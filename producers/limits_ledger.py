@@ -2,12 +2,15 @@
 
 ``rate_buckets`` holds a token bucket per API key, refilled and taken from in
 one statement by the database's clock (API instances' clocks may disagree).
-``admissions`` holds the jobs an API admitted that the projection may not show
-yet: a tenant's standing (its usage by day, its keys' live jobs) is the
-projection's plus those, read and added to under a lock of the tenant's, so
-that two API instances cannot both admit the last of a quota. An admission
-row older than :data:`PENDING_FOR` is dropped as new ones are written: by then
-the projection shows its job.
+``admissions`` holds the jobs an API admitted, until the projection shows
+them ended: a tenant's standing (its usage by day, its keys' live jobs) is the
+projection's plus the admitted jobs it does not show yet, and its audio the
+audio given plus the audio expected of every admitted job not ended, read and
+added to under a lock of the tenant's, so that two API instances cannot both
+admit the last of a quota. An admission is dropped as new ones are written
+once its job has ended, however far the projector lags (a lag used to reset
+the limits after ten minutes), or after :data:`ABANDONED_AFTER` (a job the log
+never took, whose :meth:`PgLedger.forget` failed too).
 
 Driver errors become :class:`producers.queries.ProjectionUnavailable`.
 """
@@ -24,9 +27,15 @@ from typing import Final
 import asyncpg
 
 from foundation.db import reading
+from foundation.live_jobs import LIVE_SQL
 from producers.queries import QUERY_TIMEOUT_S, ProjectionUnavailable
 
-PENDING_FOR: Final = "10 minutes"
+ABANDONED_AFTER: Final = "32 days"  # past the month a quota counts
+_PRUNE_SQL: Final = f"""
+DELETE FROM admissions a WHERE a.tenant = $1
+AND (a.admitted_at < now() - interval '{ABANDONED_AFTER}'
+     OR EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = a.job_id AND j.state NOT IN ({LIVE_SQL})))
+"""
 
 _TAKE_SQL: Final = """
 UPDATE rate_buckets b SET tokens = CASE WHEN r.refilled >= 1 THEN r.refilled - 1 ELSE r.refilled END,
@@ -41,6 +50,15 @@ WHERE b.key_id = r.key_id
 RETURNING r.refilled >= 1 AS granted, b.tokens
 """
 
+_CHARGE_SQL: Final = """
+UPDATE rate_buckets
+SET tokens = LEAST($3::float8, tokens + $2::float8 * EXTRACT(EPOCH FROM clock_timestamp() - updated_at)::float8)
+             - $4::float8,
+    updated_at = clock_timestamp()
+WHERE key_id = $1
+RETURNING tokens
+"""
+
 _USAGE_SQL: Final = """
 SELECT coalesce(sum(chars) FILTER (WHERE day = $2), 0)::bigint AS chars_today,
        coalesce(sum(chars), 0)::bigint AS chars_month,
@@ -50,10 +68,11 @@ FROM usage_daily WHERE tenant = $1 AND day >= date_trunc('month', $2::date)::dat
 """
 
 _PENDING_SQL: Final = """
-SELECT coalesce(sum(a.chars), 0)::bigint AS chars,
-       count(*) FILTER (WHERE a.key_id = $2 AND a.live) AS live
-FROM admissions a
-WHERE a.tenant = $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = a.job_id)
+SELECT coalesce(sum(a.chars) FILTER (WHERE j.job_id IS NULL), 0)::bigint AS chars,
+       count(*) FILTER (WHERE j.job_id IS NULL AND a.key_id = $2 AND a.live) AS live,
+       coalesce(sum(a.audio_ms), 0)::bigint AS audio_ms
+FROM admissions a LEFT JOIN jobs j ON j.job_id = a.job_id
+WHERE a.tenant = $1
 """
 
 _LIVE_SQL: Final = "SELECT count(*) FROM jobs WHERE key_id = $1 AND state IN ('queued', 'claimed', 'released')"
@@ -81,6 +100,7 @@ class Admitted:
     job_id: uuid.UUID
     chars: int
     live: bool  # a job a worker will synthesize (not a cache hit, completed at once)
+    audio_ms: int = 0  # the audio it is expected to make (contracts.audio_estimate)
 
 
 class Held:
@@ -92,14 +112,15 @@ class Held:
 
     async def admit(self, jobs: Sequence[Admitted]) -> None:
         await self._conn.execute(
-            "INSERT INTO admissions (job_id, tenant, key_id, chars, live)"
-            " SELECT unnest($1::uuid[]), $2, $3, unnest($4::integer[]), unnest($5::boolean[])"
+            "INSERT INTO admissions (job_id, tenant, key_id, chars, live, audio_ms)"
+            " SELECT unnest($1::uuid[]), $2, $3, unnest($4::integer[]), unnest($5::boolean[]), unnest($6::integer[])"
             " ON CONFLICT (job_id) DO NOTHING",
             [j.job_id for j in jobs],
             self._tenant,
             self._key_id,
             [j.chars for j in jobs],
             [j.live for j in jobs],
+            [j.audio_ms for j in jobs],
             timeout=QUERY_TIMEOUT_S,
         )
 
@@ -125,6 +146,13 @@ class PgLedger:
             return Bucket(True, float(burst))
         return Bucket(bool(row["granted"]), float(row["tokens"]))
 
+    async def charge(self, key_id: str, tokens: float, rate_per_s: float, burst: int) -> float | None:
+        """Take ``tokens`` more from ``key_id``'s bucket, into debt if it has fewer: what it holds then (``None``:
+        the key has no bucket yet, which its first request makes)."""
+        async with reading("the rate limits", ProjectionUnavailable), self._pool.acquire() as conn:
+            left = await conn.fetchval(_CHARGE_SQL, key_id, rate_per_s, float(burst), tokens, timeout=QUERY_TIMEOUT_S)
+        return None if left is None else float(left)
+
     @asynccontextmanager
     async def hold(self, tenant: str, key_id: str | None, today: date) -> AsyncIterator[Held]:
         """The tenant's standing under its lock (a transaction's advisory lock: another API waits for it)."""
@@ -138,11 +166,7 @@ class PgLedger:
                 tenant,
                 timeout=QUERY_TIMEOUT_S,
             )
-            await conn.execute(
-                f"DELETE FROM admissions WHERE tenant = $1 AND admitted_at < now() - interval '{PENDING_FOR}'",
-                tenant,
-                timeout=QUERY_TIMEOUT_S,
-            )
+            await conn.execute(_PRUNE_SQL, tenant, timeout=QUERY_TIMEOUT_S)
             usage = await conn.fetchrow(_USAGE_SQL, tenant, today, timeout=QUERY_TIMEOUT_S)
             pending = await conn.fetchrow(_PENDING_SQL, tenant, key_id, timeout=QUERY_TIMEOUT_S)
             live = await conn.fetchval(_LIVE_SQL, key_id, timeout=QUERY_TIMEOUT_S) if key_id else 0
@@ -151,8 +175,8 @@ class PgLedger:
             standing = Standing(
                 chars_today=usage["chars_today"] + pending["chars"],
                 chars_month=usage["chars_month"] + pending["chars"],
-                audio_ms_today=usage["audio_ms_today"],
-                audio_ms_month=usage["audio_ms_month"],
+                audio_ms_today=usage["audio_ms_today"] + pending["audio_ms"],
+                audio_ms_month=usage["audio_ms_month"] + pending["audio_ms"],
                 live_jobs=int(live) + pending["live"],
             )
             yield Held(conn, tenant, key_id, standing)

@@ -9,10 +9,12 @@ and judged against the tenant's limits (:mod:`producers.tenant_limits`):
 - the tenant's characters today and this month, with the new ones, against
   ``chars_per_day`` and ``chars_per_month`` (a cache hit counts: characters
   are what a tenant submits);
-- the audio its jobs were given today and this month against
-  ``audio_s_per_day`` and ``audio_s_per_month``: audio is known once
-  synthesized, so a tenant under its quota may pass it by what it has in
-  flight, and is refused new work from then on.
+- the audio its jobs were given today and this month, with the audio its
+  jobs not ended yet and the new ones are expected to make
+  (:mod:`contracts.audio_estimate`: characters over speed, plus pauses),
+  against ``audio_s_per_day`` and ``audio_s_per_month``: what a tenant asks
+  for is counted by what it costs, so speed 0.25 counts four times the
+  characters at 1.0, and a break its seconds.
 
 Over a limit: 429 with ``Retry-After`` (the next UTC day or month for a
 quota) and the ``RateLimit`` headers; a submission that alone is over a
@@ -63,12 +65,9 @@ class _Limit:
     window_s: float
     unit: str
     reset_s: float
-    refuses_at_limit: bool = False  # audio: judged by what was given, the new jobs' is not known
 
     def over(self) -> bool:
-        if not self.limit:
-            return False
-        return self.used >= self.limit if self.refuses_at_limit else self.used + self.adding > self.limit
+        return bool(self.limit) and self.used + self.adding > self.limit
 
 
 class Quotas:
@@ -114,6 +113,7 @@ def _limits(
     day_s, month_s = (tomorrow - now).total_seconds(), (next_month - now).total_seconds()
     month_window = (next_month - datetime.combine(first, datetime.min.time(), UTC)).total_seconds()
     chars = sum(job.chars for job in jobs)
+    audio_s = sum(job.audio_ms for job in jobs) / 1000
     live = sum(1 for job in jobs if job.live)
     return [
         _Limit(
@@ -129,12 +129,12 @@ def _limits(
             "characters", month_s,
         ),
         _Limit(
-            "audio_day", "AUDIO_S_PER_DAY", standing.audio_ms_today / 1000, 0, limits.audio_s_per_day, 86400,
-            "audio-seconds", day_s, refuses_at_limit=True,
+            "audio_day", "AUDIO_S_PER_DAY", standing.audio_ms_today / 1000, audio_s, limits.audio_s_per_day, 86400,
+            "audio-seconds", day_s,
         ),
         _Limit(
-            "audio_month", "AUDIO_S_PER_MONTH", standing.audio_ms_month / 1000, 0, limits.audio_s_per_month,
-            month_window, "audio-seconds", month_s, refuses_at_limit=True,
+            "audio_month", "AUDIO_S_PER_MONTH", standing.audio_ms_month / 1000, audio_s, limits.audio_s_per_month,
+            month_window, "audio-seconds", month_s,
         ),
     ]  # fmt: skip
 

@@ -2,7 +2,11 @@
 
 A key's bucket holds ``rate_burst`` tokens and refills at ``rate_per_s``; each
 request takes one, and a request that finds none is a 429 whose
-``Retry-After`` is when the next token comes. Every answer to a key carries
+``Retry-After`` is when the next token comes. A batch costs one token a job:
+its request takes one as any does, and its other jobs are charged once it is
+taken (:meth:`RateLimiter.charge`), leaving the bucket in debt when it held
+fewer, so that the key's next request waits until its rate has paid for every
+job (a batch of 10,000 was one token). Every answer to a key carries
 ``RateLimit-Policy`` and ``RateLimit`` (:mod:`producers.rate_headers`). While
 PostgreSQL cannot be read, requests are taken unjudged (counted in
 ``voxlog_limits_unjudged_total``): the log takes submissions without it, and
@@ -30,6 +34,10 @@ log = structlog.get_logger("voxlog.api")
 class Buckets(Protocol):
     async def take(self, key_id: str, rate_per_s: float, burst: int) -> Bucket:
         """One token of the key's bucket if it has one (``ProjectionUnavailable`` while PostgreSQL is down)."""
+        ...
+
+    async def charge(self, key_id: str, tokens: float, rate_per_s: float, burst: int) -> float | None:
+        """``tokens`` more, into debt if need be: what the bucket holds then."""
         ...
 
 
@@ -64,3 +72,14 @@ class RateLimiter:
             retry_after=retry_after,
             headers=headers,
         )
+
+    async def charge(self, principal: Principal, jobs: int) -> None:
+        """Charge the key for the jobs of a batch past its first (which its request's token paid for)."""
+        limits = self._policies.of(principal.tenant)
+        if principal.key_id is None or not limits.rate_per_s or jobs <= 1:
+            return
+        try:
+            await self._buckets.charge(principal.key_id, jobs - 1, limits.rate_per_s, limits.rate_burst)
+        except ProjectionUnavailable as exc:
+            LIMITS_UNJUDGED.labels("rate").inc()
+            log.warning("batch's rate not charged", key_id=principal.key_id, jobs=jobs, error=str(exc))

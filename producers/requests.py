@@ -14,6 +14,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import InvalidRequest, Priority, SynthesisRequest, normalize_text
+from contracts.audio_estimate import pieces_audio_s, text_audio_s
 from contracts.pronunciations import MAX_REQUEST_ENTRIES, PronunciationError, applied, checked_map
 from contracts.request_text import first_refused_character, has_words
 from contracts.ssml import InputFormat, Ssml, SsmlError, Text, check_speed, looks_like_ssml, parse
@@ -78,6 +79,7 @@ class Limits:
     max_batch: int = 10_000
     job_retention_s: float = 86400.0
     max_record_bytes: int = 1_000_000
+    max_audio_s: float = 900.0  # 0: no bound
 
 
 INLINE_CHARS: Final = 50_000
@@ -149,9 +151,11 @@ def validate(
     if ssml:
         parsed = _ssml(body.text, body.speed, limits)
         text, said = parsed.canonical, [p.text for p in parsed.pieces if isinstance(p, Text)]
+        audio_s = pieces_audio_s(parsed.pieces, body.speed)
     else:
         text = _text(body.text, limits)
-        said = [text]
+        said, audio_s = [text], text_audio_s(text, body.speed)
+    _check_audio(audio_s, body.speed, limits)
     try:
         own = checked_map(body.pronunciations or {})
     except PronunciationError as exc:
@@ -182,6 +186,18 @@ def validate(
         input_format="ssml" if ssml else "text",
         pronunciations=applied(said, own, lexicon or {}),
     )
+
+
+def _check_audio(seconds: float, speed: float, limits: Limits) -> None:
+    """413 for a request whose audio (:func:`contracts.audio_estimate.expected_audio_s`: its characters at its
+    speed, and its pauses) passes ``VOXLOG_MAX_REQUEST_AUDIO_S``: a short text can ask for a long answer."""
+    if limits.max_audio_s and seconds > limits.max_audio_s:
+        raise Rejected(
+            f"this request makes about {seconds:.0f} s of audio (its text at speed {speed:g}, and its"
+            f" pauses); the limit is {limits.max_audio_s:g} s (VOXLOG_MAX_REQUEST_AUDIO_S): split the text,"
+            " or ask for a faster speed or shorter breaks",
+            413,
+        )
 
 
 def _text(written: str, limits: Limits) -> str:

@@ -68,6 +68,7 @@ from contracts import (
     job_event,
     utc_now,
 )
+from contracts.audio_estimate import expected_audio_ms
 from foundation import tracing
 from foundation.blobs import BlobStore
 from foundation.metrics import SUBMISSIONS, SUBMISSIONS_DEGRADED
@@ -345,7 +346,10 @@ class Submissions:
         """The key's and the tenant's limits, for the new jobs together (a batch or document whole)."""
         if self._quotas is None:
             return []
-        jobs = [Admitted(e.job_id, len(e.payload.request.text), i not in completions) for i, e in enumerate(queued)]
+        jobs = [
+            Admitted(e.job_id, len(e.payload.request.text), i not in completions, expected_audio_ms(e.payload.request))
+            for i, e in enumerate(queued)
+        ]
         return await self._quotas.admit(principal, jobs)
 
     def _queued(

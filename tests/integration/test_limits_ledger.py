@@ -101,6 +101,44 @@ async def test_a_ledger_whose_database_is_gone_says_so_in_our_terms(stack, schem
         await PgLedger(ledger_pool).take("k", 1.0, 1)
 
 
+async def test_a_batch_charged_by_its_jobs_leaves_the_bucket_in_debt_until_time_pays_it(pool, pg):
+    """Issue 40, item 4: a batch of 10,000 cost one token of the rate."""
+    ledger = PgLedger(pool)
+    assert (await ledger.take("k1", rate_per_s=1.0, burst=3)).granted
+    assert await ledger.charge("nobody", 5, 1.0, 3) is None, "a key with no bucket yet: its first request makes one"
+    left = await ledger.charge("k1", 9, rate_per_s=1.0, burst=3)
+    assert left == pytest.approx(2 - 9, abs=0.1)
+    refused = await ledger.take("k1", rate_per_s=1.0, burst=3)
+    assert not refused.granted
+    assert refused.tokens < 0, "the debt is what Retry-After is computed from"
+    await pg.execute("UPDATE rate_buckets SET updated_at = updated_at - interval '9 seconds' WHERE key_id = 'k1'")
+    assert (await ledger.take("k1", rate_per_s=1.0, burst=3)).granted, "paid for: 9 s at 1 a second"
+
+
+async def test_regression_an_admission_counts_while_the_projector_lags_past_ten_minutes(pool, pg):
+    """Issue 40, item 8: admissions were dropped after ten minutes, so while the projector lagged a tenant's
+    quotas and a key's live jobs started again from the projection's figures."""
+    ledger = PgLedger(pool)
+    today = datetime.now(UTC).date()
+    job = uuid.uuid4()
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        await held.admit([Admitted(job, 40, True, audio_ms=3_000)])
+    await pg.execute("UPDATE admissions SET admitted_at = now() - interval '1 hour'")
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        standing = held.standing
+    assert (standing.chars_today, standing.live_jobs, standing.audio_ms_today) == (40, 1, 3_000)
+    # Projected and still queued: its characters and live job are the projection's, its expected audio the
+    # admission's until the job ends.
+    await project_queued(pg, job, "0123456789ab", "x" * 40)
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        standing = held.standing
+    assert (standing.chars_today, standing.live_jobs, standing.audio_ms_today) == (40, 1, 3_000)
+    await pg.execute("UPDATE jobs SET state = 'cancelled' WHERE job_id = $1", job)
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        assert (held.standing.live_jobs, held.standing.audio_ms_today) == (0, 0)
+    assert await pg.fetchval("SELECT count(*) FROM admissions") == 0, "dropped once its job ended"
+
+
 async def project_queued(pg: asyncpg.Connection, job_id: uuid.UUID, key_id: str, text: str) -> None:
     """The job's JobQueued, applied by the projector's own writer (which counts its usage too)."""
     payload = JobQueuedPayload(request=request(text), submitted_at=utc_now(), tenant="acme", key_id=key_id)

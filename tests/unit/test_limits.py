@@ -20,6 +20,7 @@ from producers.quotas import Quotas
 from producers.rate_limit import RateLimiter
 from producers.tenant_limits import Policies, TenantLimits
 from tests.support.api_fakes import Log, Reader, client, deps
+from tests.unit.test_auth import Keys, api, bearer
 from voxlog.composition.configs import tenant_policies
 
 pytestmark = pytest.mark.unit
@@ -114,14 +115,20 @@ async def test_a_keys_live_jobs_count_only_what_a_worker_will_synthesize():
     assert refused.value.headers()["RateLimit-Policy"].startswith('"live-jobs";q=3;')  # type: ignore[index]
 
 
-async def test_audio_is_judged_by_what_was_given_so_far():
-    under = Ledger(Standing(chars_today=0, chars_month=0, audio_ms_today=59_000, audio_ms_month=0, live_jobs=0))
-    await quotas(under, audio_s_per_day=60).admit(ALICE, jobs(4000))
-    at = Ledger(Standing(chars_today=0, chars_month=0, audio_ms_today=60_000, audio_ms_month=0, live_jobs=0))
+async def test_regression_audio_quotas_count_the_audio_a_submission_is_expected_to_make():
+    """Issue 40, item 4: the audio quotas judged only what was given, so a tenant under its quota by a second
+    could submit any amount (speed 0.25, long breaks) and pass it by all it had in flight."""
+    under = Ledger(Standing(chars_today=0, chars_month=0, audio_ms_today=50_000, audio_ms_month=0, live_jobs=0))
+    await quotas(under, audio_s_per_day=60).admit(ALICE, [Admitted(uuid.uuid4(), 10, True, audio_ms=10_000)])
+    assert [job.audio_ms for job in under.admitted] == [10_000], "recorded, counted until its job ends"
     with pytest.raises(Rejected) as refused:
-        await quotas(at, audio_s_per_day=60).admit(ALICE, jobs(1))
+        await quotas(under, audio_s_per_day=60).admit(ALICE, [Admitted(uuid.uuid4(), 10, True, audio_ms=10_001)])
     assert refused.value.status == 429
-    assert "60 seconds of audio today (UTC), over its limit of 60" in str(refused.value)
+    assert "50 seconds of audio today (UTC) and this submission adds 10.001, over its limit of 60" in str(refused.value)
+    alone = Ledger(Standing(0, 0, 0, 0, 0))
+    with pytest.raises(Rejected) as never:
+        await quotas(alone, audio_s_per_month=60).admit(ALICE, [Admitted(uuid.uuid4(), 10, True, audio_ms=61_000)])
+    assert never.value.status == 413, "a submission that alone has more audio than the month's quota never passes"
 
 
 async def test_without_limits_nothing_is_read_and_while_postgres_is_down_nothing_is_judged():
@@ -156,12 +163,19 @@ class Buckets:
         self.answers = list(answers)
         self.down = down
         self.asked: list[tuple[str, float, int]] = []
+        self.charged: list[tuple[str, float]] = []
 
     async def take(self, key_id: str, rate_per_s: float, burst: int) -> Bucket:
         if self.down:
             raise ProjectionUnavailable("cannot read the rate limits")
         self.asked.append((key_id, rate_per_s, burst))
         return self.answers.pop(0)
+
+    async def charge(self, key_id: str, tokens: float, rate_per_s: float, burst: int) -> float | None:
+        if self.down:
+            raise ProjectionUnavailable("cannot read the rate limits")
+        self.charged.append((key_id, tokens))
+        return -tokens
 
 
 async def test_a_key_with_a_token_is_answered_with_where_its_rate_stands():
@@ -205,3 +219,21 @@ async def test_a_batch_over_a_quota_is_refused_whole_with_nothing_recorded_and_a
         unconfirmed = await http.post("/v1/batches", json=batch)
     assert unconfirmed.status_code == 503
     assert sorted(roomy.forgotten) == sorted(job.job_id for job in roomy.admitted), "the log took not all of it"
+
+
+async def test_regression_a_batch_of_many_jobs_is_charged_a_token_a_job_not_one_for_the_request():
+    """Issue 40, item 4: a batch of 10,000 cost one token of its key's rate."""
+    keys = Keys()
+    key = keys.issue("acme", "submit")
+    buckets = Buckets(Bucket(granted=True, tokens=39.0), Bucket(granted=True, tokens=38.0))
+    limiter = RateLimiter(buckets, Policies(TenantLimits(rate_per_s=20, rate_burst=40), {}))
+    async with api(keys, limiter=limiter) as http:
+        batch = [{"text": f"Job {n}.", "voice": "af_heart"} for n in range(7)]
+        answer = await http.post("/v1/batches", json={"requests": batch}, headers=bearer(key))
+        assert answer.status_code == 202, answer.text
+        one = await http.post("/v1/batches", json={"requests": batch[:1]}, headers=bearer(key))
+        assert one.status_code == 202, one.text
+    assert buckets.charged == [(key.key_id, 6)], "the request's own token paid for the first job"
+    down = Buckets(down=True)
+    await RateLimiter(down, limiter._policies).charge(Principal("acme", key.key_id, frozenset()), 7)
+    assert down.charged == [], "PostgreSQL down: not judged, as a request's token"

@@ -54,6 +54,7 @@ def limits(settings: ApiSettings) -> Limits:
         settings.max_batch,
         settings.job_retention_s,
         settings.max_record_bytes,
+        settings.max_request_audio_s,
     )
 
 
