@@ -32,6 +32,11 @@ def expected_audio_ms(request: SynthesisRequest) -> int:
     return round(expected_audio_s(request) * 1000)
 
 
+def work_chars(request: SynthesisRequest) -> int:
+    """The request's work in characters said at speed 1 (the backlog's unit: :mod:`foundation.backlog`)."""
+    return round(expected_audio_s(request) * CHARS_PER_AUDIO_S)
+
+
 def text_audio_s(text: str, speed: float) -> float:
     return len(text) / (CHARS_PER_AUDIO_S * speed)
 

@@ -54,7 +54,7 @@ class SwitchView(View):
 
 class BacklogView(View):
     syntheses: int
-    chars: int
+    chars: int = Field(description="The work of those syntheses, in characters said at speed 1 (their expected audio).")
     chars_per_s: float | None
     work_s: float | None = Field(description="Seconds of the fleet's work ahead (null: no worker measured its speed).")
 

@@ -6,8 +6,15 @@ coalesces, costing no synthesis), is always taken. Any other is refused
 - with 503 while cache-only mode is on (an operator's `voxlog admin
   cache-only on`, or the sweeper's, past ``VOXLOG_CACHE_ONLY_BACKLOG_S``),
 - with 429 while the work ahead of it (:mod:`foundation.backlog`) is over
-  ``VOXLOG_MAX_BACKLOG_S``; ``Retry-After`` is the excess, the time the
-  fleet needs to bring the backlog under the limit at its measured speed.
+  ``VOXLOG_MAX_BACKLOG_S`` and its tenant's own work ahead is over the
+  tenant's share of that limit (the limit over the tenants with work ahead):
+  one tenant's flood is refused while the others, under their shares, are
+  still taken, as the workers' fair share serves them (a fleet-wide 429 for
+  one tenant's flood refused every tenant). ``Retry-After`` is the sooner of
+  the fleet's excess and the tenant's (its excess over its share, drained at
+  its share of the fleet), at the fleet's measured speed. Cache-only mode
+  stays fleet-wide, for real overload: a backlog no one tenant can make alone
+  past the share, or the operator's word.
 
 Degraded mode refuses nothing: it is read here with the other modes, and the
 submission pipeline asks :meth:`Admission.degraded` whether to rewrite a new
@@ -33,6 +40,7 @@ from typing import Final
 
 import structlog
 
+from contracts import DEFAULT_TENANT
 from foundation.backlog import Backlog
 from foundation.metrics import BACKLOG_SECONDS, SUBMISSIONS_REFUSED
 from producers.errors import Rejected
@@ -56,17 +64,18 @@ class Admission:
         self.max_backlog_s = max_backlog_s  # 0: no limit
         self._refresh_s = refresh_s
         self._reading: _Reading | None = None
-        self._accepted: dict[str, int] = {}  # fingerprint -> characters, accepted since the last reading
+        self._accepted: dict[str, tuple[str, int]] = {}  # fingerprint -> (tenant, work), since the last reading
         self._lock = asyncio.Lock()
 
-    async def admit(self, work: Mapping[str, int]) -> None:
-        """Take submissions that need the syntheses ``work`` names (fingerprint -> characters of text), or raise
-        :class:`Rejected` (429 or 503, with ``retry_after``) saying why and when to come back."""
+    async def admit(self, work: Mapping[str, int], tenant: str = DEFAULT_TENANT) -> None:
+        """Take ``tenant``'s submissions that need the syntheses ``work`` names (fingerprint -> work, in
+        characters said at speed 1: :func:`contracts.audio_estimate.work_chars`), or raise :class:`Rejected`
+        (429 or 503, with ``retry_after``) saying why and when to come back."""
         reading = await self._read()
         if reading is None:
             return
         new = {fingerprint: chars for fingerprint, chars in work.items() if fingerprint not in self._accepted}
-        refusal = self._refusal(reading, sum(new.values()))
+        refusal = self._refusal(reading, tenant, sum(new.values()))
         if refusal is not None:
             try:
                 coalescing = await self._reader.in_flight(list(work))
@@ -76,7 +85,7 @@ class Admission:
                 SUBMISSIONS_REFUSED.labels("backlog" if refusal.status == 429 else "cache_only").inc()
                 raise refusal
             return  # every one coalesces onto a synthesis the backlog counts already
-        self._accepted.update(new)
+        self._accepted.update((fingerprint, (tenant, chars)) for fingerprint, chars in new.items())
 
     async def degraded(self) -> str | None:
         """Why degraded mode is on (each switch holding it, ``source: reason``); ``None``: it is off, or the
@@ -85,7 +94,7 @@ class Admission:
         switches = reading.modes.get("degraded") if reading is not None else None
         return _why(switches) if switches else None
 
-    def _refusal(self, reading: _Reading, chars: int) -> Rejected | None:
+    def _refusal(self, reading: _Reading, tenant: str, chars: int) -> Rejected | None:
         if cache_only := reading.modes.get("cache_only"):
             why = _why(cache_only)
             return Rejected(
@@ -94,13 +103,25 @@ class Admission:
                 503,
                 retry_after=CACHE_ONLY_RETRY_S,
             )
-        work_s = reading.backlog.work_s(sum(self._accepted.values()) + chars)
+        backlog = reading.backlog
+        work_s = backlog.work_s(sum(work for _, work in self._accepted.values()) + chars)
         if not self.max_backlog_s or work_s is None or work_s <= self.max_backlog_s:
             return None
-        retry_after = min(MAX_RETRY_AFTER_S, max(1, math.ceil(work_s - self.max_backlog_s)))
+        tenants = dict(backlog.tenants)
+        for owner, work in self._accepted.values():
+            tenants[owner] = tenants.get(owner, 0) + work
+        tenants[tenant] = tenants.get(tenant, 0) + chars
+        active = sum(1 for work in tenants.values() if work > 0)
+        share_s = self.max_backlog_s / max(1, active)
+        mine_s = backlog.seconds(tenants[tenant]) or 0.0
+        if mine_s <= share_s:
+            return None  # under its share: taken, the fleet's excess is other tenants' work
+        excess_s = min(work_s - self.max_backlog_s, (mine_s - share_s) * active)
+        retry_after = min(MAX_RETRY_AFTER_S, max(1, math.ceil(excess_s)))
         return Rejected(
-            f"the synthesis backlog is {work_s:.0f} s of work, over VOXLOG_MAX_BACKLOG_S ({self.max_backlog_s:g} s):"
-            f" retry after {retry_after} s (requests whose audio is cached are still answered)",
+            f"the synthesis backlog is {work_s:.0f} s of work, over VOXLOG_MAX_BACKLOG_S ({self.max_backlog_s:g} s),"
+            f" and {mine_s:.0f} s of it is tenant {tenant}'s, over its share ({share_s:.0f} s): retry after"
+            f" {retry_after} s (requests whose audio is cached are still answered)",
             429,
             retry_after=retry_after,
         )

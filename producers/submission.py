@@ -68,7 +68,7 @@ from contracts import (
     job_event,
     utc_now,
 )
-from contracts.audio_estimate import expected_audio_ms
+from contracts.audio_estimate import expected_audio_ms, work_chars
 from foundation import tracing
 from foundation.blobs import BlobStore
 from foundation.metrics import SUBMISSIONS, SUBMISSIONS_DEGRADED
@@ -336,9 +336,9 @@ class Submissions:
         synthesis), and none whose result is live (it is completed from the cache)."""
         if self._admission is None:
             return
-        work = {e.fingerprint: len(e.payload.request.text) for e in queued if e.fingerprint not in live}
+        work = {e.fingerprint: work_chars(e.payload.request) for e in queued if e.fingerprint not in live}
         if work:
-            await self._admission.admit(work)
+            await self._admission.admit(work, queued[0].payload.tenant)
 
     async def _judge_limits(
         self, principal: Principal, queued: list[JobQueued], completions: dict[int, JobCompleted]

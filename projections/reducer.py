@@ -43,6 +43,7 @@ from contracts import (
     SegmentProduced,
     ServiceModeSet,
 )
+from contracts.audio_estimate import expected_audio_ms
 from contracts.job_state import Fenced, transition
 from contracts.word_timings import words_json
 from foundation.kafka import RecordPosition
@@ -208,6 +209,7 @@ class Projection:
                     None, None, None, queued.submitted_at, None, None, None, event.occurred_at, event.event_id,
                     tenant=queued.tenant, key_id=queued.key_id,
                     degraded_from=queued.degraded_from.model_dump_json() if queued.degraded_from else None,
+                    expected_audio_ms=expected_audio_ms(queued.request),
                 )  # fmt: skip
                 accounts.submitted(self.usage, event)
             case JobClaimed():

@@ -54,6 +54,7 @@ class JobRow:
     tenant: str = DEFAULT_TENANT
     key_id: str | None = None
     degraded_from: str | None = None  # JSON: the speed and sample rate asked for, when degraded mode changed them
+    expected_audio_ms: int = 0  # contracts.audio_estimate: the work the backlog counts
 
 
 @dataclass

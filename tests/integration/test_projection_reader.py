@@ -18,6 +18,7 @@ from contracts import (
     DocumentSubmitted,
     DocumentSubmittedPayload,
     JobEvent,
+    JobQueued,
     JobState,
     LexiconEntryRemoved,
     LexiconEntryRemovedPayload,
@@ -147,6 +148,27 @@ async def test_regression_the_backlog_counted_every_duplicate_as_a_synthesis_of_
     await project(pool, [*(job.queued() for job in same), other.queued(), other.claimed(1)])
     backlog = await ProjectionReader(pool).backlog()
     assert (backlog.syntheses, backlog.chars) == (2, len("One text, wanted four times.") + len("Another."))
+
+
+async def test_regression_the_backlog_counted_characters_not_what_they_cost_and_no_tenant_apart(pool):
+    """Issue 40, items 4 and 5: speed 0.25 is four times the work of the same characters at 1.0, and admission
+    judges each tenant's share of the backlog (a fingerprint is the work of the tenant that asked first)."""
+
+    def queued(builder: _Builder, tenant: str, speed: float = 1.0) -> JobQueued:
+        event = builder.queued()
+        payload = event.payload.model_copy(
+            update={"tenant": tenant, "request": event.payload.request.model_copy(update={"speed": speed})}
+        )
+        return event.model_copy(update={"payload": payload})
+
+    text = "Sixty characters of text, said slowly or at the usual speed."
+    assert len(text) == 60
+    slow, usual = _Builder(uuid.UUID(int=50), request_text=text), _Builder(uuid.UUID(int=51), request_text=text + "!")
+    later = _Builder(uuid.UUID(int=52), request_text=text + "!")  # bob asks for alice's text after her
+    await project(pool, [queued(slow, "mallory", 0.25), queued(usual, "alice"), queued(later, "bob")])
+    backlog = await ProjectionReader(pool).backlog()
+    assert backlog.tenants == {"mallory": 240, "alice": 61}
+    assert (backlog.syntheses, backlog.chars) == (2, 301)
 
 
 def heartbeat(worker_id: str, silent_s: float, job_id: uuid.UUID | None = None) -> NodeHeartbeat:
