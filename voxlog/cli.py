@@ -237,8 +237,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     api = args.api or devstack.api_url(DevSettings())
     job = run_demo(api, args.text or DEMO_TEXT, args.voice, args.out)
-    seconds = (job["total_duration_ms"] or 0) / 1000
-    print(f"job {job['job_id']} completed: {job['segment_count']} segments, {seconds:.1f} s of speech")
+    seconds = (job.total_duration_ms or 0) / 1000
+    print(f"job {job.job_id} completed: {job.segment_count} segments, {seconds:.1f} s of speech")
     print(f"wrote {args.out.resolve()}")
     return 0
 

@@ -1,55 +1,42 @@
-"""`voxlog demo`: submit a text through the API, wait for it, write the WAV."""
+"""`voxlog demo`: submit a text through the API, wait for it, write the WAV (on :mod:`voxlog.client`)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-import httpx
-
-from contracts import TERMINAL_STATES
-from voxlog.client_key import client_headers
+from producers.views import JobView
+from voxlog.client import Client
+from voxlog.client_key import client_key
 from voxlog.errors import VoxlogError
-
-ENDED: Final = frozenset(state.value for state in TERMINAL_STATES)
 
 DEMO_TEXT = (
     "Welcome to voxlog. Every step of this job was an event on Kafka, "
     "and this audio was served from a Postgres projection."
 )
+_ANNOUNCE_PACE_S: Final = 0.5
 
 
-def first_voice(client: httpx.Client, within_s: float) -> str:
-    """A voice of the first engine a worker announced (waiting for one to announce itself)."""
+def first_voice(client: Client, within_s: float) -> str:
+    """A voice of the first engine a worker announced (waiting for one to announce itself: workers announce
+    on start-up, so this wait is for a process to start, read at a steady pace)."""
     deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        engines = client.get("/v1/voices").json()["engines"]
+    while True:
+        engines = client.voices()["engines"]
         if engines and engines[0]["voices"]:
             return str(engines[0]["voices"][0])
-        time.sleep(0.5)
-    raise VoxlogError("no worker announced any voice; is `voxlog worker` running?")
+        if time.monotonic() >= deadline:
+            raise VoxlogError("no worker announced any voice; is `voxlog worker` running?")
+        time.sleep(_ANNOUNCE_PACE_S)
 
 
-def run_demo(api: str, text: str, voice: str | None, out: Path, within_s: float = 300.0) -> dict[str, Any]:
-    with httpx.Client(base_url=api, timeout=30, headers=client_headers()) as client:
+def run_demo(api: str, text: str, voice: str | None, out: Path, within_s: float = 300.0) -> JobView:
+    with Client(api, api_key=client_key(), timeout_s=30.0) as client:
         chosen = voice or first_voice(client, within_s)
-        submitted = client.post("/v1/jobs", json={"text": text, "voice": chosen})
-        if submitted.status_code not in (200, 202):
-            raise VoxlogError(f"submission refused ({submitted.status_code}): {submitted.text}")
-        job_id = submitted.json()["job_id"]
-        deadline = time.monotonic() + within_s
-        job: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            response = client.get(f"/v1/jobs/{job_id}")
-            if response.status_code == 200:
-                job = response.json()
-                if job["state"] in ENDED:
-                    break
-            time.sleep(0.3)
-        if job.get("state") != "completed":
-            raise VoxlogError(f"job {job_id} did not complete within {within_s:.0f}s: {job or 'not projected'}")
-        audio = client.get(f"/v1/jobs/{job_id}/audio")
-        audio.raise_for_status()
-        out.write_bytes(audio.content)
+        job = client.wait(client.submit_job(text, chosen).job_id, timeout_s=within_s)
+        if job.state.value != "completed":
+            error = job.error.message if job.error else None
+            raise VoxlogError(f"job {job.job_id} ended {job.state.value}: {error or 'no reason given'}")
+        client.download(f"/v1/jobs/{job.job_id}/audio", out)
         return job

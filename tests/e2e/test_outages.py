@@ -30,6 +30,7 @@ from projections.migrations import migrate_database
 from tests.integration.conftest import Topics, fresh_topic_settings
 from tests.support.apps import AppStack, new_app_stack, wait_for_job, wait_http
 from tests.support.stack import PrivateStack
+from voxlog.client import AsyncClient, RetryPolicy
 from voxlog.topics import ensure_topics, topic_specs
 
 PUBLISH_TIMEOUT_MS = 3000
@@ -322,3 +323,49 @@ async def test_regression_sigterm_while_the_broker_is_down_exits_within_the_shut
         worker = [e.get("event", "") for e in events(log_lines(app, "worker-0")[since:])]
     assert exited == dict.fromkeys(pids, True), exited
     assert any(event.startswith("shutdown") and "abandon" in event for event in worker), worker[-10:]
+
+
+async def test_the_python_client_rides_out_a_killed_broker_and_its_retry_names_the_same_job(private):
+    """voxlog.client's retry protocol (issue 39): a submission answered 503 while the broker is dead is sent again
+    with the same Idempotency-Key until the broker is back; the job it names is the one the key names."""
+    stack, app = private
+    voice = (await app.voices())[0]
+    recorder = _Recorder()
+    patient = RetryPolicy(attempts=10_000, budget_s=300.0, base_s=0.2, max_s=2.0)
+    async with AsyncClient(app.api, retry=patient, transport=recorder, timeout_s=PUBLISH_TIMEOUT_MS / 1000 + 20) as c:
+        stack.kill_broker()
+        submitting = asyncio.create_task(c.submit_job("Through the outage, by the client.", voice))
+        await asyncio.wait_for(recorder.refused.wait(), 120)  # the API answered 503: the broker is gone
+        assert not submitting.done()
+        await stack.start_broker()
+        job = await asyncio.wait_for(submitting, 240)
+        done = await c.wait(job.job_id, timeout_s=180)
+        assert done.state.value == "completed"
+        posts = [(status, key) for method, path, status, key in recorder.seen if (method, path) == ("POST", "/v1/jobs")]
+        assert {key for _, key in posts} == {posts[0][1]}, "every attempt carried the one key"
+        assert posts[0][0] == 503
+        assert posts[-1][0] == 202
+        again = await c.submit_job("Through the outage, by the client.", voice, idempotency_key=posts[0][1])
+        assert again.job_id == job.job_id
+
+
+class _Recorder(httpx.AsyncBaseTransport):
+    """The network, with each answer's method, path, status and Idempotency-Key written down; ``refused`` is set at
+    the first 503 to a submission."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self.seen: list[tuple[str, str, int, str | None]] = []
+        self.refused = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        self.seen.append(
+            (request.method, request.url.path, response.status_code, request.headers.get("idempotency-key"))
+        )
+        if request.method == "POST" and response.status_code == 503:
+            self.refused.set()
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -241,6 +241,57 @@ async def test_the_async_client_follows_the_same_protocol(tmp_path: Path):
     await asyncio.sleep(0)  # the transport closed without a warning
 
 
+DOC_ID = uuid.UUID(int=9)
+
+
+def document_accepted() -> dict[str, Any]:
+    chapters = [{"index": 0, "title": "One", "parts": 2}]
+    return {"document_id": str(DOC_ID), "title": "Book", "parts": 2, "chars": 40, "chapters": chapters, "links": {}}
+
+
+def test_a_replayed_document_submission_says_so():
+    script = Script(answer(503, Retry_After="0"), answer(200, document_accepted()), answer(202, document_accepted()))
+    with script.client() as client:
+        again = client.submit_document("# One\n\nText.", idempotency_key="k")
+        new = client.submit_document("# One\n\nText.", idempotency_key="k2")
+    assert again.document_id == new.document_id == DOC_ID
+    assert (again.replayed, new.replayed) == (True, False)
+    assert [r.headers["Idempotency-Key"] for r in script.requests] == ["k", "k", "k2"]
+
+
+def test_a_documents_table_of_contents_and_captions_are_read_typed(tmp_path: Path):
+    toc = {
+        "document_id": str(DOC_ID), "title": "Book", "duration_ms": 900,
+        "chapters": [{"index": 0, "title": "One", "start_ms": 0, "duration_ms": 900, "parts": 2, "audio": "/a"}],
+    }  # fmt: skip
+    script = Script(answer(200, toc), httpx.Response(200, content="WEBVTT\n\nété".encode()))
+    with script.client() as client:
+        read = client.toc(DOC_ID)
+        vtt = client.captions(fmt="vtt", document_id=DOC_ID, chapter=0)
+        with pytest.raises(TypeError):
+            client.captions(JOB_ID, document_id=DOC_ID)
+    assert read.chapters[0].duration_ms == 900
+    assert vtt == "WEBVTT\n\nété"
+    assert [(r.url.path, dict(r.url.params)) for r in script.requests] == [
+        (f"/v1/documents/{DOC_ID}/toc", {}),
+        (f"/v1/documents/{DOC_ID}/chapters/0/captions", {"format": "vtt"}),
+    ]
+
+
+async def test_the_async_client_reads_documents_as_the_blocking_one_does():
+    toc = {"document_id": str(DOC_ID), "title": "Book", "duration_ms": 0, "chapters": []}
+    script = Script(answer(200, document_accepted()), answer(200, toc), httpx.Response(200, content=b"1\n"))
+    async with AsyncClient("http://api", retry=FAST, transport=httpx.MockTransport(script)) as client:
+        submitted = await client.submit_document("Text.", voice="af_heart")
+        read = await client.toc(DOC_ID)
+        srt = await client.captions(document_id=DOC_ID)
+    assert submitted.replayed
+    assert read.document_id == DOC_ID
+    assert srt == "1\n"
+    assert script.requests[-1].url.path == f"/v1/documents/{DOC_ID}/captions"
+    await asyncio.sleep(0)
+
+
 def test_a_signature_of_ours_verifies_with_the_standard_webhooks_library_and_theirs_with_ours():
     body = b'{"type":"job.completed","data":{"job_id":"7"}}'
     stamp = datetime.now(UTC).replace(microsecond=0)

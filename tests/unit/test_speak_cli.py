@@ -12,31 +12,59 @@ from typing import Any
 import httpx
 import pytest
 
+from producers.views import DocumentView
 from voxlog import speak_cli
+from voxlog.client import ApiError, Client, RetryPolicy
 from voxlog.errors import VoxlogError
-from voxlog.speak_cli import (
-    ProgressBar,
-    SpeakInterrupted,
-    SpeakOptions,
-    chapter_file_name,
-    default_out,
-    idempotency_key,
-    progress_line,
-    slugify,
-    speak,
-)
+from voxlog.speak_cli import SpeakInterrupted, SpeakOptions, default_out, idempotency_key, speak
+from voxlog.speak_follow import ProgressBar, chapter_file_name, progress_line, slugify
 
 pytestmark = pytest.mark.unit
 
-DOC_ID = "doc-1"
+DOC_ID = "00000000-0000-4000-8000-0000000000d1"
 CHAPTERS = [("Prologue", 1), ("L'été à Paris", 2)]
+FAST = RetryPolicy(attempts=4, budget_s=5.0, base_s=0.001, max_s=0.002)
 TOC = {
+    "document_id": DOC_ID,
     "title": "My Book",
+    "duration_ms": 3000,
     "chapters": [
-        {"index": 0, "title": "Prologue", "start_ms": 0, "duration_ms": 1000},
-        {"index": 1, "title": "L'été à Paris", "start_ms": 1000, "duration_ms": 2000},
+        {"index": 0, "title": "Prologue", "start_ms": 0, "duration_ms": 1000, "parts": 1,
+         "audio": f"/v1/documents/{DOC_ID}/chapters/0/audio"},
+        {"index": 1, "title": "L'été à Paris", "start_ms": 1000, "duration_ms": 2000, "parts": 2,
+         "audio": f"/v1/documents/{DOC_ID}/chapters/1/audio"},
     ],
+}  # fmt: skip
+LINKS = {
+    "self": f"/v1/documents/{DOC_ID}",
+    "audio": f"/v1/documents/{DOC_ID}/audio",
+    "toc": f"/v1/documents/{DOC_ID}/toc",
 }
+
+
+def view(
+    state: str,
+    *,
+    total: int = 3,
+    completed: int = 0,
+    failed: int = 0,
+    cancelled: int = 0,
+    audio_seconds: float = 0.0,
+    estimated_finish: str | None = None,
+    chapters: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A DocumentView's body, whole (the client reads it typed)."""
+    request = {
+        "voice": "af_heart", "speed": 1.0, "lang": "en-us", "engine": "kokoro-onnx", "model_version": "m1",
+        "format": "wav", "sample_rate": 24000, "normalize": True, "pronunciations": {},
+    }  # fmt: skip
+    return {
+        "document_id": DOC_ID, "title": "My Book", "state": state, "submitted_at": "2026-12-04T00:00:00Z",
+        "priority": "interactive", "request": request, "chars": 1234,
+        "parts": {"total": total, "completed": completed, "failed": failed, "cancelled": cancelled},
+        "audio_seconds": audio_seconds, "estimated_finish": estimated_finish, "chapters": chapters or [],
+        "links": LINKS,
+    }  # fmt: skip
 
 
 def status(state: str, done: list[int], *, failed: int = 0, cancelled: int = 0) -> dict[str, Any]:
@@ -52,20 +80,25 @@ def status(state: str, done: list[int], *, failed: int = 0, cancelled: int = 0) 
         }
         for i, (title, parts) in enumerate(CHAPTERS)
     ]
-    return {
-        "document_id": DOC_ID,
-        "title": "My Book",
-        "state": state,
-        "parts": {"total": 3, "completed": sum(done), "failed": failed, "cancelled": cancelled},
-        "audio_seconds": 1.5 * sum(done),
-        "estimated_finish": None if state == "completed" else "2030-01-01T12:00:00Z",
-        "chapters": chapters,
-        "links": {"audio": f"/v1/documents/{DOC_ID}/audio", "toc": f"/v1/documents/{DOC_ID}/toc"},
-    }
+    finish = None if state == "completed" else "2030-01-01T12:00:00Z"
+    return view(
+        state, completed=sum(done), failed=failed, cancelled=cancelled, audio_seconds=1.5 * sum(done),
+        estimated_finish=finish, chapters=chapters,
+    )  # fmt: skip
+
+
+ACCEPTED = {
+    "document_id": DOC_ID,
+    "title": "My Book",
+    "parts": 3,
+    "chars": 1234,
+    "chapters": [{"index": i, "title": t, "parts": p} for i, (t, p) in enumerate(CHAPTERS)],
+    "links": LINKS,
+}
 
 
 class FakeApi:
-    """Plays the documents API: answers the submission, then each status poll from a script (the last
+    """Plays the documents API: answers the submission, then each status read from a script (the last
     one repeats), serves chapter audio only once the chapter is complete."""
 
     def __init__(self, statuses: list[dict[str, Any]], *, submit_status: int = 202, submit_body: Any = None) -> None:
@@ -82,15 +115,7 @@ class FakeApi:
         if request.method == "GET" and path == "/v1/voices":
             return httpx.Response(200, json={"engines": [{"voices": ["af_heart", "am_adam"]}]})
         if request.method == "POST" and path == "/v1/documents":
-            body = self.submit_body or {
-                "document_id": DOC_ID,
-                "title": "My Book",
-                "parts": 3,
-                "chars": 1234,
-                "chapters": [{"index": i, "title": t, "parts": p} for i, (t, p) in enumerate(CHAPTERS)],
-                "links": {},
-            }
-            return httpx.Response(self.submit_status, json=body)
+            return httpx.Response(self.submit_status, json=self.submit_body or ACCEPTED)
         if path == f"/v1/documents/{DOC_ID}":
             self.current = self.statuses[min(self.polls, len(self.statuses) - 1)]
             self.polls += 1
@@ -113,11 +138,14 @@ class FakeApi:
             return httpx.Response(200, content=f"{request.url.params['format']} of {captions.group(1)}".encode())
         return httpx.Response(404, json={"detail": f"no route {request.method} {path}"})
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url="http://api.test", transport=httpx.MockTransport(self.handler))
+    def client(self, handler: Any = None, retry: RetryPolicy = FAST) -> Client:
+        return Client("http://api.test", retry=retry, transport=httpx.MockTransport(handler or self.handler))
 
     def submissions(self) -> list[httpx.Request]:
         return [r for r in self.requests if r.method == "POST"]
+
+    def reads(self) -> list[httpx.Request]:
+        return [r for r in self.requests if r.url.path == f"/v1/documents/{DOC_ID}"]
 
 
 def parse_multipart(request: httpx.Request) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
@@ -238,21 +266,17 @@ def test_a_live_bar_redraws_one_line_and_ends_it(book: Path, tmp_path: Path):
 
 def test_progress_line_shows_audio_time_eta_and_failures():
     line = progress_line(
-        {
-            "state": "running",
-            "parts": {"total": 80, "completed": 12, "failed": 2, "cancelled": 0},
-            "audio_seconds": 200.4,
-            "estimated_finish": None,
-        },
-        width=10,
+        DocumentView.model_validate(view("running", total=80, completed=12, failed=2, audio_seconds=200.4)), width=10
     )
     assert line == "[#---------] 12/80 parts  3m20s of audio  2 failed"
-    long = progress_line({"state": "running", "parts": {"total": 0, "completed": 0}, "audio_seconds": 3723})
+    long = progress_line(DocumentView.model_validate(view("running", total=0, audio_seconds=3723)))
     assert "1h02m03s of audio" in long
     eta = progress_line(
-        {"state": "running", "parts": {"total": 2, "completed": 1}, "estimated_finish": "2999-05-02T14:05:10+00:00"}
+        DocumentView.model_validate(view("running", total=2, completed=1, estimated_finish="2999-05-02T14:05:10Z"))
     )
     assert re.search(r"ETA 2999-05-0\d \d\d:\d\d$", eta)  # another day: with its date (local time)
+    ended = progress_line(DocumentView.model_validate(view("failed", estimated_finish="2999-05-02T14:05:10Z")))
+    assert "ETA" not in ended
 
 
 def test_chapters_toc_and_whole_are_written_with_their_names_and_bytes(book: Path, tmp_path: Path):
@@ -279,6 +303,58 @@ def test_a_chapter_is_downloaded_as_soon_as_it_completes(book: Path, tmp_path: P
     assert gets[:first_chapter].count(f"/v1/documents/{DOC_ID}") == 3  # the poll that saw it complete
     assert gets.count(f"/v1/documents/{DOC_ID}/chapters/0/audio") == 1  # and only once
     assert f"/v1/documents/{DOC_ID}/audio" not in gets  # no --whole
+
+
+def test_reads_are_held_by_the_api_and_paced_only_when_nothing_changed(
+    book: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    api = FakeApi([status("running", [0, 0]), status("running", [0, 0]), status("completed", [1, 2])])
+    slept: list[float] = []
+    monkeypatch.setattr("voxlog.speak_follow.time.sleep", slept.append)
+    with api.client() as client:
+        speak(client, book, SpeakOptions(voice="v"), tmp_path / "out", poll_s=0.5, timeout_s=3600)
+    assert [r.headers.get("prefer") for r in api.reads()] == ["wait=25.0"] * 3
+    assert slept == [0.5]  # after the second read, which changed nothing (an API that does not hold reads)
+
+
+def test_a_chapter_whose_audio_is_not_ready_yet_is_asked_again_after_a_read_not_held(
+    book: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    api = FakeApi([status("running", [1, 0]), status("running", [1, 1]), status("completed", [1, 2])])
+    refused = [httpx.Response(409, json={"detail": "the chapter's audio is not stitched yet"})]
+    slept: list[float] = []
+    monkeypatch.setattr("voxlog.speak_follow.time.sleep", slept.append)
+
+    def not_yet(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/chapters/0/audio") and refused:
+            api.requests.append(request)
+            return refused.pop()
+        return api.handler(request)
+
+    with api.client(not_yet) as client:
+        paths = speak(client, book, SpeakOptions(voice="v"), tmp_path / "out", poll_s=0.5, timeout_s=3600)
+    assert [r.headers.get("prefer") for r in api.reads()] == ["wait=25.0", None, "wait=25.0"]
+    assert slept == [0.5]
+    gets = [r.url.path for r in api.requests if r.url.path.endswith("/chapters/0/audio")]
+    assert len(gets) == 2
+    assert (tmp_path / "out" / "01-prologue.wav").read_bytes() == b"audio-0"
+    assert len(paths) == 3
+
+
+def test_a_document_not_projected_yet_is_read_again(book: Path, tmp_path: Path):
+    api = FakeApi(completed_script())
+    unknown = [httpx.Response(404, json={"detail": "no document (a document just submitted appears ...)"})]
+
+    def lagging(request: httpx.Request) -> httpx.Response:
+        if request.url.path == f"/v1/documents/{DOC_ID}" and unknown:
+            api.requests.append(request)
+            return unknown.pop()
+        return api.handler(request)
+
+    with api.client(lagging) as client:
+        paths = speak(client, book, SpeakOptions(voice="v"), tmp_path / "out", poll_s=0)
+    assert not unknown
+    assert len(paths) == 3
 
 
 def test_a_resumed_submission_is_announced_as_such(book: Path, tmp_path: Path):
@@ -326,30 +402,65 @@ def test_the_wait_is_bounded(book: Path, tmp_path: Path):
 
 def test_a_passing_outage_is_ridden_out(book: Path, tmp_path: Path):
     api = FakeApi(completed_script())
-    failures = [httpx.Response(503, json={"detail": "projection unavailable"})]
+    failures = [httpx.Response(503, json={"detail": "projection unavailable"})] * 2 + [httpx.ConnectError("down")]
 
     def flaky(request: httpx.Request) -> httpx.Response:
         if request.url.path == f"/v1/documents/{DOC_ID}" and api.polls == 2 and failures:
-            return failures.pop()
+            failure = failures.pop()
+            if isinstance(failure, Exception):
+                raise failure
+            return failure
         return api.handler(request)
 
-    with httpx.Client(base_url="http://api.test", transport=httpx.MockTransport(flaky)) as client:
+    with api.client(flaky) as client:
         paths = speak(client, book, SpeakOptions(voice="v"), tmp_path / "out", poll_s=0)
     assert not failures
     assert len(paths) == 3
 
 
-def test_an_outage_that_lasts_gives_up(book: Path, tmp_path: Path):
+def test_an_outage_that_lasts_gives_up_once_the_retries_are_spent(book: Path, tmp_path: Path):
+    api = FakeApi([])
+
     def down(request: httpx.Request) -> httpx.Response:
+        api.requests.append(request)
         if request.method == "POST":
-            return httpx.Response(202, json={"document_id": DOC_ID, "title": "t", "parts": 1, "chars": 1})
+            return httpx.Response(202, json=ACCEPTED)
         return httpx.Response(503, json={"detail": "projection unavailable"})
 
     with (
-        httpx.Client(base_url="http://api.test", transport=httpx.MockTransport(down)) as client,
-        pytest.raises(VoxlogError, match=r"kept failing.*projection unavailable"),
+        api.client(down) as client,
+        pytest.raises(VoxlogError, match=r"\(503\): projection unavailable \(gave up after 4 attempts\)"),
     ):
-        speak(client, book, SpeakOptions(voice="v"), tmp_path / "out", poll_s=0, outage_s=0)
+        speak(client, book, SpeakOptions(voice="v"), tmp_path / "out", poll_s=0)
+    assert len(api.reads()) == FAST.attempts
+
+
+def test_a_submission_answered_503_with_retry_after_is_sent_again_with_the_same_key(
+    book: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    api = FakeApi(completed_script())
+    refusals = [httpx.Response(503, json={"detail": "Kafka is away"}, headers={"Retry-After": "2"})] * 3
+    slept: list[float] = []
+    monkeypatch.setattr("voxlog.client.sync.time.sleep", slept.append)
+
+    def unavailable(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and refusals:
+            api.requests.append(request)
+            return refusals.pop()
+        return api.handler(request)
+
+    stream = io.StringIO()
+    with api.client(unavailable, RetryPolicy(attempts=5, budget_s=10.0, base_s=0.001, max_s=0.002)) as client:
+        paths = speak(
+            client, book, SpeakOptions(voice="v"), tmp_path / "out", ProgressBar(stream, live=False), poll_s=0
+        )
+    submissions = api.submissions()
+    assert len(submissions) == 4
+    assert len({r.headers["Idempotency-Key"] for r in submissions}) == 1
+    assert len({r.content for r in submissions}) == 1
+    assert slept == [2.0, 2.0, 2.0]  # each wait as long as Retry-After said
+    assert stream.getvalue().startswith(f"submitted document {DOC_ID}")
+    assert len(paths) == 3
 
 
 def test_ctrl_c_after_submission_names_the_document(book: Path, tmp_path: Path):
@@ -360,22 +471,13 @@ def test_ctrl_c_after_submission_names_the_document(book: Path, tmp_path: Path):
             raise KeyboardInterrupt
         return api.handler(request)
 
-    with (
-        httpx.Client(base_url="http://api.test", transport=httpx.MockTransport(interrupted)) as client,
-        pytest.raises(SpeakInterrupted) as raised,
-    ):
+    with api.client(interrupted) as client, pytest.raises(SpeakInterrupted) as raised:
         speak(client, book, SpeakOptions(voice="v"), tmp_path / "out", poll_s=0)
     assert raised.value.document_id == DOC_ID
 
 
-def test_run_prints_how_to_resume_and_cancel_and_exits_130(
-    book: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    def interrupted(*args: Any, **kwargs: Any) -> list[Path]:
-        raise SpeakInterrupted(DOC_ID)
-
-    monkeypatch.setattr(speak_cli, "speak", interrupted)
-    args = argparse.Namespace(
+def speak_args(book: Path) -> argparse.Namespace:
+    return argparse.Namespace(
         file=book,
         api="http://api.test/",
         voice=None,
@@ -389,10 +491,28 @@ def test_run_prints_how_to_resume_and_cancel_and_exits_130(
         timeout=10.0,
         no_progress=True,
     )
-    assert speak_cli.run(args) == 130
+
+
+def test_run_prints_how_to_resume_and_cancel_and_exits_130(
+    book: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    def interrupted(*args: Any, **kwargs: Any) -> list[Path]:
+        raise SpeakInterrupted(DOC_ID)
+
+    monkeypatch.setattr(speak_cli, "speak", interrupted)
+    assert speak_cli.run(speak_args(book)) == 130
     err = capsys.readouterr().err
     assert "run the same command again" in err
     assert f"curl -X DELETE http://api.test/v1/documents/{DOC_ID}" in err
+
+
+def test_run_says_when_the_api_never_answered(book: Path, monkeypatch: pytest.MonkeyPatch):
+    def unreachable(client: Client, *args: Any, **kwargs: Any) -> list[Path]:
+        raise ApiError("the voices", None, "no answer (ConnectError: refused) (gave up after 40 attempts)")
+
+    monkeypatch.setattr(speak_cli, "speak", unreachable)
+    with pytest.raises(VoxlogError, match=r"cannot talk to the API at http://api.test: no answer \(ConnectError"):
+        speak_cli.run(speak_args(book))
 
 
 def test_the_command_line_parses_every_option():

@@ -16,7 +16,7 @@ delivery's Standard Webhooks signature.
 """
 
 from voxlog.client.aio import AsyncClient
-from voxlog.client.operations import WaitTimeout
+from voxlog.client.operations import DocumentSubmitted, WaitTimeout
 from voxlog.client.protocol import ApiError, RetryPolicy
 from voxlog.client.sync import Client
 from voxlog.client.webhooks import WebhookVerificationError, sign_webhook, verify_webhook
@@ -25,6 +25,7 @@ __all__ = [
     "ApiError",
     "AsyncClient",
     "Client",
+    "DocumentSubmitted",
     "RetryPolicy",
     "WaitTimeout",
     "WebhookVerificationError",

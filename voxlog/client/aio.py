@@ -14,11 +14,11 @@ import httpx
 from producers.views import (
     BatchAccepted,
     CancelView,
-    DocumentAccepted,
     DocumentCancelView,
     DocumentView,
     JobAccepted,
     JobView,
+    TocView,
 )
 from voxlog.client import operations as ops
 from voxlog.client.options import ClientOptions
@@ -70,19 +70,20 @@ class AsyncClient:
 
     async def submit_document(
         self, source: str | Path, *, voice: str | None = None, idempotency_key: str | None = None, **fields: Any
-    ) -> DocumentAccepted:
-        """A text (``str``) or a file (``Path``: EPUB, Markdown, plain text)."""
+    ) -> ops.DocumentSubmitted:
+        """A text (``str``) or a file (``Path``: EPUB, Markdown, plain text); ``replayed`` when the key named a
+        document submitted before."""
         return await self.run(ops.submit_document(source, voice, idempotency_key, fields))
 
     async def speech(self, input: str, voice: str, *, idempotency_key: str | None = None, **fields: Any) -> bytes:
         """OpenAI's ``POST /v1/audio/speech`` (``model``, ``response_format``, ``speed``... as keywords)."""
-        return await self.run(ops.speech({"input": input, "voice": voice, **fields}, idempotency_key))
+        return await self.run(ops.speech({"input": input, "voice": voice, **fields}, idempotency_key, stream=False))
 
     async def stream_speech(
         self, input: str, voice: str, *, idempotency_key: str | None = None, **fields: Any
     ) -> AsyncIterator[bytes]:
         """The speech as it is made: chunks of the format asked for (retried until its first byte)."""
-        call = ops.speech({"input": input, "voice": voice, "stream": True, **fields}, idempotency_key)
+        call = ops.speech({"input": input, "voice": voice, **fields}, idempotency_key, stream=True)
         response = await self._open(call)
         try:
             async for chunk in response.aiter_bytes():
@@ -119,10 +120,20 @@ class AsyncClient:
         await self.run(ops.fetch(url, f"GET {url}", dest, params))
         return dest
 
-    async def captions(self, job_id: uuid.UUID | str, fmt: ops.CaptionFormat = "srt") -> str:
-        url = ops.captions_url(ops.audio_url(job_id))
-        captions: bytes = await self.run(ops.fetch(url, f"captions of job {job_id}", params={"format": fmt}))
-        return captions.decode()
+    async def captions(
+        self,
+        job_id: uuid.UUID | str | None = None,
+        fmt: ops.CaptionFormat = "srt",
+        *,
+        document_id: uuid.UUID | str | None = None,
+        chapter: int | None = None,
+    ) -> str:
+        """A job's captions, or a document's (``document_id``), or one of its chapters' (and ``chapter``)."""
+        return await self.run(ops.captions(job_id, fmt, document_id=document_id, chapter=chapter))
+
+    async def toc(self, document_id: uuid.UUID | str) -> TocView:
+        """A completed document's table of contents: each chapter's start and length in its whole audio."""
+        return await self.run(ops.toc(document_id))
 
     async def speak(self, text: str, voice: str, *, timeout_s: float = 600.0, **fields: Any) -> bytes:
         """Submit, wait, download: the audio of ``text``, or :class:`ApiError` saying why there is none."""

@@ -26,6 +26,7 @@ from producers.views import (
     DocumentView,
     JobAccepted,
     JobView,
+    TocView,
 )
 from voxlog.client.protocol import ApiError, Sleep
 
@@ -104,11 +105,22 @@ def submit_batch(requests: Sequence[Mapping[str, Any]], key: str | None) -> Call
     )  # fmt: skip
 
 
+class DocumentSubmitted(DocumentAccepted):
+    """The API's answer to a document's submission, and whether it was a replay: the ``Idempotency-Key`` named a
+    document the log holds already (the API answers 200 then, 202 for a new one), which goes on being spoken."""
+
+    replayed: bool = False
+
+
+def _submitted(response: httpx.Response) -> DocumentSubmitted:
+    return DocumentSubmitted.model_validate({**response.json(), "replayed": response.status_code == 200})
+
+
 def submit_document(
     source: str | Path, voice: str | None, key: str | None, fields: Mapping[str, Any]
-) -> Call[DocumentAccepted]:
+) -> Call[DocumentSubmitted]:
     """A text as JSON, or a file (EPUB, Markdown, plain text) as a multipart upload."""
-    parse, headers = (lambda r: DocumentAccepted.model_validate(r.json())), idempotency(key)
+    parse, headers = _submitted, idempotency(key)
     chosen = {"voice": voice} if voice else {}
     if isinstance(source, Path):
         data = {name: str(value) for name, value in {**chosen, **fields}.items()}
@@ -173,9 +185,33 @@ def captions_url(url: str) -> str:
     return url.removesuffix("/audio") + "/captions"
 
 
-def speech(body: Mapping[str, Any], key: str | None) -> Call[bytes]:
-    """OpenAI's ``POST /v1/audio/speech``: the whole answer (use the clients' ``stream_speech`` to stream it)."""
-    return Call("speech", "POST", "/v1/audio/speech", lambda r: r.content, json=dict(body), headers=idempotency(key))
+def captions(
+    job_id: uuid.UUID | str | None,
+    fmt: CaptionFormat,
+    *,
+    document_id: uuid.UUID | str | None = None,
+    chapter: int | None = None,
+) -> Call[str]:
+    """The captions of a job, a document, or one of a document's chapters (409 until its audio is)."""
+    if (job_id is None) == (document_id is None):
+        raise TypeError("captions: name a job or a document, not both")
+    url = captions_url(audio_url(job_id, document_id=document_id, chapter=chapter))
+    what = f"job {job_id}" if job_id is not None else f"document {document_id}"
+    what += f" chapter {chapter}" if chapter is not None and job_id is None else ""
+    return Call(f"captions of {what}", "GET", url, lambda r: r.content.decode(), params={"format": fmt})
+
+
+def toc(document_id: uuid.UUID | str) -> Call[TocView]:
+    """The document's table of contents (each chapter's start in its whole audio): 409 until it completed."""
+    return Call(f"table of contents of document {document_id}", "GET", f"/v1/documents/{document_id}/toc",
+                lambda r: TocView.model_validate(r.json()))  # fmt: skip
+
+
+def speech(body: Mapping[str, Any], key: str | None, *, stream: bool) -> Call[bytes]:
+    """OpenAI's ``POST /v1/audio/speech`` (``model`` ``tts-1`` unless given: the default engine): streamed as it is
+    made, or the whole answer once its job completed (``stream`` false: an error still has its status)."""
+    sent = {"model": "tts-1", **body, "stream": stream}
+    return Call("speech", "POST", "/v1/audio/speech", lambda r: r.content, json=sent, headers=idempotency(key))
 
 
 def wait_job(
