@@ -11,6 +11,7 @@ import os
 import signal
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -112,9 +113,30 @@ async def test_one_tenants_jobs_are_invisible_to_another_on_every_route_of_the_l
         cached = await b.post("/v1/jobs", json={"text": text, "voice": voices[0]})
         assert cached.status_code == 200, cached.text
         assert cached.json()["job_id"] != job
-        bobs = await b.get(f"/v1/jobs/{cached.json()['job_id']}")
-        assert job not in bobs.text
-        assert (await b.get(f"/v1/jobs/{cached.json()['job_id']}/audio")).status_code == 200
+        bobs_job = cached.json()["job_id"]
+        assert (await wait_ended(b, f"/v1/jobs/{bobs_job}"))["state"] == "completed"  # once projected
+        assert (await b.get(f"/v1/jobs/{bobs_job}/audio")).status_code == 200
+        # Every answer about bob's job, on every route of the live document (the history, as_of, the SSE
+        # stream and the captions among them): every field of each, nothing of alice's (issue 40, item 3).
+        bobs_routes = [(m, p, q) for m, p, q in routes if m == "GET" and "{document_id}" not in p]
+        assert {"/v1/jobs/{job_id}", "/v1/jobs/{job_id}/events", "/v1/jobs/{job_id}/captions"} <= {
+            p for _, p, _ in bobs_routes
+        }, bobs_routes
+        as_of_now = {"as_of": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+        for _, path, params in [*bobs_routes, ("GET", "/v1/jobs/{job_id}", as_of_now)]:
+            answer = await b.get(concrete(path, {"job_id": bobs_job, "document_id": ""}), params=params)
+            assert answer.status_code == 200, (path, params, answer.text[:300])
+            for alices in (job, document, "alice"):
+                assert alices not in answer.text, (path, params, alices, answer.text[:600])
+        sse = await b.post("/v1/audio/speech", json={"model": "tts-1", "input": text, "voice": voices[0],
+                                                      "response_format": "wav", "stream_format": "sse"})  # fmt: skip
+        assert sse.status_code == 200, sse.text[:300]
+        assert "speech.audio.done" in sse.text
+        for alices in (job, document, "alice"):
+            assert alices not in sse.text, alices
+        history = (await b.get(f"/v1/jobs/{bobs_job}/events")).json()
+        assert history["tenant"] == "bob"
+        assert history["reused_from"] is None, "a source of another tenant's is not named"
         for operator_route in (
             "/v1/lag",
             "/v1/dashboard",
