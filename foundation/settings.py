@@ -516,6 +516,12 @@ class ApiSettings(
         description="Tests only: a Unix socket that parsing a document connects to, then waits on until it is sent"
         " a byte, before it reads anything (empty: none).",
     )
+    caption_cache_mb: int = Field(
+        64,
+        ge=0,
+        description="Captions of completed jobs and documents the API keeps, in MiB (least recently asked for out"
+        " first): built once, off the event loop, they never change (0: none kept; each request builds them).",
+    )
     min_speed: float = Field(
         0.25,
         gt=0,

@@ -1,9 +1,14 @@
-"""Captions of a job, a document and a chapter, timed to the audio their audio routes serve."""
+"""Captions of a job, a document and a chapter, timed to the audio their audio routes serve.
+
+Each is built off the event loop and kept (:mod:`producers.caption_cache`): only once the job or document is
+known to be the caller's and completed, so the cache answers no one what the checks would not.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from functools import partial
 from typing import Annotated
 
 from litestar import Response, get
@@ -13,9 +18,10 @@ from litestar.params import FromPath, QueryParameter
 from contracts import JobState
 from producers.api_keys import Principal
 from producers.auth import READ
+from producers.caption_cache import CaptionCache
 from producers.captions import MEDIA_TYPES, CaptionFormat, Part, rendered, timeline
 from producers.deps import Injected
-from producers.document_output import layout, stitched_parts
+from producers.document_output import completed, laid_out, stitched_parts
 from producers.document_queries import DocumentReader
 from producers.http_errors import responses
 from producers.job_routes import known_job
@@ -28,14 +34,38 @@ Format = Annotated[
 ]
 
 
-def _answer(parts: Sequence[Part], fmt: CaptionFormat, name: str) -> Response[bytes]:
+def _built(parts: Sequence[Part], fmt: CaptionFormat) -> bytes:
+    """The captions of ``parts``: what runs in the cache's thread, never on the loop."""
     words, duration_ms = timeline(parts)
+    return rendered(words, duration_ms, fmt)
+
+
+def _answer(body: bytes, fmt: CaptionFormat, name: str) -> Response[bytes]:
     extension = "json" if fmt == "json" else fmt
     return Response(
-        rendered(words, duration_ms, fmt),
+        body,
         media_type=MEDIA_TYPES[fmt],
         headers={"Content-Disposition": f'inline; filename="{name}.{extension}"'},
     )
+
+
+async def _document_captions(
+    documents: DocumentReader,
+    captions: CaptionCache,
+    document_id: uuid.UUID,
+    principal: Principal,
+    fmt: CaptionFormat,
+    chapter: int | None,
+) -> bytes:
+    document, parts, wanted = await completed(documents, document_id, principal, chapter)
+    key: Hashable = ("document", document_id, chapter, fmt)
+
+    found = captions.cached(key)
+    if found is not None:  # the segments, a book's worth of rows, are read only when the captions are not kept
+        return found
+    spans, segments = await laid_out(documents, document_id, document, len(parts), wanted)
+    chosen = spans if chapter is None else [spans[chapter]]
+    return await captions.get(key, partial(_built, stitched_parts(document, chosen, segments), fmt))
 
 
 @get(
@@ -48,13 +78,15 @@ def _answer(parts: Sequence[Part], fmt: CaptionFormat, name: str) -> Response[by
 async def get_job_captions(
     job_id: FromPath[uuid.UUID],
     reader: Injected[ProjectionReader],
+    captions: Injected[CaptionCache],
     principal: Injected[Principal],
     fmt: Format = "srt",
 ) -> Response[bytes]:
     job = await known_job(reader, job_id, principal)
     if job.state is not JobState.COMPLETED:
         raise HTTPException(detail=f"job {job_id} is {job.state.value}, not completed", status_code=409)
-    return _answer([(list(job.segments), None)], fmt, str(job_id))
+    body = await captions.get(("job", job_id, None, fmt), partial(_built, [(list(job.segments), None)], fmt))
+    return _answer(body, fmt, str(job_id))
 
 
 @get(
@@ -67,11 +99,12 @@ async def get_job_captions(
 async def get_document_captions(
     document_id: FromPath[uuid.UUID],
     documents: Injected[DocumentReader],
+    captions: Injected[CaptionCache],
     principal: Injected[Principal],
     fmt: Format = "srt",
 ) -> Response[bytes]:
-    document, spans, segments = await layout(documents, document_id, principal)
-    return _answer(stitched_parts(document, spans, segments), fmt, str(document_id))
+    body = await _document_captions(documents, captions, document_id, principal, fmt, None)
+    return _answer(body, fmt, str(document_id))
 
 
 @get(
@@ -85,11 +118,12 @@ async def get_chapter_captions(
     document_id: FromPath[uuid.UUID],
     index: FromPath[int],
     documents: Injected[DocumentReader],
+    captions: Injected[CaptionCache],
     principal: Injected[Principal],
     fmt: Format = "srt",
 ) -> Response[bytes]:
-    document, spans, segments = await layout(documents, document_id, principal, index)
-    return _answer(stitched_parts(document, [spans[index]], segments), fmt, f"{document_id}-{index:03d}")
+    body = await _document_captions(documents, captions, document_id, principal, fmt, index)
+    return _answer(body, fmt, f"{document_id}-{index:03d}")
 
 
 CAPTION_ROUTES = (get_job_captions, get_document_captions, get_chapter_captions)

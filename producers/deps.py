@@ -23,6 +23,7 @@ from foundation.settings import OPENAI_VOICES
 from producers.api_keys import Principal
 from producers.audit_slots import AuditSlots
 from producers.auth import KeyBook
+from producers.caption_cache import CaptionCache
 from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Operations, Polling
@@ -56,6 +57,7 @@ class ApiDeps:
     policies: Policies = NO_LIMITS  # each tenant's limits, as /v1/usage shows them
     changes: JobChangeFeed = field(default_factory=Polling)
     audit_slots: AuditSlots = field(default_factory=AuditSlots)  # the audit's reads of the log, fair by tenant
+    captions: CaptionCache = field(default_factory=CaptionCache)  # completed jobs' and documents' captions, kept
     operations: Operations | None = None  # the admin routes' switches and purges (None: they answer 404)
     speech_timeout_s: float = 120.0
     openai_default_voice: str = ""

@@ -30,7 +30,7 @@ from producers.http_errors import responses
 from producers.openapi_docs import StitchedOperation
 from producers.ports import JobChangeFeed, JobLog
 from producers.queries import ProjectionReader
-from producers.rows import DocumentRow, StoredSegment
+from producers.rows import DocumentRow, PartRow, StoredSegment
 from producers.views import DocumentCancelView, TocChapterView, TocView
 
 CANCEL_VISIBLE_WITHIN_S: Final = 5.0  # then 202 with "visible": false; the cancellation still holds
@@ -41,6 +41,15 @@ async def layout(
 ) -> tuple[DocumentRow, list[ChapterSpan], dict[int, list[StoredSegment]]]:
     """The document, its chapters' places in the audio, and the completed parts' segments (by part index).
     409 when the parts asked for (one chapter's, or all) are not all completed."""
+    document, parts, wanted = await completed(documents, document_id, principal, chapter)
+    return (document, *await laid_out(documents, document_id, document, len(parts), wanted))
+
+
+async def completed(
+    documents: DocumentReader, document_id: uuid.UUID, principal: Principal, chapter: int | None = None
+) -> tuple[DocumentRow, list[PartRow | None], Sequence[int]]:
+    """The document (the principal's tenant's), its parts, and the indexes of those asked for (one chapter's,
+    or all), once they are all completed (else 409): what is checked before any segment is read."""
     document, parts = await document_and_parts(documents, document_id, principal)
     if chapter is not None and not 0 <= chapter < len(document.chapters):
         raise NotFoundException(f"document {document_id} has chapters 0 to {len(document.chapters) - 1}")
@@ -53,10 +62,17 @@ async def layout(
             f"{document_id} shows the progress)",
             status_code=409,
         )
-    ids = part_job_ids(document_id, len(parts))
+    return document, parts, wanted
+
+
+async def laid_out(
+    documents: DocumentReader, document_id: uuid.UUID, document: DocumentRow, part_count: int, wanted: Sequence[int]
+) -> tuple[list[ChapterSpan], dict[int, list[StoredSegment]]]:
+    """The chapters' places in the audio, and the ``wanted`` parts' segments (by part index)."""
+    ids = part_job_ids(document_id, part_count)
     by_job = await documents.segments([ids[i] for i in wanted])
-    segments = {i: by_job.get(ids[i], []) for i in range(len(parts)) if ids[i] in by_job}
-    return document, chapter_spans(document.chapters, document.breaks, segments), segments
+    segments = {i: by_job.get(ids[i], []) for i in range(part_count) if ids[i] in by_job}
+    return chapter_spans(document.chapters, document.breaks, segments), segments
 
 
 def stitched_parts(

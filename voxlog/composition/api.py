@@ -27,6 +27,7 @@ from producers.admission import Admission
 from producers.app import create_app
 from producers.audit_slots import AuditSlots
 from producers.auth import KeyBook
+from producers.caption_cache import CaptionCache
 from producers.census import WorkerCensus
 from producers.degradation import DegradedSettings
 from producers.deps import ApiDeps
@@ -139,6 +140,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
                 )
             ),
             audit_slots=AuditSlots(settings.audit_slots, settings.audit_slot_wait_s),
+            captions=CaptionCache(settings.caption_cache_mb * 2**20),
             lag=lag,
             speech_timeout_s=settings.speech_timeout_s,
             changes=changes,
