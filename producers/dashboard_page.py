@@ -8,6 +8,10 @@ redraws: a status per consumer group, its lag by partition as a heat strip, thro
 the cache ratio, the nodes (one silent past its heartbeat timeout shown as gone), each live worker's
 queue by tenant and priority (as its last heartbeat counted it) and the dead-letter count. Every figure
 carries a ``data-*`` attribute, so that a test reads what a person sees.
+
+An answer without figures (a 429 while the key is over its rate, a 503) is shown as the API gave it, with its
+status in ``data-answered``, and the figures drawn last stay; the next poll waits for its Retry-After. Only a
+request that got no answer says "cannot reach the API".
 """
 
 from __future__ import annotations
@@ -180,27 +184,62 @@ if (fragment.has("key")) {
 }
 const key = sessionStorage.getItem("voxlog-key");
 
-async function refresh() {
+// What the API said when its answer holds no figures: its own words (a 429's "over its rate ..."), or the
+// status alone when a proxy answered with a page of its own.
+async function detailOf(response) {
   try {
-    const headers = key ? { Authorization: `Bearer ${key}` } : {};
-    const response = await fetch("/v1/dashboard", { cache: "no-store", headers });
-    if (response.status === 401 || response.status === 403) {
-      const why = (await response.json()).detail;
-      text("error", `${why}: open /dashboard#key=<a key with the operator scope> (voxlog keys create)`);
-      document.body.dataset.refused = String(response.status);
+    const body = await response.json();
+    return body && body.detail ? body.detail : response.statusText;
+  } catch (err) {
+    return response.statusText;
+  }
+}
+
+// Seconds until the next poll: the 2 s cadence, or what Retry-After asks for when it asks for more (a key over
+// its rate, read every 2 s, would only stay refused), at most a minute so that the page does not look dead.
+function nextPollS(response) {
+  const asked = Number(response && response.headers.get("Retry-After"));
+  return Number.isFinite(asked) && asked > 2 ? Math.min(asked, 60) : 2;
+}
+
+async function refresh() {
+  let response = null;
+  try {
+    try {
+      const headers = key ? { Authorization: `Bearer ${key}` } : {};
+      response = await fetch("/v1/dashboard", { cache: "no-store", headers });
+    } catch (err) {
+      // fetch rejects only when no answer came (the network, the API down): the one case that is "cannot reach".
+      text("error", `cannot reach the API: ${err}`);
+      return;
+    }
+    if (!response.ok) {
+      // An answer without figures (under load, a key over its rate: 429): what the page drew last stays, and
+      // the page says what the API answered rather than reading the error's body as figures.
+      const why = await detailOf(response);
+      document.body.dataset.answered = String(response.status);
+      if (response.status === 401 || response.status === 403) {
+        text("error", `${why}: open /dashboard#key=<a key with the operator scope> (voxlog keys create)`);
+        document.body.dataset.refused = String(response.status);
+      } else {
+        text("error", `the API answered ${response.status}: ${why}`);
+      }
       return;
     }
     const body = await response.json();
+    delete document.body.dataset.answered;
     text("at", new Date(body.lag.at).toLocaleTimeString());
     drawLag(body.lag);
     drawActivity(body.activity);
     document.body.dataset.ready = "true";
   } catch (err) {
-    text("error", `cannot reach the API: ${err}`);
+    // The API answered 200 but the page could not draw it: a fault of the page, not of the network.
+    text("error", `cannot show the API's answer: ${err}`);
+  } finally {
+    setTimeout(refresh, 1000 * nextPollS(response));
   }
 }
 refresh();
-setInterval(refresh, 2000);
 </script>
 </body>
 </html>

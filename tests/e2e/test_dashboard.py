@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 
 from infra.processes import wait_gone
-from tests.support.apps import AppStack, start_pipeline, wait_for_job
-from tests.support.browser import chromium, figures
+from tests.support.apps import AppStack, bearer, create_key, start_pipeline, wait_for_job
+from tests.support.browser import Figures, chromium, figures
 from tests.support.cli import lag_once
 
 BENCH = {
@@ -76,6 +76,48 @@ async def test_the_dashboard_shows_live_figures_and_the_same_lag_as_voxlog_lag(a
     picture = await asyncio.to_thread(screenshot.read_bytes)
     assert picture[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(picture) > 10_000, "a page, not a blank"
+
+
+async def test_regression_under_a_backlog_of_1000_jobs_the_page_shows_the_api_s_answer_and_the_backlog(apps):
+    """Under a 1,000-request load the page printed "cannot reach the API: TypeError: Cannot read properties of
+    undefined (reading 'at')" while the API answered: the operator's key was over its rate, and the page read
+    the 429's body ({"detail": ...}) as figures (body.lag.at). Here the load is a batch of 1,000 jobs, which
+    leaves the key's bucket in debt (a token a job), on a worker that takes a job every 5 s: the page with
+    that key says what the API answered, and with another operator key it shows the backlog."""
+    held = {"VOXLOG_BENCH_SYNTH_MS": "5000", "VOXLOG_AUTH": "on", "VOXLOG_MAX_BACKLOG_S": "0"}
+    app, voices = await start_pipeline(apps, **{**BENCH, **held})
+    group = app.synth_group(await app.engine())
+    loader = await create_key(app, "load", "submit,read,operator")
+    watcher = await create_key(app, "ops", "operator")
+    jobs = 1000
+    async with httpx.AsyncClient(base_url=app.api, timeout=60, headers=bearer(loader)) as client:
+        batch = {"requests": [{"text": f"Backlog job {i}.", "voice": voices[0]} for i in range(jobs)]}
+        taken = await client.post("/v1/batches", json=batch)
+        assert taken.status_code == 202, taken.text
+        over = await client.get("/v1/dashboard")
+        assert over.status_code == 429, "the batch left the key in debt: its reads are refused a while"
+
+    refused = await figures(f"{app.api}/dashboard#key={loader}")
+    error = refused.texts.get("error", "")
+    assert "TypeError" not in error, error
+    assert "cannot reach" not in error, error
+    assert refused.answered == "429"
+    assert "over its rate" in error, "the API's own words"
+
+    seen: list[Figures] = []
+
+    async def backlog_shown() -> bool:
+        seen.append(shown := await figures(f"{app.api}/dashboard#key={watcher}"))
+        lag = shown.groups.get(group)
+        waiting = {(q["data-tenant"], q["data-priority"]): int(q["data-jobs"]) for q in shown.queues}
+        # A job's record stays uncommitted until it is done, so what is not done yet is behind.
+        behind = lag is not None and int(lag["data-records"]) + int(shown.texts.get("completed", "0")) >= jobs
+        return shown.ready and behind and waiting.get(("load", "batch"), 0) > 0
+
+    await until("the backlog shown", backlog_shown)
+    shown = seen[-1]
+    assert shown.workers == ["w0"]
+    assert (shown.answered, shown.texts.get("error")) == ("", None), "nothing but figures"
 
 
 async def test_regression_a_killed_worker_is_shown_gone_counted_no_longer_and_then_dropped(apps):

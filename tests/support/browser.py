@@ -17,6 +17,7 @@ class Figures(HTMLParser):
         super().__init__()
         self.ready = False
         self.refused = ""  # the status the page was refused its figures with (401, 403), if it was
+        self.answered = ""  # the status of the API's last answer that held no figures (429, 503...), if any
         self.groups: dict[str, dict[str, str]] = {}
         self.workers: list[str] = []
         self.queues: list[dict[str, str]] = []  # a row per live worker, tenant and priority with jobs waiting
@@ -28,6 +29,7 @@ class Figures(HTMLParser):
         if tag == "body":
             self.ready = found.get("data-ready") == "true"
             self.refused = found.get("data-refused", "")
+            self.answered = found.get("data-answered", "")
         if tag == "tr" and "data-group" in found:
             self.groups[found["data-group"]] = found
         if tag == "tr" and "data-worker" in found:
