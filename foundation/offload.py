@@ -18,6 +18,9 @@ requests takes seconds of CPU; on the API's event loop every other request waits
   (``preload``), so a call costs a fork, a few milliseconds, and the pickling of its arguments and result,
   which happens in this offload's threads, never on the loop.
 
+A call may ask for fewer CPU seconds than the offload's budget (``cpu_s``: a small document's parse gets a small
+budget, so that a small upload that unpacks to megabytes of markup is stopped early), never more.
+
 At most ``processes`` calls run at once; more wait their turn. :meth:`Offload.close` kills what still
 runs and refuses new calls; the composition root owns it. The fork server exits with the process that
 started it.
@@ -160,14 +163,17 @@ class Offload:
         """Start the fork server now (it imports the preloaded modules), not on the first call. Blocking."""
         forkserver.ensure_running()
 
-    async def run(self, work: Callable[..., T], *args: Any) -> T:
+    async def run(self, work: Callable[..., T], *args: Any, cpu_s: int | None = None) -> T:
         """``work(*args)`` in a process of its own: its result, or what it raised; :class:`OverBudget` past
-        a budget. A cancelled call kills its process."""
+        a budget (``cpu_s``: this call's CPU seconds, at most the offload's). A cancelled call kills its process."""
         if self._closed:
             raise OffloadClosed("the offload is closed")
+        budget = (
+            self._budget if cpu_s is None else Budget(max(1, min(cpu_s, self._budget.cpu_s)), self._budget.memory_bytes)
+        )
         async with self._slots:
             call = _Call()
-            running = asyncio.get_running_loop().run_in_executor(self._threads, self._call, work, args, call)
+            running = asyncio.get_running_loop().run_in_executor(self._threads, self._call, work, args, call, budget)
             try:
                 return await running
             except asyncio.CancelledError:
@@ -182,9 +188,9 @@ class Offload:
                 process.kill()
         await asyncio.to_thread(self._threads.shutdown, wait=True)
 
-    def _call(self, work: Callable[..., T], args: tuple[Any, ...], call: _Call) -> T:
+    def _call(self, work: Callable[..., T], args: tuple[Any, ...], call: _Call, budget: Budget) -> T:
         receive, send = self._context.Pipe(duplex=False)
-        process = _Process(target=_serve, args=(send, self._budget, work, args), daemon=True)
+        process = _Process(target=_serve, args=(send, budget, work, args), daemon=True)
         with self._lock:
             if self._closed:
                 raise OffloadClosed("the offload is closed")
@@ -195,7 +201,7 @@ class Offload:
         outcome: tuple[str, Any] | None = None
         timed_out = False
         try:
-            if receive.poll(self._budget.wall_s):
+            if receive.poll(budget.wall_s):
                 try:
                     outcome = receive.recv()
                 except EOFError:  # it died without a word: killed, or a crash
@@ -208,10 +214,9 @@ class Offload:
             process.join()
             with self._lock:
                 self._live.discard(process)
-        return self._answer(outcome, process, timed_out=timed_out)
+        return self._answer(outcome, process, budget, timed_out=timed_out)
 
-    def _answer(self, outcome: tuple[str, Any] | None, process: BaseProcess, *, timed_out: bool) -> Any:
-        budget = self._budget
+    def _answer(self, outcome: tuple[str, Any] | None, process: BaseProcess, budget: Budget, *, timed_out: bool) -> Any:
         if timed_out:
             raise OverBudget("time", f"{budget.wall_s:.0f} seconds")
         if outcome is None:

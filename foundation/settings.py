@@ -511,6 +511,31 @@ class ApiSettings(
     offload_processes: int = Field(
         2, ge=1, description="Processes doing that work at once; more requests wait their turn."
     )
+    parse_per_tenant: int = Field(
+        1,
+        ge=1,
+        description="Documents of one tenant read (parsed and split) at once: the offload's processes serve every"
+        " tenant, so one tenant's uploads hold at most this many of them.",
+    )
+    parse_slot_wait_s: float = Field(
+        10.0,
+        gt=0,
+        description="How long an upload waits for one of its tenant's documents being read to end, before it is"
+        " answered 429 with Retry-After.",
+    )
+    parse_cpu_s_base: int = Field(
+        1,
+        ge=0,
+        description="CPU seconds reading any document may take; with VOXLOG_PARSE_CPU_S_PER_MIB for each MiB uploaded"
+        " (at most VOXLOG_OFFLOAD_CPU_S), a small upload whose markup explodes is stopped early (then 413; 0: every"
+        " document gets VOXLOG_OFFLOAD_CPU_S).",
+    )
+    parse_cpu_s_per_mib: float = Field(
+        5.0,
+        ge=0,
+        description="CPU seconds reading a document may take for each MiB uploaded, on top of VOXLOG_PARSE_CPU_S_BASE"
+        " (a 2 MiB Markdown book takes about 0.3).",
+    )
     document_gate: str = Field(
         "",
         description="Tests only: a Unix socket that parsing a document connects to, then waits on until it is sent"

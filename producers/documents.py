@@ -128,7 +128,7 @@ async def submit_document(
     """202 with the document's chapters and parts; 200 with the same when the Idempotency-Key named it before.
     The document is parsed off the event loop (:mod:`producers.document_parsing`)."""
     key, sent = submission_key(idempotency_key, principal, request)
-    parsed = await document_parser.parse(await _received(request))
+    parsed = await document_parser.parse(await _received(request), principal.tenant)
     document, markup, options = parsed.document, parsed.markup, parsed.options
     if options.format.strip().lower() not in STREAMED_FORMATS:
         raise Rejected(

@@ -19,9 +19,10 @@ T = TypeVar("T")
 
 class OffLoop(Protocol):
     """Where work too heavy for the event loop runs: in a process of its own under budgets
-    (:class:`foundation.offload.Offload`), raising ``foundation.offload.OverBudget`` past one."""
+    (:class:`foundation.offload.Offload`), raising ``foundation.offload.OverBudget`` past one; ``cpu_s``: this
+    call's CPU seconds, fewer than the offload's own (``None``: its own)."""
 
-    async def run(self, work: Callable[..., T], *args: Any) -> T: ...
+    async def run(self, work: Callable[..., T], *args: Any, cpu_s: int | None = None) -> T: ...
 
 
 class JobLog(Protocol):

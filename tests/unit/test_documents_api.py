@@ -251,7 +251,7 @@ class OverBudgetOffload:
     def __init__(self, budget: str, limit: str) -> None:
         self.error = OverBudget(budget, limit)  # type: ignore[arg-type]
 
-    async def run(self, work, *args):
+    async def run(self, work, *args, cpu_s=None):
         raise self.error
 
 

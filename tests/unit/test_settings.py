@@ -68,7 +68,7 @@ def test_the_documents_limits_and_the_offload_budget_come_from_the_api_settings(
     settings = ApiSettings()
     assert document_budget(settings) == DocumentBudget(
         max_bytes=1000, max_chars=300, part_chars=150, max_parts=7, max_chapters=3, max_unpacked_bytes=5000,
-        gate="/tmp/g",
+        cpu_s_base=1, cpu_s_per_mib=5.0, gate="/tmp/g",
     )  # fmt: skip
     assert offload_budget(settings) == Budget(cpu_s=4, memory_bytes=128 * 2**20)
     monkeypatch.setenv("VOXLOG_MAX_DOCUMENT_BYTES", str(65 * 2**20))

@@ -35,6 +35,7 @@ from producers.document_parsing import DocumentParser
 from producers.document_queries import DocumentReader
 from producers.lexicon import Lexicon
 from producers.limits_ledger import PgLedger
+from producers.parse_slots import TenantParseSlots
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
 from producers.queries import ProjectionReader
@@ -150,7 +151,11 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             keys=keys,
             limiter=RateLimiter(ledger, policies) if keys is not None else None,
             policies=policies,
-            document_parser=DocumentParser(offload, document_budget(settings)),
+            document_parser=DocumentParser(
+                offload,
+                document_budget(settings),
+                TenantParseSlots(settings.parse_per_tenant, settings.parse_slot_wait_s),
+            ),
             operations=ApiOperations(pool, publisher, document_log, producer),
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.

@@ -68,6 +68,8 @@ def document_budget(settings: ApiSettings) -> DocumentBudget:
         max_parts=settings.max_document_parts,
         max_chapters=settings.max_document_chapters,
         max_unpacked_bytes=settings.max_epub_unpacked_bytes,
+        cpu_s_base=settings.parse_cpu_s_base,
+        cpu_s_per_mib=settings.parse_cpu_s_per_mib,
         gate=settings.document_gate,
     )
 
