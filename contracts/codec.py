@@ -31,6 +31,8 @@ from contracts.events import (
     NodeEvent,
     NodeHeartbeat,
     ServiceModeSet,
+    WebhookEndpointRemoved,
+    WebhookEndpointSet,
     derive_event_id,
 )
 from contracts.trace_context import (
@@ -72,6 +74,8 @@ def record_key(event: AnyEvent) -> bytes:
         return f"key/{event.payload.key_id}".encode()
     if isinstance(event, LexiconEntrySet | LexiconEntryRemoved):  # compaction keeps each word's last word
         return f"lexicon/{event.payload.word}".encode()
+    if isinstance(event, WebhookEndpointSet | WebhookEndpointRemoved):  # an endpoint's last word: its removal
+        return f"webhook/{event.payload.endpoint_id}".encode()
     return event.fingerprint.encode()
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Final, Literal, TypeVar
+from typing import Annotated, Final, Literal, TypeVar, get_args
 
 from pydantic import AwareDatetime, BaseModel, Field, TypeAdapter, field_validator
 
@@ -475,6 +475,56 @@ class LexiconEntryRemoved(_Frozen):
     payload: LexiconEntryRemovedPayload
 
 
+WebhookEventType = Literal["job.completed", "job.failed", "job.cancelled", "document.completed", "document.failed"]
+"""The outcomes a webhook endpoint may ask to be told of."""
+WEBHOOK_EVENT_TYPES: Final[tuple[WebhookEventType, ...]] = get_args(WebhookEventType)
+
+
+class WebhookEndpointSetPayload(_Frozen):
+    """A tenant's webhook endpoint as registered, or as changed (its secret rotated): where deliveries go and
+    which outcomes it wants. The signing secret is never recorded: the API and the delivery process derive it
+    from the server's ``VOXLOG_WEBHOOK_SIGNING_KEY``, the endpoint and ``secret_generation``; after a rotation
+    the previous generation's secret signs too until ``previous_secret_until``, so receivers can switch."""
+
+    endpoint_id: uuid.UUID
+    tenant: Tenant
+    url: Annotated[str, Field(min_length=1, max_length=2000)]
+    event_types: Annotated[tuple[WebhookEventType, ...], Field(min_length=1, max_length=len(WEBHOOK_EVENT_TYPES))]
+    description: Annotated[str, Field(max_length=200)] = ""
+    secret_generation: Annotated[int, Field(ge=1)] = 1
+    previous_secret_until: AwareDatetime | None = None
+    created_at: AwareDatetime
+
+
+class WebhookEndpointSet(_Frozen):
+    """On the compacted nodes topic, key = ``webhook/<endpoint_id>``: an endpoint registered or changed."""
+
+    type: Literal["WebhookEndpointSet"] = "WebhookEndpointSet"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: WebhookEndpointSetPayload
+
+
+class WebhookEndpointRemovedPayload(_Frozen):
+    endpoint_id: uuid.UUID
+    tenant: Tenant
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class WebhookEndpointRemoved(_Frozen):
+    """Same key as the endpoint (``webhook/<endpoint_id>``), so compaction keeps the removal: an endpoint
+    removed stays removed, and nothing is delivered to it again."""
+
+    type: Literal["WebhookEndpointRemoved"] = "WebhookEndpointRemoved"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: WebhookEndpointRemovedPayload
+
+
 Markup = Literal["markdown", "plain", "epub"]
 PartBreak = Literal["s", "p", "b", "c"]
 
@@ -539,7 +589,9 @@ NodeEvent = Annotated[
     | ApiKeyIssued
     | ApiKeyRevoked
     | LexiconEntrySet
-    | LexiconEntryRemoved,
+    | LexiconEntryRemoved
+    | WebhookEndpointSet
+    | WebhookEndpointRemoved,
     Field(discriminator="type"),
 ]
 
@@ -569,6 +621,8 @@ NODE_EVENT_CLASSES: Final = (
     ApiKeyRevoked,
     LexiconEntrySet,
     LexiconEntryRemoved,
+    WebhookEndpointSet,
+    WebhookEndpointRemoved,
 )
 
 
@@ -610,6 +664,8 @@ NodeEventT = TypeVar(
     ApiKeyRevoked,
     LexiconEntrySet,
     LexiconEntryRemoved,
+    WebhookEndpointSet,
+    WebhookEndpointRemoved,
 )
 
 

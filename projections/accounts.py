@@ -6,6 +6,10 @@ copy of it, a producer's retry, changes nothing), ``ApiKeyRevoked`` revokes it
 old key may be known only by its revocation: it is then a revoked row with no
 secret, which nothing can authenticate with.
 
+A webhook endpoint's row follows its records by their clock: a ``WebhookEndpointSet`` replaces an older one
+(a rotation), a second copy of the one it holds changes nothing, and a ``WebhookEndpointRemoved`` removes it
+for good (a later set of a removed endpoint changes nothing: its id is never reused).
+
 Usage is counted by the day (UTC) a job was submitted, for its tenant: a
 submission adds a request and its characters; its completion adds a synthesis
 and its audio, or, for a cache hit or a coalesced duplicate, reused audio. A
@@ -16,10 +20,11 @@ totals.
 
 from __future__ import annotations
 
+import uuid
 from datetime import date
 
-from contracts import ApiKeyIssued, ApiKeyRevoked, JobCompleted, JobQueued
-from projections.rows import ApiKeyRow, JobRow, UsageRow
+from contracts import ApiKeyIssued, ApiKeyRevoked, JobCompleted, JobQueued, WebhookEndpointRemoved, WebhookEndpointSet
+from projections.rows import ApiKeyRow, JobRow, UsageRow, WebhookEndpointRow
 
 
 def key_issued(keys: dict[str, ApiKeyRow], event: ApiKeyIssued) -> None:
@@ -49,6 +54,44 @@ def key_event(keys: dict[str, ApiKeyRow], event: ApiKeyIssued | ApiKeyRevoked) -
         key_issued(keys, event)
     else:
         key_revoked(keys, event)
+
+
+def webhook_event(
+    endpoints: dict[uuid.UUID, WebhookEndpointRow], event: WebhookEndpointSet | WebhookEndpointRemoved
+) -> None:
+    known = endpoints.get(event.payload.endpoint_id)
+    if known is not None and (known.removed_at is not None or known.last_event_id == event.event_id):
+        return
+    if isinstance(event, WebhookEndpointRemoved):
+        r = event.payload
+        if known is None:  # its registration was compacted away: a removed row, which delivers nothing
+            endpoints[r.endpoint_id] = WebhookEndpointRow(
+                r.endpoint_id, r.tenant, "", [], "", 0, None, event.occurred_at, event.occurred_at,
+                event.occurred_at, r.reason, event.event_id,
+            )  # fmt: skip
+        else:
+            known.removed_at, known.removed_reason = event.occurred_at, r.reason
+            known.updated_at, known.last_event_id = event.occurred_at, event.event_id
+        return
+    if known is not None and known.updated_at > event.occurred_at:
+        return  # an older record of it
+    e = event.payload
+    endpoints[e.endpoint_id] = WebhookEndpointRow(
+        e.endpoint_id, e.tenant, e.url, list(e.event_types), e.description, e.secret_generation,
+        e.previous_secret_until, e.created_at, event.occurred_at, None, None, event.event_id,
+    )  # fmt: skip
+
+
+def account_event(
+    keys: dict[str, ApiKeyRow],
+    endpoints: dict[uuid.UUID, WebhookEndpointRow],
+    event: ApiKeyIssued | ApiKeyRevoked | WebhookEndpointSet | WebhookEndpointRemoved,
+) -> None:
+    """A tenant's key or webhook endpoint changed."""
+    if isinstance(event, ApiKeyIssued | ApiKeyRevoked):
+        key_event(keys, event)
+    else:
+        webhook_event(endpoints, event)
 
 
 def _day(usage: dict[tuple[str, date], UsageRow], tenant: str, day: date) -> UsageRow:

@@ -42,6 +42,8 @@ from contracts import (
     NodeHeartbeat,
     SegmentProduced,
     ServiceModeSet,
+    WebhookEndpointRemoved,
+    WebhookEndpointSet,
 )
 from contracts.audio_estimate import expected_audio_ms
 from contracts.job_state import Fenced, transition
@@ -60,6 +62,7 @@ from projections.rows import (
     NodeRow,
     SegmentRow,
     UsageRow,
+    WebhookEndpointRow,
     document_row,
     event_row,
 )
@@ -89,6 +92,8 @@ _NODE_ROWS: Final[dict[type, Callable[[Any], Lookup]]] = {
     ApiKeyRevoked: lambda e: ("api_keys", e.payload.key_id),
     LexiconEntrySet: lambda e: ("lexicon", e.payload.word),
     LexiconEntryRemoved: lambda e: ("lexicon", e.payload.word),
+    WebhookEndpointSet: lambda e: ("webhook_endpoints", e.payload.endpoint_id),
+    WebhookEndpointRemoved: lambda e: ("webhook_endpoints", e.payload.endpoint_id),
 }
 _READ_SEGMENTS: Final = frozenset({JobClaimed, SegmentProduced, JobCompleted, JobReleased})  # drop, replace, sum
 _READ_CACHE: Final = frozenset({JobCompleted, CacheEvicted})
@@ -130,6 +135,7 @@ _HOLD: Final[dict[type, Callable[[Any, Any], None]]] = {
     ApiKeyRow: lambda p, r: p.api_keys.__setitem__(r.key_id, r),
     UsageRow: lambda p, r: p.usage.__setitem__((r.tenant, r.day), r),
     LexiconRow: lambda p, r: p.lexicon.__setitem__(r.word, r),
+    WebhookEndpointRow: lambda p, r: p.webhooks.__setitem__(r.endpoint_id, r),
 }
 """How a :class:`Projection` holds a row of each table, by the row's class."""
 
@@ -150,6 +156,7 @@ class Projection:
         self.api_keys: dict[str, ApiKeyRow] = {}
         self.usage: dict[tuple[str, date], UsageRow] = {}  # only what this fold counted (Table.counters)
         self.lexicon: dict[str, LexiconRow] = {}
+        self.webhooks: dict[uuid.UUID, WebhookEndpointRow] = {}
         self.offsets: dict[tuple[str, int], int] = {}
 
     def segments_of(self, job_id: uuid.UUID) -> Iterator[SegmentRow]:
@@ -172,6 +179,7 @@ class Projection:
             "api_keys": self.api_keys.values,
             "usage_daily": self.usage.values,
             "lexicon": self.lexicon.values,
+            "webhook_endpoints": self.webhooks.values,
         }
         return tables[table]()
 
@@ -323,8 +331,8 @@ class Projection:
                         b.chars_per_s, b.busy_s, event.event_id, to_json(b.claims).decode(), to_json(b.queue).decode(),
                         to_json(b.queue_counts).decode(),
                     )  # fmt: skip
-            case ApiKeyIssued() | ApiKeyRevoked():
-                accounts.key_event(self.api_keys, event)
+            case ApiKeyIssued() | ApiKeyRevoked() | WebhookEndpointSet() | WebhookEndpointRemoved():
+                accounts.account_event(self.api_keys, self.webhooks, event)
             case LexiconEntrySet() | LexiconEntryRemoved():
                 self._lexicon(event)
             case NodeAnnounced():

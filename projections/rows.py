@@ -196,6 +196,24 @@ class LexiconRow:
 
 
 @dataclass
+class WebhookEndpointRow:
+    """A tenant's webhook endpoint, as its latest record says; ``removed_at`` is set once it was removed."""
+
+    endpoint_id: uuid.UUID
+    tenant: str
+    url: str
+    event_types: list[str]
+    description: str
+    secret_generation: int
+    previous_secret_until: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    removed_at: datetime | None
+    removed_reason: str | None
+    last_event_id: uuid.UUID
+
+
+@dataclass
 class UsageRow:
     """A tenant's use of voxlog on one day (UTC), counted by the day its jobs were submitted."""
 
@@ -325,6 +343,7 @@ TABLES: Final = (
     Table("documents", DocumentRow, ("document_id",), json_columns=("chapters", "request")),
     Table("api_keys", ApiKeyRow, ("key_id",)),
     Table("lexicon", LexiconRow, ("word",)),
+    Table("webhook_endpoints", WebhookEndpointRow, ("endpoint_id",)),
     Table("usage_daily", UsageRow, ("tenant", "day"), bigint_columns=_USAGE_COUNTS, counters=True),
 )
 """Every table the projection makes from the log (``projection_offsets`` aside: where it stands in the log)."""

@@ -35,6 +35,7 @@ TABLES = {
     "rate_buckets",
     "admissions",
     "lexicon",
+    "webhook_endpoints",
     "schema_migrations",
 }
 

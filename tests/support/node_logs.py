@@ -19,11 +19,14 @@ records of both.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from hypothesis import strategies as st
 
 from contracts import (
+    WEBHOOK_EVENT_TYPES,
     ApiKeyIssued,
     ApiKeyIssuedPayload,
     ApiKeyRevoked,
@@ -43,6 +46,10 @@ from contracts import (
     NodeHeartbeatPayload,
     ServiceModeSet,
     ServiceModeSetPayload,
+    WebhookEndpointRemoved,
+    WebhookEndpointRemovedPayload,
+    WebhookEndpointSet,
+    WebhookEndpointSetPayload,
 )
 from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 from tests.support.events import PRODUCER, T0, request
@@ -170,6 +177,30 @@ def _word_removed(draw: st.DrawFn, common: dict) -> LexiconEntryRemoved:
     return LexiconEntryRemoved(payload=payload, **common)
 
 
+_ENDPOINTS = st.sampled_from([uuid.UUID(int=7), uuid.UUID(int=8)])
+
+
+def _endpoint_set(draw: st.DrawFn, common: dict) -> WebhookEndpointSet:
+    payload = WebhookEndpointSetPayload(
+        endpoint_id=draw(_ENDPOINTS),
+        tenant=draw(st.sampled_from(["acme", "default"])),
+        url=draw(st.sampled_from(["https://hooks.example.com/a", "https://example.org/x?q=" + _TRICKY])),
+        event_types=tuple(draw(st.lists(st.sampled_from(WEBHOOK_EVENT_TYPES), unique=True, min_size=1))),
+        description=draw(st.sampled_from(["", _TRICKY])),
+        secret_generation=draw(st.integers(1, 3)),
+        previous_secret_until=draw(st.none() | st.just(T0 + timedelta(days=1))),
+        created_at=T0,
+    )
+    return WebhookEndpointSet(payload=payload, **common)
+
+
+def _endpoint_removed(draw: st.DrawFn, common: dict) -> WebhookEndpointRemoved:
+    payload = WebhookEndpointRemovedPayload(
+        endpoint_id=draw(_ENDPOINTS), tenant="acme", reason=draw(st.sampled_from(["", _TRICKY]))
+    )
+    return WebhookEndpointRemoved(payload=payload, **common)
+
+
 _KINDS = {
     "announced": _announced,
     "heartbeat": _heartbeat,
@@ -179,6 +210,8 @@ _KINDS = {
     "revoked": _revoked,
     "word_set": _word_set,
     "word_removed": _word_removed,
+    "endpoint_set": _endpoint_set,
+    "endpoint_removed": _endpoint_removed,
 }
 
 
@@ -189,26 +222,24 @@ def _node_event(draw: st.DrawFn) -> NodeEvent:
     return event
 
 
+_SIBLING_CHANGES: dict[type, Callable[[Any], dict[str, object]]] = {
+    NodeAnnounced: lambda p: {"device": "cuda:1"},
+    NodeHeartbeat: lambda p: {"segments_done": p.segments_done + 1},
+    ServiceModeSet: lambda p: {"enabled": not p.enabled},
+    DocumentSubmitted: lambda p: {"title": "Submitted again"},
+    ApiKeyIssued: lambda p: {"name": "issued again"},
+    ApiKeyRevoked: lambda p: {"reason": "revoked again"},
+    LexiconEntrySet: lambda p: {"phonemes": "tˈOmAtO"},
+    LexiconEntryRemoved: lambda p: {"reason": "removed again"},
+    WebhookEndpointSet: lambda p: {"secret_generation": p.secret_generation + 1},
+    WebhookEndpointRemoved: lambda p: {"reason": "removed again"},
+}
+
+
 def _sibling(event: NodeEvent, event_id: uuid.UUID) -> NodeEvent:
     """Another record of the same row at the same clock (a restarted worker's, a second switch, a retried
     submission): an id and a content of its own."""
-    match event:
-        case NodeAnnounced():
-            change: dict[str, object] = {"device": "cuda:1"}
-        case NodeHeartbeat():
-            change = {"segments_done": event.payload.segments_done + 1}
-        case ServiceModeSet():
-            change = {"enabled": not event.payload.enabled}
-        case DocumentSubmitted():
-            change = {"title": "Submitted again"}
-        case ApiKeyIssued():
-            change = {"name": "issued again"}
-        case ApiKeyRevoked():
-            change = {"reason": "revoked again"}
-        case LexiconEntrySet():
-            change = {"phonemes": "tˈOmAtO"}
-        case LexiconEntryRemoved():
-            change = {"reason": "removed again"}
+    change = _SIBLING_CHANGES[type(event)](event.payload)
     return event.model_copy(update={"event_id": event_id, "payload": event.payload.model_copy(update=change)})
 
 

@@ -14,6 +14,10 @@ from contracts import (
     DocumentSubmittedPayload,
     LexiconEntrySet,
     LexiconEntrySetPayload,
+    WebhookEndpointRemoved,
+    WebhookEndpointRemovedPayload,
+    WebhookEndpointSet,
+    WebhookEndpointSetPayload,
     decode_node_event,
     encode_event,
 )
@@ -123,6 +127,14 @@ def test_what_a_batch_reads_names_each_table_by_its_lookup_columns():
     )
     events = [*one_of_each(), node_announced(), heartbeat(), mode_set(True), document(uuid.uuid4(), "T"), key_issued()]
     events.append(word)
+    endpoint = WebhookEndpointSetPayload(
+        endpoint_id=uuid.uuid4(),
+        tenant="acme",
+        url="https://hooks.example.com/",
+        event_types=("job.completed",),
+        created_at=T0,
+    )
+    events.append(WebhookEndpointSet(event_id=uuid.uuid4(), occurred_at=T0, producer=PRODUCER, payload=endpoint))
     read = [lookup for event in events for lookup in builds_on(event)]
     assert {table for table, _ in read} == {table.name for table in TABLES if not table.counters}
     assert all(lookups[table] == 1 or len(value) == lookups[table] for table, value in read)  # type: ignore[arg-type]
@@ -156,3 +168,34 @@ def test_an_array_literal_quotes_every_element():
         '{"a\\"b","c,d","","{x}","back\\\\slash","NULL"}'
     )
     assert array_literal([]) == "{}"
+
+
+def endpoint_event(kind: str, at_s: int, generation: int = 1) -> WebhookEndpointSet | WebhookEndpointRemoved:
+    common = {"event_id": uuid.uuid4(), "occurred_at": T0 + timedelta(seconds=at_s), "producer": PRODUCER}
+    endpoint = uuid.UUID(int=77)
+    if kind == "removed":
+        return WebhookEndpointRemoved(
+            payload=WebhookEndpointRemovedPayload(endpoint_id=endpoint, tenant="acme"), **common
+        )
+    payload = WebhookEndpointSetPayload(
+        endpoint_id=endpoint, tenant="acme", url="https://hooks.example.com/", event_types=("job.completed",),
+        secret_generation=generation, created_at=T0,
+    )  # fmt: skip
+    return WebhookEndpointSet(payload=payload, **common)
+
+
+def test_a_webhook_endpoint_follows_its_newest_record_and_a_removal_is_for_good():
+    projection = Projection(timedelta(minutes=1))
+    rotated = endpoint_event("set", 10, generation=2)
+    for n, event in enumerate([endpoint_event("set", 0), rotated, endpoint_event("set", 5, generation=9)]):
+        projection.apply_node(event, RecordPosition("nodes", 0, n))
+    row = projection.webhooks[uuid.UUID(int=77)]
+    assert (row.secret_generation, row.last_event_id) == (2, rotated.event_id), "an older record never wins"
+    projection.apply_node(endpoint_event("removed", 20), RecordPosition("nodes", 0, 3))
+    projection.apply_node(endpoint_event("set", 30, generation=3), RecordPosition("nodes", 0, 4))
+    row = projection.webhooks[uuid.UUID(int=77)]
+    assert row.removed_at == T0 + timedelta(seconds=20)
+    assert row.secret_generation == 2, "a removed endpoint stays removed"
+    forgotten = Projection(timedelta(minutes=1))  # compaction kept only the removal
+    forgotten.apply_node(endpoint_event("removed", 20), RecordPosition("nodes", 0, 0))
+    assert forgotten.webhooks[uuid.UUID(int=77)].url == ""

@@ -8,36 +8,28 @@ by spaces while a secret is being rotated), over ``{id}.{timestamp}.{body}`` wit
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import time
 from collections.abc import Mapping
 from typing import Final
 
+from contracts.webhook_signatures import signature
 from voxlog.errors import VoxlogError
 
 TOLERANCE_S: Final = 300
 """How far a delivery's timestamp may be from the receiver's clock (a replayed old delivery is refused)."""
-_PREFIX: Final = "whsec_"
 
 
 class WebhookVerificationError(VoxlogError):
     """The delivery's signature does not verify: not from voxlog, altered, or too old or new."""
 
 
-def _key(secret: str) -> bytes:
+def sign_webhook(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value of one delivery (one secret's)."""
     try:
-        return base64.b64decode(secret.removeprefix(_PREFIX), validate=True)
+        return signature(secret, webhook_id, timestamp, body)
     except ValueError as exc:
         raise WebhookVerificationError(f"the secret is not `whsec_` and base64: {exc}") from exc
-
-
-def sign_webhook(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
-    """The ``webhook-signature`` value of one delivery."""
-    signed = f"{webhook_id}.{timestamp}.".encode() + body
-    digest = hmac.new(_key(secret), signed, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
 
 
 def verify_webhook(
