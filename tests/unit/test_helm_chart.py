@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import yaml
@@ -206,6 +206,72 @@ def test_readiness_probes_ask_each_process_s_own_readyz(chart: Tools):
         assert {"name": "VOXLOG_METRICS_PORT", "value": "9100"} in container["env"]
     budgets = of_kind(render(chart), "PodDisruptionBudget")
     assert set(budgets) == {"api", "projector", "sweeper", "worker"}
+
+
+EVERYONE: Final = "everyone"
+
+
+def admitted(policies: dict[str, dict[str, Any]], labels: dict[str, str], port: int) -> list[Any] | None:
+    """Who the NetworkPolicies let reach ``port`` of a pod labelled ``labels``: the peers of every rule that
+    opens the port (EVERYONE for a rule without ``from``), or None when no policy selects the pod (then
+    anyone may). The API server's semantics: the policies selecting a pod add up."""
+    selecting = [p for p in policies.values() if p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()]
+    if not selecting:
+        return None
+    peers: list[Any] = []
+    for policy in selecting:
+        assert policy["spec"]["policyTypes"] == ["Ingress"], "egress is left as it is"
+        for rule in policy["spec"].get("ingress", []):
+            assert rule.get("ports"), "a rule without ports opens every port"
+            if any(p["port"] == port and p["protocol"] == "TCP" for p in rule["ports"]):
+                peers += rule.get("from", [EVERYONE])
+    return peers
+
+
+def test_regression_the_keyless_metrics_port_is_bound_to_the_pod_ip_and_reachable_only_from_prometheus(
+    chart: Tools,
+):
+    """The chart bound every process's metrics port, which answers without a key and whose series carry tenant
+    labels, on all interfaces (VOXLOG_METRICS_HOST=0.0.0.0) with no NetworkPolicy: any pod of the cluster
+    could read it. Now it is bound to the pod's IP (the downward API's status.podIP) and only the peers of
+    networkPolicy.metricsFrom (by default, Prometheus's pods in the namespace monitoring) reach it."""
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    prometheus = defaults["networkPolicy"]["metricsFrom"]
+    assert prometheus == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
+    objects = render(chart)
+    policies = of_kind(objects, "NetworkPolicy")
+    assert set(policies) == {"metrics", "api"}
+    for name, deployment in of_kind(objects, "Deployment").items():
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e for e in container["env"]}
+        assert env["VOXLOG_METRICS_HOST"] == {
+            "name": "VOXLOG_METRICS_HOST",
+            "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+        }, name
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert admitted(policies, labels, 9100) == prometheus, f"{name}'s metrics port"
+        assert admitted(policies, labels, 5432) == [], f"{name}: no other port"
+        if name == "api":
+            assert admitted(policies, labels, 8000) == [EVERYONE], "the API serves everyone, as before"
+
+    def metrics_peers(*args: str) -> list[Any] | None:
+        objects = render(chart, *args)
+        pod = of_kind(objects, "Deployment")["worker"]["spec"]["template"]["metadata"]["labels"]
+        return admitted(of_kind(objects, "NetworkPolicy"), pod, 9100)
+
+    own = [{"namespaceSelector": {"matchLabels": {"team": "observability"}}}, {"ipBlock": {"cidr": "10.8.0.0/16"}}]
+    assert metrics_peers("--set-json", f"networkPolicy.metricsFrom={json.dumps(own)}") == own
+    assert metrics_peers("--set-json", "networkPolicy.metricsFrom=[]") == [], "no one named: the node alone"
+    assert metrics_peers("--set", "networkPolicy.enabled=false") is None, "off: the cluster's own rules"
+    ingress = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]
+    behind = render(chart, "--set-json", f"networkPolicy.apiFrom={json.dumps(ingress)}")
+    api_pod = of_kind(behind, "Deployment")["api"]["spec"]["template"]["metadata"]["labels"]
+    assert admitted(of_kind(behind, "NetworkPolicy"), api_pod, 8000) == ingress
 
 
 def test_projectors_and_workers_are_replaced_one_at_a_time_without_a_surge(chart: Tools):

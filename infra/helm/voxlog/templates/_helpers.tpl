@@ -110,8 +110,12 @@ connections, the blob store, the metrics port, the shutdown's time; then config 
 {{ include "voxlog.connectionEnv" .root }}
 - name: VOXLOG_BLOB_DIR
   value: {{ $v.blobs.mountPath | quote }}
+# The metrics port answers without a key and its series name tenants: bound to the pod network's address
+# only (not a second network's interface, which no NetworkPolicy covers), where the NetworkPolicy applies.
 - name: VOXLOG_METRICS_HOST
-  value: 0.0.0.0
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
 - name: VOXLOG_METRICS_PORT
   value: {{ $v.metrics.port | toString | quote }}
 - name: VOXLOG_SHUTDOWN_TIMEOUT_S
