@@ -10,15 +10,11 @@ pronunciations leave out the server lexicon's words, and the tenant is the proje
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Any, Literal
 
 from litestar import get
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
-from pydantic import Field
 
-from contracts import JobState
 from producers.api_keys import Principal
 from producers.audit_slots import AuditSlots
 from producers.auth import READ
@@ -28,106 +24,7 @@ from producers.job_routes import known_job
 from producers.ports import JobAudit
 from producers.queries import ProjectionReader
 from producers.tenant_views import tenant_history
-from producers.views import DegradedJobView, View
-
-
-class EventProducerView(View):
-    service: str
-    instance: str
-    host: str | None
-    engine: str | None
-    model_version: str | None
-    device: str | None
-
-
-class LoggedEventView(View):
-    partition: int
-    offset: int
-    appended_at: datetime
-    occurred_at: datetime
-    type: str
-    schema_version: int
-    event_id: uuid.UUID
-    attempt: int
-    producer: EventProducerView
-    outcome: str  # applied, fenced or duplicate
-    reason: str | None
-    state_after: JobState | None
-    payload: dict[str, Any]
-
-
-class AttemptView(View):
-    attempt: int
-    worker_id: str
-    host: str | None
-    device: str
-    engine: str
-    model_version: str
-    claimed_at: datetime
-    ended_at: datetime | None
-    ended_by: str | None
-    seconds: float | None
-    segments: int
-    fenced_events: int
-
-
-class StateSpanView(View):
-    state: JobState
-    attempt: int
-    since: datetime
-    until: datetime | None
-    seconds: float | None
-
-
-class EngineTurnsView(View):
-    job_id: uuid.UUID | None = Field(description="Null when it is another tenant's job.")
-    tenant: str | None = Field(description="Null when it is another tenant's job.")
-    priority: str
-    segments: int = Field(description="Its segments on the engine while this job waited.")
-    rule: str = Field(
-        description="Why it came first: interactive_first, batch_turn (batch work's guaranteed turn), fair_share"
-        " (its tenant's use of the worker against its weight), shorter_first (less work left) or log_order."
-    )
-
-
-class WaitedView(View):
-    """What the job waited behind on its worker over one stretch of an attempt, as the worker recorded it."""
-
-    attempt: int
-    stretch: Literal["queued", "claimed"] = Field(
-        description="queued: before its claim (JobClaimed's record); claimed: between its claim and its completion,"
-        " other jobs' segments between its own (JobCompleted's)."
-    )
-    policy: str = Field(description="The worker's scheduling policy.")
-    jobs: list[EngineTurnsView] = Field(description="The jobs that took the most segments (up to 32), most first.")
-    job_count: int
-    segment_count: int
-    waited_ms: int
-    complete: bool = Field(description="False when the worker's memory of turns did not reach back far enough.")
-
-
-class JobHistoryView(View):
-    job_id: uuid.UUID
-    tenant: str | None
-    fingerprint: str
-    state: JobState | None
-    attempt: int | None
-    request: dict[str, Any] | None
-    degraded_from: DegradedJobView | None = Field(
-        None, description="Set when degraded mode took the job at cheaper settings: what its client asked for."
-    )
-    reused_from: uuid.UUID | None = Field(
-        description="A cache hit's source job, when that job is the same tenant's (else null, as is JobCompleted's"
-        " source_job_id)."
-    )
-    result_evicted: str | None = Field(description="Why its result left the cache, if it did.")
-    cancelled: str | None = Field(description="Why it was cancelled, if it was.")
-    waited: list[WaitedView] = Field(
-        default_factory=list, description="What it waited behind on its workers, and by which rule (issue 27)."
-    )
-    events: list[LoggedEventView]
-    attempts: list[AttemptView]
-    time_in_state: list[StateSpanView]
+from producers.views import JobHistoryView
 
 
 @get(

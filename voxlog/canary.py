@@ -5,9 +5,10 @@ answers it and a worker must synthesize it), waits for the job, downloads its au
 as speech of its text (:mod:`voxlog.canary_audio`). Its phases are milestones after the submission
 was sent: ``submitted`` (the API answered), ``claimed``, ``first segment`` and ``completed`` (the log's
 events, by their ``occurred_at``: the server's clock, so a skewed one shows), ``visible`` (the first
-read of the job that showed it completed: how long the projection took to say so, to the poll's
-0.1 s) and ``downloaded``. The run is its own trace (it sends a ``traceparent``), printed so that the
-spans of a failing run can be looked up.
+read of the job that showed it completed: how long the projection took to say so; the API holds each
+read until the job changes, and one that does not is read every 0.1 s) and ``downloaded``. Every
+request goes through :mod:`voxlog.client`. The run is its own trace (each request sends its
+``traceparent``), printed so that the spans of a failing run can be looked up.
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ from __future__ import annotations
 import io
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final, TypeVar
 
-import httpx
 import numpy as np
 import soundfile as sf
+from pydantic import ValidationError
 
-from contracts import new_trace
+from contracts import JobState, new_trace
+from producers.views import JobView
 from voxlog.canary_audio import Verdict, judge
+from voxlog.client import ApiError, Client
+from voxlog.client import operations as ops
 
 PHASES: Final = ("submitted", "claimed", "first segment", "completed", "visible", "downloaded")
 POLL_S: Final = 0.1
@@ -64,13 +68,15 @@ class CanaryRun:
         return self
 
 
-def _server_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+T = TypeVar("T")
 
 
 class Canary:
+    """Runs through ``client`` (:class:`voxlog.client.Client`): its retry protocol rides out a blip (no answer,
+    503, 502, 504, 429) within the client's :class:`~voxlog.client.RetryPolicy`; what it does not is a failure."""
+
     def __init__(
-        self, client: httpx.Client, *, voice: str | None = None, timeout_s: float = 60.0, listen: bool = True
+        self, client: Client, *, voice: str | None = None, timeout_s: float = 60.0, listen: bool = True
     ) -> None:
         self._client = client
         self._voice = voice
@@ -83,29 +89,46 @@ class Canary:
         run = CanaryRun(self._text(), trace.trace_id)
         try:
             return self._run(run, {"traceparent": trace.traceparent})
-        except httpx.HTTPError as exc:
-            return run.fail("api", f"the API did not answer: {exc}")
+        except ApiError as exc:
+            if exc.status is None:
+                return run.fail("api", f"the API did not answer: {exc}")
+            return run.fail("api", f"the API refused {exc}")
+        except ValidationError as exc:
+            return run.fail("api", f"an answer of the API is not what the client reads: {exc}")
 
-    def _run(self, run: CanaryRun, headers: dict[str, str]) -> CanaryRun:
-        voice = self._voice or self._first_voice(headers)
+    def _send(self, call: ops.Call[T], traced: Mapping[str, str]) -> T:
+        """One operation of the client, carrying the run's ``traceparent``."""
+        result: T = self._client.run(ops.with_headers(call, traced))
+        return result
+
+    def _run(self, run: CanaryRun, traced: Mapping[str, str]) -> CanaryRun:
+        voice = self._voice or self._first_voice(traced)
         if voice is None:
             return run.fail("voice", "no worker announced a voice (GET /v1/voices): is a worker running?")
         started, sent_at = time.monotonic(), datetime.now(UTC)
-        answer = self._client.post("/v1/jobs", json={"text": run.text, "voice": voice}, headers=headers)
+        try:
+            accepted = self._send(ops.submit_job(run.text, voice, None, {}), traced)
+        except ApiError as exc:
+            if exc.status is None:
+                raise
+            run.phases["submitted"] = time.monotonic() - started
+            return run.fail("submission", f"the submission was refused: {exc.status} {exc.detail[:300]}")
         run.phases["submitted"] = time.monotonic() - started
-        if answer.status_code != 202:
-            return run.fail("submission", f"the submission was refused: {answer.status_code} {answer.text[:300]}")
-        run.job_id = str(answer.json()["job_id"])
-        job = self._wait(run, headers, started)
+        run.job_id = str(accepted.job_id)
+        job = self._wait(run, traced, started)
         if job is None:
             return run
-        self._log_phases(run, headers, job, sent_at)
-        audio = self._client.get(f"/v1/jobs/{run.job_id}/audio", headers=headers)
-        run.phases["downloaded"] = time.monotonic() - started
-        if audio.status_code != 200:
-            return run.fail("download", f"the audio could not be downloaded: {audio.status_code} {audio.text[:300]}")
+        self._log_phases(run, traced, job, sent_at)
         try:
-            samples, rate = sf.read(io.BytesIO(audio.content), dtype="float32", always_2d=False)
+            audio = self._send(ops.fetch(ops.audio_url(job.job_id), f"audio of job {job.job_id}"), traced)
+        except ApiError as exc:
+            if exc.status is None:
+                raise
+            run.phases["downloaded"] = time.monotonic() - started
+            return run.fail("download", f"the audio could not be downloaded: {exc.status} {exc.detail[:300]}")
+        run.phases["downloaded"] = time.monotonic() - started
+        try:
+            samples, rate = sf.read(io.BytesIO(audio), dtype="float32", always_2d=False)
         except (sf.LibsndfileError, RuntimeError) as exc:
             return run.fail("download", f"the audio is not a readable WAV: {exc}")
         mono = np.asarray(samples if samples.ndim == 1 else samples.mean(axis=1), dtype=np.float32)
@@ -114,46 +137,53 @@ class Canary:
             run.fail(failure.split(":", 1)[0], failure)
         return run
 
-    def _first_voice(self, headers: dict[str, str]) -> str | None:
-        engines = self._client.get("/v1/voices", headers=headers).json().get("engines", [])
+    def _first_voice(self, traced: Mapping[str, str]) -> str | None:
+        engines = self._send(ops.voices(), traced).get("engines", [])
         return next((str(engine["voices"][0]) for engine in engines if engine.get("voices")), None)
 
-    def _wait(self, run: CanaryRun, headers: dict[str, str], started: float) -> dict[str, Any] | None:
-        """The job once it is shown completed (``visible`` then), or ``None`` with what failed."""
+    def _wait(self, run: CanaryRun, traced: Mapping[str, str], started: float) -> JobView | None:
+        """The job once it is shown completed (``visible`` then), or ``None`` with what failed. Each read is one
+        the API holds until the job changes (``Prefer: wait``); an API that answers at once is read every
+        :data:`POLL_S`, as is a job not shown yet (404: not projected) or a read answered with another error."""
         deadline, job = started + self._timeout_s, None
-        while time.monotonic() < deadline:
-            response = self._client.get(f"/v1/jobs/{run.job_id}", headers=headers)
-            if response.status_code == 200:
-                job = response.json()
-                if job["state"] == "completed":
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                job, held = self._send(ops.job(str(run.job_id), min(ops.WAIT_S, left)), traced)
+            except ApiError as exc:
+                if exc.status is None:
+                    raise
+                held = False
+            else:
+                if job.state is JobState.COMPLETED:
                     run.phases["visible"] = time.monotonic() - started
-                    return dict(job)
-                if job["state"] in ("failed", "cancelled"):
-                    error = job.get("error") or {}
-                    run.fail("job", f"the job {job['state']}: {error.get('code')}: {error.get('message')}")
+                    return job
+                if job.state in (JobState.FAILED, JobState.CANCELLED):
+                    code, message = (job.error.code, job.error.message) if job.error else (None, None)
+                    run.fail("job", f"the job {job.state.value}: {code}: {message}")
                     return None
-            time.sleep(POLL_S)
-        state = job["state"] if job is not None else "not projected"
+            if not held:
+                time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        state = job.state.value if job is not None else "not projected"
         hint = {"queued": ": no worker claimed it; is one running?", "not projected": ": is the projector running?"}
         run.fail("timeout", f"not completed within {self._timeout_s:g} s (state {state}){hint.get(state, '')}")
         return None
 
-    def _log_phases(self, run: CanaryRun, headers: dict[str, str], job: dict[str, Any], sent_at: datetime) -> None:
+    def _log_phases(self, run: CanaryRun, traced: Mapping[str, str], job: JobView, sent_at: datetime) -> None:
         """Claimed, first segment and completed, from the job's events (else its projected timings)."""
-        moments: dict[str, datetime | None] = {
-            "claimed": _server_time(job["timings"].get("claimed_at")),
-            "completed": _server_time(job["timings"].get("completed_at")),
-        }
-        events = self._client.get(f"/v1/jobs/{run.job_id}/events", headers=headers)
-        if events.status_code == 200:
-            for event in events.json().get("events", []):
-                at = _server_time(event.get("occurred_at"))
-                if event["type"] == "JobClaimed":
-                    moments["claimed"] = at
-                elif event["type"] == "SegmentProduced" and "first segment" not in moments:
-                    moments["first segment"] = at
-                elif event["type"] == "JobCompleted":
-                    moments["completed"] = at
+        moments: dict[str, datetime | None] = {"claimed": job.timings.claimed_at, "completed": job.timings.completed_at}
+        try:
+            history = self._send(ops.events(job.job_id), traced)
+        except ApiError as exc:
+            if exc.status is None:
+                raise
+            history = None  # the log could not be read (503) or holds no event of it: the projection's timings
+        for event in history.events if history is not None else ():
+            if event.type == "JobClaimed":
+                moments["claimed"] = event.occurred_at
+            elif event.type == "SegmentProduced" and "first segment" not in moments:
+                moments["first segment"] = event.occurred_at
+            elif event.type == "JobCompleted":
+                moments["completed"] = event.occurred_at
         for phase, at in moments.items():
             if at is not None:
                 run.phases[phase] = (at - sent_at).total_seconds()

@@ -2,7 +2,7 @@
 
 The file is ``$XDG_CONFIG_HOME/voxlog/api-key`` (``~/.config/voxlog/api-key``),
 readable by its owner only. Kept apart from ``voxlog keys`` so that a client
-(``voxlog demo``, ``voxlog speak``) loads no Kafka or PostgreSQL driver.
+(``voxlog demo``, ``voxlog speak``, ``voxlog check``) loads no Kafka or PostgreSQL driver.
 """
 
 from __future__ import annotations
@@ -23,12 +23,6 @@ def client_key() -> str | None:
         return key.strip()
     path = client_key_file()
     return path.read_text().strip() if path.is_file() else None
-
-
-def client_headers() -> dict[str, str]:
-    """What a CLI client sends with every request: its key, when it has one."""
-    key = client_key()
-    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def saved_key_id() -> str | None:

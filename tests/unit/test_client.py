@@ -15,6 +15,7 @@ import httpx
 import pytest
 import standardwebhooks
 
+from tests.support.view_bodies import history_body
 from voxlog.client import (
     ApiError,
     AsyncClient,
@@ -239,6 +240,27 @@ async def test_the_async_client_follows_the_same_protocol(tmp_path: Path):
     assert path.read_bytes() == b"RIFF"
     assert len({r.headers["Idempotency-Key"] for r in script.requests[:3]}) == 1
     await asyncio.sleep(0)  # the transport closed without a warning
+
+
+async def test_a_jobs_history_is_read_typed_on_both_clients_with_headers_added_to_a_call():
+    """``events``: GET /v1/jobs/{id}/events as the API's JobHistoryView; ``with_headers`` adds a header (a run's
+    traceparent) to a call, kept on its retries, the call's own headers kept too."""
+    history = history_body(JOB_ID, "Hi.")
+    script = Script(answer(503, Retry_After="0"), answer(200, history))
+    traced = {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}
+    with script.client() as client:
+        read = client.run(ops.with_headers(ops.events(JOB_ID), traced))
+        submitted = ops.with_headers(ops.submit_job("Hi.", "af_heart", "k", {}), traced)
+    assert [e.type for e in read.events] == ["JobQueued", "JobClaimed", "SegmentProduced", "SegmentProduced",
+                                             "JobCompleted"]  # fmt: skip
+    assert read.attempts[0].worker_id == "w-1"
+    assert [r.url.path for r in script.requests] == [f"/v1/jobs/{JOB_ID}/events"] * 2
+    assert {r.headers["traceparent"] for r in script.requests} == {traced["traceparent"]}
+    assert dict(submitted.headers) == {"Idempotency-Key": "k", **traced}
+    again = Script(answer(200, history))
+    async with AsyncClient("http://api", retry=FAST, transport=httpx.MockTransport(again)) as aio:
+        assert await aio.events(str(JOB_ID)) == read
+    await asyncio.sleep(0)
 
 
 DOC_ID = uuid.UUID(int=9)

@@ -17,6 +17,7 @@ from producers.views import (
     DocumentCancelView,
     DocumentView,
     JobAccepted,
+    JobHistoryView,
     JobView,
     TocView,
 )
@@ -103,6 +104,10 @@ class AsyncClient:
     async def wait(self, job_id: uuid.UUID | str, *, timeout_s: float = 600.0) -> JobView:
         """The job once it ended (completed, failed or cancelled): reads the API holds until it changes."""
         return await self.run(ops.wait_job(job_id, timeout_s))
+
+    async def events(self, job_id: uuid.UUID | str) -> JobHistoryView:
+        """The job's history from the log (``GET /v1/jobs/{id}/events``): its events, attempts, time per state."""
+        return await self.run(ops.events(job_id))
 
     async def document(self, document_id: uuid.UUID | str, *, wait_s: float | None = None) -> DocumentView:
         """The document's progress; with ``wait_s``, once a part changed state (or that long)."""

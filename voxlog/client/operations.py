@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Generic, Literal, TypeVar
 
@@ -25,6 +25,7 @@ from producers.views import (
     DocumentCancelView,
     DocumentView,
     JobAccepted,
+    JobHistoryView,
     JobView,
     TocView,
 )
@@ -75,6 +76,11 @@ class Call(Generic[T]):
 
 
 Program = Generator[Call[Any] | Sleep, Any, T]
+
+
+def with_headers(call: Call[T], headers: Mapping[str, str]) -> Call[T]:
+    """``call`` with ``headers`` added to its own (a run's ``traceparent``, say), sent on every attempt."""
+    return replace(call, headers={**call.headers, **headers})
 
 
 def idempotency(key: str | None) -> dict[str, str]:
@@ -154,6 +160,12 @@ def _prefer(wait_s: float | None) -> dict[str, str]:
 
 def _waited(response: httpx.Response) -> bool:
     return "wait=" in response.headers.get("preference-applied", "")
+
+
+def events(job_id: uuid.UUID | str) -> Call[JobHistoryView]:
+    """The job's history read from the log: every event (applied or fenced), its attempts, its time per state."""
+    return Call(f"events of job {job_id}", "GET", f"/v1/jobs/{job_id}/events",
+                lambda r: JobHistoryView.model_validate(r.json()))  # fmt: skip
 
 
 def cancel(job_id: uuid.UUID | str) -> Call[CancelView]:
