@@ -207,3 +207,10 @@ def parse_totals(exposition: str) -> dict[str, float]:
         if match is not None:
             totals[match["name"]] = totals.get(match["name"], 0.0) + float(match["value"])
     return totals
+
+
+STREAMS_STALLED = Counter(
+    "voxlog_streams_stalled",
+    "Streamed answers closed because their client took no chunk within VOXLOG_STREAM_SEND_TIMEOUT_S, by route.",
+    ["route"],
+)

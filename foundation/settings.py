@@ -566,6 +566,13 @@ class ApiSettings(
         " default); a document whose record would be larger is a 413 before anything is recorded.",
     )
     speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
+    stream_send_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="How long a streamed answer (speech as audio or events, a document's or chapter's audio) waits"
+        " for its client to take the next chunk; past it the stream is closed, logged and counted"
+        " (voxlog_streams_stalled_total).",
+    )
     lexicon_cache_s: float = Field(
         1.0,
         ge=0,

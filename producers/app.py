@@ -31,6 +31,7 @@ from producers.ports import JobLog
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.request_trace import RequestTrace
 from producers.speech import openai_speech
+from producers.stream_guard import SendTimeout
 from producers.unreachable import unreachable
 from producers.usage_routes import get_usage
 from producers.views import EngineView, HealthView, ReadyView, VoicesView
@@ -152,6 +153,7 @@ def create_app(deps: ApiDeps, *, on_startup: list[Any] | None = None, on_shutdow
         ),
         middleware=[
             RequestTrace,  # outermost: everything a request does is in its trace
+            DefineMiddleware(SendTimeout, timeout_s=deps.stream_send_timeout_s),  # a stream nobody reads ends
             # Requests by route (its template, not the path), method and status, and their duration.
             PrometheusConfig(
                 app_name="voxlog-api", prefix="voxlog_http", group_path=True, exclude=["/metrics"]

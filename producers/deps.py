@@ -60,6 +60,7 @@ class ApiDeps:
     captions: CaptionCache = field(default_factory=CaptionCache)  # completed jobs' and documents' captions, kept
     operations: Operations | None = None  # the admin routes' switches and purges (None: they answer 404)
     speech_timeout_s: float = 120.0
+    stream_send_timeout_s: float = 30.0  # a streamed answer whose client takes no chunk for this long is closed
     openai_default_voice: str = ""
     openai_voices: Mapping[str, str] = field(default_factory=lambda: dict(OPENAI_VOICES))  # OpenAI's names -> ours
     tasks: OwnedTasks = field(default_factory=OwnedTasks)  # closed by the composition root at shutdown

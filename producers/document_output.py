@@ -31,6 +31,7 @@ from producers.openapi_docs import StitchedOperation
 from producers.ports import JobChangeFeed, JobLog
 from producers.queries import ProjectionReader
 from producers.rows import DocumentRow, PartRow, StoredSegment
+from producers.stream_guard import closed_at_end
 from producers.views import DocumentCancelView, TocChapterView, TocView
 
 CANCEL_VISIBLE_WITHIN_S: Final = 5.0  # then 202 with "visible": false; the cancellation still holds
@@ -97,7 +98,7 @@ def _stream(
     parts = stitched_parts(document, spans, segments)
     extension = "raw" if fmt == "pcm" else fmt
     return Stream(
-        stitched(blobs, parts, fmt, rate, chapters),
+        closed_at_end(stitched(blobs, parts, fmt, rate, chapters)),
         media_type=media_type(fmt, rate),
         headers={"Content-Disposition": f'attachment; filename="{name}.{extension}"'},
     )

@@ -54,6 +54,7 @@ from producers.rows import JobRow
 from producers.speech_events import speech_events
 from producers.speech_instructions import HEADER as INSTRUCTIONS_HEADER
 from producers.speech_instructions import header_value, read_instructions
+from producers.stream_guard import closed_at_end
 from producers.unreachable import unreachable
 
 __all__ = ["OPENAI_ERRORS", "OPENAI_HANDLERS", "SpeechFailed", "SpeechRequest", "job_request", "whole_audio"]
@@ -208,9 +209,8 @@ async def _answer(
     """The accepted job's audio: as server-sent events, streamed as segments appear, or whole."""
     if speech.stream_format == "sse":
         end = StreamEnd()
-        events = speech_events(
-            deps.blobs, _segments_as_projected(deps, job_id, end), end, job_id, fmt, rate, speech.input
-        )
+        segments = closed_at_end(_segments_as_projected(deps, job_id, end))
+        events = closed_at_end(speech_events(deps.blobs, segments, end, job_id, fmt, rate, speech.input))
         return ServerSentEvent(events, headers=dict(headers))
     if speech.stream and streamable(fmt):
         return await _streamed(deps, job_id, fingerprint, fmt, rate, headers)
@@ -260,16 +260,16 @@ async def _streamed(
     what fails before any audio still gets its status code. A client that leaves mid-stream cancels the
     job, unless another request waits for the same audio (:mod:`producers.cancel`)."""
     end = StreamEnd()
-    segments = _segments_as_projected(deps, job_id, end)
+    segments = closed_at_end(_segments_as_projected(deps, job_id, end))
     first = await anext(segments, None)
     if first is None:  # the job ended without audio, or not in time: the status can still say so
         raise _stream_failed(job_id, end)
-    chunks = _raw_stream(deps.blobs, fmt, rate, _chain([first], segments), end)
+    chunks = closed_at_end(_raw_stream(deps.blobs, fmt, rate, _chain([first], segments), end))
     try:
         opening = [await anext(chunks)]  # the header, if the format has one, and the first segment's audio
     except (BlobNotFound, ValueError) as exc:
         raise SpeechFailed(500, f"audio of job {job_id} is gone: {exc}") from exc
-    body = cancelled_when_abandoned(deps, job_id, fingerprint, _chain(opening, chunks))
+    body = closed_at_end(cancelled_when_abandoned(deps, job_id, fingerprint, _chain(opening, chunks)))
     return Stream(body, media_type=media_type(fmt, rate), headers=dict(headers))
 
 

@@ -144,6 +144,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             captions=CaptionCache(settings.caption_cache_mb * 2**20),
             lag=lag,
             speech_timeout_s=settings.speech_timeout_s,
+            stream_send_timeout_s=settings.stream_send_timeout_s,
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
             openai_voices={**OPENAI_VOICES, **settings.openai_voices},  # the names it gives replace theirs
