@@ -436,6 +436,37 @@ class SilenceSettings(_Settings):
     )
 
 
+class WebhookSettings(_Settings):
+    webhook_signing_key: SecretStr = Field(
+        SecretStr(""),
+        description="The key every webhook endpoint's signing secret is derived from (32 characters or more, the"
+        " same for the API, the delivery process and voxlog webhooks; keep it as secret as the database's password:"
+        " changing it changes every endpoint's secret). Empty: webhooks are off (POST /v1/webhooks answers 503).",
+    )
+    webhook_allowed_networks: str = Field(
+        "",
+        description="Comma-separated addresses or CIDR networks that webhook URLs may reach although they are not"
+        " public (a receiver inside the cluster; http is allowed to them). Empty: public addresses only, over https.",
+    )
+
+    @field_validator("webhook_signing_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr) -> SecretStr:
+        if 0 < len(value.get_secret_value()) < 32:
+            raise ValueError("the webhook signing key needs 32 characters or more (or none: webhooks off)")
+        return value
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{part!r} is not an address or a CIDR network") from exc
+        return value
+
+
 class ApiSettings(
     KafkaSettings,
     DatabaseSettings,
@@ -447,6 +478,7 @@ class ApiSettings(
     AuthSettings,
     LimitSettings,
     MetricsSettings,
+    WebhookSettings,
 ):
     """`voxlog api`: the HTTP front door. Its /metrics is on the API's port under the operator scope; with
     VOXLOG_METRICS_PORT it is also served on a port of its own, with no key (bind it where only Prometheus
@@ -874,6 +906,12 @@ class ModeSettings(KafkaSettings, DatabaseSettings):
     process = "admin, lexicon"
 
 
+class WebhookCliSettings(ModeSettings, WebhookSettings):
+    """`voxlog webhooks`: a tenant's webhook endpoints, as the API registers them."""
+
+    process = "webhooks"
+
+
 class NodeSettings(EngineSettings, ShutdownSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -897,5 +935,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     LagSettings,
     CacheStatsSettings,
     ModeSettings,
+    WebhookCliSettings,
     NodeSettings,
 )

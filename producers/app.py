@@ -14,7 +14,7 @@ from litestar.plugins.prometheus import PrometheusConfig
 
 from foundation.audio_formats import SUPPORTED_RATES, supported_formats
 from foundation.errors import BrokerUnavailable
-from producers import admin_routes, lexicon_routes
+from producers import admin_routes, lexicon_routes, webhook_routes
 from producers.auth import PUBLIC_PATHS, READ, KeyAuthentication, add_limit_headers
 from producers.batches import submit_batch
 from producers.cancel import cancel_job
@@ -131,6 +131,7 @@ ROUTES = [
     get_usage,
     *admin_routes.ROUTES,
     *lexicon_routes.ROUTES,
+    *webhook_routes.ROUTES,
     *CAPTION_ROUTES,
     captioned_speech,
 ]

@@ -32,6 +32,7 @@ from producers.rate_limit import RateLimiter
 from producers.requests import Limits
 from producers.submission import Submissions
 from producers.tenant_limits import NO_LIMITS, Policies
+from producers.webhooks import WebhookRegistry
 
 T = TypeVar("T")
 
@@ -59,6 +60,7 @@ class ApiDeps:
     audit_slots: AuditSlots = field(default_factory=AuditSlots)  # the audit's reads of the log, fair by tenant
     captions: CaptionCache = field(default_factory=CaptionCache)  # completed jobs' and documents' captions, kept
     operations: Operations | None = None  # the admin routes' switches and purges (None: they answer 404)
+    webhooks: WebhookRegistry | None = None  # the tenants' webhook endpoints (None: /v1/webhooks answers 404)
     speech_timeout_s: float = 120.0
     stream_send_timeout_s: float = 30.0  # a streamed answer whose client takes no chunk for this long is closed
     openai_default_voice: str = ""

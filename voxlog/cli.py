@@ -44,6 +44,7 @@ from voxlog import (
     replay_cli,
     speak_cli,
     usage_cli,
+    webhooks_cli,
 )
 from voxlog.config_docs import settings_table
 from voxlog.errors import VoxlogError
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_cli.add_parser(commands)
     keys_cli.add_parser(commands)
     lexicon_cli.add_parser(commands)
+    webhooks_cli.add_parser(commands)
     usage_cli.add_parser(commands)
     check_cli.add_parser(commands)
     speak_cli.add_parser(commands)
@@ -306,6 +308,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
     "admin": admin_cli.run,
     "keys": keys_cli.run,
     "lexicon": lexicon_cli.run,
+    "webhooks": webhooks_cli.run,
     "usage": usage_cli.run,
     "check": check_cli.run,
     "speak": speak_cli.run,

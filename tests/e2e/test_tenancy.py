@@ -26,6 +26,7 @@ from tests.support.kafka import read_to_end
 from tests.support.stack import free_port
 
 AUTH = {"VOXLOG_AUTH": "on", "VOXLOG_AUTH_CACHE_S": "1"}
+WEBHOOKS = {"VOXLOG_WEBHOOK_SIGNING_KEY": "k" * 32, "VOXLOG_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8"}
 NOT_OWNED = {
     ("POST", "/v1/jobs"),
     ("POST", "/v1/batches"),
@@ -34,6 +35,8 @@ NOT_OWNED = {
     ("POST", "/dev/captioned_speech"),
     ("GET", "/v1/voices"),
     ("GET", "/v1/usage"),
+    ("POST", "/v1/webhooks"),
+    ("GET", "/v1/webhooks"),
     ("GET", "/v1/lag"),
     ("GET", "/v1/dashboard"),
     ("GET", "/metrics"),
@@ -53,7 +56,9 @@ public ones. Every other route of the live document must be shown to hide anothe
 
 
 def concrete(path: str, ids: dict[str, str]) -> str:
-    return path.replace("{job_id}", ids["job_id"]).replace("{document_id}", ids["document_id"]).replace("{index}", "0")
+    for name, value in ids.items():
+        path = path.replace(f"{{{name}}}", value)
+    return path.replace("{index}", "0")
 
 
 def owned_routes(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
@@ -62,7 +67,8 @@ def owned_routes(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             method = method.upper()
-            if ("{job_id}" in path or "{document_id}" in path) and (method, path) not in NOT_OWNED:
+            owned = any(f"{{{name}}}" in path for name in ("job_id", "document_id", "endpoint_id"))
+            if owned and (method, path) not in NOT_OWNED:
                 routes.append((method, path, {}))
                 if any(p["name"] == "as_of" for p in operation.get("parameters", [])):
                     routes.append((method, path, {"as_of": "2100-01-01T00:00:00Z"}))
@@ -73,7 +79,7 @@ def owned_routes(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]
 
 
 async def test_one_tenants_jobs_are_invisible_to_another_on_every_route_of_the_live_openapi_document(apps):
-    app, voices = await start_pipeline(apps, **AUTH)
+    app, voices = await start_pipeline(apps, **AUTH, **WEBHOOKS)
     alice, bob = await create_key(app, "alice"), await create_key(app, "bob")
     text = "Tenants keep their own jobs."
     async with (
@@ -87,8 +93,13 @@ async def test_one_tenants_jobs_are_invisible_to_another_on_every_route_of_the_l
         document = posted.json()["document_id"]
         assert (await wait_ended(a, f"/v1/jobs/{job}"))["state"] == "completed"
         assert (await wait_ended(a, f"/v1/documents/{document}"))["state"] == "completed"
-        mine, nobody = {"job_id": job, "document_id": document}, {"job_id": str(uuid.uuid4()),
-                                                                   "document_id": str(uuid.uuid4())}  # fmt: skip
+        hook = await a.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/hook", "event_types": ["job.failed"]})
+        assert hook.status_code == 201, hook.text
+        endpoint = hook.json()["endpoint"]["endpoint_id"]
+        await _listed(a, endpoint)
+        mine = {"job_id": job, "document_id": document, "endpoint_id": endpoint}
+        nobody = {name: str(uuid.uuid4()) for name in mine}
+        assert (await b.get("/v1/webhooks")).json()["endpoints"] == [], "bob's list holds none of alice's"
 
         schema = (await httpx.AsyncClient(base_url=app.api).get("/schema/openapi.json")).json()
         routes = owned_routes(schema)
@@ -118,13 +129,13 @@ async def test_one_tenants_jobs_are_invisible_to_another_on_every_route_of_the_l
         assert (await b.get(f"/v1/jobs/{bobs_job}/audio")).status_code == 200
         # Every answer about bob's job, on every route of the live document (the history, as_of, the SSE
         # stream and the captions among them): every field of each, nothing of alice's (issue 40, item 3).
-        bobs_routes = [(m, p, q) for m, p, q in routes if m == "GET" and "{document_id}" not in p]
+        bobs_routes = [(m, p, q) for m, p, q in routes if m == "GET" and "{job_id}" in p]
         assert {"/v1/jobs/{job_id}", "/v1/jobs/{job_id}/events", "/v1/jobs/{job_id}/captions"} <= {
             p for _, p, _ in bobs_routes
         }, bobs_routes
         as_of_now = {"as_of": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
         for _, path, params in [*bobs_routes, ("GET", "/v1/jobs/{job_id}", as_of_now)]:
-            answer = await b.get(concrete(path, {"job_id": bobs_job, "document_id": ""}), params=params)
+            answer = await b.get(concrete(path, {"job_id": bobs_job}), params=params)
             assert answer.status_code == 200, (path, params, answer.text[:300])
             for alices in (job, document, "alice"):
                 assert alices not in answer.text, (path, params, alices, answer.text[:600])
@@ -175,6 +186,14 @@ async def test_one_tenants_jobs_are_invisible_to_another_on_every_route_of_the_l
     replayed = await asyncio.to_thread(voxlog, app.env, "replay", "--into", f"r_{uuid.uuid4().hex[:12]}", "--verify")
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "no difference" in replayed.stdout, "usage_daily, like every table, is what a replay of the log gives"
+
+
+async def _listed(client: httpx.AsyncClient, endpoint: str, within_s: float = 30.0) -> None:
+    """Poll until the projector has applied the endpoint's registration."""
+    deadline = time.monotonic() + within_s
+    while (await client.get(f"/v1/webhooks/{endpoint}")).status_code != 200:
+        assert time.monotonic() < deadline, f"endpoint {endpoint} not listed within {within_s} s"
+        await asyncio.sleep(0.2)
 
 
 def _without(text: str, ids: dict[str, str]) -> str:

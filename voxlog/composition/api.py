@@ -19,6 +19,7 @@ from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
 from foundation.offload import Offload
 from foundation.outages import summarize_every
+from foundation.outbound import parse_networks
 from foundation.readiness import mark_started
 from foundation.settings import OPENAI_VOICES, ApiSettings
 from foundation.shutdown import BoundedServer, Shutdown
@@ -43,6 +44,7 @@ from producers.quotas import Quotas
 from producers.rate_limit import RateLimiter
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
+from producers.webhooks import WebhookRegistry
 from projections.job_log import JobLogReader, LogAuditor
 from voxlog.composition.configs import document_budget, limits, offload_budget, tenant_policies
 from voxlog.composition.resources import export_spans, open_database
@@ -158,6 +160,13 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
                 TenantParseSlots(settings.parse_per_tenant, settings.parse_slot_wait_s),
             ),
             operations=ApiOperations(pool, publisher, document_log, producer),
+            webhooks=WebhookRegistry(
+                pool,
+                document_log,
+                producer,
+                settings.webhook_signing_key.get_secret_value().encode(),
+                parse_networks(settings.webhook_allowed_networks),
+            ),
         )
         # The lag monitor lives as long as the app: started with it, stopped (and awaited) at its shutdown.
         stop_lag, tasks = asyncio.Event(), OwnedTasks()

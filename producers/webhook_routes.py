@@ -1,0 +1,172 @@
+"""A tenant's webhook endpoints over HTTP: ``POST``/``GET /v1/webhooks``, ``GET``/``DELETE
+/v1/webhooks/{id}``, ``POST /v1/webhooks/{id}/rotate-secret`` (what ``voxlog webhooks`` does, through the same
+:class:`producers.webhooks.WebhookRegistry`).
+
+Registering and removing need the ``submit`` scope (they decide where the tenant's outcomes go), listing the
+``read`` scope; a tenant sees only its own endpoints (another's is a 404, as an unknown one). The secret is in
+the answer to a registration or a rotation, and never again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from litestar import Response, delete, get, post
+from litestar.params import Body, FromPath
+from pydantic import ConfigDict, Field
+
+from contracts import WebhookEventType
+from producers.api_keys import Principal
+from producers.auth import READ, SUBMIT
+from producers.deps import Injected
+from producers.errors import Rejected
+from producers.http_errors import responses
+from producers.job_routes import IdempotencyKey
+from producers.views import View
+from producers.webhooks import Endpoint, Shown, WebhookRegistry
+
+LISTED = "recorded on the log: listed once the projector applies it (within a moment)"
+
+
+class WebhookEndpointBody(View):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(
+        max_length=2000,
+        description="Where deliveries are POSTed: https, to a public address (the operator may allow networks).",
+    )
+    event_types: list[WebhookEventType] = Field(min_length=1, description="The outcomes this endpoint is told of.")
+    description: str = Field("", max_length=200)
+
+
+class WebhookEndpointView(View):
+    endpoint_id: uuid.UUID
+    url: str
+    event_types: list[WebhookEventType]
+    description: str
+    secret_generation: int = Field(description="1 when registered, one more at each rotation.")
+    previous_secret_until: datetime | None = Field(
+        description="After a rotation: until when the previous secret signs deliveries too."
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookEndpointsView(View):
+    endpoints: list[WebhookEndpointView]
+
+
+class WebhookSecretView(View):
+    endpoint: WebhookEndpointView
+    secret: str = Field(
+        description="The signing secret (whsec_...; Standard Webhooks): shown in this answer only. Verify each"
+        " delivery with it (voxlog.client.verify_webhook, or the standardwebhooks library)."
+    )
+    detail: str
+
+
+class WebhookRemoved(View):
+    endpoint_id: uuid.UUID
+    detail: str
+
+
+def endpoint_view(endpoint: Endpoint) -> WebhookEndpointView:
+    return WebhookEndpointView(
+        endpoint_id=endpoint.endpoint_id, url=endpoint.url, event_types=list(endpoint.event_types),
+        description=endpoint.description, secret_generation=endpoint.secret_generation,
+        previous_secret_until=endpoint.previous_secret_until, created_at=endpoint.created_at,
+        updated_at=endpoint.updated_at,
+    )  # fmt: skip
+
+
+def _shown(shown: Shown) -> WebhookSecretView:
+    return WebhookSecretView(endpoint=endpoint_view(shown.endpoint), secret=shown.secret, detail=LISTED)
+
+
+def _registry(webhooks: WebhookRegistry | None) -> WebhookRegistry:
+    if webhooks is None:
+        raise Rejected("this API was started without webhooks", 404)
+    return webhooks
+
+
+def _unknown(endpoint_id: uuid.UUID) -> Rejected:
+    return Rejected(f"no webhook endpoint {endpoint_id} (GET /v1/webhooks lists yours)", 404)
+
+
+@post(
+    "/v1/webhooks",
+    summary="Register a webhook endpoint (a WebhookEndpointSet event); its signing secret is shown once",
+    guards=SUBMIT,
+    status_code=201,
+    responses=responses(400, 401, 403, 409, 422, 503),
+)
+async def add_endpoint(
+    webhooks: Injected[WebhookRegistry | None],
+    principal: Injected[Principal],
+    data: Annotated[WebhookEndpointBody, Body()],
+    idempotency_key: IdempotencyKey = None,
+) -> Response[WebhookSecretView]:
+    shown = await _registry(webhooks).add(
+        principal.tenant, data.url, data.event_types, data.description.strip(), idempotency_key
+    )
+    return Response(_shown(shown), status_code=201)
+
+
+@get("/v1/webhooks", summary="Your webhook endpoints", guards=READ, responses=responses(401, 403, 503))
+async def list_endpoints(
+    webhooks: Injected[WebhookRegistry | None], principal: Injected[Principal]
+) -> WebhookEndpointsView:
+    endpoints = await _registry(webhooks).list(principal.tenant)
+    return WebhookEndpointsView(endpoints=[endpoint_view(e) for e in endpoints])
+
+
+@get(
+    "/v1/webhooks/{endpoint_id:uuid}",
+    summary="One of your webhook endpoints",
+    guards=READ,
+    responses=responses(401, 403, 404, 503),
+)
+async def get_endpoint(
+    webhooks: Injected[WebhookRegistry | None], principal: Injected[Principal], endpoint_id: FromPath[uuid.UUID]
+) -> WebhookEndpointView:
+    endpoint = await _registry(webhooks).get(principal.tenant, endpoint_id)
+    if endpoint is None:
+        raise _unknown(endpoint_id)
+    return endpoint_view(endpoint)
+
+
+@post(
+    "/v1/webhooks/{endpoint_id:uuid}/rotate-secret",
+    summary="A new signing secret, shown once; the previous one signs too for a day",
+    guards=SUBMIT,
+    status_code=200,
+    responses=responses(401, 403, 404, 503),
+)
+async def rotate_secret(
+    webhooks: Injected[WebhookRegistry | None], principal: Injected[Principal], endpoint_id: FromPath[uuid.UUID]
+) -> WebhookSecretView:
+    shown = await _registry(webhooks).rotate(principal.tenant, endpoint_id)
+    if shown is None:
+        raise _unknown(endpoint_id)
+    return _shown(shown)
+
+
+@delete(
+    "/v1/webhooks/{endpoint_id:uuid}",
+    summary="Remove a webhook endpoint (a WebhookEndpointRemoved event): nothing is delivered to it again",
+    guards=SUBMIT,
+    status_code=202,
+    responses=responses(401, 403, 404, 503),
+)
+async def remove_endpoint(
+    webhooks: Injected[WebhookRegistry | None], principal: Injected[Principal], endpoint_id: FromPath[uuid.UUID]
+) -> Response[WebhookRemoved]:
+    reason = f"removed over HTTP by key {principal.key_id}" if principal.key_id else "removed over HTTP (auth off)"
+    if not await _registry(webhooks).remove(principal.tenant, endpoint_id, reason):
+        raise _unknown(endpoint_id)
+    return Response(WebhookRemoved(endpoint_id=endpoint_id, detail=LISTED), status_code=202)
+
+
+ROUTES = [add_endpoint, list_endpoints, get_endpoint, rotate_secret, remove_endpoint]

@@ -1,0 +1,190 @@
+"""A tenant's webhook endpoints: registered, listed, rotated and removed as events on the nodes topic.
+
+An endpoint is a ``WebhookEndpointSet`` (registered, or its secret rotated) and, once removed, a
+``WebhookEndpointRemoved``, keyed ``webhook/<id>`` so compaction keeps each endpoint's last word; the
+projection's ``webhook_endpoints`` is what every API lists and the delivery process delivers to. Its URL is
+judged before anything is recorded (:mod:`foundation.outbound`: https, public addresses only, every address
+its host resolves to, unless the operator allows a network), and again before each delivery. Its signing
+secret is shown once, when it is registered or rotated, and recorded nowhere
+(:func:`contracts.webhook_signatures.endpoint_secret`): a registration retried with its Idempotency-Key
+names the same endpoint and shows the same secret. After a rotation the previous secret still signs for
+:data:`ROTATION_GRACE`, so receivers can switch without losing a delivery.
+
+Reads are the projection's: an endpoint is listed once the projector applies its record (within a moment),
+and the count a tenant may hold is judged from it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final, Protocol
+
+import asyncpg
+
+from contracts import (
+    DEFAULT_TENANT,
+    AnyEvent,
+    Producer,
+    WebhookEndpointRemoved,
+    WebhookEndpointRemovedPayload,
+    WebhookEndpointSet,
+    WebhookEndpointSetPayload,
+    WebhookEventType,
+    node_event,
+    utc_now,
+)
+from contracts.webhook_signatures import endpoint_secret
+from foundation.db import reading
+from foundation.outbound import Network, UnsafeTarget, checked_url, resolve_public
+from producers.errors import Rejected
+from producers.queries import QUERY_TIMEOUT_S, ProjectionUnavailable
+
+MAX_ENDPOINTS: Final = 20
+"""Endpoints one tenant may hold (each outcome is delivered to every endpoint that wants it)."""
+ROTATION_GRACE: Final = timedelta(days=1)
+ENDPOINT_NAMESPACE: Final = uuid.UUID("9a6f1f0e-4c1b-4f7e-8d2a-5b3c7e9d1a20")
+_COLUMNS: Final = (
+    "endpoint_id, tenant, url, event_types, description, secret_generation, previous_secret_until, created_at,"
+    " updated_at"
+)
+_LIVE: Final = f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant = $1 AND removed_at IS NULL ORDER BY created_at"
+_ONE: Final = f"SELECT {_COLUMNS}, removed_at FROM webhook_endpoints WHERE endpoint_id = $1 AND tenant = $2"
+
+
+class NodesLog(Protocol):
+    async def publish_all(
+        self, events: Sequence[AnyEvent], partitions: Sequence[int | None] | None = None
+    ) -> object: ...
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    endpoint_id: uuid.UUID
+    tenant: str
+    url: str
+    event_types: tuple[WebhookEventType, ...]
+    description: str
+    secret_generation: int
+    previous_secret_until: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Any) -> Endpoint:
+        values = {name: row[name] for name in cls.__dataclass_fields__}
+        return cls(**{**values, "event_types": tuple(values["event_types"])})
+
+    @classmethod
+    def of(cls, payload: WebhookEndpointSetPayload, at: datetime) -> Endpoint:
+        return cls(
+            payload.endpoint_id, payload.tenant, payload.url, payload.event_types, payload.description,
+            payload.secret_generation, payload.previous_secret_until, payload.created_at, at,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Shown:
+    """An endpoint with the secret it signs with from now on: shown this once."""
+
+    endpoint: Endpoint
+    secret: str
+
+
+class WebhookRegistry:
+    """The endpoints' records (the nodes topic) and reads (the projection), for the API and ``voxlog webhooks``."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        nodes: NodesLog,
+        producer: Producer,
+        signing_key: bytes,
+        allowed: Sequence[Network] = (),
+    ) -> None:
+        self._pool, self._nodes, self._producer = pool, nodes, producer
+        self._signing_key, self._allowed = signing_key, tuple(allowed)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._signing_key)
+
+    async def add(
+        self,
+        tenant: str,
+        url: str,
+        event_types: Sequence[WebhookEventType],
+        description: str = "",
+        idempotency_key: str | None = None,
+    ) -> Shown:
+        """Register an endpoint (:class:`Rejected` 422 for a URL voxlog will not call, 409 past
+        :data:`MAX_ENDPOINTS`). With ``idempotency_key``, the same endpoint and secret as the first call."""
+        self._check_enabled()
+        try:
+            target = await resolve_public(checked_url(url, self._allowed), self._allowed)
+        except UnsafeTarget as exc:
+            raise Rejected(f"url: {exc}", 422, param="url") from exc
+        endpoint_id = uuid.uuid5(ENDPOINT_NAMESPACE, f"{tenant}/{idempotency_key}") if idempotency_key else None
+        live = await self.list(tenant)
+        known = next((e for e in live if e.endpoint_id == endpoint_id), None)
+        if known is not None:
+            if (known.url, set(known.event_types)) != (target.url, set(event_types)):
+                raise Rejected("this Idempotency-Key registered another endpoint: use a new key", 409)
+            return Shown(known, self._secret(known.endpoint_id, 1))
+        if len(live) >= MAX_ENDPOINTS:
+            raise Rejected(
+                f"tenant {tenant} has {len(live)} webhook endpoints, the most it may hold: remove one first", 409
+            )
+        now = utc_now()
+        payload = WebhookEndpointSetPayload(
+            endpoint_id=endpoint_id or uuid.uuid4(), tenant=tenant, url=target.url,
+            event_types=tuple(dict.fromkeys(event_types)), description=description, created_at=now,
+        )  # fmt: skip
+        await self._nodes.publish_all([node_event(WebhookEndpointSet, self._producer, payload, at=now)])
+        return Shown(Endpoint.of(payload, now), self._secret(payload.endpoint_id, 1))
+
+    async def rotate(self, tenant: str, endpoint_id: uuid.UUID) -> Shown | None:
+        """A new secret for the endpoint (the previous one signs too for :data:`ROTATION_GRACE`); ``None``:
+        the tenant has no such endpoint."""
+        self._check_enabled()
+        known = await self.get(tenant, endpoint_id)
+        if known is None:
+            return None
+        now = utc_now()
+        payload = WebhookEndpointSetPayload(
+            endpoint_id=known.endpoint_id, tenant=known.tenant, url=known.url, event_types=known.event_types,
+            description=known.description, secret_generation=known.secret_generation + 1,
+            previous_secret_until=now + ROTATION_GRACE, created_at=known.created_at,
+        )  # fmt: skip
+        await self._nodes.publish_all([node_event(WebhookEndpointSet, self._producer, payload, at=now)])
+        return Shown(Endpoint.of(payload, now), self._secret(known.endpoint_id, payload.secret_generation))
+
+    async def remove(self, tenant: str, endpoint_id: uuid.UUID, reason: str) -> bool:
+        """Record the endpoint's removal; ``False`` (nothing recorded) when the tenant has no such endpoint."""
+        if await self.get(tenant, endpoint_id) is None:
+            return False
+        payload = WebhookEndpointRemovedPayload(endpoint_id=endpoint_id, tenant=tenant, reason=reason)
+        await self._nodes.publish_all([node_event(WebhookEndpointRemoved, self._producer, payload)])
+        return True
+
+    async def list(self, tenant: str = DEFAULT_TENANT) -> list[Endpoint]:
+        async with reading("the webhook endpoints", ProjectionUnavailable):
+            rows = await self._pool.fetch(_LIVE, tenant, timeout=QUERY_TIMEOUT_S)
+        return [Endpoint.from_row(row) for row in rows]
+
+    async def get(self, tenant: str, endpoint_id: uuid.UUID) -> Endpoint | None:
+        """The tenant's endpoint (another tenant's, or a removed one, is unknown)."""
+        async with reading("the webhook endpoints", ProjectionUnavailable):
+            row = await self._pool.fetchrow(_ONE, endpoint_id, tenant, timeout=QUERY_TIMEOUT_S)
+        return None if row is None or row["removed_at"] is not None else Endpoint.from_row(row)
+
+    def _secret(self, endpoint_id: uuid.UUID, generation: int) -> str:
+        return endpoint_secret(self._signing_key, endpoint_id, generation)
+
+    def _check_enabled(self) -> None:
+        if not self.enabled:
+            raise Rejected(
+                "webhooks are off on this server: its operator sets VOXLOG_WEBHOOK_SIGNING_KEY to turn them on", 503
+            )
