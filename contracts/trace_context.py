@@ -76,11 +76,6 @@ def is_traceparent(value: str) -> bool:
     return value.startswith("00-") and parse_traceparent(value) is not None
 
 
-def new_traceparent() -> str:
-    """A fresh W3C ``traceparent`` (version 00, sampled)."""
-    return new_trace().traceparent
-
-
 def span_id_of(event_id: uuid.UUID) -> str:
     """The span id of the event ``event_id`` (the first 8 bytes of its sha256, never all zero)."""
     digest = hashlib.sha256(event_id.bytes).hexdigest()[:16]

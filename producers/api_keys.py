@@ -78,10 +78,6 @@ class Unauthenticated(ProducerError):
     """No key, or a key that is not good (401): the message says which, never what the secret was."""
 
 
-class Forbidden(ProducerError):
-    """A good key without the scope the route needs (403)."""
-
-
 def parse(token: str) -> tuple[str, str]:
     match = KEY_PATTERN.fullmatch(token.strip())
     if match is None:
