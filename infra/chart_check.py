@@ -81,11 +81,8 @@ def helm() -> Path:
         BIN.mkdir(parents=True, exist_ok=True)
         stamps = [
             f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
-            *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMajor=1" for pkg in ("lint/rules", "chartutil")),
-            *(
-                f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMinor={KUBERNETES_MINOR}"
-                for pkg in ("lint/rules", "chartutil")
-            ),
+            *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMajor=1" for pkg in _STAMPED),
+            *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMinor={KUBERNETES_MINOR}" for pkg in _STAMPED),
         ]
         with tempfile.TemporaryDirectory(dir=BIN) as staging:
             env_bin = {"GOBIN": staging}
@@ -95,7 +92,7 @@ def helm() -> Path:
                     "install",
                     "-ldflags",
                     " ".join(["-s", "-w", *stamps]),
-                    f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}",
+                    HELM_MODULE,
                 ],
                 env={**go_env(), **env_bin},
                 capture_output=True,
@@ -134,7 +131,7 @@ def keda_crds() -> list[Path]:
                     "mod",
                     "download",
                     "-json",
-                    f"github.com/kedacore/keda/v2@{KEDA_VERSION}",
+                    KEDA_MODULE,
                     cwd=Path(outside_any_module),
                 )
             )
