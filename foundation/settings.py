@@ -568,11 +568,6 @@ class ApiSettings(
         description="CPU seconds reading a document may take for each MiB uploaded, on top of VOXLOG_PARSE_CPU_S_BASE"
         " (a 2 MiB Markdown book takes about 0.3).",
     )
-    document_gate: str = Field(
-        "",
-        description="Tests only: a Unix socket that parsing a document connects to, then waits on until it is sent"
-        " a byte, before it reads anything (empty: none).",
-    )
     caption_cache_mb: int = Field(
         64,
         ge=0,

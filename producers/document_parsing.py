@@ -84,8 +84,9 @@ class DocumentBudget:
     cpu_s_per_mib: float = 0.0
     """And CPU seconds for each MiB uploaded."""
     gate: str = ""
-    """Tests only: a Unix socket the parsing connects to, and waits on until it is sent a byte, before it
-    reads anything (the e2e test holds a split there and asks /healthz meanwhile)."""
+    """A test's hook, no setting (empty: none): a Unix socket the parsing connects to, and waits on until it is
+    sent a byte, before it reads anything. Only a test's entry point sets it (tests/support/gated_api.py: the
+    e2e test holds a split there and asks /healthz meanwhile)."""
 
     @property
     def limits(self) -> SplitLimits:

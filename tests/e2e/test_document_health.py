@@ -3,8 +3,9 @@ event loop, where one POST of 30,000 full stops had held /healthz for 10 s.
 
 The test holds the split of the slowest document the API accepts (its text at the raw limit, markup included,
 two thousand parts once read) at a gate: a Unix socket the parsing connects to and waits on
-(VOXLOG_DOCUMENT_GATE, a test-only setting), and asks /healthz while it waits there. No timing is asserted:
-only the order of events (the split held, health answered, the document not yet answered, then answered 202).
+(VOXLOG_DOCUMENT_GATE, read by tests.support.gated_api, the API's entry point for this test: no setting of
+the API's), and asks /healthz while it waits there. No timing is asserted: only the order of events (the
+split held, health answered, the document not yet answered, then answered 202).
 A split on the event loop would hold the loop at the gate, and health would not answer at all.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,6 +26,7 @@ QUICK = {  # no synthesis time: the parts are queued and done with at once, noth
     "VOXLOG_DEFAULT_ENGINE": "bench-sleep",
     "VOXLOG_MAX_BACKLOG_S": "0",
 }
+GATED_API = (sys.executable, "-m", "tests.support.gated_api")  # `voxlog api`, its parsing held at the gate
 RAW_LIMIT = 2 * 2_000_000  # twice VOXLOG_MAX_DOCUMENT_CHARS: the most text a document may have before splitting
 _WORDS = (
     "river", "*stone*", "**lantern**", "[harbor](https://example.org/harbor/and/its/long/path)", "`meadow`",
@@ -69,7 +72,7 @@ async def test_healthz_answers_while_the_slowest_accepted_document_is_split(apps
     text = slowest_document()
     gate = Gate(Path(tempfile.mkdtemp(prefix="voxlog-gate-", dir="/tmp")) / "gate")  # a socket path is short
     await gate.start()
-    app, voices = await start_pipeline(apps, workers=1, VOXLOG_DOCUMENT_GATE=gate.path, **QUICK)
+    app, voices = await start_pipeline(apps, workers=1, api_program=GATED_API, VOXLOG_DOCUMENT_GATE=gate.path, **QUICK)
     async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
         body, headers = json.dumps({"text": text, "voice": voices[0]}), {"content-type": "application/json"}
         posted = asyncio.create_task(client.post("/v1/documents", content=body, headers=headers))

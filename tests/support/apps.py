@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,11 +41,20 @@ class AppStack:
     def api(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
 
-    def start(self, name: str, command: list[str], extra_env: Mapping[str, str] | None = None) -> None:
+    def start(
+        self,
+        name: str,
+        command: list[str],
+        extra_env: Mapping[str, str] | None = None,
+        program: Sequence[str] = CLI,
+    ) -> None:
+        """Start ``program`` ``command`` (the CLI's, or a test's entry point standing in for it, ``program``
+        alone: tests.support.gated_api)."""
         env = {**self.env, **(extra_env or {})}
         # The command may start with options; a second API serves on the port its environment names.
-        ready = f"http://127.0.0.1:{env['VOXLOG_API_PORT']}/readyz" if "api" in command else None
-        spec = AppSpec(name, [*CLI, *command], env, ready_url=ready)
+        api = "api" in command or program != CLI
+        ready = f"http://127.0.0.1:{env['VOXLOG_API_PORT']}/readyz" if api else None
+        spec = AppSpec(name, [*program, *command], env, ready_url=ready)
         self.specs[name] = spec
         self.processes.start(spec)
 
@@ -176,13 +185,19 @@ async def until_key(
     raise AssertionError(f"key {key_id} was not {what} within {within_s}s; projector log:\n{app.log('projector')}")
 
 
-async def start_pipeline(make: Any, workers: int = 1, **env: str) -> tuple[AppStack, list[str]]:
-    """A projector, ``workers`` workers and the API on this test's topics; returns them and the voices."""
+async def start_pipeline(
+    make: Any, workers: int = 1, api_program: Sequence[str] | None = None, **env: str
+) -> tuple[AppStack, list[str]]:
+    """A projector, ``workers`` workers and the API on this test's topics; returns them and the voices.
+    ``api_program``: an entry point run instead of `voxlog api` (tests.support.gated_api)."""
     app: AppStack = make(**env)
     app.start("projector", ["projector"])
     for i in range(workers):
         app.start(f"worker-{i}", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": f"w{i}"})
-    app.start("api", ["api"])
+    if api_program is None:
+        app.start("api", ["api"])
+    else:
+        app.start("api", [], program=api_program)
     await app.wait_ready()
     if env.get("VOXLOG_AUTH") == "on":  # the test's own operator, to ask the API what it needs to know
         app.headers = bearer(await create_key(app, "ops", "submit,read,admin,operator"))

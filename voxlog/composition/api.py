@@ -57,13 +57,15 @@ log = structlog.get_logger("voxlog")
 OFFLOADED_MODULES = ("foundation.offload", "producers.document_parsing", "producers.requests")
 
 
-async def run_api(settings: ApiSettings) -> None:
+async def run_api(settings: ApiSettings, *, document_gate: str = "") -> None:
+    """`voxlog api`. ``document_gate`` is no setting but a test's hook (a Unix socket each document's parsing
+    waits on: producers.document_parsing); only tests/support/gated_api.py passes one."""
     summarize_every(settings.outage_summary_s)
     shutdown = Shutdown(settings.shutdown_timeout_s)  # begun by uvicorn's signal handling (BoundedServer)
-    await shutdown.run(_api(settings, shutdown))
+    await shutdown.run(_api(settings, shutdown, document_gate))
 
 
-async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
+async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) -> None:
     kafka = settings.kafka_access()
     async with AsyncExitStack() as resources:
         export_spans(resources, settings, "api", shutdown)
@@ -156,7 +158,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown) -> None:
             policies=policies,
             document_parser=DocumentParser(
                 offload,
-                document_budget(settings),
+                document_budget(settings, document_gate),
                 TenantParseSlots(settings.parse_per_tenant, settings.parse_slot_wait_s),
             ),
             operations=ApiOperations(pool, publisher, document_log, producer),

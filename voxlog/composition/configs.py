@@ -58,7 +58,8 @@ def limits(settings: ApiSettings) -> Limits:
     )
 
 
-def document_budget(settings: ApiSettings) -> DocumentBudget:
+def document_budget(settings: ApiSettings, gate: str = "") -> DocumentBudget:
+    """The document limits of ``settings``; ``gate`` is a test's hook, no setting (tests/support/gated_api.py)."""
     from producers.document_parsing import DocumentBudget  # the API's only, as in limits()
 
     return DocumentBudget(
@@ -70,7 +71,7 @@ def document_budget(settings: ApiSettings) -> DocumentBudget:
         max_unpacked_bytes=settings.max_epub_unpacked_bytes,
         cpu_s_base=settings.parse_cpu_s_base,
         cpu_s_per_mib=settings.parse_cpu_s_per_mib,
-        gate=settings.document_gate,
+        gate=gate,
     )
 
 
