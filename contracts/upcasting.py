@@ -76,9 +76,9 @@ def _segment_v2_to_v3(raw: RawEvent) -> RawEvent:
     return raw
 
 
-def _document_v1_to_v2(raw: RawEvent) -> RawEvent:
-    """``DocumentSubmitted`` 2 may hold the scene break ``b`` in ``breaks``; a version-1 record has none, and
-    reads as it is."""
+def _as_it_is(raw: RawEvent) -> RawEvent:
+    """A step whose newer version only admits more (a new value): the older record reads as it is. The step
+    stays in the chain all the same, for :func:`upcast` refuses a version with no step to the next."""
     return raw
 
 
@@ -106,12 +106,6 @@ def _queued_v4_to_v5(raw: RawEvent) -> RawEvent:
     payload = raw.get("payload")
     if isinstance(payload, dict):
         raw = {**raw, "payload": {**payload, "degraded_from": None}}
-    return raw
-
-
-def _mode_v1_to_v2(raw: RawEvent) -> RawEvent:
-    """``ServiceModeSet`` 2 may name the mode ``degraded``; a version-1 switch (cache-only, the only mode
-    there was) reads as it is."""
     return raw
 
 
@@ -165,11 +159,13 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("JobClaimed", 1): _claim_v1_to_v2,
     ("JobQueued", 1): _queued_v1_to_v2,
     ("SegmentProduced", 1): _segment_v1_to_v2,
-    ("DocumentSubmitted", 1): _document_v1_to_v2,
+    # DocumentSubmitted 2 may hold the scene break "b" in breaks; a version-1 record has none.
+    ("DocumentSubmitted", 1): _as_it_is,
     ("JobQueued", 2): _queued_v2_to_v3,
     ("JobQueued", 3): _queued_v3_to_v4,
     ("JobQueued", 4): _queued_v4_to_v5,
-    ("ServiceModeSet", 1): _mode_v1_to_v2,
+    # ServiceModeSet 2 may name the mode "degraded"; a version-1 switch was cache-only, the only mode there was.
+    ("ServiceModeSet", 1): _as_it_is,
     ("DocumentSubmitted", 2): _document_v2_to_v3,
     ("SegmentProduced", 2): _segment_v2_to_v3,
     ("JobQueued", 5): _queued_v5_to_v6,
