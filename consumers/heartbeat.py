@@ -24,8 +24,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
-from consumers.activity import Activity
 from consumers.ports import EngineDescription
+from consumers.worker_activity import Activity
 from contracts import (
     DecodeError,
     NodeEvent,

@@ -29,13 +29,13 @@ from typing import Any, Final, TypeVar
 import structlog
 
 from consumers.acknowledgements import Acknowledgements, Recorder
-from consumers.activity import Activity
 from consumers.attempts import Attempt, AttemptResult
 from consumers.engine_turns import TurnWithdrawn
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
 from consumers.ports import AudioSink, CachedResult, EventLog, PlannedSegment, SegmentReuse, SpeechEngine
 from consumers.segment_audio import SegmentAudio, SegmentMaker
+from consumers.worker_activity import Activity
 from contracts import (
     JobClaimed,
     JobClaimedPayload,

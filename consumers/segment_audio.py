@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from consumers.activity import Activity
 from consumers.errors import BlobWriteFailed
 from consumers.ports import AudioSink, PlannedSegment, ReusableSegment, SegmentReuse, SpeechEngine
 from consumers.segment_reuse import LOOKUP_WORTH_S
+from consumers.worker_activity import Activity
 from contracts import AudioRef, SynthesisRequest, WordTiming
 from contracts.fingerprint import segment_key
 from foundation.audio import encode_wav

@@ -46,11 +46,11 @@ from typing import Protocol
 
 import structlog
 
-from consumers.activity import expected_seconds
 from consumers.backlog_switch import BacklogSwitch
 from consumers.cache_janitor import CacheJanitor
 from consumers.errors import LookupUnavailable
 from consumers.ports import EventLog
+from consumers.worker_activity import expected_seconds
 from contracts import (
     AudioRef,
     JobReleased,

@@ -6,7 +6,7 @@ Checked about once a second while an attempt runs:
   next segment boundary;
 - an attempt without progress (a claim, a segment) for longer than its allowance
   (this node's expected time for its text, times ``factor``; see
-  :class:`consumers.activity.Activity`) is given back at the next boundary, for a
+  :class:`consumers.worker_activity.Activity`) is given back at the next boundary, for a
   retry after a backoff;
 - if no boundary comes within a second allowance, the engine is hung: the job
   must be given back at once, and the engine's thread cannot be stopped.
@@ -18,8 +18,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from consumers.activity import Activity
 from consumers.attempts import Abort
+from consumers.worker_activity import Activity
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from datetime import timedelta
 from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
 
-from consumers.activity import Activity
 from consumers.attempts import AttemptResult
 from consumers.ledger import Ledger
 from consumers.ports import Outlook
 from consumers.worker import SynthWorker
+from consumers.worker_activity import Activity
 from foundation.errors import BrokerUnavailable
 from foundation.settings import WorkerSettings
 from tests.support.records import record_of

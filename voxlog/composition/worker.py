@@ -6,12 +6,12 @@ from contextlib import AsyncExitStack
 
 import structlog
 
-from consumers.activity import Activity
 from consumers.heartbeat import beat, heartbeat
 from consumers.job_runner import JobRunner
 from consumers.segment_reuse import SegmentCache
 from consumers.store import PostgresResultLookup
 from consumers.worker import POLL_BUDGET_S, SynthWorker
+from consumers.worker_activity import Activity
 from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, node_event, utc_now
 from foundation.blobs import LocalBlobStore
 from foundation.dlq import DeadLetterSender
