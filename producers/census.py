@@ -2,7 +2,7 @@
 each, ``voxlog_worker_queue_jobs{worker, tenant, priority}``.
 
 The API reads the projection's nodes on a schedule (what a worker announced, and when it was last
-heard from: see :mod:`producers.activity`) and exports how many of each engine and model version are
+heard from: see :mod:`producers.dashboard_activity`) and exports how many of each engine and model version are
 live. An alert then asks the question that matters, "does any worker synthesize?", of the workers'
 own word rather than of whether Prometheus can scrape them. A version whose workers are all gone
 reads 0 (not its last count); while PostgreSQL cannot be read, the last counts stay.
@@ -22,7 +22,7 @@ from typing import Final
 from foundation.lifecycle import wait_for_stop
 from foundation.metrics import WORKER_QUEUE_JOBS, WORKERS
 from foundation.outages import Outage
-from producers.activity import WorkerQueues
+from producers.dashboard_activity import WorkerQueues
 from producers.queries import ProjectionUnavailable
 
 CENSUS_INTERVAL_S: Final = 5.0  # Prometheus scrapes every 15 s: each scrape sees a count this fresh

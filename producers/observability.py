@@ -5,8 +5,8 @@ from __future__ import annotations
 from litestar import MediaType, Response, get
 from prometheus_client import generate_latest
 
-from producers.activity import Activity
 from producers.auth import OPERATOR
+from producers.dashboard_activity import Activity
 from producers.dashboard_page import PAGE
 from producers.deps import Injected
 from producers.http_errors import responses

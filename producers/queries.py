@@ -22,8 +22,8 @@ from contracts import AudioRef
 from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
 from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
-from producers.activity import Activity, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
 from producers.api_keys import StoredKey
+from producers.dashboard_activity import Activity, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
 from producers.errors import ProducerError
 from producers.queue_place import read_queue_place
 from producers.rows import (

@@ -34,7 +34,7 @@ from contracts import (
     utc_now,
 )
 from contracts.scheduling import HeldClaim, QueuedJob
-from producers.activity import NodeLiveness
+from producers.dashboard_activity import NodeLiveness
 from producers.document_queries import DocumentReader
 from producers.queries import ProjectionReader
 from projections.projector import Projector, ProjectorConfig

@@ -23,13 +23,13 @@ from foundation.outbound import parse_networks
 from foundation.readiness import mark_started
 from foundation.settings import OPENAI_VOICES, ApiSettings
 from foundation.shutdown import BoundedServer, Shutdown
-from producers.activity import NodeLiveness
 from producers.admission import Admission
 from producers.app import create_app
 from producers.audit_slots import AuditSlots
 from producers.auth import KeyBook
 from producers.caption_cache import CaptionCache
 from producers.census import WorkerCensus
+from producers.dashboard_activity import NodeLiveness
 from producers.degradation import DegradedSettings
 from producers.deps import ApiDeps
 from producers.document_parsing import DocumentParser
