@@ -28,7 +28,7 @@ from producers.openapi_docs import AudioOperation, WavOperation
 from producers.ports import JobAudit, JobChangeFeed
 from producers.queries import ProjectionReader
 from producers.requests import JobRequest, Limits
-from producers.rows import JobRow
+from producers.rows import JobRecord
 from producers.submission import Answer, Answered, Item, Submission, Submissions
 from producers.tenant_views import past_job
 from producers.views import JobAccepted, JobView, degraded_view, job_links, job_view
@@ -112,7 +112,7 @@ async def submit_job(
     return Response(accepted, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
 
 
-def cached_job(source: JobRow, answered: Answered, principal: Principal) -> JobRow:
+def cached_job(source: JobRecord, answered: Answered, principal: Principal) -> JobRecord:
     """The client's own job that a live result completed at once, as the projection will show it: the source's
     audio, its own id, times and tenant (the source job's id only when it is the same tenant's)."""
     now = utc_now()
@@ -137,7 +137,7 @@ def unknown_job(job_id: uuid.UUID) -> NotFoundException:
     return NotFoundException(f"no job {job_id} (a job just submitted appears within a moment)")
 
 
-async def known_job(reader: ProjectionReader, job_id: uuid.UUID, principal: Principal) -> JobRow:
+async def known_job(reader: ProjectionReader, job_id: uuid.UUID, principal: Principal) -> JobRecord:
     """The job, if it is the principal's tenant's (another tenant's is unknown: 404, exactly as no job)."""
     job = await reader.job(job_id, principal.tenant)
     if job is None:
@@ -185,12 +185,12 @@ async def get_job(
     return Response(job_view(folded, as_of=moment))
 
 
-def _progress(job: JobRow) -> tuple[JobState, int, int]:
+def _progress(job: JobRecord) -> tuple[JobState, int, int]:
     """What a waiting client is woken for: another state, another attempt, or a segment more."""
     return job.state, job.attempt, len(job.segments)
 
 
-def _live_job(job: JobRow) -> uuid.UUID | None:
+def _live_job(job: JobRecord) -> uuid.UUID | None:
     return None if job.ended else job.job_id
 
 

@@ -30,7 +30,7 @@ from producers.rows import (
     JOB_COLUMNS,
     SEGMENT_COLUMNS,
     EngineVoices,
-    JobRow,
+    JobRecord,
     JobStateRow,
     LiveResult,
     SegmentRow,
@@ -93,7 +93,7 @@ class ProjectionReader:
         self._engines_read_at = time.monotonic()
         return self._engines
 
-    async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRow | None:
+    async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRecord | None:
         """The job (``tenant``'s only, when given: another tenant's is unknown) and the segments that hold its
         audio: a cache hit's are its source job's, whose id it shows only when the source is the same tenant's
         (a reused result never tells who asked first). ``lexicon_words``: the words of its pronunciations that
@@ -113,7 +113,7 @@ class ProjectionReader:
         if row is None:
             return None
         segments = await self.segments(row["source_job_id"] or job_id)
-        job = JobRow.from_mapping(row, segments=tuple(segments), lexicon_words=tuple(row["lexicon_words"]))
+        job = JobRecord.from_mapping(row, segments=tuple(segments), lexicon_words=tuple(row["lexicon_words"]))
         if job.source_job_id is not None and row["source_tenant"] != job.tenant:
             job = msgspec.structs.replace(job, source_job_id=None)
         return job
@@ -189,7 +189,7 @@ class ProjectionReader:
         state = JobStateRow.from_mapping(rows[0])
         return state, [SegmentRow.from_mapping(row) for row in rows if row["segment_index"] is not None]
 
-    async def jobs_by_keys(self, keys: list[str]) -> dict[str, JobRow]:
+    async def jobs_by_keys(self, keys: list[str]) -> dict[str, JobRecord]:
         """The first job submitted with each (scoped) idempotency key of ``keys`` that named one (no segments)."""
         async with _reading("idempotency keys"):
             rows = await self._pool.fetch(
@@ -198,15 +198,15 @@ class ProjectionReader:
                 keys,
                 timeout=QUERY_TIMEOUT_S,
             )
-        return {row["idempotency_key"]: JobRow.from_mapping(row) for row in rows}
+        return {row["idempotency_key"]: JobRecord.from_mapping(row) for row in rows}
 
-    async def jobs_by_ids(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, JobRow]:
+    async def jobs_by_ids(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, JobRecord]:
         """Of ``job_ids``, the jobs the projection shows (no segments)."""
         async with _reading("jobs by id"):
             rows = await self._pool.fetch(
                 f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = ANY($1::uuid[])", job_ids, timeout=QUERY_TIMEOUT_S
             )
-        return {row["job_id"]: JobRow.from_mapping(row) for row in rows}
+        return {row["job_id"]: JobRecord.from_mapping(row) for row in rows}
 
     async def segments(self, job_id: uuid.UUID, since: int = 0) -> list[SegmentRow]:
         """The job's segments from index ``since`` on, in order (a stream asks only for those it has not sent)."""

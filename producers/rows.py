@@ -84,8 +84,9 @@ class SegmentRow(StoredSegment, frozen=True, kw_only=True):
 SEGMENT_COLUMNS: Final = columns(SegmentRow)
 
 
-class JobRow(Row, frozen=True, kw_only=True):
-    """A ``jobs`` row and the segments that hold its audio (a cache hit's are its source job's)."""
+class JobRecord(Row, frozen=True, kw_only=True):
+    """A ``jobs`` row as the API reads it (its request and state decoded; what the projector writes is
+    :class:`projections.rows.JobRow`), and the segments that hold its audio (a cache hit's are its source job's)."""
 
     _decoded: ClassVar[dict[str, Any]] = {"request": _request, "state": JobState, "degraded_from": _degraded_from}
     _read_apart: ClassVar[tuple[str, ...]] = ("segments", "lexicon_words")
@@ -136,7 +137,7 @@ class JobRow(Row, frozen=True, kw_only=True):
         return self.degraded_from.requested(self.request).fingerprint()
 
 
-JOB_COLUMNS: Final = columns(JobRow)
+JOB_COLUMNS: Final = columns(JobRecord)
 
 
 class JobStateRow(Row, frozen=True, kw_only=True):

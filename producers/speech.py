@@ -50,7 +50,7 @@ from producers.openai_errors import OPENAI_ERRORS, OPENAI_HANDLERS, SpeechFailed
 from producers.openapi_docs import SpeechOperation
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.requests import JobRequest, Limits
-from producers.rows import JobRow
+from producers.rows import JobRecord
 from producers.speech_events import speech_events
 from producers.speech_instructions import HEADER as INSTRUCTIONS_HEADER
 from producers.speech_instructions import header_value, read_instructions
@@ -218,7 +218,7 @@ async def _answer(
     return Response(audio, media_type=media_type(fmt, rate), headers=dict(headers))
 
 
-async def whole_audio(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> tuple[JobRow, bytes]:
+async def whole_audio(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> tuple[JobRecord, bytes]:
     """The job once it completed, and its whole audio; :class:`SpeechFailed` when it does not complete in time."""
     job = await _wait_finished(deps, job_id)
     if job is None:
@@ -232,7 +232,7 @@ async def whole_audio(deps: ApiDeps, job_id: uuid.UUID, fmt: str, rate: int) -> 
         raise SpeechFailed(500, f"audio of job {job_id} is gone: {exc}") from exc
 
 
-async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> JobRow | None:
+async def _wait_finished(deps: ApiDeps, job_id: uuid.UUID) -> JobRecord | None:
     deadline = time.monotonic() + deps.speech_timeout_s
     with deps.changes.watch(job_id) as changes:
         while time.monotonic() < deadline:

@@ -83,7 +83,7 @@ from producers.ports import OffLoop
 from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.quotas import Quotas
 from producers.requests import JobRequest, Limits, Refused, validate_all
-from producers.rows import JobRow, LiveResult
+from producers.rows import JobRecord, LiveResult
 from producers.submission_log import SubmissionLog, cache_hit
 
 log = structlog.get_logger("voxlog.api")
@@ -128,7 +128,7 @@ class Answered:
     job_id: uuid.UUID
     fingerprint: str
     answer: Answer
-    job: JobRow | None = None  # a known job, as the projection shows it (no segments)
+    job: JobRecord | None = None  # a known job, as the projection shows it (no segments)
     source: LiveResult | None = None  # the result a cached answer reuses
     degraded_from: DegradedFrom | None = None  # a new job's: what degraded mode changed in its request
 

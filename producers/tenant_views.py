@@ -7,7 +7,7 @@ GET, ``?as_of=``, the history):
 * a cache hit names its source job only when the source is the same tenant's: the projection's
   ``source_job_id``, which ``ProjectionReader.job`` nulls otherwise, is the reference for ``?as_of=``'s
   ``source_job_id`` and for the history's ``reused_from`` and ``JobCompleted``'s ``source_job_id``;
-* the request's pronunciations leave out the words the server lexicon holds or held (``JobRow.lexicon_words``):
+* the request's pronunciations leave out the words the server lexicon holds or held (``JobRecord.lexicon_words``):
   its entries are the operator's, applied to every tenant's text (audibly: a tenant can tell that a word has
   one) but never listed to a tenant, in the request as in the history's ``JobQueued``;
 * the history's tenant is the projection's, so a job whose ``JobQueued`` left the log (retention) is not read
@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from contracts import SynthesisRequest
-from producers.rows import JobRow, SegmentRow
+from producers.rows import JobRecord, SegmentRow
 
 
 def shown_request(request: SynthesisRequest, lexicon_words: Collection[str]) -> SynthesisRequest:
@@ -42,7 +42,7 @@ def _shown_request_json(request: Mapping[str, Any] | None, lexicon_words: Collec
     return {**request, "pronunciations": {w: p for w, p in said.items() if w not in lexicon_words}}
 
 
-def shown_source(source: uuid.UUID | str | None, job: JobRow) -> uuid.UUID | None:
+def shown_source(source: uuid.UUID | str | None, job: JobRecord) -> uuid.UUID | None:
     """A cache hit's source as the tenant may see it: named only when the projection names it to the tenant
     (the same tenant's job; ``job`` is the row ``ProjectionReader.job`` read for the tenant)."""
     if source is None or job.source_job_id is None:
@@ -51,10 +51,10 @@ def shown_source(source: uuid.UUID | str | None, job: JobRow) -> uuid.UUID | Non
     return source_id if source_id == job.source_job_id else None
 
 
-def past_job(past: Mapping[str, Any], job: JobRow) -> JobRow:
+def past_job(past: Mapping[str, Any], job: JobRecord) -> JobRecord:
     """``?as_of=``'s fold of the log (the shape of a ``jobs`` row), cut for the tenant of ``job`` (the
     projection's row of the same job, read for that tenant)."""
-    return JobRow.from_mapping(
+    return JobRecord.from_mapping(
         past,
         segments=tuple(map(SegmentRow.from_mapping, past["segments"])),
         source_job_id=shown_source(past["source_job_id"], job),
@@ -62,7 +62,7 @@ def past_job(past: Mapping[str, Any], job: JobRow) -> JobRow:
     )
 
 
-def tenant_history(history: Mapping[str, Any], job: JobRow, tenant: str) -> dict[str, Any] | None:
+def tenant_history(history: Mapping[str, Any], job: JobRecord, tenant: str) -> dict[str, Any] | None:
     """The history (``as_json`` of ``projections.audit``) as ``tenant``, whose job ``job`` the projection says it
     is, may see it; ``None`` when the log names another tenant as the job's owner."""
     if history.get("tenant") not in (None, tenant):

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import DegradedFrom, JobState, SynthesisRequest
-from producers.rows import JobRow
+from producers.rows import JobRecord
 from producers.tenant_views import shown_request
 
 
@@ -134,7 +134,7 @@ def _ms(later: datetime | None, earlier: datetime | None) -> int | None:
     return None if later is None or earlier is None else round((later - earlier).total_seconds() * 1000)
 
 
-def job_view(job: JobRow, as_of: datetime | None = None, queue: QueuePlaceView | None = None) -> JobView:
+def job_view(job: JobRecord, as_of: datetime | None = None, queue: QueuePlaceView | None = None) -> JobView:
     return JobView(
         job_id=job.job_id,
         state=job.state,

@@ -26,7 +26,7 @@ from producers.deps import ApiDeps
 from producers.document_parsing import DocumentBudget, DocumentParser
 from producers.ports import Polling
 from producers.requests import Limits
-from producers.rows import EngineVoices, JobRow, JobStateRow, LiveResult, SegmentRow, UsageRow
+from producers.rows import EngineVoices, JobRecord, JobStateRow, LiveResult, SegmentRow, UsageRow
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
 from producers.views import QueuePlaceView
@@ -67,7 +67,7 @@ def segment(index: int, uri: str | None = None, duration_ms: int = 100) -> Segme
 
 def job_row(
     event: JobQueued, state: JobState = JobState.QUEUED, segments: Sequence[SegmentRow] = (), **changes: Any
-) -> JobRow:
+) -> JobRecord:
     """The projection's row of the job ``event`` queued, in ``state``."""
     values: dict[str, Any] = {
         "job_id": event.job_id,
@@ -95,7 +95,7 @@ def job_row(
         "cancel_reason": None,
         "segments": tuple(segments),
     }
-    return JobRow(**{**values, **changes})
+    return JobRecord(**{**values, **changes})
 
 
 def request_of(text: str, voice: str = "af_heart") -> SynthesisRequest:
@@ -120,7 +120,7 @@ class Reader:
 
     def __init__(self, down: Exception | None = None) -> None:
         self.down = down
-        self.jobs: dict[uuid.UUID, JobRow] = {}
+        self.jobs: dict[uuid.UUID, JobRecord] = {}
         self.cached: dict[str, LiveResult] = {}
         self.script: list[tuple[JobStateRow | None, list[SegmentRow]] | Exception] = []
         self.progress_reads: list[int] = []
@@ -134,7 +134,7 @@ class Reader:
         if self.down is not None:
             raise self.down
 
-    def project(self, event: JobQueued, state: JobState = JobState.QUEUED, **changes: Any) -> JobRow:
+    def project(self, event: JobQueued, state: JobState = JobState.QUEUED, **changes: Any) -> JobRecord:
         row = self.jobs[event.job_id] = job_row(event, state, **changes)
         return row
 
@@ -144,7 +144,7 @@ class Reader:
     async def ping(self) -> None:
         self._raise_if_down()
 
-    async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRow | None:
+    async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRecord | None:
         """The job as projected (``tenant``'s only, when given); a scripted job (``script``) as its last read says."""
         self._raise_if_down()
         if job_id in self.jobs or not self.script:
@@ -161,7 +161,7 @@ class Reader:
         state, segments = last
         if state is None:
             return None
-        return JobRow(
+        return JobRecord(
             **{**_EMPTY_JOB, "job_id": job_id, "state": state.state, "error_code": state.error_code,
                "error_message": state.error_message, "segments": tuple(segments)}
         )  # fmt: skip
@@ -171,15 +171,15 @@ class Reader:
         self.place_reads.append(job_id)
         return self.places.get(job_id)
 
-    async def jobs_by_keys(self, keys: list[str]) -> dict[str, JobRow]:
+    async def jobs_by_keys(self, keys: list[str]) -> dict[str, JobRecord]:
         self._raise_if_down()
-        found: dict[str, JobRow] = {}
+        found: dict[str, JobRecord] = {}
         for job in sorted(self.jobs.values(), key=lambda j: j.submitted_at):
             if job.idempotency_key in keys:
                 found.setdefault(job.idempotency_key, job)
         return found
 
-    async def jobs_by_ids(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, JobRow]:
+    async def jobs_by_ids(self, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, JobRecord]:
         self._raise_if_down()
         return {job_id: job for job_id, job in self.jobs.items() if job_id in job_ids}
 
