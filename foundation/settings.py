@@ -671,7 +671,8 @@ class ApiSettings(
 class EngineSettings(_Settings):
     engine: str = Field(
         "kokoro-onnx",
-        description="Speech engine: kokoro-onnx (int8, CPU), kokoro (torch), or bench-sleep (benchmarks only).",
+        description="Speech engine: kokoro-onnx (int8, CPU), kokoro (torch), or bench-sleep (benchmarks only,"
+        " paced by `python -m bench.paced`: README, Benchmarks).",
     )
     device: str = Field("cpu", description="Device the model runs on: cpu, or cuda:N for the kokoro engine.")
     threads: int = Field(2, ge=1, description="CPU threads the engine may use.")
@@ -683,20 +684,6 @@ class EngineSettings(_Settings):
         None, description="config.json, weights .pth and voices/ of the torch engine (unset: the Hugging Face cache)."
     )
     voices_dir: Path | None = Field(None, description="Extra voice packs (.pt, .npy, .bin) to load beside the bundled.")
-    bench_synth_ms: float = Field(
-        0.0, ge=0, description="Benchmarks only: milliseconds the bench-sleep engine sleeps per segment."
-    )
-    bench_ms_per_char: float = Field(
-        0.0,
-        ge=0,
-        description="Benchmarks only: milliseconds bench-sleep sleeps per character of a segment, on top of"
-        " VOXLOG_BENCH_SYNTH_MS (a segment's synthesis time grows with its text, as a model's does).",
-    )
-    bench_fault: str = Field(
-        "",
-        description="Fault tests only: hang:TEXT or fail:TEXT makes bench-sleep hang on, or fail, such segments; "
-        "gate:TEXT@FIFO holds the first until a test opens the named pipe.",
-    )
     nice: int = Field(0, ge=0, le=19, description="Raise the process's nice value by this much at start.")
 
 

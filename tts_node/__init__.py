@@ -48,9 +48,6 @@ def load_engine(
     cache_dir: Path | None = None,
     model_dir: Path | None = None,
     voices_dir: Path | None = None,
-    bench_synth_ms: float = 0.0,
-    bench_ms_per_char: float = 0.0,
-    bench_fault: str = "",
 ) -> Engine:
     """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings. It takes every
     speed of ``contracts.speed.SPEED_RANGE``: beyond the model's own, time-stretched (``tts_node.stretching``).
@@ -58,12 +55,10 @@ def load_engine(
     ``kokoro-onnx`` uses ``cache_dir`` (assembled weights) and ``voices_dir``
     (extra voice packs); ``kokoro`` reads ``model_dir`` (config.json, the .pth
     weights, voices/*.pt), or the local Hugging Face cache when it is None.
-    ``bench-sleep`` sleeps ``bench_synth_ms`` per segment plus ``bench_ms_per_char`` per character
-    of it (benchmarks only; ``bench_fault`` is for fault tests: see :mod:`tts_node.bench_sleep`).
+    ``bench-sleep`` (benchmarks only) is made as the process's entry point said: untimed unless
+    ``bench.paced`` set its pace (see :mod:`tts_node.bench_sleep`).
     """
-    return SpeedRange(
-        _load(name, device, threads, cache_dir, model_dir, voices_dir, bench_synth_ms, bench_ms_per_char, bench_fault)
-    )
+    return SpeedRange(_load(name, device, threads, cache_dir, model_dir, voices_dir))
 
 
 def _load(
@@ -73,9 +68,6 @@ def _load(
     cache_dir: Path | None,
     model_dir: Path | None,
     voices_dir: Path | None,
-    bench_synth_ms: float,
-    bench_ms_per_char: float,
-    bench_fault: str,
 ) -> Engine:
     if name not in ENGINES:
         raise TtsNodeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
@@ -83,9 +75,9 @@ def _load(
         raise TtsNodeError(f"engine {name!r} runs on {', '.join(DEVICES[name])}, not {device!r}")
     # Imported here so that importing tts_node loads neither onnxruntime nor torch.
     if name == "bench-sleep":
-        from tts_node.bench_sleep import BenchSleepEngine
+        from tts_node.bench_sleep import made
 
-        return BenchSleepEngine(bench_synth_ms, device=device, fault=bench_fault, ms_per_char=bench_ms_per_char)
+        return made(device)
     if name == "kokoro":
         from tts_node.kokoro_torch import KokoroTorchEngine
 

@@ -3,6 +3,12 @@
 It stands in for a model of known speed (zero: pure orchestration cost; 200
 ms: a GPU node) so benchmarks measure what surrounds synthesis. It is never a
 default: it runs only when ``VOXLOG_ENGINE=bench-sleep`` is set on purpose.
+Its pace and fault are no settings of voxlog's (issue 38, item 3): a process
+makes it with :func:`made`, which gives an engine that takes no time and has no
+fault unless the process's entry point installed another maker
+(:func:`make_with`): ``python -m bench.paced``, what the benchmarks, the fault
+campaigns and the tests run instead of ``voxlog``, installs one from its
+``VOXLOG_BENCH_*`` variables.
 
 Text is split as the real engines split it, by ``tts_node.segmenter`` (the
 same sentences, the same quick-start first clause, the same packing into
@@ -34,7 +40,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -163,6 +169,29 @@ class BenchSleepEngine:
                 raise EngineFailure("released from a hang")
             else:
                 raise EngineFailure(f"bench-sleep fault on {segment.text!r}")
+
+
+Maker = Callable[[str], BenchSleepEngine]
+"""Makes this process's benchmark engine for a device."""
+
+
+def _untimed(device: str) -> BenchSleepEngine:
+    return BenchSleepEngine(device=device)
+
+
+_maker: list[Maker] = [_untimed]
+
+
+def make_with(maker: Maker) -> Maker:
+    """From now on, this process's benchmark engine is ``maker``'s (an entry point's: bench.paced); returns
+    the maker it replaces."""
+    previous, _maker[0] = _maker[0], maker
+    return previous
+
+
+def made(device: str) -> BenchSleepEngine:
+    """This process's benchmark engine on ``device``: untimed and faultless, unless an entry point said how."""
+    return _maker[0](device)
 
 
 def _tone(segment: Segment, speed: float) -> Audio:

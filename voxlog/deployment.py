@@ -32,6 +32,10 @@ from voxlog.errors import VoxlogError
 from voxlog.topics import ensure_topics, topic_specs
 
 VOXLOG_CLI: Final = (sys.executable, "-m", "voxlog.cli", "--log-level", "WARNING")
+# How a deployment's processes are started: the CLI through bench.paced, which paces the benchmark engine
+# (bench-sleep) from VOXLOG_BENCH_*, no settings of voxlog's (issue 38, item 3); any other engine runs as
+# `voxlog` runs it. Run as a program, not imported: the benchmarks sit above the application.
+PACED_CLI: Final = (sys.executable, "-m", "bench.paced", "--log-level", "WARNING")
 
 
 class DeploymentError(VoxlogError):
@@ -75,7 +79,7 @@ class Deployment:
 
     def argv(self, process: str) -> list[str]:
         """How ``process`` (api, worker, projector, sweeper) is started."""
-        return [*VOXLOG_CLI, process]
+        return [*PACED_CLI, process]
 
     # -- processes ----------------------------------------------------------------------------
     def start(

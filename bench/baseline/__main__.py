@@ -10,6 +10,7 @@ import asyncpg
 import structlog
 import uvicorn
 
+from bench import paced
 from bench.baseline.api import BaselineDeps, create_baseline_app
 from bench.baseline.queue import BaselineQueue, install
 from bench.baseline.settings import BaselineApiSettings, BaselineWorkerSettings
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("process", choices=["api", "worker"])
     args = parser.parse_args()
     configure_logging("INFO")
+    paced.install()  # the benchmark engine paced by VOXLOG_BENCH_*, as voxlog's processes are (bench.paced)
     if args.process == "api":
         asyncio.run(run_api(BaselineApiSettings()))
     else:

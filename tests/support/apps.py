@@ -21,7 +21,8 @@ from tests.support.cli import voxlog
 from tests.support.stack import free_port
 from voxlog.devstack import isolated_env
 
-CLI = [sys.executable, "-m", "voxlog.cli"]
+# voxlog's CLI, its benchmark engine paced by the test's VOXLOG_BENCH_* (no settings of voxlog's: bench.paced).
+CLI = [sys.executable, "-m", "bench.paced"]
 
 
 @dataclass

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
+from bench.paced import BenchEngineSettings, install
 from consumers.errors import InputRejected
 from foundation.metrics import AUDIO_SECONDS, SEGMENTS, SYNTHESIS_SECONDS, parse_totals
 from foundation.settings import EngineSettings, WorkerSettings
@@ -32,16 +34,28 @@ def samples(seconds: float) -> int:
     return round(SAMPLE_RATE * seconds)
 
 
-def test_bench_sleep_is_never_the_default_engine(monkeypatch):
+@pytest.fixture
+def paced() -> Iterator[Callable[..., None]]:
+    """Paces this process's benchmark engine as bench.paced does (the maker put back after the test)."""
+    makers: list[bench_sleep.Maker] = []
+    yield lambda **pace: makers.append(install(BenchEngineSettings(**pace)))
+    if makers:
+        bench_sleep.make_with(makers[0])
+
+
+def test_bench_sleep_is_never_the_default_engine_and_its_pace_no_setting(monkeypatch):
     monkeypatch.delenv("VOXLOG_ENGINE", raising=False)
-    monkeypatch.delenv("VOXLOG_BENCH_MS_PER_CHAR", raising=False)
     assert EngineSettings().engine == "kokoro-onnx"
-    assert WorkerSettings().bench_synth_ms == 0.0
-    assert WorkerSettings().bench_ms_per_char == 0.0
+    # Issue 38, item 3: the pace and fault are bench.paced's to read, not voxlog's settings.
+    monkeypatch.setenv("VOXLOG_BENCH_SYNTH_MS", "50")
+    monkeypatch.setenv("VOXLOG_BENCH_FAULT", "fail:doomed")
+    assert not {name for name in WorkerSettings.model_fields if name.startswith("bench")}
+    assert load_engine("bench-sleep").info.model_version == "sleep-0ms"  # `voxlog worker` ignores them
 
 
-def test_bench_sleep_sleeps_its_configured_time_and_returns_tone_as_long_as_the_text(slept):
-    engine = load_engine("bench-sleep", bench_synth_ms=50)
+def test_bench_sleep_sleeps_its_configured_time_and_returns_tone_as_long_as_the_text(slept, paced):
+    paced(synth_ms=50)
+    engine = load_engine("bench-sleep")
     assert engine.info.name == "bench-sleep"
     assert engine.info.model_version == "sleep-50ms"
     segment, second = engine.segment("One sentence. And another.", "en-us")
@@ -54,11 +68,11 @@ def test_bench_sleep_sleeps_its_configured_time_and_returns_tone_as_long_as_the_
     assert 0.05 < float(np.abs(audio).max()) <= 0.1 + 1e-6
 
 
-def test_the_per_character_cost_is_configured_and_named_in_the_model_version_only_when_set(monkeypatch):
+def test_the_per_character_cost_is_configured_and_named_in_the_model_version_only_when_set(monkeypatch, paced):
     monkeypatch.setenv("VOXLOG_BENCH_MS_PER_CHAR", "2.5")
-    settings = WorkerSettings()
-    assert settings.bench_ms_per_char == 2.5
-    engine = load_engine("bench-sleep", bench_synth_ms=0, bench_ms_per_char=settings.bench_ms_per_char)
+    assert BenchEngineSettings().ms_per_char == 2.5
+    paced(**BenchEngineSettings().model_dump())  # what bench.paced installs from the environment
+    engine = load_engine("bench-sleep")
     assert engine.info.model_version == "sleep-0ms-2.5mspc"
     assert BenchSleepEngine(synth_ms=200, ms_per_char=0).info.model_version == "sleep-200ms"
     assert BenchSleepEngine().info.model_version == "sleep-0ms"  # what benchmarks and fingerprints used so far

@@ -124,9 +124,6 @@ async def load_configured_engine(settings: EngineSettings) -> Engine:
         cache_dir=settings.model_cache_dir,
         model_dir=settings.kokoro_dir,
         voices_dir=settings.voices_dir,
-        bench_synth_ms=settings.bench_synth_ms,
-        bench_ms_per_char=settings.bench_ms_per_char,
-        bench_fault=settings.bench_fault,
     )
 
 
