@@ -31,6 +31,7 @@ from contracts.events import (
     NodeEvent,
     NodeHeartbeat,
     ServiceModeSet,
+    WebhookDeliveryRecorded,
     WebhookEndpointRemoved,
     WebhookEndpointSet,
     derive_event_id,
@@ -76,6 +77,8 @@ def record_key(event: AnyEvent) -> bytes:
         return f"lexicon/{event.payload.word}".encode()
     if isinstance(event, WebhookEndpointSet | WebhookEndpointRemoved):  # an endpoint's last word: its removal
         return f"webhook/{event.payload.endpoint_id}".encode()
+    if isinstance(event, WebhookDeliveryRecorded):  # compaction keeps each delivery as it stands last
+        return f"delivery/{event.payload.delivery_id}".encode()
     return event.fingerprint.encode()
 
 

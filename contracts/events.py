@@ -525,6 +525,43 @@ class WebhookEndpointRemoved(_Frozen):
     payload: WebhookEndpointRemovedPayload
 
 
+DeliveryState = Literal["pending", "delivered", "given_up"]
+"""``pending``: due now or at ``next_attempt_at``; ``delivered``: an endpoint answered 2xx; ``given_up``: it did
+not within the retry window, or its endpoint was removed or disabled."""
+
+
+class WebhookDeliveryRecordedPayload(_Frozen):
+    """A webhook delivery as it stands: made when an outcome is due to an endpoint, and recorded again, whole,
+    after each attempt (compaction keeps the latest, and the latest is all a delivery needs)."""
+
+    delivery_id: uuid.UUID  # its webhook-id: the same on every attempt, so receivers de-duplicate
+    endpoint_id: uuid.UUID
+    tenant: Tenant
+    event_type: WebhookEventType
+    job_id: uuid.UUID | None = None
+    document_id: uuid.UUID | None = None
+    body: Annotated[str, Field(min_length=2, max_length=16_000)]  # the JSON sent, the same on every attempt
+    traceparent: Annotated[str, Field(max_length=55)] | None = None  # the job's trace, sent with each attempt
+    created_at: AwareDatetime
+    state: DeliveryState = "pending"
+    attempts: Annotated[int, Field(ge=0)] = 0
+    next_attempt_at: AwareDatetime | None = None
+    last_status: Annotated[int, Field(ge=100, le=599)] | None = None
+    last_error: Annotated[str, Field(max_length=500)] = ""
+    last_duration_ms: Annotated[int, Field(ge=0)] | None = None
+
+
+class WebhookDeliveryRecorded(_Frozen):
+    """On the compacted nodes topic, key = ``delivery/<delivery_id>``: a delivery made, or after an attempt."""
+
+    type: Literal["WebhookDeliveryRecorded"] = "WebhookDeliveryRecorded"
+    schema_version: Literal[1] = 1
+    event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+    payload: WebhookDeliveryRecordedPayload
+
+
 Markup = Literal["markdown", "plain", "epub"]
 PartBreak = Literal["s", "p", "b", "c"]
 
@@ -591,7 +628,8 @@ NodeEvent = Annotated[
     | LexiconEntrySet
     | LexiconEntryRemoved
     | WebhookEndpointSet
-    | WebhookEndpointRemoved,
+    | WebhookEndpointRemoved
+    | WebhookDeliveryRecorded,
     Field(discriminator="type"),
 ]
 
@@ -623,6 +661,7 @@ NODE_EVENT_CLASSES: Final = (
     LexiconEntryRemoved,
     WebhookEndpointSet,
     WebhookEndpointRemoved,
+    WebhookDeliveryRecorded,
 )
 
 
@@ -666,6 +705,7 @@ NodeEventT = TypeVar(
     LexiconEntryRemoved,
     WebhookEndpointSet,
     WebhookEndpointRemoved,
+    WebhookDeliveryRecorded,
 )
 
 

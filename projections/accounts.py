@@ -10,6 +10,9 @@ A webhook endpoint's row follows its records by their clock: a ``WebhookEndpoint
 (a rotation), a second copy of the one it holds changes nothing, and a ``WebhookEndpointRemoved`` removes it
 for good (a later set of a removed endpoint changes nothing: its id is never reused).
 
+A webhook delivery's row is its latest record, by the record's clock (each record holds the whole delivery,
+so compaction, which keeps the latest, loses nothing a delivery needs); a second copy changes nothing.
+
 Usage is counted by the day (UTC) a job was submitted, for its tenant: a
 submission adds a request and its characters; its completion adds a synthesis
 and its audio, or, for a cache hit or a coalesced duplicate, reused audio. A
@@ -23,8 +26,16 @@ from __future__ import annotations
 import uuid
 from datetime import date
 
-from contracts import ApiKeyIssued, ApiKeyRevoked, JobCompleted, JobQueued, WebhookEndpointRemoved, WebhookEndpointSet
-from projections.rows import ApiKeyRow, JobRow, UsageRow, WebhookEndpointRow
+from contracts import (
+    ApiKeyIssued,
+    ApiKeyRevoked,
+    JobCompleted,
+    JobQueued,
+    WebhookDeliveryRecorded,
+    WebhookEndpointRemoved,
+    WebhookEndpointSet,
+)
+from projections.rows import ApiKeyRow, JobRow, UsageRow, WebhookDeliveryRow, WebhookEndpointRow
 
 
 def key_issued(keys: dict[str, ApiKeyRow], event: ApiKeyIssued) -> None:
@@ -85,13 +96,28 @@ def webhook_event(
 def account_event(
     keys: dict[str, ApiKeyRow],
     endpoints: dict[uuid.UUID, WebhookEndpointRow],
-    event: ApiKeyIssued | ApiKeyRevoked | WebhookEndpointSet | WebhookEndpointRemoved,
+    deliveries: dict[uuid.UUID, WebhookDeliveryRow],
+    event: ApiKeyIssued | ApiKeyRevoked | WebhookEndpointSet | WebhookEndpointRemoved | WebhookDeliveryRecorded,
 ) -> None:
-    """A tenant's key or webhook endpoint changed."""
+    """A tenant's key, webhook endpoint or delivery changed."""
     if isinstance(event, ApiKeyIssued | ApiKeyRevoked):
         key_event(keys, event)
+    elif isinstance(event, WebhookDeliveryRecorded):
+        delivery_recorded(deliveries, event)
     else:
         webhook_event(endpoints, event)
+
+
+def delivery_recorded(deliveries: dict[uuid.UUID, WebhookDeliveryRow], event: WebhookDeliveryRecorded) -> None:
+    d = event.payload
+    known = deliveries.get(d.delivery_id)
+    if known is not None and (known.updated_at > event.occurred_at or known.last_event_id == event.event_id):
+        return
+    deliveries[d.delivery_id] = WebhookDeliveryRow(
+        d.delivery_id, d.endpoint_id, d.tenant, d.event_type, d.job_id, d.document_id, d.body, d.traceparent,
+        d.created_at, d.state, d.attempts, d.next_attempt_at, d.last_status, d.last_error, d.last_duration_ms,
+        event.occurred_at, event.event_id,
+    )  # fmt: skip
 
 
 def _day(usage: dict[tuple[str, date], UsageRow], tenant: str, day: date) -> UsageRow:

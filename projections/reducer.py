@@ -42,6 +42,7 @@ from contracts import (
     NodeHeartbeat,
     SegmentProduced,
     ServiceModeSet,
+    WebhookDeliveryRecorded,
     WebhookEndpointRemoved,
     WebhookEndpointSet,
 )
@@ -62,6 +63,7 @@ from projections.rows import (
     NodeRow,
     SegmentRow,
     UsageRow,
+    WebhookDeliveryRow,
     WebhookEndpointRow,
     document_row,
     event_row,
@@ -94,6 +96,7 @@ _NODE_ROWS: Final[dict[type, Callable[[Any], Lookup]]] = {
     LexiconEntryRemoved: lambda e: ("lexicon", e.payload.word),
     WebhookEndpointSet: lambda e: ("webhook_endpoints", e.payload.endpoint_id),
     WebhookEndpointRemoved: lambda e: ("webhook_endpoints", e.payload.endpoint_id),
+    WebhookDeliveryRecorded: lambda e: ("webhook_deliveries", e.payload.delivery_id),
 }
 _READ_SEGMENTS: Final = frozenset({JobClaimed, SegmentProduced, JobCompleted, JobReleased})  # drop, replace, sum
 _READ_CACHE: Final = frozenset({JobCompleted, CacheEvicted})
@@ -136,6 +139,7 @@ _HOLD: Final[dict[type, Callable[[Any, Any], None]]] = {
     UsageRow: lambda p, r: p.usage.__setitem__((r.tenant, r.day), r),
     LexiconRow: lambda p, r: p.lexicon.__setitem__(r.word, r),
     WebhookEndpointRow: lambda p, r: p.webhooks.__setitem__(r.endpoint_id, r),
+    WebhookDeliveryRow: lambda p, r: p.deliveries.__setitem__(r.delivery_id, r),
 }
 """How a :class:`Projection` holds a row of each table, by the row's class."""
 
@@ -157,6 +161,7 @@ class Projection:
         self.usage: dict[tuple[str, date], UsageRow] = {}  # only what this fold counted (Table.counters)
         self.lexicon: dict[str, LexiconRow] = {}
         self.webhooks: dict[uuid.UUID, WebhookEndpointRow] = {}
+        self.deliveries: dict[uuid.UUID, WebhookDeliveryRow] = {}
         self.offsets: dict[tuple[str, int], int] = {}
 
     def segments_of(self, job_id: uuid.UUID) -> Iterator[SegmentRow]:
@@ -180,6 +185,7 @@ class Projection:
             "usage_daily": self.usage.values,
             "lexicon": self.lexicon.values,
             "webhook_endpoints": self.webhooks.values,
+            "webhook_deliveries": self.deliveries.values,
         }
         return tables[table]()
 
@@ -331,8 +337,11 @@ class Projection:
                         b.chars_per_s, b.busy_s, event.event_id, to_json(b.claims).decode(), to_json(b.queue).decode(),
                         to_json(b.queue_counts).decode(),
                     )  # fmt: skip
-            case ApiKeyIssued() | ApiKeyRevoked() | WebhookEndpointSet() | WebhookEndpointRemoved():
-                accounts.account_event(self.api_keys, self.webhooks, event)
+            case (
+                ApiKeyIssued() | ApiKeyRevoked() | WebhookEndpointSet() | WebhookEndpointRemoved()
+                | WebhookDeliveryRecorded()
+            ):  # fmt: skip
+                accounts.account_event(self.api_keys, self.webhooks, self.deliveries, event)
             case LexiconEntrySet() | LexiconEntryRemoved():
                 self._lexicon(event)
             case NodeAnnounced():

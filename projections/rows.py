@@ -214,6 +214,29 @@ class WebhookEndpointRow:
 
 
 @dataclass
+class WebhookDeliveryRow:
+    """A webhook delivery, as its latest record says."""
+
+    delivery_id: uuid.UUID
+    endpoint_id: uuid.UUID
+    tenant: str
+    event_type: str
+    job_id: uuid.UUID | None
+    document_id: uuid.UUID | None
+    body: str
+    traceparent: str | None
+    created_at: datetime
+    state: str
+    attempts: int
+    next_attempt_at: datetime | None
+    last_status: int | None
+    last_error: str
+    last_duration_ms: int | None
+    updated_at: datetime
+    last_event_id: uuid.UUID
+
+
+@dataclass
 class UsageRow:
     """A tenant's use of voxlog on one day (UTC), counted by the day its jobs were submitted."""
 
@@ -344,6 +367,7 @@ TABLES: Final = (
     Table("api_keys", ApiKeyRow, ("key_id",)),
     Table("lexicon", LexiconRow, ("word",)),
     Table("webhook_endpoints", WebhookEndpointRow, ("endpoint_id",)),
+    Table("webhook_deliveries", WebhookDeliveryRow, ("delivery_id",)),
     Table("usage_daily", UsageRow, ("tenant", "day"), bigint_columns=_USAGE_COUNTS, counters=True),
 )
 """Every table the projection makes from the log (``projection_offsets`` aside: where it stands in the log)."""

@@ -36,6 +36,7 @@ TABLES = {
     "admissions",
     "lexicon",
     "webhook_endpoints",
+    "webhook_deliveries",
     "schema_migrations",
 }
 

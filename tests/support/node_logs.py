@@ -46,6 +46,8 @@ from contracts import (
     NodeHeartbeatPayload,
     ServiceModeSet,
     ServiceModeSetPayload,
+    WebhookDeliveryRecorded,
+    WebhookDeliveryRecordedPayload,
     WebhookEndpointRemoved,
     WebhookEndpointRemovedPayload,
     WebhookEndpointSet,
@@ -201,6 +203,29 @@ def _endpoint_removed(draw: st.DrawFn, common: dict) -> WebhookEndpointRemoved:
     return WebhookEndpointRemoved(payload=payload, **common)
 
 
+_DELIVERIES = st.sampled_from([uuid.UUID(int=9), uuid.UUID(int=10)])
+
+
+def _delivery(draw: st.DrawFn, common: dict) -> WebhookDeliveryRecorded:
+    attempts = draw(st.integers(0, 3))
+    payload = WebhookDeliveryRecordedPayload(
+        delivery_id=draw(_DELIVERIES),
+        endpoint_id=draw(_ENDPOINTS),
+        tenant="acme",
+        event_type=draw(st.sampled_from(WEBHOOK_EVENT_TYPES)),
+        job_id=draw(st.none() | st.just(uuid.UUID(int=11))),
+        body='{"type": "job.completed", "note": "' + _TRICKY.replace('"', "'").replace("\\", "/") + '"}',
+        created_at=T0,
+        state=draw(st.sampled_from(["pending", "delivered", "given_up"])),
+        attempts=attempts,
+        next_attempt_at=draw(st.none() | st.just(T0 + timedelta(seconds=30))),
+        last_status=draw(st.none() | st.sampled_from([204, 500])),
+        last_error=draw(st.sampled_from(["", _TRICKY])),
+        last_duration_ms=draw(st.none() | st.just(12)),
+    )
+    return WebhookDeliveryRecorded(payload=payload, **common)
+
+
 _KINDS = {
     "announced": _announced,
     "heartbeat": _heartbeat,
@@ -212,6 +237,7 @@ _KINDS = {
     "word_removed": _word_removed,
     "endpoint_set": _endpoint_set,
     "endpoint_removed": _endpoint_removed,
+    "delivery": _delivery,
 }
 
 
@@ -233,6 +259,7 @@ _SIBLING_CHANGES: dict[type, Callable[[Any], dict[str, object]]] = {
     LexiconEntryRemoved: lambda p: {"reason": "removed again"},
     WebhookEndpointSet: lambda p: {"secret_generation": p.secret_generation + 1},
     WebhookEndpointRemoved: lambda p: {"reason": "removed again"},
+    WebhookDeliveryRecorded: lambda p: {"attempts": p.attempts + 1},
 }
 
 

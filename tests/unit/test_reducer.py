@@ -14,6 +14,8 @@ from contracts import (
     DocumentSubmittedPayload,
     LexiconEntrySet,
     LexiconEntrySetPayload,
+    WebhookDeliveryRecorded,
+    WebhookDeliveryRecordedPayload,
     WebhookEndpointRemoved,
     WebhookEndpointRemovedPayload,
     WebhookEndpointSet,
@@ -135,6 +137,11 @@ def test_what_a_batch_reads_names_each_table_by_its_lookup_columns():
         created_at=T0,
     )
     events.append(WebhookEndpointSet(event_id=uuid.uuid4(), occurred_at=T0, producer=PRODUCER, payload=endpoint))
+    delivery = WebhookDeliveryRecordedPayload(
+        delivery_id=uuid.uuid4(), endpoint_id=endpoint.endpoint_id, tenant="acme", event_type="job.completed",
+        body="{}", created_at=T0,
+    )  # fmt: skip
+    events.append(WebhookDeliveryRecorded(event_id=uuid.uuid4(), occurred_at=T0, producer=PRODUCER, payload=delivery))
     read = [lookup for event in events for lookup in builds_on(event)]
     assert {table for table, _ in read} == {table.name for table in TABLES if not table.counters}
     assert all(lookups[table] == 1 or len(value) == lookups[table] for table, value in read)  # type: ignore[arg-type]
@@ -199,3 +206,22 @@ def test_a_webhook_endpoint_follows_its_newest_record_and_a_removal_is_for_good(
     forgotten = Projection(timedelta(minutes=1))  # compaction kept only the removal
     forgotten.apply_node(endpoint_event("removed", 20), RecordPosition("nodes", 0, 0))
     assert forgotten.webhooks[uuid.UUID(int=77)].url == ""
+
+
+def test_a_delivery_is_its_newest_record_and_a_second_copy_changes_nothing():
+    projection = Projection(timedelta(minutes=1))
+
+    def recorded(at_s: int, attempts: int, state: str = "pending") -> WebhookDeliveryRecorded:
+        payload = WebhookDeliveryRecordedPayload(
+            delivery_id=uuid.UUID(int=5), endpoint_id=uuid.UUID(int=6), tenant="acme", event_type="job.failed",
+            body="{}", created_at=T0, attempts=attempts, state=state,
+        )  # fmt: skip
+        return WebhookDeliveryRecorded(
+            event_id=uuid.uuid4(), occurred_at=T0 + timedelta(seconds=at_s), producer=PRODUCER, payload=payload
+        )
+
+    delivered = recorded(20, 2, "delivered")
+    for n, event in enumerate([recorded(0, 0), delivered, recorded(10, 1), delivered]):
+        projection.apply_node(event, RecordPosition("nodes", 0, n))
+    row = projection.deliveries[uuid.UUID(int=5)]
+    assert (row.state, row.attempts, row.last_event_id) == ("delivered", 2, delivered.event_id)
