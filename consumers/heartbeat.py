@@ -24,7 +24,6 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
-from consumers.ports import EngineDescription
 from consumers.worker_activity import Activity
 from contracts import (
     DecodeError,
@@ -36,6 +35,7 @@ from contracts import (
     node_event,
     utc_now,
 )
+from contracts.engine_info import EngineInfo
 from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
@@ -54,7 +54,7 @@ class Schedule(Protocol):
 
 def heartbeat(
     worker_id: str,
-    engine: EngineDescription,
+    engine: EngineInfo,
     activity: Activity,
     producer: Producer,
     started_at: datetime,

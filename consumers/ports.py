@@ -13,16 +13,7 @@ import numpy.typing as npt
 from aiokafka import ConsumerRecord
 
 from contracts import AudioRef, JobEvent, SynthesisRequest, TraceContext, WordTiming
-
-
-@dataclass(frozen=True)
-class EngineDescription:
-    name: str
-    model_version: str
-    sample_rate: int
-    voices: tuple[str, ...]
-    languages: tuple[str, ...]
-    device: str
+from contracts.engine_info import EngineInfo
 
 
 @dataclass(frozen=True)
@@ -78,7 +69,7 @@ class SpeechEngine(Protocol):
     """
 
     @property
-    def description(self) -> EngineDescription: ...
+    def description(self) -> EngineInfo: ...
 
     def plan(
         self,

@@ -9,6 +9,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from contracts.engine_info import EngineInfo
+
 Audio = npt.NDArray[np.float32]
 """Mono float32 samples in [-1, 1] at ``EngineInfo.sample_rate``."""
 
@@ -45,18 +47,6 @@ class Speech:
 
     audio: Audio
     words: tuple[WordTime, ...] | None
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    """Identity of a loaded engine, as advertised to the rest of the system."""
-
-    name: str
-    model_version: str
-    sample_rate: int
-    voices: tuple[str, ...]
-    languages: tuple[str, ...]
-    device: str
 
 
 class Engine(Protocol):

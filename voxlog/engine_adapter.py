@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from consumers.errors import InputRejected, TransientEngineError
-from consumers.ports import EngineDescription, PlannedSegment, Rendering
+from consumers.ports import PlannedSegment, Rendering
 from contracts import WordTiming
+from contracts.engine_info import EngineInfo
 from foundation.metrics import AUDIO_SECONDS, REAL_TIME_FACTOR, SEGMENTS, SYNTHESIS_SECONDS
 from tts_node import Engine, EngineFailure, EngineInputError, ModelUnavailable, Segment, WordTime
 from tts_node.engine import SpeechRequest, speak_batch
@@ -19,18 +20,10 @@ from tts_node.ssml import request_segments
 class TtsNodeSpeechEngine:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        info = engine.info
-        self._description = EngineDescription(
-            name=info.name,
-            model_version=info.model_version,
-            sample_rate=info.sample_rate,
-            voices=tuple(info.voices),
-            languages=tuple(info.languages),
-            device=info.device,
-        )
+        self._description = engine.info
 
     @property
-    def description(self) -> EngineDescription:
+    def description(self) -> EngineInfo:
         return self._description
 
     def plan(

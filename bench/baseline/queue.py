@@ -17,8 +17,8 @@ from typing import Any, Final
 import asyncpg
 
 from bench.errors import BenchError
-from consumers.ports import EngineDescription
 from contracts import AudioRef
+from contracts.engine_info import EngineInfo
 from producers.queries import EngineVoices
 from projections.migrations import quote_schema
 
@@ -115,7 +115,7 @@ class BaselineQueue:
             raise BenchError(f"baseline query failed: {exc}") from exc
         return rows
 
-    async def announce(self, worker_id: str, d: EngineDescription) -> None:
+    async def announce(self, worker_id: str, d: EngineInfo) -> None:
         await self._fetch(
             "INSERT INTO bl_nodes (worker_id, engine, model_version, sample_rate, voices, languages)"
             " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (worker_id) DO UPDATE SET engine = EXCLUDED.engine,"

@@ -12,16 +12,17 @@ import pytest
 from consumers.attempts import Attempt
 from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.ledger import Ledger
-from consumers.ports import EngineDescription, PlannedSegment, Rendering
+from consumers.ports import PlannedSegment, Rendering
 from consumers.segment_reuse import SegmentCache
 from contracts import Producer, SegmentProduced, WordTiming
+from contracts.engine_info import EngineInfo
 from contracts.fingerprint import segment_key
 from foundation.blobs import LocalBlobStore
 from tests.support.job_logs import _Builder
 from tests.unit.test_job_runner import Log, call
 
 pytestmark = pytest.mark.unit
-DESCRIPTION = EngineDescription("fake", "m1", 24000, ("v", "w"), ("en-us",), "cpu")
+DESCRIPTION = EngineInfo("fake", "m1", 24000, ("v", "w"), ("en-us",), "cpu")
 
 
 class SentenceEngine:

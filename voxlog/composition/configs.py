@@ -10,10 +10,10 @@ import structlog
 
 from consumers.cache_janitor import JanitorConfig
 from consumers.job_runner import RetryPolicy
-from consumers.ports import EngineDescription
 from consumers.sweeper import SweeperConfig
 from consumers.worker_config import WorkerConfig
 from contracts import ServiceMode
+from contracts.engine_info import EngineInfo
 from foundation.job_changes import changes_channel
 from foundation.offload import Budget
 from foundation.settings import ApiSettings, ProjectorSettings, SweeperSettings, WorkerSettings
@@ -87,7 +87,7 @@ def worker_id_of(settings: WorkerSettings) -> str:
     return settings.worker_id or f"{socket.gethostname()}-{settings.device}"
 
 
-def worker_config(settings: WorkerSettings, engine: EngineDescription | None = None) -> WorkerConfig:
+def worker_config(settings: WorkerSettings, engine: EngineInfo | None = None) -> WorkerConfig:
     batch, held = batch_and_claims(settings, engine.device if engine else settings.device)
     return WorkerConfig(
         worker_id=worker_id_of(settings),
