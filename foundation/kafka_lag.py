@@ -1,9 +1,11 @@
-"""Samples for consumer lag (:mod:`foundation.lag`), read from Kafka's own offsets.
+"""Samples for consumer lag (:mod:`foundation.lag_rules`), read from Kafka's own offsets.
 
 A group's position is its committed offset (the admin API), the log's start and
 end are the partitions' offsets, and the age of the oldest record not yet
 consumed is the timestamp of the record at the position, fetched by a consumer
 of no group (so reading it moves nobody's offsets).
+
+The I/O under the rules: it reads samples and judges nothing (:mod:`foundation.lag_rules` does).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from foundation.errors import BrokerUnavailable
 from foundation.kafka import wait_for_partitions
 from foundation.kafka_access import KafkaAccess
 from foundation.kafka_groups import describe_group
-from foundation.lag import PartitionPosition, Sample
+from foundation.lag_rules import PartitionPosition, Sample
 
 
 class LagReader:

@@ -1,4 +1,7 @@
-"""`voxlog lag`: the synthesis groups' and the projector's lag on the jobs topic, as a live table or JSON."""
+"""`voxlog lag`: the synthesis groups' and the projector's lag on the jobs topic, as a live table or JSON.
+
+The command alone: what it samples and the document it prints come from :mod:`voxlog.lag_monitor`.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from collections.abc import Callable
 
 from foundation.db import open_pool
 from foundation.kafka_lag import LagReader
-from foundation.lag import GroupLag, Status
+from foundation.lag_rules import GroupLag, Status
 from foundation.lifecycle import stop_on_signals
 from foundation.settings import LagSettings
 from voxlog.lag_monitor import Consumers, Windows, dead_letters, document, sample_all

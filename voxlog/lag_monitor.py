@@ -3,6 +3,10 @@
 ``voxlog lag`` samples in the foreground; the API runs a :class:`LagMonitor` in the
 background and serves its latest evaluation at ``/v1/lag`` (the document
 ``voxlog lag --json`` prints) and as gauges at ``/metrics``.
+
+The application's layer of the four lag modules: it joins the Kafka reader (:mod:`foundation.kafka_lag`)
+and the projector's positions in PostgreSQL to the rules (:mod:`foundation.lag_rules`), for the API and for
+the command (:mod:`voxlog.lag_cli`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from foundation.errors import BrokerUnavailable
 from foundation.kafka_access import KafkaAccess
 from foundation.kafka_groups import synth_group
 from foundation.kafka_lag import LagReader
-from foundation.lag import GroupLag, Sample, Status, as_json, evaluate
+from foundation.lag_rules import GroupLag, Sample, Status, as_json, evaluate
 from foundation.metrics import (
     CONSUMER_GROUP_DRAIN_SECONDS,
     CONSUMER_GROUP_LAG_RECORDS,

@@ -8,7 +8,7 @@ from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from foundation.kafka_groups import wait_group_stable
 from foundation.kafka_lag import LagReader
-from foundation.lag import Status, evaluate
+from foundation.lag_rules import Status, evaluate
 
 
 async def test_a_groups_lag_is_its_committed_offsets_against_the_ends_and_stop_once_it_has_no_members(topics):

@@ -1,4 +1,4 @@
-"""Lag and group status from samples (foundation.lag): the Burrow-style rules, rate and time to drain."""
+"""Lag and group status from samples (foundation.lag_rules): the Burrow-style rules, rate and time to drain."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from foundation.lag import PartitionPosition, Sample, Status, as_json, evaluate
+from foundation.lag_rules import PartitionPosition, Sample, Status, as_json, evaluate
 from voxlog.lag_cli import table
 
 

@@ -36,10 +36,13 @@ its partitions one job at a time, so a partition waiting behind the others
 while the group moves is an ordinary backlog, not a stalled consumer (judged
 one by one, every backlog longer than ``stall_after_s`` was a STALL, and the
 alert rules page on STALL). The rules look at a window of at least two samples; with one, only ``STOP`` and
-The rules look at a window of at least two samples; with one, only ``STOP`` and
 ``OK`` can be told, and ``STALL`` needs a window of ``stall_after_s`` or more.
 The projector is not a Kafka group: it has no members to count, so it is never
 ``STOP``.
+
+This is the bottom of four lag modules, the rules alone: samples in, a status out, no I/O.
+:mod:`foundation.kafka_lag` reads the samples from Kafka, :mod:`voxlog.lag_monitor` takes them on a
+schedule (the API's ``/v1/lag`` and gauges) and :mod:`voxlog.lag_cli` is ``voxlog lag``.
 """
 
 from __future__ import annotations
