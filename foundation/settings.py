@@ -441,7 +441,7 @@ class WebhookSettings(_Settings):
         SecretStr(""),
         description="The key every webhook endpoint's signing secret is derived from (32 characters or more, the"
         " same for the API, the delivery process and voxlog webhooks; keep it as secret as the database's password:"
-        " changing it changes every endpoint's secret). Empty: webhooks are off (POST /v1/webhooks answers 503).",
+        " changing it changes every endpoint's secret). Empty: webhooks are off (POST /v1/webhooks answers 404).",
     )
     webhook_allowed_networks: str = Field(
         "",

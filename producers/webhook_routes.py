@@ -100,7 +100,7 @@ def _unknown(endpoint_id: uuid.UUID) -> Rejected:
     summary="Register a webhook endpoint (a WebhookEndpointSet event); its signing secret is shown once",
     guards=SUBMIT,
     status_code=201,
-    responses=responses(400, 401, 403, 409, 422, 503),
+    responses=responses(400, 401, 403, 404, 409, 422, 503),
 )
 async def add_endpoint(
     webhooks: Injected[WebhookRegistry | None],

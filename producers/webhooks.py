@@ -185,6 +185,7 @@ class WebhookRegistry:
 
     def _check_enabled(self) -> None:
         if not self.enabled:
+            # Not a 503: nothing will change by retrying; the server is configured without them.
             raise Rejected(
-                "webhooks are off on this server: its operator sets VOXLOG_WEBHOOK_SIGNING_KEY to turn them on", 503
+                "webhooks are off on this server: its operator sets VOXLOG_WEBHOOK_SIGNING_KEY to turn them on", 404
             )

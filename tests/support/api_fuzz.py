@@ -103,7 +103,10 @@ async def known_ids(client: httpx.AsyncClient, voice: str) -> dict[str, Any]:
     # A lexicon word of the deployment's own, so that its routes answer 200/202 for the known id too.
     entry = await client.put(f"/v1/lexicon/{LEXICON_WORD}", json={"phonemes": LEXICON_PHONEMES})
     assert entry.status_code == 202, entry.text
-    return {"job_id": job_id, "document_id": document_id, "index": 0, "word": LEXICON_WORD}
+    # A webhook endpoint, where the deployment has webhooks on (else any id: the routes answer 404).
+    hook = await client.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/hook", "event_types": ["job.failed"]})
+    endpoint_id = hook.json()["endpoint"]["endpoint_id"] if hook.status_code == 201 else str(uuid.uuid4())
+    return {"job_id": job_id, "document_id": document_id, "index": 0, "word": LEXICON_WORD, "endpoint_id": endpoint_id}
 
 
 def _ids_named(response: Any) -> set[str]:
