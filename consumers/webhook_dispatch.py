@@ -1,0 +1,214 @@
+"""Pending webhook deliveries tried, each endpoint on its own, by the one delivery process that leads.
+
+The leader (a PostgreSQL advisory lock of its own: one at a time, another takes over when it goes) reads the
+deliveries due from the projection and gives each to its endpoint's queue: an endpoint's deliveries are
+tried one after another by a task of its own, at most ``concurrency`` endpoints at once, so a slow or dead
+endpoint holds only its own queue, never another endpoint's or another tenant's. Each attempt is recorded
+whole (:class:`contracts.WebhookDeliveryRecorded`): delivered, pending again at the retry schedule's next
+time, or given up past the retry window or once its endpoint was removed. A delivery whose attempt was
+not recorded (the process killed mid-attempt) is still pending in the projection and is tried again, with
+the same ``webhook-id``: at least once, receivers de-duplicate.
+
+The projection shows an attempt's record a moment after it is made: until it does, this process remembers
+how many attempts it recorded, and does not take the delivery again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Protocol, cast
+
+import structlog
+
+from consumers.webhook_retries import RetrySchedule
+from consumers.webhook_sender import Attempted, signed_headers
+from contracts import (
+    AnyEvent,
+    DeliveryState,
+    Producer,
+    WebhookDeliveryRecorded,
+    WebhookDeliveryRecordedPayload,
+    WebhookEventType,
+    node_event,
+    utc_now,
+)
+from contracts.webhook_signatures import endpoint_secret
+from foundation.lifecycle import OwnedTasks
+
+log = structlog.get_logger("voxlog.webhooks")
+BATCH: Final = 500
+REMEMBERED_S: Final = 600.0  # how long an attempt recorded here is remembered while the projection catches up
+
+
+@dataclass(frozen=True)
+class Due:
+    """A pending delivery, as the projection has it."""
+
+    delivery_id: uuid.UUID
+    endpoint_id: uuid.UUID
+    tenant: str
+    event_type: str
+    job_id: uuid.UUID | None
+    document_id: uuid.UUID | None
+    body: str
+    traceparent: str | None
+    created_at: datetime
+    attempts: int
+
+
+@dataclass(frozen=True)
+class EndpointNow:
+    url: str
+    secret_generation: int
+    previous_secret_until: datetime | None
+    removed: bool
+
+
+class DispatchStore(Protocol):
+    async def due(self, now: datetime, limit: int) -> Sequence[Due]: ...
+
+    async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointNow | None: ...
+
+
+class Send(Protocol):
+    async def send(self, url: str, body: bytes, headers: dict[str, str]) -> Attempted: ...
+
+
+class NodesLog(Protocol):
+    async def publish_all(
+        self, events: Sequence[AnyEvent], partitions: Sequence[int | None] | None = None
+    ) -> object: ...
+
+
+class Leadership(Protocol):
+    async def hold(self) -> bool: ...
+
+    async def resign(self) -> None: ...
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: DispatchStore,
+        sender: Send,
+        nodes: NodesLog,
+        producer: Producer,
+        signing_key: bytes,
+        schedule: RetrySchedule,
+        leadership: Leadership,
+        *,
+        concurrency: int = 32,
+        poll_s: float = 1.0,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._store, self._sender, self._nodes, self._producer = store, sender, nodes, producer
+        self._key, self._schedule, self._leadership = signing_key, schedule, leadership
+        self._slots = asyncio.Semaphore(concurrency)
+        self._poll_s, self._clock = poll_s, clock
+        self._queues: dict[uuid.UUID, asyncio.Queue[Due]] = {}
+        self._taken: set[uuid.UUID] = set()  # queued or being tried
+        # Attempts recorded here that the projection may not show yet: how many, and when (monotonic).
+        self._recorded: dict[uuid.UUID, tuple[int, float]] = {}
+        self._tasks = OwnedTasks()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                if await self._leadership.hold():
+                    await self.look()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._poll_s)
+        finally:
+            await self._tasks.close()
+            await self._leadership.resign()
+
+    async def look(self) -> int:
+        """Queue every delivery due now that is not queued or tried already; how many were queued."""
+        queued, now = 0, time.monotonic()
+        for gone in [d for d, (_, at) in self._recorded.items() if now - at > REMEMBERED_S]:
+            del self._recorded[gone]
+        for due in await self._store.due(self._clock(), BATCH):
+            if due.delivery_id in self._taken or due.attempts < self._recorded.get(due.delivery_id, (0, 0.0))[0]:
+                continue
+            self._recorded.pop(due.delivery_id, None)  # the projection shows what was recorded here
+            self._taken.add(due.delivery_id)
+            queue = self._queues.get(due.endpoint_id)
+            if queue is None:
+                queue = self._queues[due.endpoint_id] = asyncio.Queue()
+                self._tasks.start(self._drain(due.endpoint_id, queue), f"webhook endpoint {due.endpoint_id}")
+            queue.put_nowait(due)
+            queued += 1
+        return queued
+
+    async def _drain(self, endpoint_id: uuid.UUID, queue: asyncio.Queue[Due]) -> None:
+        """One endpoint's deliveries, one after another; the task ends when its queue is empty."""
+        try:
+            while not queue.empty():
+                due = queue.get_nowait()
+                try:
+                    async with self._slots:
+                        await self.attempt(due)
+                finally:
+                    self._taken.discard(due.delivery_id)
+        finally:
+            if self._queues.get(endpoint_id) is queue:
+                del self._queues[endpoint_id]
+            for left in _drained(queue):  # queued while this task was ending: taken again at the next look
+                self._taken.discard(left.delivery_id)
+
+    async def attempt(self, due: Due) -> WebhookDeliveryRecorded:
+        """Try ``due`` once and record what came of it."""
+        endpoint = await self._store.endpoint(due.endpoint_id)
+        now = self._clock()
+        if endpoint is None or endpoint.removed:
+            return await self._record(due, due.attempts, now, "given_up", None, None, "its endpoint was removed")
+        secrets = [endpoint_secret(self._key, due.endpoint_id, endpoint.secret_generation)]
+        if endpoint.previous_secret_until is not None and endpoint.previous_secret_until > now:
+            secrets.append(endpoint_secret(self._key, due.endpoint_id, endpoint.secret_generation - 1))
+        body = due.body.encode()
+        headers = signed_headers(secrets, str(due.delivery_id), int(now.timestamp()), body, due.traceparent)
+        attempted = await self._sender.send(endpoint.url, body, headers)
+        attempts, now = due.attempts + 1, self._clock()
+        if attempted.delivered:
+            return await self._record(due, attempts, now, "delivered", None, attempted)
+        next_at = self._schedule.next_attempt(due.created_at, attempts, now, attempted.retry_after_s)
+        state = "pending" if next_at is not None else "given_up"
+        log.info("webhook not delivered", delivery=str(due.delivery_id), attempts=attempts, error=attempted.error)
+        return await self._record(due, attempts, now, state, next_at, attempted)
+
+    async def _record(
+        self,
+        due: Due,
+        attempts: int,
+        now: datetime,
+        state: str,
+        next_at: datetime | None,
+        attempted: Attempted | None,
+        error: str = "",
+    ) -> WebhookDeliveryRecorded:
+        payload = WebhookDeliveryRecordedPayload(
+            delivery_id=due.delivery_id, endpoint_id=due.endpoint_id, tenant=due.tenant,
+            event_type=cast(WebhookEventType, due.event_type), job_id=due.job_id, document_id=due.document_id,
+            body=due.body, traceparent=due.traceparent, created_at=due.created_at, state=cast(DeliveryState, state),
+            attempts=attempts,
+            next_attempt_at=next_at, last_status=attempted.status if attempted else None,
+            last_error=attempted.error if attempted else error,
+            last_duration_ms=attempted.duration_ms if attempted else None,
+        )  # fmt: skip
+        record = node_event(WebhookDeliveryRecorded, self._producer, payload, at=now)
+        await self._nodes.publish_all([record])
+        self._recorded[due.delivery_id] = (max(attempts, due.attempts + 1), time.monotonic())
+        return record
+
+
+def _drained(queue: asyncio.Queue[Due]) -> list[Due]:
+    left = []
+    while not queue.empty():
+        left.append(queue.get_nowait())
+    return left
