@@ -139,8 +139,8 @@ class PostgresBacklog:
 class AdvisoryLeadership:
     """Held while this process keeps its own connection and the lock on it (one per schema)."""
 
-    def __init__(self, url: str, schema: str, outage: Outage | None = None) -> None:
-        self._url = url
+    def __init__(self, url: str, schema: str, outage: Outage | None = None, namespace: int = LOCK_NAMESPACE) -> None:
+        self._url, self._namespace = url, namespace
         self._schema = schema
         self._outage = outage or Outage("PostgreSQL (the sweeper's lock)")  # the sweeper's: it says when it is over
         self._conn: asyncpg.Connection | None = None
@@ -162,7 +162,7 @@ class AdvisoryLeadership:
                 self._held = bool(
                     await self._conn.fetchval(
                         "SELECT pg_try_advisory_lock($1, hashtext($2))",
-                        LOCK_NAMESPACE,
+                        self._namespace,
                         self._schema,
                         timeout=QUERY_TIMEOUT_S,
                     )

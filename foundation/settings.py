@@ -894,6 +894,18 @@ class WebhookCliSettings(ModeSettings, WebhookSettings):
     process = "webhooks"
 
 
+class DeliverySettings(KafkaSettings, DatabaseSettings, MetricsSettings, LifecycleSettings, WebhookSettings):
+    """`voxlog deliver`: webhook deliveries made from the jobs' outcomes, and tried by the copy that leads."""
+
+    process = "deliver"
+    webhook_retry_for_s: float = Field(
+        86400.0,
+        gt=0,
+        description="How long a webhook delivery is tried again (backoff from 5 s to an hour, full jitter) before"
+        " it is given up.",
+    )
+
+
 class NodeSettings(EngineSettings, ShutdownSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
@@ -918,5 +930,6 @@ ALL_SETTINGS: tuple[type[_Settings], ...] = (
     CacheStatsSettings,
     ModeSettings,
     WebhookCliSettings,
+    DeliverySettings,
     NodeSettings,
 )

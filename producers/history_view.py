@@ -23,7 +23,7 @@ from producers.http_errors import responses
 from producers.job_routes import known_job
 from producers.ports import JobAudit
 from producers.queries import ProjectionReader
-from producers.tenant_views import tenant_history
+from producers.tenant_views import tenant_history, with_source
 from producers.views import JobHistoryView
 
 
@@ -49,6 +49,8 @@ async def get_job_events(
     job = await known_job(reader, job_id, principal)
     async with audit_slots.held(principal.tenant):
         history = await audit.events(job_id, job.submitted_at)
+    if history is not None:
+        job = await with_source(reader, job, history.get("reused_from"), principal.tenant)
     shown = None if history is None else tenant_history(history, job, principal.tenant)
     if shown is None:
         raise NotFoundException(f"no event of job {job_id} in the log")

@@ -30,7 +30,7 @@ from producers.queries import ProjectionReader
 from producers.requests import JobRequest, Limits
 from producers.rows import JobRecord
 from producers.submission import Answer, Answered, Item, Submission, Submissions
-from producers.tenant_views import past_job
+from producers.tenant_views import past_job, with_source
 from producers.views import JobAccepted, JobView, degraded_view, job_links, job_view
 
 IdempotencyKey = Annotated[
@@ -181,6 +181,7 @@ async def get_job(
         past = await audit.job_as_of(job_id, moment, job.submitted_at)
     if past is None or past.get("tenant", DEFAULT_TENANT) != principal.tenant:
         raise NotFoundException(f"no job {job_id} in the log as of {moment.isoformat()}")
+    job = await with_source(reader, job, past.get("source_job_id"), principal.tenant)
     folded = past_job(past, job)  # cut for the tenant: no other tenant's source, no lexicon entry
     return Response(job_view(folded, as_of=moment))
 

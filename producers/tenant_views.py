@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Protocol
+
+import msgspec
 
 from contracts import SynthesisRequest
 from producers.rows import JobRecord, SegmentRow
@@ -49,6 +51,21 @@ def shown_source(source: uuid.UUID | str | None, job: JobRecord) -> uuid.UUID | 
         return None
     source_id = source if isinstance(source, uuid.UUID) else uuid.UUID(source)
     return source_id if source_id == job.source_job_id else None
+
+
+class JobReads(Protocol):
+    async def job(self, job_id: uuid.UUID, tenant: str | None = None) -> JobRecord | None: ...
+
+
+async def with_source(reader: JobReads, job: JobRecord, named: Any, tenant: str) -> JobRecord:
+    """``job`` naming the source the log names (``named``), when that source is ``tenant``'s own job, whether
+    or not the projection has shown the hit's completion yet (the projector may lag the log read)."""
+    if named is None or job.source_job_id is not None:
+        return job
+    source = named if isinstance(named, uuid.UUID) else uuid.UUID(str(named))
+    if await reader.job(source, tenant) is None:
+        return job
+    return msgspec.structs.replace(job, source_job_id=source)
 
 
 def past_job(past: Mapping[str, Any], job: JobRecord) -> JobRecord:

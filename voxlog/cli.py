@@ -19,6 +19,7 @@ from foundation.settings import (
     MAX_DEV_BROKERS,
     AdminSettings,
     ApiSettings,
+    DeliverySettings,
     DevSettings,
     NodeSettings,
     ProjectorSettings,
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--device", help="cpu or cuda:N (default: VOXLOG_DEVICE, cpu)")
     commands.add_parser("projector", help="apply the event log to the Postgres tables")
     commands.add_parser("sweeper", help="release claims that stopped making progress (one acts, others stand by)")
+    commands.add_parser("deliver", help="deliver the jobs' outcomes to the tenants' webhook endpoints (one sends)")
     node = commands.add_parser("node", help="the standalone speech node: /tts/stream (SSE), /tts, /health")
     node.add_argument("--device", help="cpu or cuda:N (default: VOXLOG_DEVICE, cpu)")
 
@@ -191,6 +193,10 @@ def _services(args: argparse.Namespace) -> int:
             from voxlog.composition.sweeper import run_sweeper
 
             asyncio.run(run_sweeper(SweeperSettings()))
+        elif args.command == "deliver":
+            from voxlog.composition.deliver import run_deliver
+
+            asyncio.run(run_deliver(DeliverySettings()))
         else:
             from voxlog.composition.projector import run_projector
 
@@ -294,7 +300,7 @@ def _config(_: argparse.Namespace) -> int:
 
 _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
     "dev": _dev,
-    **dict.fromkeys(("api", "worker", "projector", "sweeper", "node"), _services),
+    **dict.fromkeys(("api", "worker", "projector", "sweeper", "deliver", "node"), _services),
     "models": _models,
     **dict.fromkeys(("migrate", "topics"), _admin),
     "demo": _demo,
