@@ -26,6 +26,7 @@ from typing import Final, Protocol, cast
 
 import structlog
 
+from consumers.errors import LookupUnavailable
 from consumers.webhook_retries import RetrySchedule
 from consumers.webhook_sender import Attempted, signed_headers
 from contracts import (
@@ -39,6 +40,7 @@ from contracts import (
     utc_now,
 )
 from contracts.webhook_signatures import endpoint_secret
+from foundation.errors import FoundationError
 from foundation.lifecycle import OwnedTasks
 
 log = structlog.get_logger("voxlog.webhooks")
@@ -120,8 +122,11 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         try:
             while not stop.is_set():
-                if await self._leadership.hold():
-                    await self.look()
+                try:
+                    if await self._leadership.hold():
+                        await self.look()
+                except (LookupUnavailable, FoundationError) as exc:  # PostgreSQL or Kafka, as their adapters say
+                    log.warning("webhook deliveries not read", error=str(exc))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self._poll_s)
         finally:

@@ -10,8 +10,9 @@ again, and makes the same deliveries.
 A delivery's id (its ``webhook-id``) is derived from the endpoint and the outcome's event, and its first
 record's id and clock from the delivery and the outcome: made again, a delivery is the same record, and it
 is older than any attempt's, so it never undoes one (:func:`projections.accounts.delivery_recorded` keeps the
-newest). A fenced outcome (a stale attempt's, a second completion) is not the job's outcome and is skipped:
-whether it applied is the projection's to say, and the job's row must show that state.
+newest). A fenced outcome (a stale attempt's, a second completion) is not the job's outcome and makes none:
+whether it applied is the projection's to say, so the job's row must show that state, ended at that event's
+time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final, Protocol
 
 from contracts import (
@@ -48,6 +50,7 @@ class JobFacts:
     tenant: str
     state: str
     fingerprint: str
+    ended_at: datetime | None = None  # when the event that ended it occurred (completed_at, failed_at...)
     total_duration_ms: int | None = None
     cache_hit: bool = False
     error_code: str | None = None
@@ -58,6 +61,7 @@ class JobFacts:
 class EndpointFacts:
     endpoint_id: uuid.UUID
     event_types: tuple[str, ...]
+    created_at: datetime
 
 
 class OutcomeStore(Protocol):
@@ -89,8 +93,8 @@ def deliveries_of(
     """The pending deliveries of ``event`` (an outcome the projection shows ``job`` ended with) to each of
     ``endpoints`` that wants it; none when the job's row says otherwise (a fenced outcome)."""
     event_type = wanted(event)
-    if event_type is None or job.state != event_type.removeprefix("job."):
-        return []
+    if event_type is None or job.state != event_type.removeprefix("job.") or job.ended_at != event.occurred_at:
+        return []  # not the event the job ended with: fenced (a stale attempt's, a second completion)
     outcome = JobOutcome(
         job_id=event.job_id,
         state=job.state,  # one of the three, checked above
@@ -104,8 +108,8 @@ def deliveries_of(
     body = WebhookBody(type=event_type, timestamp=event.occurred_at, data=outcome).model_dump_json()
     made = []
     for endpoint in endpoints:
-        if event_type not in endpoint.event_types:
-            continue
+        if event_type not in endpoint.event_types or event.occurred_at < endpoint.created_at:
+            continue  # not wanted, or an outcome from before the endpoint was registered
         delivery = delivery_id(endpoint.endpoint_id, event.event_id)
         payload = WebhookDeliveryRecordedPayload(
             delivery_id=delivery, endpoint_id=endpoint.endpoint_id, tenant=job.tenant, event_type=event_type,

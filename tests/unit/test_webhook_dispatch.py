@@ -29,10 +29,10 @@ T0 = datetime(2026, 12, 5, 12, tzinfo=UTC)
 def test_an_outcome_is_one_delivery_to_each_endpoint_that_wants_it_and_the_same_when_made_again():
     job = _Builder(uuid.UUID(int=1))
     completed = job.completed(1, 1)
-    facts = JobFacts(tenant="acme", state="completed", fingerprint=job.fingerprint, total_duration_ms=900)
+    facts = JobFacts("acme", "completed", job.fingerprint, completed.occurred_at, total_duration_ms=900)
     wants, ignores = (
-        EndpointFacts(uuid.UUID(int=7), ("job.completed",)),
-        EndpointFacts(uuid.UUID(int=8), ("job.failed",)),
+        EndpointFacts(uuid.UUID(int=7), ("job.completed",), completed.occurred_at - timedelta(days=1)),
+        EndpointFacts(uuid.UUID(int=8), ("job.failed",), completed.occurred_at - timedelta(days=1)),
     )
     made = deliveries_of(completed, facts, [wants, ignores], PRODUCER, "00-" + "a" * 32 + "-" + "b" * 16 + "-01")
     assert [d.payload.endpoint_id for d in made] == [wants.endpoint_id]
@@ -42,8 +42,12 @@ def test_an_outcome_is_one_delivery_to_each_endpoint_that_wants_it_and_the_same_
     assert '"audio_url":"/v1/jobs/' in delivery.payload.body
     again = deliveries_of(completed, facts, [wants], PRODUCER, None)[0]
     assert (again.event_id, again.payload.delivery_id) == (delivery.event_id, delivery.payload.delivery_id)
-    fenced = JobFacts(tenant="acme", state="failed", fingerprint=job.fingerprint)
-    assert deliveries_of(completed, fenced, [wants], PRODUCER, None) == [], "not the outcome the job ended with"
+    failed = JobFacts("acme", "failed", job.fingerprint, completed.occurred_at)
+    assert deliveries_of(completed, failed, [wants], PRODUCER, None) == [], "not the outcome the job ended with"
+    other = JobFacts("acme", "completed", job.fingerprint, completed.occurred_at + timedelta(seconds=1))
+    assert deliveries_of(completed, other, [wants], PRODUCER, None) == [], "a second completion, fenced"
+    later = EndpointFacts(uuid.UUID(int=9), ("job.completed",), completed.occurred_at + timedelta(seconds=1))
+    assert deliveries_of(completed, facts, [later], PRODUCER, None) == [], "from before the endpoint was registered"
 
 
 class Store:

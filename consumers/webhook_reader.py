@@ -1,0 +1,95 @@
+"""The delivery process's read of the jobs topic: each outcome's deliveries recorded, then its offset committed.
+
+Its consumer group is its own (``voxlog-webhooks``), so it reads every outcome whatever the workers and the
+projector do, and several copies share the topic's partitions. A batch's offsets are committed only once
+every delivery its outcomes make is on the nodes topic: a crash, an outage or a rebalance in between reads
+the batch again and makes the same deliveries (:mod:`consumers.webhook_outcomes`), never none. While the
+projection does not show an outcome's job yet (the projector behind), or PostgreSQL or Kafka is down, the
+batch waits and is tried again; nothing is skipped but records that cannot be decoded (the projector sends
+those to the DLQ).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Final, Protocol
+
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+
+from consumers.errors import LookupUnavailable
+from consumers.webhook_outcomes import OutcomeStore, deliveries_of, wanted
+from contracts import (
+    HEADER_TRACEPARENT,
+    DecodeError,
+    Producer,
+    WebhookDeliveryRecorded,
+    decode_event,
+    header_value,
+    job_trace_of_record,
+)
+from contracts.job_state import LIVE_STATES
+from foundation.errors import FoundationError
+from foundation.lifecycle import wait_for_stop
+from foundation.outages import Outage
+
+log = structlog.get_logger("voxlog.webhooks")
+GROUP: Final = "voxlog-webhooks"
+LIVE_VALUES: Final = frozenset(state.value for state in LIVE_STATES)
+NOT_YET_S: Final = 1.0  # how long a batch whose job the projection does not show waits before it is read again
+
+
+class NotProjectedYet(Exception):
+    """An outcome's job is not in the projection yet: the batch is tried again."""
+
+
+class NodesLog(Protocol):
+    async def publish_all(self, events: Sequence[WebhookDeliveryRecorded]) -> object: ...
+
+
+class OutcomeReader:
+    def __init__(
+        self, consumer: AIOKafkaConsumer, store: OutcomeStore, nodes: NodesLog, producer: Producer, outage: Outage
+    ) -> None:
+        self._consumer, self._store, self._nodes, self._producer = consumer, store, nodes, producer
+        self._outage = outage
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            batch = await self._consumer.getmany(timeout_ms=1000, max_records=200)
+            records = [record for records in batch.values() for record in records]
+            while records and not stop.is_set():
+                try:
+                    made = await self.deliveries(records)
+                    await self._nodes.publish_all(made)
+                    await self._consumer.commit()
+                except NotProjectedYet as exc:
+                    log.info("an outcome waits for the projection", reason=str(exc))
+                    await wait_for_stop(stop, NOT_YET_S)
+                    continue
+                except (FoundationError, LookupUnavailable) as exc:  # Kafka or PostgreSQL, as their adapters say
+                    await wait_for_stop(stop, self._outage.failed(exc, step="an outcome's deliveries"))
+                    continue
+                self._outage.recovered()
+                if made:
+                    log.info("webhook deliveries made", deliveries=len(made))
+                break
+
+    async def deliveries(self, records: Sequence[ConsumerRecord]) -> list[WebhookDeliveryRecorded]:
+        """Every delivery the outcomes among ``records`` make (:class:`NotProjectedYet` while a job is not)."""
+        made: list[WebhookDeliveryRecorded] = []
+        for record in records:
+            try:
+                event = decode_event(record.value)
+            except DecodeError:
+                continue
+            if wanted(event) is None:
+                continue
+            job = await self._store.job(event.job_id)
+            if job is None or job.state in LIVE_VALUES:  # its JobQueued, or this outcome, is not projected yet
+                raise NotProjectedYet(f"job {event.job_id}")
+            endpoints = await self._store.endpoints(job.tenant)
+            traceparent = job_trace_of_record(event, header_value(record.headers, HEADER_TRACEPARENT)).traceparent
+            made += deliveries_of(event, job, endpoints, self._producer, traceparent)
+        return made

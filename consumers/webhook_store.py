@@ -1,0 +1,60 @@
+"""The delivery process's reads of the projection: jobs' outcomes, tenants' endpoints, deliveries due.
+
+Driver errors become :class:`consumers.errors.LookupUnavailable`; the reader and the dispatcher wait them out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Final
+
+import asyncpg
+
+from consumers.errors import LookupUnavailable
+from consumers.webhook_dispatch import Due, EndpointNow
+from consumers.webhook_outcomes import EndpointFacts, JobFacts
+from foundation.db import reading
+
+QUERY_TIMEOUT_S: Final = 10.0
+_JOB: Final = (
+    "SELECT tenant, state, fingerprint, total_duration_ms, cache_hit, error_code, error_message,"
+    " coalesce(completed_at, failed_at, cancelled_at) AS ended_at FROM jobs WHERE job_id = $1"
+)
+_ENDPOINTS: Final = (
+    "SELECT endpoint_id, event_types, created_at FROM webhook_endpoints WHERE tenant = $1 AND removed_at IS NULL"
+)
+_DUE: Final = (
+    "SELECT delivery_id, endpoint_id, tenant, event_type, job_id, document_id, body, traceparent, created_at,"
+    " attempts FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $1"
+    " ORDER BY next_attempt_at LIMIT $2"
+)
+_ENDPOINT: Final = (
+    "SELECT url, secret_generation, previous_secret_until, removed_at IS NOT NULL AS removed"
+    " FROM webhook_endpoints WHERE endpoint_id = $1"
+)
+
+
+class PgWebhookStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def job(self, job_id: uuid.UUID) -> JobFacts | None:
+        async with reading(f"job {job_id}", LookupUnavailable):
+            row = await self._pool.fetchrow(_JOB, job_id, timeout=QUERY_TIMEOUT_S)
+        return None if row is None else JobFacts(**dict(row))
+
+    async def endpoints(self, tenant: str) -> list[EndpointFacts]:
+        async with reading("the webhook endpoints", LookupUnavailable):
+            rows = await self._pool.fetch(_ENDPOINTS, tenant, timeout=QUERY_TIMEOUT_S)
+        return [EndpointFacts(row["endpoint_id"], tuple(row["event_types"]), row["created_at"]) for row in rows]
+
+    async def due(self, now: datetime, limit: int) -> list[Due]:
+        async with reading("the webhook deliveries due", LookupUnavailable):
+            rows = await self._pool.fetch(_DUE, now, limit, timeout=QUERY_TIMEOUT_S)
+        return [Due(**dict(row)) for row in rows]
+
+    async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointNow | None:
+        async with reading(f"webhook endpoint {endpoint_id}", LookupUnavailable):
+            row = await self._pool.fetchrow(_ENDPOINT, endpoint_id, timeout=QUERY_TIMEOUT_S)
+        return None if row is None else EndpointNow(**dict(row))
