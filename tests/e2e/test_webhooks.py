@@ -1,10 +1,13 @@
 """Webhooks on real processes (issue 39, item 2): a job's outcome reaches its tenant's endpoint signed as the
 standardwebhooks library verifies, is tried again after the endpoint answers 500, and again, with the same
-webhook-id, after the delivery process is SIGKILLed while the endpoint holds the attempt; none is lost."""
+webhook-id, after the delivery process is SIGKILLed while the endpoint holds the attempt; none is lost. An
+endpoint that holds its deliveries delays no other tenant's, and an address the delivery process may not
+call is refused at delivery, although the API took it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import threading
@@ -12,15 +15,18 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 import standardwebhooks
 
-from tests.support.apps import start_pipeline, wait_ended
+from tests.support.apps import AppStack, bearer, create_key, start_pipeline, wait_ended
 from tests.support.stack import free_port
 
 BENCH = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep"}
 WEBHOOKS = {"VOXLOG_WEBHOOK_SIGNING_KEY": "w" * 32, "VOXLOG_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8"}
+AUTH = {"VOXLOG_AUTH": "on", "VOXLOG_AUTH_CACHE_S": "1"}
+DELIVERS_TO = {**WEBHOOKS, "VOXLOG_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32"}  # not 127.0.0.2: refused there
 
 
 class Receiver:
@@ -76,6 +82,16 @@ class Receiver:
             return list(self.requests)
 
 
+async def delivery_rows(app: AppStack) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(
+        app.env["VOXLOG_DATABASE_URL"], server_settings={"search_path": app.env["VOXLOG_DATABASE_SCHEMA"]}
+    )
+    try:
+        return list(await conn.fetch("SELECT * FROM webhook_deliveries"))
+    finally:
+        await conn.close()
+
+
 async def registered(client: httpx.AsyncClient, url: str) -> str:
     """An endpoint for job.completed, once the projection lists it; its secret."""
     created = await client.post("/v1/webhooks", json={"url": url, "event_types": ["job.completed"]})
@@ -90,12 +106,13 @@ async def registered(client: httpx.AsyncClient, url: str) -> str:
 
 @pytest.mark.slow
 async def test_a_webhook_is_signed_retried_after_a_500_and_after_the_delivery_process_is_killed(apps):
-    app, voices = await start_pipeline(apps, **BENCH, **WEBHOOKS)
-    app.start("deliver", ["deliver"], WEBHOOKS)
+    app, voices = await start_pipeline(apps, **BENCH, **WEBHOOKS, **AUTH)
+    app.start("deliver", ["deliver"], DELIVERS_TO)
+    alice, bob = bearer(await create_key(app, "alice")), bearer(await create_key(app, "bob"))
     # The first job's delivery: answered 500, then 204. The second's: held by the endpoint while the
     # delivery process is SIGKILLed, then answered 204 to the new process's attempt.
-    with Receiver([500, 204, None]) as receiver:
-        async with httpx.AsyncClient(base_url=app.api, timeout=60, headers=app.headers) as client:
+    with Receiver([500, 204, None]) as receiver, Receiver([]) as bobs:
+        async with httpx.AsyncClient(base_url=app.api, timeout=60, headers=alice) as client:
             secret = await registered(client, receiver.url)
             first = (await client.post("/v1/jobs", json={"text": "Call me back.", "voice": voices[0]})).json()
             assert (await wait_ended(client, f"/v1/jobs/{first['job_id']}"))["state"] == "completed"
@@ -105,8 +122,28 @@ async def test_a_webhook_is_signed_retried_after_a_500_and_after_the_delivery_pr
             pid = app.processes.pid("deliver")
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-            app.start("deliver-2", ["deliver"], WEBHOOKS)
+            app.start("deliver-2", ["deliver"], DELIVERS_TO)
             again = await asyncio.to_thread(receiver.wait_for, 4, 120.0)
+
+            # Alice's endpoint now holds every delivery; bob's outcome is delivered all the same.
+            receiver.answers, receiver.release = [None] * 5, threading.Event()
+            third = (await client.post("/v1/jobs", json={"text": "Hold this one.", "voice": voices[0]})).json()
+            await asyncio.to_thread(receiver.wait_for, 5)
+        async with httpx.AsyncClient(base_url=app.api, timeout=60, headers=bob) as client:
+            await registered(client, bobs.url)
+            unsafe = await client.post(
+                "/v1/webhooks",
+                json={"url": bobs.url.replace("127.0.0.1", "127.0.0.2"), "event_types": ["job.completed"]},
+            )
+            assert unsafe.status_code == 201, "the API allows 127.0.0.0/8; the delivery process only 127.0.0.1"
+            bobs_job = (await client.post("/v1/jobs", json={"text": "Bob's own.", "voice": voices[0]})).json()
+            (_, bobs_body), *_ = await asyncio.to_thread(bobs.wait_for, 1)
+            assert json.loads(bobs_body)["data"]["job_id"] == bobs_job["job_id"]
+            assert len(receiver.requests) == 5, "alice's endpoint still holds her third job's delivery"
+            refused = await _refused(app, unsafe.json()["endpoint"]["endpoint_id"])
+            assert refused["last_error"].startswith("refused: "), "judged again at delivery, and not called"
+            assert refused["state"] == "pending", "tried again later: the operator may allow it meanwhile"
+        receiver.release.set()
 
     hook = standardwebhooks.Webhook(secret)
     (failed, _), (delivered, body) = retried[0], retried[1]
@@ -121,3 +158,15 @@ async def test_a_webhook_is_signed_retried_after_a_500_and_after_the_delivery_pr
     (killed, _), (after, body_again) = held[2], again[3]
     assert killed["webhook-id"] == after["webhook-id"], "tried again after the kill, as the same delivery"
     assert hook.verify(body_again, after)["data"]["job_id"] == second["job_id"]
+    assert third["job_id"] not in {json.loads(b)["data"]["job_id"] for _, b in bobs.requests}
+
+
+async def _refused(app: AppStack, endpoint_id: str, within_s: float = 60.0) -> asyncpg.Record:
+    """The delivery to ``endpoint_id`` once an attempt of it is recorded (bounded)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        rows = [r for r in await delivery_rows(app) if str(r["endpoint_id"]) == endpoint_id and r["attempts"] > 0]
+        if rows:
+            return rows[0]
+        assert time.monotonic() < deadline, f"no attempt to {endpoint_id} recorded within {within_s} s"
+        await asyncio.sleep(0.2)
