@@ -11,7 +11,10 @@ names the same endpoint and shows the same secret. After a rotation the previous
 :data:`ROTATION_GRACE`, so receivers can switch without losing a delivery.
 
 Reads are the projection's: an endpoint is listed once the projector applies its record (within a moment),
-and the count a tenant may hold is judged from it.
+and the count a tenant may hold is judged from it. So are an endpoint's deliveries (``webhook_deliveries``, the
+latest ``WebhookDeliveryRecorded`` of each), listed newest first a page at a time; a redelivery records the
+delivery again, pending and due now, with its id, body and attempts kept (its receiver de-duplicates on
+``webhook-id``), for the delivery process to try once more.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import asyncpg
 
@@ -28,6 +31,8 @@ from contracts import (
     DEFAULT_TENANT,
     AnyEvent,
     Producer,
+    WebhookDeliveryRecorded,
+    WebhookDeliveryRecordedPayload,
     WebhookEndpointRemoved,
     WebhookEndpointRemovedPayload,
     WebhookEndpointSet,
@@ -52,6 +57,20 @@ _COLUMNS: Final = (
 )
 _LIVE: Final = f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant = $1 AND removed_at IS NULL ORDER BY created_at"
 _ONE: Final = f"SELECT {_COLUMNS}, removed_at FROM webhook_endpoints WHERE endpoint_id = $1 AND tenant = $2"
+MAX_PAGE: Final = 100
+"""The most deliveries one page lists."""
+_DELIVERY_COLUMNS: Final = (
+    "delivery_id, endpoint_id, tenant, event_type, job_id, document_id, body, traceparent, created_at, state,"
+    " attempts, next_attempt_at, last_status, last_error, last_duration_ms, updated_at"
+)
+_DELIVERY: Final = (
+    f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE delivery_id = $1 AND endpoint_id = $2 AND tenant = $3"
+)
+_DELIVERIES: Final = (
+    f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE endpoint_id = $1 AND tenant = $2"
+    " AND ($3::timestamptz IS NULL OR (created_at, delivery_id) < ($3::timestamptz, $4::uuid))"
+    " ORDER BY created_at DESC, delivery_id DESC LIMIT $5"
+)
 
 
 class NodesLog(Protocol):
@@ -91,6 +110,24 @@ class Shown:
 
     endpoint: Endpoint
     secret: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery as its latest record says (``webhook_deliveries``): that record's payload, and when it was made."""
+
+    record: WebhookDeliveryRecordedPayload
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Any) -> Delivery:
+        fields = WebhookDeliveryRecordedPayload.model_fields
+        return cls(WebhookDeliveryRecordedPayload(**{name: row[name] for name in fields}), row["updated_at"])
+
+
+class DeliveryPage(NamedTuple):
+    deliveries: list[Delivery]
+    more: bool  # older deliveries follow the last one
 
 
 class WebhookRegistry:
@@ -179,6 +216,56 @@ class WebhookRegistry:
         async with reading("the webhook endpoints", ProjectionUnavailable):
             row = await self._pool.fetchrow(_ONE, endpoint_id, tenant, timeout=QUERY_TIMEOUT_S)
         return None if row is None or row["removed_at"] is not None else Endpoint.from_row(row)
+
+    async def deliveries(
+        self, tenant: str, endpoint_id: uuid.UUID, limit: int = 20, before: uuid.UUID | None = None
+    ) -> DeliveryPage | None:
+        """The endpoint's deliveries, newest first: ``limit`` of them (at most :data:`MAX_PAGE`), made before
+        delivery ``before`` when given (the last of the previous page; :class:`Rejected` 400 when the endpoint
+        has no such delivery). ``None``: the tenant has no such endpoint."""
+        if await self.get(tenant, endpoint_id) is None:
+            return None
+        after: Delivery | None = None
+        if before is not None:
+            after = await self.delivery(tenant, endpoint_id, before)
+            if after is None:
+                raise Rejected(f"before: endpoint {endpoint_id} has no delivery {before}", 400, param="before")
+        limit = max(1, min(limit, MAX_PAGE))
+        at, after_id = (after.record.created_at, after.record.delivery_id) if after is not None else (None, None)
+        async with reading("the webhook deliveries", ProjectionUnavailable):
+            rows = await self._pool.fetch(
+                _DELIVERIES, endpoint_id, tenant, at, after_id, limit + 1, timeout=QUERY_TIMEOUT_S
+            )
+        return DeliveryPage([Delivery.from_row(row) for row in rows[:limit]], more=len(rows) > limit)
+
+    async def delivery(self, tenant: str, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> Delivery | None:
+        """One delivery of the tenant's endpoint (another endpoint's, or another tenant's, is unknown)."""
+        async with reading("the webhook deliveries", ProjectionUnavailable):
+            row = await self._pool.fetchrow(_DELIVERY, delivery_id, endpoint_id, tenant, timeout=QUERY_TIMEOUT_S)
+        return None if row is None else Delivery.from_row(row)
+
+    async def redeliver(self, tenant: str, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> Delivery | None:
+        """Record the delivery again, pending and due now, its id, body, trace and attempts kept (the receiver
+        de-duplicates on its ``webhook-id``), for the delivery process to try again; :class:`Rejected` 409 when
+        it is pending already (the delivery process will try it). ``None``: the tenant's endpoint (a live one)
+        has no such delivery."""
+        self._check_enabled()
+        if await self.get(tenant, endpoint_id) is None:
+            return None
+        known = await self.delivery(tenant, endpoint_id, delivery_id)
+        if known is None:
+            return None
+        if known.record.state == "pending":
+            due = known.record.next_attempt_at
+            when = f" (next attempt {due.isoformat()})" if due is not None else ""
+            raise Rejected(f"delivery {delivery_id} is pending already{when}: it will be tried", 409)
+        now = utc_now()
+        # Stamped after the record it follows, whatever this host's clock says: the projection keeps a delivery's
+        # newest record by its time, and the delivery process's clock may be ahead of this one.
+        at = max(now, known.updated_at + timedelta(microseconds=1))
+        payload = known.record.model_copy(update={"state": "pending", "next_attempt_at": now})
+        await self._nodes.publish_all([node_event(WebhookDeliveryRecorded, self._producer, payload, at=at)])
+        return Delivery(payload, at)
 
     def _secret(self, endpoint_id: uuid.UUID, generation: int) -> str:
         return endpoint_secret(self._signing_key, endpoint_id, generation)

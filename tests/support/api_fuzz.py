@@ -106,7 +106,11 @@ async def known_ids(client: httpx.AsyncClient, voice: str) -> dict[str, Any]:
     # A webhook endpoint, where the deployment has webhooks on (else any id: the routes answer 404).
     hook = await client.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/hook", "event_types": ["job.failed"]})
     endpoint_id = hook.json()["endpoint"]["endpoint_id"] if hook.status_code == 201 else str(uuid.uuid4())
-    return {"job_id": job_id, "document_id": document_id, "index": 0, "word": LEXICON_WORD, "endpoint_id": endpoint_id}
+    # No delivery is made to it in these tests: the delivery routes answer 404 for the id (and 200 for the list).
+    return {
+        "job_id": job_id, "document_id": document_id, "index": 0, "word": LEXICON_WORD, "endpoint_id": endpoint_id,
+        "delivery_id": str(uuid.uuid4()),
+    }  # fmt: skip
 
 
 def _ids_named(response: Any) -> set[str]:

@@ -1,28 +1,37 @@
 """A tenant's webhook endpoints over HTTP (producers.webhook_routes, producers.webhooks; issue 39, item 1):
 registered as events on the log, judged against SSRF before anything is recorded, listed per tenant, the
-secret shown once and verifiable with the standardwebhooks library, rotated, removed.
+secret shown once and verifiable with the standardwebhooks library, rotated, removed; and their deliveries
+(issue 39, item 2): listed newest first a page at a time, redelivered as a new record of the same delivery.
 
 The registry is the real one; its reads come from the real fold of what it published (an instant projector).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 import standardwebhooks
 
-from contracts import WebhookEndpointRemoved, WebhookEndpointSet
+from contracts import (
+    WebhookDeliveryRecorded,
+    WebhookDeliveryRecordedPayload,
+    WebhookEndpointRemoved,
+    WebhookEndpointSet,
+    node_event,
+    utc_now,
+)
 from contracts.webhook_signatures import signature
 from foundation.outbound import parse_networks
 from producers.auth import KeyBook
 from producers.webhooks import MAX_ENDPOINTS, WebhookRegistry
-from projections.accounts import webhook_event
-from projections.rows import WebhookEndpointRow
+from projections.accounts import delivery_recorded, webhook_event
+from projections.rows import WebhookDeliveryRow, WebhookEndpointRow
 from tests.support.api_fakes import PRODUCER, Log, Reader, client, deps
 from tests.unit.test_auth import Keys, bearer
 
@@ -31,10 +40,12 @@ SIGNING_KEY = b"a server's signing key of at least thirty-two bytes"
 
 
 class FoldedPool:
-    """The projection's webhook_endpoints as the real fold makes it of what ``log`` took."""
+    """The projection's webhook_endpoints and webhook_deliveries as the real fold makes them of what ``log`` took
+    (and of ``recorded``: what the delivery process would have published), read as the registry's SQL asks."""
 
     def __init__(self, log: Log) -> None:
         self.log = log
+        self.recorded: list[WebhookDeliveryRecorded] = []
 
     def _rows(self) -> dict[uuid.UUID, WebhookEndpointRow]:
         rows: dict[uuid.UUID, WebhookEndpointRow] = {}
@@ -43,18 +54,45 @@ class FoldedPool:
                 webhook_event(rows, event)
         return rows
 
-    async def fetch(self, sql: str, tenant: str, **options: Any) -> list[dict[str, Any]]:
+    def _deliveries(self) -> dict[uuid.UUID, WebhookDeliveryRow]:
+        rows: dict[uuid.UUID, WebhookDeliveryRow] = {}
+        for event in [*self.recorded, *self.log.published]:
+            if isinstance(event, WebhookDeliveryRecorded):
+                delivery_recorded(rows, event)
+        return rows
+
+    async def fetch(self, sql: str, *args: Any, **options: Any) -> list[dict[str, Any]]:
+        if "webhook_deliveries" in sql:  # endpoint, tenant, the cursor's created_at and id, limit; newest first
+            endpoint_id, tenant, at, after_id, limit = args
+            rows = [
+                r for r in self._deliveries().values()
+                if r.endpoint_id == endpoint_id and r.tenant == tenant
+                and (at is None or (r.created_at, r.delivery_id.bytes) < (at, after_id.bytes))
+            ]  # fmt: skip
+            rows.sort(key=lambda r: (r.created_at, r.delivery_id.bytes), reverse=True)
+            return [vars(r) for r in rows[:limit]]
+        (tenant,) = args
         live = [r for r in self._rows().values() if r.tenant == tenant and r.removed_at is None]
         return [vars(r) for r in sorted(live, key=lambda r: r.created_at)]
 
-    async def fetchrow(self, sql: str, endpoint_id: uuid.UUID, tenant: str, **options: Any) -> dict[str, Any] | None:
+    async def fetchrow(self, sql: str, *args: Any, **options: Any) -> dict[str, Any] | None:
+        if "webhook_deliveries" in sql:
+            delivery_id, endpoint_id, tenant = args
+            found = self._deliveries().get(delivery_id)
+            mine = found is not None and (found.endpoint_id, found.tenant) == (endpoint_id, tenant)
+            return vars(found) if mine else None
+        endpoint_id, tenant = args
         row = self._rows().get(endpoint_id)
         return vars(row) if row is not None and row.tenant == tenant else None
 
 
-def api(signing_key: bytes = SIGNING_KEY, allowed: str = "") -> tuple[httpx.AsyncClient, Log, Keys]:
+def api(
+    signing_key: bytes = SIGNING_KEY, allowed: str = "", pool: FoldedPool | None = None
+) -> tuple[httpx.AsyncClient, Log, Keys]:
     log, keys = Log(), Keys()
-    registry = WebhookRegistry(FoldedPool(log), log, PRODUCER, signing_key, parse_networks(allowed))  # type: ignore[arg-type]
+    if pool is not None:
+        pool.log = log
+    registry = WebhookRegistry(pool or FoldedPool(log), log, PRODUCER, signing_key, parse_networks(allowed))  # type: ignore[arg-type]
     return client(deps(Reader(), Log(), keys=KeyBook(keys, cache_s=0), webhooks=registry)), log, keys
 
 
@@ -166,3 +204,123 @@ async def test_a_tenant_holds_at_most_the_endpoints_the_server_allows_and_webhoo
     assert refused.status_code == 404, "not a 503: retrying changes nothing"
     assert "VOXLOG_WEBHOOK_SIGNING_KEY" in refused.json()["detail"]
     assert log.published == []
+
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+def recorded(
+    endpoint_id: str, tenant: str, n: int, state: str = "given_up", *, at: datetime = T0, attempts: int = 3
+) -> WebhookDeliveryRecorded:
+    """The delivery process's record of delivery ``n`` of the endpoint, made ``n`` minutes after ``T0``."""
+    made = at + timedelta(minutes=n)
+    payload = WebhookDeliveryRecordedPayload(
+        delivery_id=uuid.UUID(int=n + 1), endpoint_id=uuid.UUID(endpoint_id), tenant=tenant,
+        event_type="job.failed", job_id=uuid.UUID(int=1000 + n),
+        body=json.dumps({"type": "job.failed", "data": {"n": n}}), traceparent=f"00-{n + 1:032x}-{n + 1:016x}-01",
+        created_at=made, state=state, attempts=attempts, next_attempt_at=None if state != "pending" else made,
+        last_status=500 if state == "given_up" else 200, last_error="HTTP 500" if state == "given_up" else "",
+        last_duration_ms=12,
+    )  # fmt: skip
+    return node_event(WebhookDeliveryRecorded, PRODUCER, payload, at=made + timedelta(seconds=30))
+
+
+async def _endpoint(http: httpx.AsyncClient, headers: dict[str, str]) -> str:
+    created = await http.post("/v1/webhooks", json=BODY, headers=headers)
+    assert created.status_code == 201, created.text
+    endpoint_id: str = created.json()["endpoint"]["endpoint_id"]
+    return endpoint_id
+
+
+async def test_an_endpoints_deliveries_are_listed_newest_first_a_page_at_a_time_and_only_to_its_tenant():
+    pool = FoldedPool(Log())
+    http, _, keys = api(pool=pool)
+    acme, other = bearer(keys.issue("acme", "submit", "read")), bearer(keys.issue("globex", "submit", "read"))
+    async with http:
+        endpoint_id = await _endpoint(http, acme)
+        others = await _endpoint(http, other)
+        pool.recorded += [recorded(endpoint_id, "acme", n) for n in range(5)]
+        pool.recorded.append(recorded(others, "globex", 9))
+        pool.recorded.append(recorded(endpoint_id, "acme", 2, "delivered", attempts=4))  # its latest record
+        first = await http.get(f"/v1/webhooks/{endpoint_id}/deliveries", params={"limit": 2}, headers=acme)
+        assert first.status_code == 200, first.text
+        cursor = first.json()["next_before"]
+        second = await http.get(
+            f"/v1/webhooks/{endpoint_id}/deliveries", params={"limit": 2, "before": cursor}, headers=acme
+        )
+        last = await http.get(
+            f"/v1/webhooks/{endpoint_id}/deliveries",
+            params={"limit": 2, "before": second.json()["next_before"]},
+            headers=acme,
+        )
+        whole = (await http.get(f"/v1/webhooks/{endpoint_id}/deliveries", headers=acme)).json()
+        theirs = await http.get(f"/v1/webhooks/{endpoint_id}/deliveries", headers=other)
+        nobody = str(uuid.uuid4())
+        unknown = await http.get(f"/v1/webhooks/{nobody}/deliveries", headers=acme)
+        bad_cursor = await http.get(
+            f"/v1/webhooks/{endpoint_id}/deliveries", params={"before": str(uuid.UUID(int=10))}, headers=acme
+        )
+        too_many = await http.get(f"/v1/webhooks/{endpoint_id}/deliveries", params={"limit": 101}, headers=acme)
+    pages = [first.json(), second.json(), last.json()]
+    listed = [d["delivery_id"] for page in pages for d in page["deliveries"]]
+    assert listed == [str(uuid.UUID(int=n + 1)) for n in (4, 3, 2, 1, 0)], "newest first, none twice, none lost"
+    assert pages[2]["next_before"] is None, "the last page says so"
+    assert [d["delivery_id"] for d in whole["deliveries"]] == listed
+    assert whole["next_before"] is None
+    (two,) = [d for d in whole["deliveries"] if d["delivery_id"] == str(uuid.UUID(int=3))]
+    assert (two["state"], two["attempts"], two["last_status"], two["last_error"]) == ("delivered", 4, 200, "")
+    assert two["body"] == {"type": "job.failed", "data": {"n": 2}}, "the body as the JSON it is"
+    assert (two["job_id"], two["event_type"]) == (str(uuid.UUID(int=1002)), "job.failed")
+    assert set(two) == {
+        "delivery_id", "event_type", "job_id", "document_id", "state", "attempts", "next_attempt_at", "last_status",
+        "last_error", "last_duration_ms", "body", "created_at", "updated_at",
+    }  # fmt: skip
+    assert theirs.status_code == unknown.status_code == 404, "another tenant's endpoint is unknown"
+    assert theirs.text.replace(endpoint_id, "ID") == unknown.text.replace(nobody, "ID")
+    assert bad_cursor.status_code == 400, "an unknown cursor is the caller's mistake"
+    assert "before" in bad_cursor.json()["detail"]
+    assert too_many.status_code == 400
+
+
+async def test_a_redelivery_records_the_same_delivery_pending_and_due_now_with_its_attempts_kept():
+    pool = FoldedPool(Log())
+    http, log, keys = api(pool=pool)
+    acme, other = bearer(keys.issue("acme", "submit", "read")), bearer(keys.issue("globex", "submit", "read"))
+    reader = bearer(keys.issue("acme", "read"))
+    async with http:
+        endpoint_id = await _endpoint(http, acme)
+        # The delivery process's clock an hour ahead of the API's: the redelivery is still the newer record.
+        ahead = utc_now() + timedelta(hours=1)
+        pool.recorded += [recorded(endpoint_id, "acme", 0, at=ahead), recorded(endpoint_id, "acme", 1, "pending")]
+        given_up = f"/v1/webhooks/{endpoint_id}/deliveries/{uuid.UUID(int=1)}/redeliver"
+        pending = f"/v1/webhooks/{endpoint_id}/deliveries/{uuid.UUID(int=2)}/redeliver"
+        theirs = await http.post(given_up, headers=other)
+        unknown = await http.post(f"/v1/webhooks/{endpoint_id}/deliveries/{uuid.uuid4()}/redeliver", headers=acme)
+        read_only = await http.post(given_up, headers=reader)
+        before = utc_now()
+        again = await http.post(given_up, headers=acme)
+        assert again.status_code == 202, again.text
+        twice = await http.post(given_up, headers=acme)
+        busy = await http.post(pending, headers=acme)
+        listed = (await http.get(f"/v1/webhooks/{endpoint_id}/deliveries", headers=acme)).json()["deliveries"]
+    assert theirs.status_code == unknown.status_code == 404
+    assert read_only.status_code == 403, "a redelivery needs the submit scope"
+    assert busy.status_code == 409
+    assert "pending already" in busy.json()["detail"]
+    assert twice.status_code == 409, "once recorded pending, it is pending (the projection folded the record)"
+    (first,) = [e for e in log.published if isinstance(e, WebhookDeliveryRecorded)]
+    was = pool.recorded[0].payload
+    now = first.payload
+    assert now.state == "pending"
+    assert now.next_attempt_at is not None
+    assert before <= now.next_attempt_at <= utc_now(), "due now"
+    unchanged = ("delivery_id", "endpoint_id", "tenant", "event_type", "job_id", "body", "traceparent", "created_at",
+                 "attempts", "last_status", "last_error")  # fmt: skip
+    assert {f: getattr(now, f) for f in unchanged} == {f: getattr(was, f) for f in unchanged}, (
+        "the same webhook-id and body, so the receiver de-duplicates; its attempts and last outcome kept"
+    )
+    shown = again.json()["delivery"]
+    assert (shown["state"], shown["attempts"], shown["delivery_id"]) == ("pending", 3, str(uuid.UUID(int=1)))
+    assert [(d["delivery_id"], d["state"]) for d in listed] == [
+        (str(uuid.UUID(int=1)), "pending"), (str(uuid.UUID(int=2)), "pending"),
+    ], "listed by when each was made, the redelivered one as it stands now"  # fmt: skip
