@@ -423,6 +423,9 @@ class WaitedView(View):
 
 class JobHistoryView(View):
     job_id: uuid.UUID
+    trace_id: str | None = Field(
+        None, description="The job's trace (W3C, 32 hex digits): its request's traceparent, else its id's."
+    )
     tenant: str | None
     fingerprint: str
     state: JobState | None

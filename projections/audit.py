@@ -4,13 +4,16 @@ The fold is the state machine every reader shares (``contracts.job_state.transit
 and the same deduplication by event id as the projector, so an audit says what the
 projection did with each event without asking the projection. Time in each state
 comes from the events' own clocks (``occurred_at``); where each event lies in the log
-(partition, offset, the record's timestamp) comes from the log.
+(partition, offset, the record's timestamp) comes from the log, and so does the job's trace id (its
+``JobQueued``'s ``traceparent``, else a record's ``traceparent`` header, else the one its id gives:
+``contracts.job_trace``). The one thing an audit shows that is not the log's is the job's webhook deliveries
+(:func:`deliveries_json`): the projection's ``webhook_deliveries``, each delivery as its latest record says.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -29,11 +32,14 @@ from contracts import (
     JobStatus,
     SegmentProduced,
     SynthesisRequest,
+    job_trace,
+    job_trace_of_record,
 )
 from contracts.job_state import Fenced, event_attempt, transition
 from contracts.scheduling import WaitedBehind
 from foundation.kafka import RecordPosition
 from projections.reducer import Outcome
+from projections.rows import WebhookDeliveryRow
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class LoggedEvent:
     position: RecordPosition
     appended_at: datetime  # the record's timestamp
     event: JobEvent
+    traceparent: str | None = None  # the record's traceparent header
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ class JobHistory:
     tenant: str | None = None  # who owns it (its JobQueued's tenant)
     degraded_from: DegradedFrom | None = None  # what degraded mode changed in its request, if it did
     waited: list[WaitedStretch] = field(default_factory=list)  # what it waited behind, by its applied events
+    trace_id: str | None = None  # its trace (32 hex digits): its JobQueued's, else its first record's
 
     @property
     def found(self) -> bool:
@@ -127,6 +135,9 @@ def history_of(job_id: uuid.UUID, logged: Iterable[LoggedEvent]) -> JobHistory:
         if event.job_id != job_id:
             continue
         history.fingerprint = event.fingerprint
+        if history.trace_id is None or isinstance(event, JobQueued):
+            trace = job_trace(event) if isinstance(event, JobQueued) else job_trace_of_record(event, item.traceparent)
+            history.trace_id = trace.trace_id
         seen = first_copy.get(event.event_id)
         if seen is not None:
             repeats = f"repeats {seen.partition}:{seen.offset}"
@@ -218,6 +229,7 @@ def as_json(history: JobHistory) -> dict[str, Any]:
     """The history as JSON-ready values: what ``voxlog audit --json`` prints and the API returns."""
     return {
         "job_id": str(history.job_id),
+        "trace_id": history.trace_id,
         "tenant": history.tenant,
         "fingerprint": history.fingerprint,
         "state": history.status.state.value if history.status else None,
@@ -285,4 +297,35 @@ def _entry_json(entry: AuditEntry, claims: dict[int, AttemptRecord]) -> dict[str
         "reason": entry.reason or None,
         "state_after": entry.state.value if entry.state else None,
         "payload": event.payload.model_dump(mode="json"),
+    }
+
+
+DELIVERIES_SOURCE = "the projection's webhook_deliveries (each delivery's latest record), not the log"
+
+
+def deliveries_json(rows: Sequence[WebhookDeliveryRow] | None) -> dict[str, Any]:
+    """A job's webhook deliveries as JSON-ready values (``voxlog audit --json``), oldest first; ``deliveries``
+    is null when the projection could not be read. Said to be the projection's: the rest of an audit is the
+    log's."""
+    listed = None if rows is None else sorted(rows, key=lambda r: (r.created_at, r.delivery_id.bytes))
+    return {
+        "source": DELIVERIES_SOURCE,
+        "deliveries": None
+        if listed is None
+        else [
+            {
+                "delivery_id": str(r.delivery_id),
+                "endpoint_id": str(r.endpoint_id),
+                "event_type": r.event_type,
+                "state": r.state,
+                "attempts": r.attempts,
+                "next_attempt_at": _iso(r.next_attempt_at) if r.next_attempt_at else None,
+                "last_status": r.last_status,
+                "last_error": r.last_error or None,
+                "last_duration_ms": r.last_duration_ms,
+                "created_at": _iso(r.created_at),
+                "updated_at": _iso(r.updated_at),
+            }
+            for r in listed
+        ],
     }

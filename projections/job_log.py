@@ -27,14 +27,14 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from contracts import DecodeError, decode_event
+from contracts import HEADER_TRACEPARENT, DecodeError, decode_event, header_value
 from foundation.db import DATABASE_OUTAGES
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import RecordPosition, wait_for_partitions
 from foundation.kafka_access import KafkaAccess
 from projections.audit import JobHistory, LoggedEvent, as_json, history_of
 from projections.reducer import Projection
-from projections.rows import columns
+from projections.rows import WebhookDeliveryRow, columns
 
 Keep = Callable[["ConsumerRecord[bytes, bytes]"], bool]
 
@@ -127,7 +127,8 @@ class JobLogReader:
                             continue  # in the DLQ, and attributable to no job
                         at = RecordPosition(tp.topic, tp.partition, record.offset)
                         appended = datetime.fromtimestamp(record.timestamp / 1000, UTC)
-                        found_events.append(LoggedEvent(at, appended, event))
+                        traceparent = header_value(record.headers, HEADER_TRACEPARENT)
+                        found_events.append(LoggedEvent(at, appended, event, traceparent))
             pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
         found_events.sort(key=lambda e: (e.position.partition, e.position.offset))
         return found_events
@@ -194,6 +195,19 @@ class LogAuditor:
             key=lambda s: s["segment_index"],
         )
         return job
+
+    async def deliveries(self, job_id: uuid.UUID) -> list[WebhookDeliveryRow] | None:
+        """The job's webhook deliveries as the projection holds them (``webhook_deliveries``: each delivery's
+        latest record), not read from the log; ``None`` when PostgreSQL cannot be read."""
+        if self._pool is None:
+            return None
+        names = columns(WebhookDeliveryRow)
+        query = f"SELECT {', '.join(names)} FROM webhook_deliveries WHERE job_id = $1 ORDER BY created_at, delivery_id"
+        try:
+            rows = await self._pool.fetch(query, job_id, timeout=5)
+        except DATABASE_OUTAGES:
+            return None
+        return [WebhookDeliveryRow(*(row[name] for name in names)) for row in rows]
 
     def _folded(self, events: list[LoggedEvent], moment: datetime) -> Projection:
         """``events`` appended up to ``moment`` folded in log order (a record read twice counts once)."""

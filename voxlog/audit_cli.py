@@ -1,4 +1,7 @@
-"""`voxlog audit`: a job's history, or a fingerprint's jobs, read from the log (the work is projections.audit)."""
+"""`voxlog audit`: a job's history, or a fingerprint's jobs, read from the log (the work is projections.audit).
+
+A job's audit ends with its webhook deliveries, which are the projection's (``webhook_deliveries``), not the
+log's: the output says so."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import argparse
 import asyncio
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from contracts import JobClaimed, JobCompleted, JobQueued, SegmentProduced
@@ -13,8 +17,19 @@ from contracts.job_state import event_attempt
 from contracts.scheduling import WaitedBehind
 from foundation.db import open_pool
 from foundation.settings import AuditSettings
-from projections.audit import AuditEntry, JobHistory, StateSpan, WaitedStretch, as_json
+from projections.audit import (
+    DELIVERIES_SOURCE,
+    AuditEntry,
+    JobHistory,
+    StateSpan,
+    WaitedStretch,
+    as_json,
+    deliveries_json,
+)
 from projections.job_log import JobLogReader, LogAuditor
+from projections.rows import WebhookDeliveryRow
+
+Deliveries = Sequence[WebhookDeliveryRow] | None  # None: the projection could not be read
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,26 +42,31 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     settings = AuditSettings()
-    histories = asyncio.run(_audit(settings, args.job_id, args.fingerprint))
+    histories, deliveries = asyncio.run(_audit(settings, args.job_id, args.fingerprint))
     if args.json:
         bodies = [as_json(h) for h in histories]
-        print(json.dumps(bodies[0] if args.job_id else bodies, indent=2))
+        if args.job_id:
+            print(json.dumps({**bodies[0], "webhook_deliveries": deliveries_json(deliveries)}, indent=2))
+        else:
+            print(json.dumps(bodies, indent=2))
     elif args.job_id:
-        print("\n".join(job_report(histories[0])))
+        print("\n".join(job_report(histories[0], deliveries)))
     else:
         print("\n".join(fingerprint_report(args.fingerprint, histories)))
     return 0 if all(h.found for h in histories) and histories else 1
 
 
-async def _audit(settings: AuditSettings, job_id: uuid.UUID | None, fingerprint: str | None) -> list[JobHistory]:
+async def _audit(
+    settings: AuditSettings, job_id: uuid.UUID | None, fingerprint: str | None
+) -> tuple[list[JobHistory], Deliveries]:
     reader = JobLogReader(settings.kafka_access(), settings.jobs_topic)
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
         auditor = LogAuditor(reader, pool, timedelta(seconds=settings.cache_ttl))
         if job_id is not None:
-            return [await auditor.job(job_id)]
+            return [await auditor.job(job_id)], await auditor.deliveries(job_id)
         assert fingerprint is not None
-        return await auditor.fingerprint(fingerprint)
+        return await auditor.fingerprint(fingerprint), []
     finally:
         await pool.close()
 
@@ -59,14 +79,15 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}s"
 
 
-def job_report(history: JobHistory) -> list[str]:
-    """The audit of one job, for a terminal."""
+def job_report(history: JobHistory, deliveries: Deliveries = ()) -> list[str]:
+    """The audit of one job, for a terminal: the log's history, then its webhook deliveries (the projection's)."""
     if not history.found:
-        return [f"job {history.job_id}: no event in the log"]
+        return [f"job {history.job_id}: no event in the log", *_delivery_lines(deliveries)]
     status = history.status
     lines = [
         f"job {history.job_id}  {status.state if status else 'unknown'}, attempt {status.attempt if status else '-'}",
         f"fingerprint {history.fingerprint}",
+        f"trace {history.trace_id}",
     ]
     if history.request is not None:
         r = history.request
@@ -96,6 +117,25 @@ def job_report(history: JobHistory) -> list[str]:
             lines += _waited_lines(stretch)
     spans = ", ".join(_span(s) for s in history.spans)
     lines += ["", f"time in state  {spans}"]
+    return lines + _delivery_lines(deliveries)
+
+
+def _delivery_lines(deliveries: Deliveries) -> list[str]:
+    """The job's webhook deliveries, each as its latest record says; none when it has none."""
+    if deliveries is not None and not deliveries:
+        return []
+    lines = ["", f"webhook deliveries, from {DELIVERIES_SOURCE}"]
+    if deliveries is None:
+        return [*lines, "  unknown: PostgreSQL could not be read"]
+    for d in sorted(deliveries, key=lambda d: (d.created_at, d.delivery_id.bytes)):
+        last = f", last HTTP {d.last_status}" if d.last_status is not None else ""
+        last += f" in {d.last_duration_ms} ms" if d.last_duration_ms is not None else ""
+        last += f", error: {d.last_error}" if d.last_error else ""
+        due = f", next attempt {_time(d.next_attempt_at)}" if d.state == "pending" and d.next_attempt_at else ""
+        lines.append(
+            f"  {d.delivery_id}  {d.event_type} to endpoint {d.endpoint_id}: {d.state}, {d.attempts} attempt(s)"
+            f"{last}{due}"
+        )
     return lines
 
 

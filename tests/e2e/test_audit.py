@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -16,6 +17,7 @@ import httpx
 from contracts import decode_event
 from foundation.kafka import KafkaEventPublisher
 from infra.processes import free_port, wait_gone
+from projections.audit import DELIVERIES_SOURCE
 from tests.support.apps import start_pipeline, wait_for_job
 from tests.support.cli import voxlog
 from tests.support.events import late_work_of_a_dead_attempt
@@ -116,12 +118,19 @@ async def test_the_audit_of_a_job_killed_mid_synthesis_shows_both_attempts_and_t
     assert "fenced: terminal: job already completed" in report.stdout
     assert "taken over by attempt 2" in report.stdout
     assert "duplicate: repeats" in report.stdout
+    assert re.fullmatch(r"[0-9a-f]{32}", history["trace_id"]), history["trace_id"]
+    assert f"trace {history['trace_id']}" in report.stdout
     as_json = await asyncio.to_thread(voxlog, app.env, "audit", job_id, "--json")
-    assert json.loads(as_json.stdout) == history, "the CLI and the API tell the same history"
+    cli = json.loads(as_json.stdout)
+    # Its webhook deliveries (it has none: no endpoint here) are the projection's, and said so; the rest is the log's.
+    assert cli.pop("webhook_deliveries") == {"source": DELIVERIES_SOURCE, "deliveries": []}
+    assert cli == history, "the CLI and the API tell the same history"
     unreachable = {**app.env, "VOXLOG_DATABASE_URL": f"postgresql://voxlog@127.0.0.1:{free_port()}/voxlog"}
     without_db = await asyncio.to_thread(voxlog, unreachable, "audit", job_id, "--json")
     assert without_db.returncode == 0, without_db.stderr
-    assert json.loads(without_db.stdout) == history, "PostgreSQL down: every partition is read instead"
+    cli = json.loads(without_db.stdout)
+    assert cli.pop("webhook_deliveries")["deliveries"] is None, "PostgreSQL down: its deliveries are unknown"
+    assert cli == history, "PostgreSQL down: every partition is read instead"
     listing = await asyncio.to_thread(voxlog, app.env, "audit", "--fingerprint", history["fingerprint"])
     assert listing.returncode == 0, listing.stderr
     assert job_id in listing.stdout

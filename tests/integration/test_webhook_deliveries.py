@@ -98,3 +98,29 @@ async def test_deliveries_page_newest_first_through_postgres_and_a_redelivery_is
     assert row.record == again.record
     assert (row.record.state, row.record.attempts, row.record.body) == ("pending", 2, records[0].payload.body)
     assert row.updated_at == again.updated_at
+
+
+async def test_the_audit_reads_a_jobs_deliveries_from_the_projection_and_none_when_it_cannot(pool):
+    """What `voxlog audit` shows of a job's webhook deliveries: its rows of webhook_deliveries, each as its
+    latest record says (another job's are not its)."""
+    from projections.job_log import LogAuditor
+
+    projected = Projected(pool)
+    mine = endpoint("acme")
+    e, job = mine.payload.endpoint_id, uuid.uuid4()
+    first = delivery(e, "acme", 0, made=T0, job_id=job)
+    second = delivery(e, "acme", 1, made=T0 + timedelta(minutes=1), job_id=job)
+    attempted = node_event(
+        WebhookDeliveryRecorded,
+        PRODUCER,
+        first.payload.model_copy(update={"state": "delivered", "attempts": 1, "last_status": 204}),
+        at=T0 + timedelta(minutes=2),
+    )
+    await projected.apply([mine, first, second, delivery(e, "acme", 2, made=T0), attempted])
+    auditor = LogAuditor(None, pool, timedelta(days=1))  # type: ignore[arg-type]  # the log is not read
+    rows = await auditor.deliveries(job)
+    assert rows is not None
+    assert [(r.delivery_id, r.state, r.attempts, r.last_status) for r in rows] == [
+        (first.payload.delivery_id, "delivered", 1, 204), (second.payload.delivery_id, "pending", 0, None),
+    ]  # fmt: skip
+    assert await LogAuditor(None, None, timedelta(days=1)).deliveries(job) is None  # type: ignore[arg-type]

@@ -223,3 +223,55 @@ async def test_the_api_tells_what_a_job_waited_behind_as_the_cli_does_but_names_
         del history["waited"][0]["jobs"][1]
         del next(e for e in history["events"] if e["type"] == "JobClaimed")["payload"]["waited"]["jobs"][1]
     assert body == json.loads(json.dumps(told, default=str)), "the rest as the CLI tells it"
+
+
+def test_the_audit_names_the_jobs_trace_and_its_webhook_deliveries_which_it_says_are_the_projections():
+    """issue 39, item 2: `voxlog audit` shows the job's trace id (the log's) and its webhook deliveries (the
+    projection's webhook_deliveries, said so in the output, text and --json)."""
+    from projections.audit import deliveries_json
+    from projections.rows import WebhookDeliveryRow
+    from voxlog.audit_cli import job_report
+
+    job = _Builder(uuid.UUID(int=39))
+    traced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    queued = job.queued()
+    queued = queued.model_copy(update={"payload": queued.payload.model_copy(update={"traceparent": traced})})
+    claimed = job.claimed(1)
+    history = history_of(job.job_id, logged([queued, claimed, job.completed(1, 0)]))
+    assert history.trace_id == "0af7651916cd43dd8448eb211c80319c", "the request's trace, from its JobQueued"
+    assert as_json(history)["trace_id"] == history.trace_id
+    # Without its JobQueued (left the log), a record's traceparent header says the trace.
+    header = "00-11111111111111111111111111111111-2222222222222222-01"
+    later = [LoggedEvent(RecordPosition("jobs", 0, 1), datetime(2026, 11, 30, tzinfo=UTC), claimed, header)]
+    assert history_of(job.job_id, later).trace_id == "11111111111111111111111111111111"
+
+    at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    endpoint = uuid.UUID(int=7)
+    rows = [
+        WebhookDeliveryRow(
+            uuid.UUID(int=2), endpoint, "default", "job.completed", job.job_id, None, "{}", traced, at, "given_up",
+            8, None, 503, "HTTP 503", 40, at, uuid.uuid4(),
+        ),
+        WebhookDeliveryRow(
+            uuid.UUID(int=1), endpoint, "default", "job.completed", job.job_id, None, "{}", traced, at, "delivered",
+            1, None, 200, "", 12, at, uuid.uuid4(),
+        ),
+    ]  # fmt: skip
+    lines = job_report(history, rows)
+    assert f"trace {history.trace_id}" in lines
+    start = lines.index("webhook deliveries, from the projection's webhook_deliveries (each delivery's latest"
+                        " record), not the log")  # fmt: skip
+    assert lines[start + 1 :] == [
+        f"  {uuid.UUID(int=1)}  job.completed to endpoint {endpoint}: delivered, 1 attempt(s), last HTTP 200 in 12 ms",
+        f"  {uuid.UUID(int=2)}  job.completed to endpoint {endpoint}: given_up, 8 attempt(s), last HTTP 503 in 40 ms,"
+        " error: HTTP 503",
+    ]
+    assert not any("webhook" in line for line in job_report(history, [])), "no section for a job with none"
+    assert job_report(history, None)[-1] == "  unknown: PostgreSQL could not be read"
+    shown = deliveries_json(rows)
+    assert "not the log" in shown["source"]
+    fields = ("delivery_id", "state", "attempts", "last_status", "last_error")
+    assert [tuple(d[f] for f in fields) for d in shown["deliveries"]] == [
+        (str(uuid.UUID(int=1)), "delivered", 1, 200, None), (str(uuid.UUID(int=2)), "given_up", 8, 503, "HTTP 503"),
+    ]  # fmt: skip
+    assert deliveries_json(None)["deliveries"] is None
