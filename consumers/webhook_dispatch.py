@@ -35,6 +35,8 @@ from contracts import (
     Producer,
     WebhookDeliveryRecorded,
     WebhookDeliveryRecordedPayload,
+    WebhookEndpointSet,
+    WebhookEndpointSetPayload,
     WebhookEventType,
     node_event,
     utc_now,
@@ -66,16 +68,25 @@ class Due:
 
 @dataclass(frozen=True)
 class EndpointNow:
+    tenant: str
     url: str
+    event_types: tuple[str, ...]
+    description: str
     secret_generation: int
     previous_secret_until: datetime | None
+    created_at: datetime
     removed: bool
+    disabled_reason: str = ""
 
 
 class DispatchStore(Protocol):
     async def due(self, now: datetime, limit: int) -> Sequence[Due]: ...
 
     async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointNow | None: ...
+
+    async def delivered_since(self, endpoint_id: uuid.UUID, since: datetime) -> bool:
+        """Whether a delivery to the endpoint succeeded since ``since``."""
+        ...
 
 
 class Send(Protocol):
@@ -171,8 +182,9 @@ class Dispatcher:
         """Try ``due`` once and record what came of it."""
         endpoint = await self._store.endpoint(due.endpoint_id)
         now = self._clock()
-        if endpoint is None or endpoint.removed:
-            return await self._record(due, due.attempts, now, "given_up", None, None, "its endpoint was removed")
+        if endpoint is None or endpoint.removed or endpoint.disabled_reason:
+            why = "disabled" if endpoint is not None and not endpoint.removed else "removed"
+            return await self._record(due, due.attempts, now, "given_up", None, None, f"its endpoint was {why}")
         secrets = [endpoint_secret(self._key, due.endpoint_id, endpoint.secret_generation)]
         if endpoint.previous_secret_until is not None and endpoint.previous_secret_until > now:
             secrets.append(endpoint_secret(self._key, due.endpoint_id, endpoint.secret_generation - 1))
@@ -185,7 +197,29 @@ class Dispatcher:
         next_at = self._schedule.next_attempt(due.created_at, attempts, now, attempted.retry_after_s)
         state = "pending" if next_at is not None else "given_up"
         log.info("webhook not delivered", delivery=str(due.delivery_id), attempts=attempts, error=attempted.error)
-        return await self._record(due, attempts, now, state, next_at, attempted)
+        record = await self._record(due, attempts, now, state, next_at, attempted)
+        if next_at is None:
+            await self._disable_if_failing(due.endpoint_id, endpoint, now, attempted.error)
+        return record
+
+    async def _disable_if_failing(
+        self, endpoint_id: uuid.UUID, endpoint: EndpointNow, now: datetime, error: str
+    ) -> None:
+        """Disable the endpoint when no delivery to it succeeded for the whole retry window: recorded, with why,
+        so its tenant sees it and enables it again once it answers."""
+        since = now - self._schedule.retry_for
+        if endpoint.created_at > since or await self._store.delivered_since(endpoint_id, since):
+            return
+        reason = f"disabled at {now:%Y-%m-%d %H:%M:%S} UTC: no delivery succeeded since {since:%Y-%m-%d %H:%M:%S} UTC"
+        reason = f"{reason} (last: {error})"[:500]
+        payload = WebhookEndpointSetPayload(
+            endpoint_id=endpoint_id, tenant=endpoint.tenant, url=endpoint.url,
+            event_types=cast(tuple[WebhookEventType, ...], endpoint.event_types), description=endpoint.description,
+            secret_generation=endpoint.secret_generation, previous_secret_until=endpoint.previous_secret_until,
+            created_at=endpoint.created_at, disabled_reason=reason,
+        )  # fmt: skip
+        await self._nodes.publish_all([node_event(WebhookEndpointSet, self._producer, payload, at=now)])
+        log.warning("webhook endpoint disabled", endpoint=str(endpoint_id), reason=reason)
 
     async def _record(
         self,

@@ -22,7 +22,8 @@ _JOB: Final = (
     " coalesce(completed_at, failed_at, cancelled_at) AS ended_at FROM jobs WHERE job_id = $1"
 )
 _ENDPOINTS: Final = (
-    "SELECT endpoint_id, event_types, created_at FROM webhook_endpoints WHERE tenant = $1 AND removed_at IS NULL"
+    "SELECT endpoint_id, event_types, created_at FROM webhook_endpoints"
+    " WHERE tenant = $1 AND removed_at IS NULL AND disabled_reason = ''"
 )
 _DUE: Final = (
     "SELECT delivery_id, endpoint_id, tenant, event_type, job_id, document_id, body, traceparent, created_at,"
@@ -30,8 +31,12 @@ _DUE: Final = (
     " ORDER BY next_attempt_at LIMIT $2"
 )
 _ENDPOINT: Final = (
-    "SELECT url, secret_generation, previous_secret_until, removed_at IS NOT NULL AS removed"
-    " FROM webhook_endpoints WHERE endpoint_id = $1"
+    "SELECT tenant, url, event_types, description, secret_generation, previous_secret_until, created_at,"
+    " removed_at IS NOT NULL AS removed, disabled_reason FROM webhook_endpoints WHERE endpoint_id = $1"
+)
+_DELIVERED_SINCE: Final = (
+    "SELECT EXISTS (SELECT 1 FROM webhook_deliveries"
+    " WHERE endpoint_id = $1 AND state = 'delivered' AND updated_at >= $2)"
 )
 
 
@@ -57,4 +62,10 @@ class PgWebhookStore:
     async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointNow | None:
         async with reading(f"webhook endpoint {endpoint_id}", LookupUnavailable):
             row = await self._pool.fetchrow(_ENDPOINT, endpoint_id, timeout=QUERY_TIMEOUT_S)
-        return None if row is None else EndpointNow(**dict(row))
+        if row is None:
+            return None
+        return EndpointNow(**{**dict(row), "event_types": tuple(row["event_types"])})
+
+    async def delivered_since(self, endpoint_id: uuid.UUID, since: datetime) -> bool:
+        async with reading(f"webhook endpoint {endpoint_id}'s deliveries", LookupUnavailable):
+            return bool(await self._pool.fetchval(_DELIVERED_SINCE, endpoint_id, since, timeout=QUERY_TIMEOUT_S))

@@ -494,6 +494,10 @@ class WebhookEndpointSetPayload(_Frozen):
     secret_generation: Annotated[int, Field(ge=1)] = 1
     previous_secret_until: AwareDatetime | None = None
     created_at: AwareDatetime
+    disabled_reason: Annotated[str, Field(max_length=500)] = ""
+    """Set when the delivery process disabled it (no delivery succeeded for the retry window) and why: nothing
+    is delivered to it until its tenant enables it again. Added without a new version: an older record, which
+    has none, is an endpoint that is not disabled."""
 
 
 class WebhookEndpointSet(_Frozen):

@@ -55,6 +55,11 @@ class WebhookEndpointView(View):
     )
     created_at: datetime
     updated_at: datetime
+    disabled_reason: str = Field(
+        "",
+        description="Set when the delivery process disabled it (no delivery succeeded for a day) and why: nothing"
+        " is delivered to it until POST .../enable.",
+    )
 
 
 class WebhookEndpointsView(View):
@@ -117,7 +122,7 @@ def endpoint_view(endpoint: Endpoint) -> WebhookEndpointView:
         endpoint_id=endpoint.endpoint_id, url=endpoint.url, event_types=list(endpoint.event_types),
         description=endpoint.description, secret_generation=endpoint.secret_generation,
         previous_secret_until=endpoint.previous_secret_until, created_at=endpoint.created_at,
-        updated_at=endpoint.updated_at,
+        updated_at=endpoint.updated_at, disabled_reason=endpoint.disabled_reason,
     )  # fmt: skip
 
 
@@ -261,6 +266,25 @@ async def redeliver(
     return Response(view, status_code=202)
 
 
+@post(
+    "/v1/webhooks/{endpoint_id:uuid}/enable",
+    summary="Enable an endpoint the delivery process disabled (a WebhookEndpointSet event)",
+    guards=SUBMIT,
+    status_code=200,
+    responses=responses(401, 403, 404, 503),
+)
+async def enable_endpoint(
+    webhooks: Injected[WebhookRegistry | None], principal: Injected[Principal], endpoint_id: FromPath[uuid.UUID]
+) -> WebhookEndpointView:
+    """The endpoint, enabled: its outcomes from now on are delivered (an endpoint that was not disabled is
+    answered as it is)."""
+    endpoint = await _registry(webhooks).enable(principal.tenant, endpoint_id)
+    if endpoint is None:
+        raise _unknown(endpoint_id)
+    return endpoint_view(endpoint)
+
+
 ROUTES = [
-    add_endpoint, list_endpoints, get_endpoint, rotate_secret, remove_endpoint, list_deliveries, redeliver,
+    add_endpoint, list_endpoints, get_endpoint, rotate_secret, enable_endpoint, remove_endpoint, list_deliveries,
+    redeliver,
 ]  # fmt: skip

@@ -53,7 +53,7 @@ ROTATION_GRACE: Final = timedelta(days=1)
 ENDPOINT_NAMESPACE: Final = uuid.UUID("9a6f1f0e-4c1b-4f7e-8d2a-5b3c7e9d1a20")
 _COLUMNS: Final = (
     "endpoint_id, tenant, url, event_types, description, secret_generation, previous_secret_until, created_at,"
-    " updated_at"
+    " updated_at, disabled_reason"
 )
 _LIVE: Final = f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant = $1 AND removed_at IS NULL ORDER BY created_at"
 _ONE: Final = f"SELECT {_COLUMNS}, removed_at FROM webhook_endpoints WHERE endpoint_id = $1 AND tenant = $2"
@@ -90,6 +90,7 @@ class Endpoint:
     previous_secret_until: datetime | None
     created_at: datetime
     updated_at: datetime
+    disabled_reason: str = ""  # set by the delivery process: why it delivers nothing to it (enable() clears it)
 
     @classmethod
     def from_row(cls, row: Any) -> Endpoint:
@@ -100,7 +101,7 @@ class Endpoint:
     def of(cls, payload: WebhookEndpointSetPayload, at: datetime) -> Endpoint:
         return cls(
             payload.endpoint_id, payload.tenant, payload.url, payload.event_types, payload.description,
-            payload.secret_generation, payload.previous_secret_until, payload.created_at, at,
+            payload.secret_generation, payload.previous_secret_until, payload.created_at, at, payload.disabled_reason,
         )  # fmt: skip
 
 
@@ -194,9 +195,25 @@ class WebhookRegistry:
             endpoint_id=known.endpoint_id, tenant=known.tenant, url=known.url, event_types=known.event_types,
             description=known.description, secret_generation=known.secret_generation + 1,
             previous_secret_until=now + ROTATION_GRACE, created_at=known.created_at,
+            disabled_reason=known.disabled_reason,
         )  # fmt: skip
         await self._nodes.publish_all([node_event(WebhookEndpointSet, self._producer, payload, at=now)])
         return Shown(Endpoint.of(payload, now), self._secret(known.endpoint_id, payload.secret_generation))
+
+    async def enable(self, tenant: str, endpoint_id: uuid.UUID) -> Endpoint | None:
+        """The endpoint enabled again after the delivery process disabled it (its outcomes from now on are
+        delivered; those given up stay so: redeliver them); ``None``: the tenant has no such endpoint."""
+        known = await self.get(tenant, endpoint_id)
+        if known is None or not known.disabled_reason:
+            return known
+        now = utc_now()
+        payload = WebhookEndpointSetPayload(
+            endpoint_id=known.endpoint_id, tenant=known.tenant, url=known.url, event_types=known.event_types,
+            description=known.description, secret_generation=known.secret_generation,
+            previous_secret_until=known.previous_secret_until, created_at=known.created_at,
+        )  # fmt: skip
+        await self._nodes.publish_all([node_event(WebhookEndpointSet, self._producer, payload, at=now)])
+        return Endpoint.of(payload, now)
 
     async def remove(self, tenant: str, endpoint_id: uuid.UUID, reason: str) -> bool:
         """Record the endpoint's removal; ``False`` (nothing recorded) when the tenant has no such endpoint."""

@@ -89,7 +89,7 @@ def webhook_event(
     e = event.payload
     endpoints[e.endpoint_id] = WebhookEndpointRow(
         e.endpoint_id, e.tenant, e.url, list(e.event_types), e.description, e.secret_generation,
-        e.previous_secret_until, e.created_at, event.occurred_at, None, None, event.event_id,
+        e.previous_secret_until, e.created_at, event.occurred_at, None, None, event.event_id, e.disabled_reason,
     )  # fmt: skip
 
 

@@ -211,6 +211,7 @@ class WebhookEndpointRow:
     removed_at: datetime | None
     removed_reason: str | None
     last_event_id: uuid.UUID
+    disabled_reason: str = ""
 
 
 @dataclass

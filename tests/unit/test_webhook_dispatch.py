@@ -16,7 +16,7 @@ from consumers.webhook_dispatch import Dispatcher, Due, EndpointNow
 from consumers.webhook_outcomes import EndpointFacts, JobFacts, deliveries_of, delivery_id
 from consumers.webhook_retries import RetrySchedule
 from consumers.webhook_sender import Attempted
-from contracts import WebhookDeliveryRecorded
+from contracts import WebhookDeliveryRecorded, WebhookEndpointSet
 from contracts.webhook_signatures import endpoint_secret
 from tests.support.api_fakes import PRODUCER, Log
 from tests.support.job_logs import _Builder
@@ -50,10 +50,21 @@ def test_an_outcome_is_one_delivery_to_each_endpoint_that_wants_it_and_the_same_
     assert deliveries_of(completed, facts, [later], PRODUCER, None) == [], "from before the endpoint was registered"
 
 
+def endpoint(
+    url: str, generation: int = 1, previous_until: datetime | None = None, removed: bool = False, disabled: str = ""
+) -> EndpointNow:
+    return EndpointNow("acme", url, ("job.completed",), "", generation, previous_until, T0 - timedelta(days=3),
+                       removed, disabled)  # fmt: skip
+
+
 class Store:
     def __init__(self, *due: Due) -> None:
         self.pending = list(due)
         self.endpoints: dict[uuid.UUID, EndpointNow] = {}
+        self.succeeded_since: datetime | None = None
+
+    async def delivered_since(self, endpoint_id: uuid.UUID, since: datetime) -> bool:
+        return self.succeeded_since is not None and self.succeeded_since >= since
 
     async def due(self, now: datetime, limit: int) -> list[Due]:
         return list(self.pending)
@@ -119,7 +130,7 @@ def recorded(log: Log) -> list[WebhookDeliveryRecorded]:
 async def test_a_delivery_is_signed_with_the_endpoints_secrets_and_recorded_delivered():
     store, sender, log, now = Store(due(1)), Endpoints(), Log(), datetime.now(UTC)
     rotated_until = now + timedelta(hours=1)
-    store.endpoints[uuid.UUID(int=1)] = EndpointNow("https://hooks.example.com/a", 2, rotated_until, removed=False)
+    store.endpoints[uuid.UUID(int=1)] = endpoint("https://hooks.example.com/a", 2, rotated_until)
     record = await dispatcher(store, sender, log, now).attempt(due(1))
     assert (record.payload.state, record.payload.attempts, record.payload.last_status) == ("delivered", 1, 204)
     (_, headers, body) = sender.sent[0]
@@ -131,7 +142,7 @@ async def test_a_delivery_is_signed_with_the_endpoints_secrets_and_recorded_deli
 
 async def test_a_failed_attempt_is_pending_at_the_next_time_and_given_up_past_the_window():
     store, sender, log = Store(), Endpoints(), Log()
-    store.endpoints[uuid.UUID(int=1)] = EndpointNow("https://hooks.example.com/a", 1, None, removed=False)
+    store.endpoints[uuid.UUID(int=1)] = endpoint("https://hooks.example.com/a")
     sender.answers["https://hooks.example.com/a"] = [Attempted(False, 500, "answered 500: boom", 4)] * 2
     first = await dispatcher(store, sender, log).attempt(due(1))
     assert (first.payload.state, first.payload.attempts, first.payload.last_error) == (
@@ -144,7 +155,7 @@ async def test_a_failed_attempt_is_pending_at_the_next_time_and_given_up_past_th
     late = dispatcher(store, sender, log, now=T0 + timedelta(hours=2))
     last = await late.attempt(due(1, attempts=7))
     assert (last.payload.state, last.payload.attempts) == ("given_up", 8)
-    store.endpoints[uuid.UUID(int=1)] = EndpointNow("https://hooks.example.com/a", 1, None, removed=True)
+    store.endpoints[uuid.UUID(int=1)] = endpoint("https://hooks.example.com/a", removed=True)
     removed = await dispatcher(store, sender, log).attempt(due(1, n=1))
     assert (removed.payload.state, removed.payload.last_error) == ("given_up", "its endpoint was removed")
 
@@ -152,7 +163,7 @@ async def test_a_failed_attempt_is_pending_at_the_next_time_and_given_up_past_th
 async def test_regression_a_slow_endpoint_holds_only_its_own_queue():
     store, sender, log = Store(due(1, 0), due(1, 1), due(2, 0)), Endpoints(), Records()
     for n in (1, 2):
-        store.endpoints[uuid.UUID(int=n)] = EndpointNow(f"https://hooks.example.com/{n}", 1, None, removed=False)
+        store.endpoints[uuid.UUID(int=n)] = endpoint(f"https://hooks.example.com/{n}")
     sender.gates["https://hooks.example.com/1"] = asyncio.Event()  # endpoint 1 does not answer until let go
     run = dispatcher(store, sender, log)
     assert await run.look() == 3
@@ -166,3 +177,23 @@ async def test_regression_a_slow_endpoint_holds_only_its_own_queue():
     assert await run.look() == 0
     store.pending = [due(1, 0, attempts=1)]  # it shows one now, delivered... and an older row is not re-taken
     assert await run.look() == 1, "a row that shows what was recorded here is the projection's again"
+
+
+async def test_an_endpoint_failing_for_the_whole_window_is_disabled_with_why_and_delivers_nothing_more():
+    store, sender, log = Store(), Endpoints(), Log()
+    store.endpoints[uuid.UUID(int=1)] = endpoint("https://hooks.example.com/a")
+    sender.answers["https://hooks.example.com/a"] = [Attempted(False, 503, "answered 503: down", 4)] * 2
+    late = dispatcher(store, sender, log, now=T0 + timedelta(hours=2))  # past the hour's window
+    store.succeeded_since = T0 + timedelta(minutes=90)  # a delivery succeeded within the window: kept
+    await late.attempt(due(1, attempts=7))
+    assert not [e for e in log.published if isinstance(e, WebhookEndpointSet)]
+    store.succeeded_since = None
+    await late.attempt(due(1, n=1, attempts=7))
+    (disabled,) = [e for e in log.published if isinstance(e, WebhookEndpointSet)]
+    assert disabled.payload.disabled_reason.startswith("disabled at ")
+    assert "(last: answered 503: down)" in disabled.payload.disabled_reason
+    assert (disabled.payload.url, disabled.payload.secret_generation) == ("https://hooks.example.com/a", 1)
+    store.endpoints[uuid.UUID(int=1)] = endpoint("https://hooks.example.com/a", disabled="disabled at ...")
+    given_up = await late.attempt(due(1, n=2))
+    assert (given_up.payload.state, given_up.payload.last_error) == ("given_up", "its endpoint was disabled")
+    assert len(sender.sent) == 2, "nothing is sent to a disabled endpoint"

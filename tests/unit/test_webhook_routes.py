@@ -324,3 +324,32 @@ async def test_a_redelivery_records_the_same_delivery_pending_and_due_now_with_i
     assert [(d["delivery_id"], d["state"]) for d in listed] == [
         (str(uuid.UUID(int=1)), "pending"), (str(uuid.UUID(int=2)), "pending"),
     ], "listed by when each was made, the redelivered one as it stands now"  # fmt: skip
+
+
+async def test_an_endpoint_the_delivery_process_disabled_shows_why_and_its_tenant_enables_it_again():
+    http, log, keys = api()
+    acme = bearer(keys.issue("acme", "submit", "read"))
+    async with http:
+        created = (await http.post("/v1/webhooks", json=BODY, headers=acme)).json()["endpoint"]
+        endpoint_id = created["endpoint_id"]
+        (registered,) = log.published
+        why = "disabled at 2026-12-05 12:00:00 UTC: no delivery succeeded since ... (last: answered 503)"
+        disabled = registered.model_copy(
+            update={
+                "event_id": uuid.uuid4(),
+                "occurred_at": registered.occurred_at + timedelta(microseconds=1),
+                "payload": registered.payload.model_copy(update={"disabled_reason": why}),
+            }
+        )
+        log.published.append(disabled)  # as the delivery process records it
+        shown = (await http.get(f"/v1/webhooks/{endpoint_id}", headers=acme)).json()
+        assert shown["disabled_reason"] == why
+        rotated = (await http.post(f"/v1/webhooks/{endpoint_id}/rotate-secret", headers=acme)).json()
+        assert rotated["endpoint"]["disabled_reason"] == why, "a rotation does not enable it"
+        enabled = await http.post(f"/v1/webhooks/{endpoint_id}/enable", headers=acme)
+        assert enabled.status_code == 200, enabled.text
+        assert enabled.json()["disabled_reason"] == ""
+        assert (await http.get(f"/v1/webhooks/{endpoint_id}", headers=acme)).json()["disabled_reason"] == ""
+        assert (await http.get(f"/v1/webhooks/{endpoint_id}", headers=acme)).json()["secret_generation"] == 2
+        other = bearer(keys.issue("globex", "submit"))
+        assert (await http.post(f"/v1/webhooks/{endpoint_id}/enable", headers=other)).status_code == 404
