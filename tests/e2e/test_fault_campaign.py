@@ -1,8 +1,11 @@
 """The fault campaign: every fault of `voxlog chaos`, against real processes, a real broker and PostgreSQL.
 
 Each fault runs on a fresh deployment under load and ends with `voxlog verify --settled` clean: no job
-lost, none completed twice, every job terminal, the projection a fold of the log. The broker and the
-cluster are this module's own (a fault kills and restarts them).
+lost, none completed twice, every job terminal, the projection a fold of the log. Each deployment runs the
+delivery process too (two copies of `voxlog deliver`) with a webhook endpoint on loopback registered before
+the jobs: every terminal job's outcome reaches it at least once, signed with its secret (duplicates counted,
+not refused), and webhook_deliveries shows it delivered; deliver_kills SIGKILLs the delivery process itself
+(issue 39, item 2). The broker and the cluster are this module's own (a fault kills and restarts them).
 """
 
 from __future__ import annotations
@@ -48,3 +51,6 @@ async def test_a_fault_loses_no_job_completes_none_twice_and_verify_is_clean(cha
     assert result.completed_twice == 0, result
     assert result.violations == [], result
     assert result.completed + result.failed == result.jobs, "every job terminal"
+    assert result.webhooks_due == result.jobs, result
+    assert result.webhooks_delivered == result.webhooks_due, "every outcome delivered at least once"
+    print(f"{result.fault}: {result.webhook_duplicates} deliveries received again, {result.webhook_lag_s}s lag")

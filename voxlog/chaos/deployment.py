@@ -6,13 +6,16 @@ not the model. A client submits jobs the way a careful one does, the way the
 README documents: each with an Idempotency-Key, sent again with the same key
 after no answer, a 503 or a 429 (:mod:`voxlog.chaos.client`, which counts
 each of those). A deployment of ``replicas`` runs that many API instances,
-projectors (splitting the partitions in one group) and sweepers.
+projectors (splitting the partitions in one group) and sweepers. A deployment of ``deliveries`` runs that
+many copies of the delivery process (``voxlog deliver``) and registers a webhook endpoint of its own (a
+receiver on loopback, :mod:`voxlog.chaos.webhooks`) before its jobs: every outcome is due there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 import time
 from collections.abc import Mapping
 from datetime import timedelta
@@ -31,6 +34,7 @@ from projections.replay import verify_against_live
 from projections.verify import Report, verify
 from voxlog import deployment
 from voxlog.chaos.client import RETRIED, SpreadClient
+from voxlog.chaos.webhooks import EVENT_TYPES, OUTCOME_TYPES, Receiver, Tally
 from voxlog.deployment import DeploymentError
 
 TERMINAL: Final = frozenset(state.value for state in TERMINAL_STATES)
@@ -62,6 +66,7 @@ class Deployment(deployment.Deployment):
         engine_env: Mapping[str, str] | None = None,
         partitions: int = 6,
         replicas: int = 1,
+        deliveries: int = 0,
     ) -> None:
         super().__init__(
             KafkaAccess(stack.bootstrap_servers),
@@ -75,6 +80,12 @@ class Deployment(deployment.Deployment):
             self.env["VOXLOG_PROJECTOR_GROUP"] = f"projector-{self.tag}"
         self.stack = stack
         self.replicas = replicas
+        self.deliveries = deliveries
+        self.receiver: Receiver | None = None
+        self.webhook_secret = ""
+        if deliveries:  # a key of this deployment's own; the receiver is on loopback, over http
+            self.env["VOXLOG_WEBHOOK_SIGNING_KEY"] = secrets.token_urlsafe(32)
+            self.env["VOXLOG_WEBHOOK_ALLOWED_NETWORKS"] = "127.0.0.1/32"
         self.api_urls = [self.api]
         self.accepted: dict[int, str] = {}  # submission number -> job id
         self.unabsorbed: list[str] = []  # submissions the documented retry did not get accepted
@@ -90,9 +101,30 @@ class Deployment(deployment.Deployment):
             self.api_urls.append(f"http://127.0.0.1:{port}")
             self.start(_replica("api", i), extra={"VOXLOG_API_PORT": str(port)})
         self.start("api")
+        for i in range(self.deliveries):
+            self.start(_replica("deliver", i))
         for name in self.specs:
             await self.wait_ready(name, 120)
+        if self.deliveries:
+            self.receiver = Receiver()
+            self.receiver.start()
+            self.webhook_secret = await self._register(self.receiver.url)
         return self
+
+    async def _register(self, url: str, within_s: float = 60.0) -> str:
+        """A webhook endpoint for every outcome, once the projection lists it (an outcome is due only to the
+        endpoints the projection shows when it is read); its secret."""
+        async with httpx.AsyncClient(base_url=self.api, timeout=30) as client:
+            created = await client.post("/v1/webhooks", json={"url": url, "event_types": list(EVENT_TYPES)})
+            if created.status_code != 201:
+                raise DeploymentError(f"the webhook endpoint was refused: {created.status_code} {created.text}")
+            endpoint = created.json()["endpoint"]["endpoint_id"]
+            deadline = time.monotonic() + within_s
+            while (await client.get(f"/v1/webhooks/{endpoint}")).status_code != 200:
+                if time.monotonic() > deadline:
+                    raise DeploymentError(f"the webhook endpoint was not listed within {within_s:.0f}s")
+                await asyncio.sleep(0.2)
+            return str(created.json()["secret"])
 
     def start(
         self, name: str, process: str | None = None, extra: Mapping[str, str] | None = None, ready: str | None = None
@@ -118,6 +150,8 @@ class Deployment(deployment.Deployment):
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop_all(timeout=15)
+        if self.receiver is not None:
+            self.receiver.stop()
         await self.drop(topics=False)  # the campaign's own stack goes with its topics
         await drop_schema(self.database_url, f"{self.tag}_replay")
 
@@ -133,6 +167,27 @@ class Deployment(deployment.Deployment):
         """The accepted jobs that are not terminal yet (as far as the projection shows)."""
         rows = await self.rows("SELECT job_id::text FROM jobs WHERE state = ANY($1::text[])", list(TERMINAL))
         return set(self.accepted.values()) - {r[0] for r in rows}
+
+    async def delivered(self, outcomes: dict[str, str], within_s: float = 90.0) -> Tally:
+        """Until every one of ``outcomes`` (job id -> completed or failed) has reached the receiver and the
+        projection's webhook_deliveries shows its delivery delivered (bounded); what the receiver got then,
+        the deliveries the table does not show delivered among its problems."""
+        assert self.receiver is not None, "a deployment without deliveries"
+        deadline = time.monotonic() + within_s
+        while True:
+            tally = self.receiver.tally(self.webhook_secret, outcomes)
+            rows = await self.rows("SELECT job_id::text, event_type, state FROM webhook_deliveries")
+            shown = {(r["job_id"], r["event_type"]): r["state"] for r in rows}
+            undelivered = [
+                f"{job_id} ({OUTCOME_TYPES[state]}): {shown.get((job_id, OUTCOME_TYPES[state]), 'no row')}"
+                for job_id, state in sorted(outcomes.items())
+                if shown.get((job_id, OUTCOME_TYPES[state])) != "delivered"
+            ]
+            if (not tally.missing and not undelivered) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        tally.problems += [f"webhook_deliveries does not show {line} delivered" for line in undelivered[:5]]
+        return tally
 
     async def replay_differences(self) -> list[str]:
         """Rebuild the projection from the log up to where the live projector stands; what differs from it."""

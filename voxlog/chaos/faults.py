@@ -3,8 +3,11 @@
 A fault's result counts what a user would ask about: the jobs accepted, how
 many were in flight when the fault hit, how many completed or failed, how many
 were lost (accepted, never terminal) or completed twice, and how long the
-system took to finish the jobs in flight once the fault was lifted. Then the projection is
-rebuilt from the log (``voxlog replay --verify``) and must equal the live one.
+system took to finish the jobs in flight once the fault was lifted. Every fault's deployment runs the
+delivery process too (two copies of ``voxlog deliver``) with a webhook endpoint registered before the jobs:
+every terminal job's outcome must reach it, signed, at least once (duplicates are counted), and
+webhook_deliveries must show it delivered. Then the projection is rebuilt from the log
+(``voxlog replay --verify``) and must equal the live one.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from infra.stack import DevStack
 from projections.verify import read_log
 from voxlog.chaos.client import SpreadClient
 from voxlog.chaos.deployment import Deployment
+
+DELIVERIES = 2
+"""Copies of the delivery process in each fault's deployment: one leads, the other stands by."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,10 @@ class FaultResult:
     recovery_s: float = 0.0
     client_errors: dict[str, int] = field(default_factory=dict)  # answers the documented retry sent again
     unabsorbed: int = 0  # submissions that retry did not get accepted: errors a user of the documented client saw
+    webhooks_due: int = 0  # terminal jobs whose outcome was due to the webhook endpoint (0: no endpoint)
+    webhooks_delivered: int = 0  # of those, received there at least once with a valid signature
+    webhook_duplicates: int = 0  # requests the endpoint got again for a delivery it had already received
+    webhook_lag_s: float = 0.0  # from every job terminal until every outcome delivered and shown so
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -69,6 +79,15 @@ async def settle(
     result.client_errors = dict(sorted(client.errors.items()))
     result.unabsorbed = len(d.unabsorbed)
     result.violations += [f"not absorbed by the retry: {error}" for error in d.unabsorbed[:5]]
+    if d.receiver is not None:
+        outcomes = {job_id: state for job_id, state in states.items() if state in ("completed", "failed")}
+        waited = time.monotonic()
+        tally = await d.delivered(outcomes)
+        result.webhook_lag_s = round(time.monotonic() - waited, 1)
+        result.webhooks_due, result.webhooks_delivered = tally.due, tally.delivered
+        result.webhook_duplicates = tally.duplicates
+        result.violations += [f"outcome never delivered: {missing}" for missing in tally.missing[:5]]
+        result.violations += tally.problems[:5]
     report = await d.verify()
     for check in report.checks:
         if check.name.startswith("at most one"):
@@ -92,7 +111,7 @@ async def _under_load(
     text: str = TEXT,
 ) -> FaultResult:
     """Two workers and a steady load; the fault one second in; then the jobs it caught, and verify."""
-    async with Deployment(stack, home, env) as d, d.client() as client:
+    async with Deployment(stack, home, env, deliveries=DELIVERIES) as d, d.client() as client:
         await d.add_workers(2)
         load = asyncio.create_task(d.submit_many(client, range(jobs), text, rate=20))
         await asyncio.sleep(1.0)
@@ -106,7 +125,7 @@ async def _under_load(
 async def worker_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("worker SIGKILL x3", f"two workers; three SIGKILLs during {sizes.kill_jobs} jobs")
     async with (
-        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}, deliveries=DELIVERIES) as d,
         d.client() as client,
     ):
         await d.add_workers(2)
@@ -144,7 +163,7 @@ async def _kill_holding(
 ) -> FaultResult:
     """SIGKILL worker 0 of two once it holds ``at_least`` claims under load, restart it, and settle."""
     text = "Job {n}. Its second sentence. And a third one. And a fourth, to be long enough."
-    async with Deployment(stack, home, engine) as d, d.client() as client:
+    async with Deployment(stack, home, engine, deliveries=DELIVERIES) as d, d.client() as client:
         await d.add_workers(2)
         load = asyncio.create_task(d.submit_many(client, range(sizes.jobs), text, rate=20))
         victim, held = f"{d.tag}-w0", 0
@@ -200,10 +219,35 @@ async def postgres_restart(stack: DevStack, home: Path, sizes: Sizes) -> FaultRe
     return await _under_load(stack, home, result, {"VOXLOG_BENCH_SYNTH_MS": "20"}, sizes.jobs, stop_and_start)
 
 
+async def deliver_kills(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
+    """The delivery process SIGKILLed while it delivers: its first copy, restarted at once; while that one
+    starts again, the second, the only one left and so the leader, restarted too. The endpoint answers each
+    delivery 100 ms late, so that attempts are on the wire when a copy dies."""
+    result = FaultResult(
+        "delivery process SIGKILL", "`voxlog deliver`, two copies: each SIGKILLed while delivering, and restarted"
+    )
+
+    async def kill_both_in_turn(d: Deployment) -> None:
+        assert d.receiver is not None
+        d.receiver.delay_s = 0.1
+        await asyncio.to_thread(d.receiver.some.wait, 30)  # delivering
+        received = len(d.receiver.received)
+        d.kill("deliver")
+        d.start("deliver")  # a supervisor restarts it
+        await asyncio.sleep(0.5)  # the other copy leads, the restarted one still starting
+        d.kill("deliver-1")
+        d.start("deliver-1")
+        result.description += f" ({received} deliveries received before the first kill)"
+        await d.wait_ready("deliver", 120)
+        await d.wait_ready("deliver-1", 120)
+
+    return await _under_load(stack, home, result, {"VOXLOG_BENCH_SYNTH_MS": "20"}, sizes.jobs, kill_both_in_turn)
+
+
 async def hung_engine(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("hung engine", "an engine call that never returns; the watchdog gives the job back")
     async with (
-        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}) as d,
+        Deployment(stack, home, {"VOXLOG_BENCH_SYNTH_MS": "20"}, deliveries=DELIVERIES) as d,
         d.client() as client,
     ):
         await d.add_workers(1, {"VOXLOG_BENCH_FAULT": "hang:wedge"})
@@ -256,7 +300,7 @@ async def poison_records(stack: DevStack, home: Path, sizes: Sizes) -> FaultResu
 async def retry_exhaustion(stack: DevStack, home: Path, sizes: Sizes) -> FaultResult:
     result = FaultResult("retries exhausted", "a job whose every attempt fails, among jobs that succeed")
     engine = {"VOXLOG_BENCH_SYNTH_MS": "20", "VOXLOG_BENCH_FAULT": "fail:doomed", "VOXLOG_RETRY_BASE_DELAY_S": "0.5"}
-    async with Deployment(stack, home, engine) as d, d.client() as client:
+    async with Deployment(stack, home, engine, deliveries=DELIVERIES) as d, d.client() as client:
         await d.add_workers(2)
         doomed = await d.submit(client, 0, "A doomed request.")
         await d.submit_many(client, range(1, sizes.jobs), TEXT, rate=20)
@@ -283,6 +327,7 @@ FAULTS: tuple[Fault, ...] = (
     worker_stop,
     broker_kill,
     postgres_restart,
+    deliver_kills,
     hung_engine,
     blob_writes_fail,
     poison_records,

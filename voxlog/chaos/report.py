@@ -67,7 +67,9 @@ def render(results: Sequence[FaultResult], profile: str, minutes: float, root: P
         "with `voxlog verify --settled`: the projection a fold of the log, at most one effective",
         "completion per job, every completed job's audio present with its sha256, no fenced audio",
         "served, every job terminal; then the projection is rebuilt from the log (`voxlog replay --verify`)",
-        "and must equal the live one row by row.",
+        "and must equal the live one row by row. Each deployment also runs the delivery process (two",
+        "copies of `voxlog deliver`, one leading) with a webhook endpoint registered before the jobs; one",
+        "fault SIGKILLs the delivery process itself, the others hit it as they hit the rest.",
         "",
         f"- **Run:** {_run_line(profile, minutes, root)}",
         f"- **Machine:** {platform.machine()}, {platform.platform()}.",
@@ -77,6 +79,10 @@ def render(results: Sequence[FaultResult], profile: str, minutes: float, root: P
         "flight at the fault was terminal. *Client errors*: the answers the client's documented retry",
         "sent again (no answer, a 503 or a 429, with the same Idempotency-Key); *not absorbed*: the",
         "submissions that retry did not get accepted within 120 s, which a user would have seen.",
+        "*Webhooks*: the terminal jobs whose outcome (job.completed or job.failed) reached the endpoint",
+        "with a signature that verifies with its secret, of those due, and webhook_deliveries showing it",
+        "delivered; *again*: deliveries the endpoint received more than once (an attempt whose answer a",
+        "fault cut off is tried again with the same webhook-id: at least once, not exactly once).",
         "",
         *_table(results),
     ]
@@ -115,15 +121,17 @@ def _run_line(profile: str, minutes: float, root: Path) -> str:
 def _table(results: Sequence[FaultResult]) -> list[str]:
     lines = [
         "| fault | what was done | jobs | in flight | completed | failed | lost | completed twice "
-        "| recovery (s) | client errors (retried) | not absorbed | verify |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| recovery (s) | client errors (retried) | not absorbed | webhooks (again) | verify |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         verdict = "clean" if not r.violations else f"{len(r.violations)} violation(s)"
         errors = ", ".join(f"{count} {kind}" for kind, count in r.client_errors.items()) or "0"
+        webhooks = f"{r.webhooks_delivered}/{r.webhooks_due} ({r.webhook_duplicates})" if r.webhooks_due else "-"
         lines.append(
             f"| {r.fault} | {r.description} | {r.jobs} | {r.in_flight} | {r.completed} | {r.failed} | "
-            f"{r.lost} | {r.completed_twice} | {r.recovery_s:.1f} | {errors} | {r.unabsorbed} | {verdict} |"
+            f"{r.lost} | {r.completed_twice} | {r.recovery_s:.1f} | {errors} | {r.unabsorbed} | {webhooks} "
+            f"| {verdict} |"
         )
     failures = [r for r in results if r.violations]
     if failures:

@@ -55,6 +55,8 @@ async def campaign(sizes: Sizes, home: Path, brokers: int = 1, faults: tuple[Fau
             print(
                 f"{result.fault}: {result.jobs} jobs, {result.lost} lost, {result.completed_twice} twice, "
                 f"{sum(result.client_errors.values())} client errors retried, {result.unabsorbed} not absorbed, "
+                f"{result.webhooks_delivered}/{result.webhooks_due} outcomes delivered by webhook "
+                f"({result.webhook_duplicates} again, {result.webhook_lag_s:.1f}s after the last job), "
                 f"recovered in {result.recovery_s:.1f}s ({time.monotonic() - started:.0f}s) {verdict}",
                 file=sys.stderr,
                 flush=True,
