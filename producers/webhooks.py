@@ -267,8 +267,12 @@ class WebhookRegistry:
         it is pending already (the delivery process will try it). ``None``: the tenant's endpoint (a live one)
         has no such delivery."""
         self._check_enabled()
-        if await self.get(tenant, endpoint_id) is None:
+        endpoint = await self.get(tenant, endpoint_id)
+        if endpoint is None:
             return None
+        if endpoint.disabled_reason:
+            enable = f"POST /v1/webhooks/{endpoint_id}/enable"
+            raise Rejected(f"endpoint {endpoint_id} is disabled ({endpoint.disabled_reason}): {enable} first", 409)
         known = await self.delivery(tenant, endpoint_id, delivery_id)
         if known is None:
             return None

@@ -344,6 +344,9 @@ async def test_an_endpoint_the_delivery_process_disabled_shows_why_and_its_tenan
         log.published.append(disabled)  # as the delivery process records it
         shown = (await http.get(f"/v1/webhooks/{endpoint_id}", headers=acme)).json()
         assert shown["disabled_reason"] == why
+        refused = await http.post(f"/v1/webhooks/{endpoint_id}/deliveries/{uuid.uuid4()}/redeliver", headers=acme)
+        assert refused.status_code == 409, "nothing is redelivered to a disabled endpoint"
+        assert f"/v1/webhooks/{endpoint_id}/enable first" in refused.json()["detail"]
         rotated = (await http.post(f"/v1/webhooks/{endpoint_id}/rotate-secret", headers=acme)).json()
         assert rotated["endpoint"]["disabled_reason"] == why, "a rotation does not enable it"
         enabled = await http.post(f"/v1/webhooks/{endpoint_id}/enable", headers=acme)
