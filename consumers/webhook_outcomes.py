@@ -73,6 +73,10 @@ class OutcomeStore(Protocol):
         """The tenant's endpoints that are not removed."""
         ...
 
+    async def first_endpoint_at(self) -> datetime | None:
+        """When the first endpoint still registered (of any tenant) was; ``None``: there is none."""
+        ...
+
 
 def delivery_id(endpoint_id: uuid.UUID, outcome_event_id: uuid.UUID) -> uuid.UUID:
     return uuid.uuid5(DELIVERY_NAMESPACE, f"{endpoint_id}/{outcome_event_id}")

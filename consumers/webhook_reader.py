@@ -1,7 +1,8 @@
 """The delivery process's read of the jobs topic: each outcome's deliveries recorded, then its offset committed.
 
-Its consumer group is its own (``voxlog-webhooks``), so it reads every outcome whatever the workers and the
-projector do, and several copies share the topic's partitions. A batch's offsets are committed only once
+Its consumer group is its own (``voxlog-webhooks.<jobs topic>``: one per log, so deployments that share a
+broker never share a group), so it reads every outcome whatever the workers and the projector do, and
+several copies share the topic's partitions. A batch's offsets are committed only once
 every delivery its outcomes make is on the nodes topic: a crash, an outage or a rebalance in between reads
 the batch again and makes the same deliveries (:mod:`consumers.webhook_outcomes`), never none. While the
 projection does not show an outcome's job yet (the projector behind), or PostgreSQL or Kafka is down, the
@@ -22,6 +23,7 @@ from consumers.errors import LookupUnavailable
 from consumers.webhook_outcomes import OutcomeStore, deliveries_of, wanted
 from contracts import (
     HEADER_TRACEPARENT,
+    HEADER_TYPE,
     DecodeError,
     Producer,
     WebhookDeliveryRecorded,
@@ -35,7 +37,15 @@ from foundation.lifecycle import wait_for_stop
 from foundation.outages import Outage
 
 log = structlog.get_logger("voxlog.webhooks")
-GROUP: Final = "voxlog-webhooks"
+GROUP_PREFIX: Final = "voxlog-webhooks"
+OUTCOME_TYPES: Final = frozenset(("JobCompleted", "JobFailed", "JobCancelled"))
+CLOCK_SLACK_MS: Final = 60_000  # a record's broker timestamp may be behind the event's own clock
+
+
+def group_of(jobs_topic: str) -> str:
+    return f"{GROUP_PREFIX}.{jobs_topic}"
+
+
 LIVE_VALUES: Final = frozenset(state.value for state in LIVE_STATES)
 NOT_YET_S: Final = 1.0  # how long a batch whose job the projection does not show waits before it is read again
 
@@ -79,7 +89,13 @@ class OutcomeReader:
     async def deliveries(self, records: Sequence[ConsumerRecord]) -> list[WebhookDeliveryRecorded]:
         """Every delivery the outcomes among ``records`` make (:class:`NotProjectedYet` while a job is not)."""
         made: list[WebhookDeliveryRecorded] = []
-        for record in records:
+        # Only outcomes, and only those after the first endpoint still registered (a new group reads the log
+        # from its start: what came before any endpoint costs a header's look, not a decode and two reads).
+        outcomes = [r for r in records if header_value(r.headers, HEADER_TYPE) in OUTCOME_TYPES]
+        first = await self._store.first_endpoint_at() if outcomes else None
+        for record in outcomes:
+            if first is None or record.timestamp < first.timestamp() * 1000 - CLOCK_SLACK_MS:
+                continue
             try:
                 event = decode_event(record.value)
             except DecodeError:

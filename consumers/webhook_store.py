@@ -25,6 +25,7 @@ _ENDPOINTS: Final = (
     "SELECT endpoint_id, event_types, created_at FROM webhook_endpoints"
     " WHERE tenant = $1 AND removed_at IS NULL AND disabled_reason = ''"
 )
+_FIRST: Final = "SELECT min(created_at) FROM webhook_endpoints WHERE removed_at IS NULL AND disabled_reason = ''"
 _DUE: Final = (
     "SELECT delivery_id, endpoint_id, tenant, event_type, job_id, document_id, body, traceparent, created_at,"
     " attempts FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $1"
@@ -53,6 +54,11 @@ class PgWebhookStore:
         async with reading("the webhook endpoints", LookupUnavailable):
             rows = await self._pool.fetch(_ENDPOINTS, tenant, timeout=QUERY_TIMEOUT_S)
         return [EndpointFacts(row["endpoint_id"], tuple(row["event_types"]), row["created_at"]) for row in rows]
+
+    async def first_endpoint_at(self) -> datetime | None:
+        async with reading("the webhook endpoints", LookupUnavailable):
+            first = await self._pool.fetchval(_FIRST, timeout=QUERY_TIMEOUT_S)
+        return first if isinstance(first, datetime) else None
 
     async def due(self, now: datetime, limit: int) -> list[Due]:
         async with reading("the webhook deliveries due", LookupUnavailable):

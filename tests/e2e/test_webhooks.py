@@ -131,6 +131,9 @@ async def test_a_webhook_is_signed_retried_after_a_500_and_after_the_delivery_pr
             await asyncio.to_thread(receiver.wait_for, 5)
         async with httpx.AsyncClient(base_url=app.api, timeout=60, headers=bob) as client:
             await registered(client, bobs.url)
+            for target in ("http://169.254.169.254/latest/meta-data/", "https://10.0.0.1/hook", "http://[::1]:9/x"):
+                ssrf = await client.post("/v1/webhooks", json={"url": target, "event_types": ["job.completed"]})
+                assert ssrf.status_code == 422, (target, ssrf.text)  # refused at registration, nothing recorded
             unsafe = await client.post(
                 "/v1/webhooks",
                 json={"url": bobs.url.replace("127.0.0.1", "127.0.0.2"), "event_types": ["job.completed"]},

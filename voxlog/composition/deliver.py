@@ -1,6 +1,6 @@
 """The delivery process, `voxlog deliver`: webhook deliveries made from the jobs' outcomes and tried.
 
-Every copy reads the jobs topic in the ``voxlog-webhooks`` group (its share of the partitions; a new group
+Every copy reads the jobs topic in the ``voxlog-webhooks.<jobs topic>`` group (its share of the partitions; a new group
 from the start: an endpoint is told only of outcomes after it was registered) and records
 each outcome's deliveries (:mod:`consumers.webhook_reader`); the copy that holds the delivery lock tries the
 deliveries due (:mod:`consumers.webhook_dispatch`), the others stand by and take over when it goes.
@@ -16,7 +16,7 @@ import structlog
 
 from consumers.sweeper_store import AdvisoryLeadership
 from consumers.webhook_dispatch import Dispatcher
-from consumers.webhook_reader import GROUP, OutcomeReader
+from consumers.webhook_reader import OutcomeReader, group_of
 from consumers.webhook_retries import RetrySchedule
 from consumers.webhook_sender import Sender
 from consumers.webhook_store import PgWebhookStore
@@ -53,7 +53,12 @@ async def _deliver(settings: DeliverySettings, shutdown: Shutdown) -> None:
         nodes = ReconnectingPublisher(kafka, settings.nodes_topic, client_id=f"{instance}-webhooks", deadline_ms=15_000)
         resources.push_async_callback(nodes.stop)
         consumer = await open_consumer(
-            resources, kafka, shutdown, group_id=GROUP, enable_auto_commit=False, auto_offset_reset="earliest"
+            resources,
+            kafka,
+            shutdown,
+            group_id=group_of(settings.jobs_topic),
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
         )
         consumer.subscribe([settings.jobs_topic])
         store, producer = PgWebhookStore(pool), Producer(service="deliver", instance=instance)
