@@ -50,20 +50,8 @@ BATCH: Final = 500
 REMEMBERED_S: Final = 600.0  # how long an attempt recorded here is remembered while the projection catches up
 
 
-@dataclass(frozen=True)
-class Due:
-    """A pending delivery, as the projection has it."""
-
-    delivery_id: uuid.UUID
-    endpoint_id: uuid.UUID
-    tenant: str
-    event_type: str
-    job_id: uuid.UUID | None
-    document_id: uuid.UUID | None
-    body: str
-    traceparent: str | None
-    created_at: datetime
-    attempts: int
+Due = WebhookDeliveryRecordedPayload
+"""A pending delivery: its latest record, as the projection has it; an attempt records it again, changed."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +183,7 @@ class Dispatcher:
         if attempted.delivered:
             return await self._record(due, attempts, now, "delivered", None, attempted)
         next_at = self._schedule.next_attempt(due.created_at, attempts, now, attempted.retry_after_s)
-        state = "pending" if next_at is not None else "given_up"
+        state: DeliveryState = "pending" if next_at is not None else "given_up"
         log.info("webhook not delivered", delivery=str(due.delivery_id), attempts=attempts, error=attempted.error)
         record = await self._record(due, attempts, now, state, next_at, attempted)
         if next_at is None:
@@ -226,20 +214,18 @@ class Dispatcher:
         due: Due,
         attempts: int,
         now: datetime,
-        state: str,
+        state: DeliveryState,
         next_at: datetime | None,
         attempted: Attempted | None,
         error: str = "",
     ) -> WebhookDeliveryRecorded:
-        payload = WebhookDeliveryRecordedPayload(
-            delivery_id=due.delivery_id, endpoint_id=due.endpoint_id, tenant=due.tenant,
-            event_type=cast(WebhookEventType, due.event_type), job_id=due.job_id, document_id=due.document_id,
-            body=due.body, traceparent=due.traceparent, created_at=due.created_at, state=cast(DeliveryState, state),
-            attempts=attempts,
-            next_attempt_at=next_at, last_status=attempted.status if attempted else None,
-            last_error=attempted.error if attempted else error,
-            last_duration_ms=attempted.duration_ms if attempted else None,
-        )  # fmt: skip
+        outcome = {
+            "state": state, "attempts": attempts, "next_attempt_at": next_at,
+            "last_status": attempted.status if attempted else None,
+            "last_error": attempted.error if attempted else error,
+            "last_duration_ms": attempted.duration_ms if attempted else None,
+        }  # fmt: skip
+        payload = due.model_copy(update=outcome)
         record = node_event(WebhookDeliveryRecorded, self._producer, payload, at=now)
         await self._nodes.publish_all([record])
         self._recorded[due.delivery_id] = (max(attempts, due.attempts + 1), time.monotonic())

@@ -27,8 +27,7 @@ _ENDPOINTS: Final = (
 )
 _FIRST: Final = "SELECT min(created_at) FROM webhook_endpoints WHERE removed_at IS NULL AND disabled_reason = ''"
 _DUE: Final = (
-    "SELECT delivery_id, endpoint_id, tenant, event_type, job_id, document_id, body, traceparent, created_at,"
-    " attempts FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $1"
+    f"SELECT {', '.join(Due.model_fields)} FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $1"
     " ORDER BY next_attempt_at LIMIT $2"
 )
 _ENDPOINT: Final = (
@@ -63,7 +62,7 @@ class PgWebhookStore:
     async def due(self, now: datetime, limit: int) -> list[Due]:
         async with reading("the webhook deliveries due", LookupUnavailable):
             rows = await self._pool.fetch(_DUE, now, limit, timeout=QUERY_TIMEOUT_S)
-        return [Due(**dict(row)) for row in rows]
+        return [Due(**dict(row)) for row in rows]  # the row's columns are the latest record's payload
 
     async def endpoint(self, endpoint_id: uuid.UUID) -> EndpointNow | None:
         async with reading(f"webhook endpoint {endpoint_id}", LookupUnavailable):

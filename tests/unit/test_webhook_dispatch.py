@@ -114,8 +114,9 @@ class Leader:
 
 
 def due(endpoint: int, n: int = 0, attempts: int = 0) -> Due:
-    return Due(uuid.UUID(int=100 + 10 * endpoint + n), uuid.UUID(int=endpoint), "acme", "job.completed",
-               uuid.UUID(int=50), None, '{"type":"job.completed"}', None, T0, attempts)  # fmt: skip
+    return Due(delivery_id=uuid.UUID(int=100 + 10 * endpoint + n), endpoint_id=uuid.UUID(int=endpoint),
+               tenant="acme", event_type="job.completed", job_id=uuid.UUID(int=50), body='{"type":"job.completed"}',
+               created_at=T0, attempts=attempts, next_attempt_at=T0)  # fmt: skip
 
 
 def dispatcher(store: Store, sender: Endpoints, log: Log, now: datetime = T0) -> Dispatcher:
