@@ -33,6 +33,7 @@ from contracts import (
     WebhookDeliveryRecordedPayload,
     WebhookEventType,
 )
+from contracts.job_state import JobState
 from contracts.webhook_payloads import JobOutcome, WebhookBody
 
 DELIVERY_NAMESPACE: Final = uuid.UUID("5d0c3b1e-7a52-4c8e-9f3d-2b6a1e8c4f71")
@@ -55,6 +56,24 @@ class JobFacts:
     cache_hit: bool = False
     error_code: str | None = None
     error_message: str | None = None
+    document_id: uuid.UUID | None = None  # the document it is a part of
+
+
+@dataclass(frozen=True)
+class DocumentFacts:
+    """What the projection says of a document: its owner, and how many parts it has."""
+
+    tenant: str
+    part_count: int
+
+
+@dataclass(frozen=True)
+class PartFacts:
+    """A document part's job, as the projection has it (:class:`contracts.document_state.PartState`)."""
+
+    state: JobState
+    error_code: str | None
+    ended_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,14 @@ class OutcomeStore(Protocol):
 
     async def first_endpoint_at(self) -> datetime | None:
         """When the first endpoint still registered (of any tenant) was; ``None``: there is none."""
+        ...
+
+    async def document(self, document_id: uuid.UUID) -> DocumentFacts | None:
+        """The document as projected; ``None`` while the projector has not shown its record."""
+        ...
+
+    async def parts(self, document_id: uuid.UUID, count: int) -> Sequence[PartFacts | None]:
+        """Its parts' jobs, in reading order (``None``: a part the projection does not show yet)."""
         ...
 
 
@@ -107,6 +134,7 @@ def deliveries_of(
         cache_hit=job.cache_hit,
         error_code=job.error_code,
         error_message=job.error_message,
+        document_id=job.document_id,
         audio_url=f"/v1/jobs/{event.job_id}/audio" if isinstance(event, JobCompleted) else None,
     )
     body = WebhookBody(type=event_type, timestamp=event.occurred_at, data=outcome).model_dump_json()
@@ -120,12 +148,16 @@ def deliveries_of(
             job_id=event.job_id, body=body, traceparent=traceparent, created_at=event.occurred_at,
             next_attempt_at=event.occurred_at,
         )  # fmt: skip
-        made.append(
-            WebhookDeliveryRecorded(
-                event_id=uuid.uuid5(DELIVERY_NAMESPACE, f"{delivery}/made"),
-                occurred_at=event.occurred_at,
-                producer=producer,
-                payload=payload,
-            )
-        )
+        made.append(first_record(payload, producer))
     return made
+
+
+def first_record(payload: WebhookDeliveryRecordedPayload, producer: Producer) -> WebhookDeliveryRecorded:
+    """A delivery's first record: its id derived from the delivery's, at its outcome's time (so it is the same
+    record whenever it is made again, and older than any attempt's)."""
+    return WebhookDeliveryRecorded(
+        event_id=uuid.uuid5(DELIVERY_NAMESPACE, f"{payload.delivery_id}/made"),
+        occurred_at=payload.created_at,
+        producer=producer,
+        payload=payload,
+    )

@@ -4,7 +4,8 @@ Its consumer group is its own (``voxlog-webhooks.<jobs topic>``: one per log, so
 broker never share a group), so it reads every outcome whatever the workers and the projector do, and
 several copies share the topic's partitions. A batch's offsets are committed only once
 every delivery its outcomes make is on the nodes topic: a crash, an outage or a rebalance in between reads
-the batch again and makes the same deliveries (:mod:`consumers.webhook_outcomes`), never none. While the
+the batch again and makes the same deliveries (:mod:`consumers.webhook_outcomes`), never none. A part's
+outcome that ends its document makes the document's too (:mod:`consumers.webhook_documents`). While the
 projection does not show an outcome's job yet (the projector behind), or PostgreSQL or Kafka is down, the
 batch waits and is tried again; nothing is skipped but records that cannot be decoded (the projector sends
 those to the DLQ).
@@ -13,23 +14,28 @@ those to the DLQ).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Final, Protocol
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
 from consumers.errors import LookupUnavailable
-from consumers.webhook_outcomes import OutcomeStore, deliveries_of, wanted
+from consumers.webhook_documents import DOCUMENT_OUTCOMES, document_deliveries
+from consumers.webhook_outcomes import EndpointFacts, OutcomeStore, deliveries_of, wanted
 from contracts import (
     HEADER_TRACEPARENT,
     HEADER_TYPE,
     DecodeError,
+    JobEvent,
     Producer,
     WebhookDeliveryRecorded,
     decode_event,
     header_value,
     job_trace_of_record,
+    utc_now,
 )
 from contracts.job_state import LIVE_STATES
 from foundation.errors import FoundationError
@@ -47,6 +53,7 @@ def group_of(jobs_topic: str) -> str:
 
 
 LIVE_VALUES: Final = frozenset(state.value for state in LIVE_STATES)
+DOCUMENT_RECORD_WAIT: Final = timedelta(minutes=10)  # how long a part's outcome waits for its document's record
 NOT_YET_S: Final = 1.0  # how long a batch whose job the projection does not show waits before it is read again
 
 
@@ -108,4 +115,26 @@ class OutcomeReader:
             endpoints = await self._store.endpoints(job.tenant)
             traceparent = job_trace_of_record(event, header_value(record.headers, HEADER_TRACEPARENT)).traceparent
             made += deliveries_of(event, job, endpoints, self._producer, traceparent)
+            if job.document_id is not None and any(_wants_documents(e) for e in endpoints):
+                made += await self._document(event, job.document_id, endpoints, traceparent)
         return made
+
+    async def _document(
+        self, event: JobEvent, document_id: uuid.UUID, endpoints: Sequence[EndpointFacts], traceparent: str | None
+    ) -> list[WebhookDeliveryRecorded]:
+        """The deliveries of the part's document, if this outcome ended it (:mod:`consumers.webhook_documents`)."""
+        document = await self._store.document(document_id)
+        if document is None:
+            # Its record follows its parts on the log: the projector may not show it yet. A record that never
+            # came (its submission stopped between the parts and the record, and was never retried) is not
+            # waited for past a bound: that document does not exist, for the API either.
+            if utc_now() - event.occurred_at < DOCUMENT_RECORD_WAIT:
+                raise NotProjectedYet(f"document {document_id}")
+            log.warning("a part's document was never recorded", document=str(document_id), job=str(event.job_id))
+            return []
+        parts = await self._store.parts(document_id, document.part_count)
+        return document_deliveries(document_id, document.tenant, parts, endpoints, self._producer, traceparent)
+
+
+def _wants_documents(endpoint: EndpointFacts) -> bool:
+    return any(t in endpoint.event_types for t in DOCUMENT_OUTCOMES.values())

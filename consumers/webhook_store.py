@@ -1,4 +1,4 @@
-"""The delivery process's reads of the projection: jobs' outcomes, tenants' endpoints, deliveries due.
+"""The delivery process's reads of the projection: jobs' outcomes, documents' parts, tenants' endpoints, deliveries due.
 
 Driver errors become :class:`consumers.errors.LookupUnavailable`; the reader and the dispatcher wait them out.
 """
@@ -13,13 +13,19 @@ import asyncpg
 
 from consumers.errors import LookupUnavailable
 from consumers.webhook_dispatch import Due, EndpointNow
-from consumers.webhook_outcomes import EndpointFacts, JobFacts
+from consumers.webhook_outcomes import DocumentFacts, EndpointFacts, JobFacts, PartFacts
+from contracts import JobState, document_part_job_id
 from foundation.db import reading
 
 QUERY_TIMEOUT_S: Final = 10.0
 _JOB: Final = (
     "SELECT tenant, state, fingerprint, total_duration_ms, cache_hit, error_code, error_message,"
-    " coalesce(completed_at, failed_at, cancelled_at) AS ended_at FROM jobs WHERE job_id = $1"
+    " coalesce(completed_at, failed_at, cancelled_at) AS ended_at, document_id FROM jobs WHERE job_id = $1"
+)
+_DOCUMENT: Final = "SELECT tenant, part_count FROM documents WHERE document_id = $1"
+_PARTS: Final = (
+    "SELECT job_id, state, error_code, coalesce(completed_at, failed_at, cancelled_at) AS ended_at"
+    " FROM jobs WHERE job_id = ANY($1::uuid[])"
 )
 _ENDPOINTS: Final = (
     "SELECT endpoint_id, event_types, created_at FROM webhook_endpoints"
@@ -58,6 +64,18 @@ class PgWebhookStore:
         async with reading("the webhook endpoints", LookupUnavailable):
             first = await self._pool.fetchval(_FIRST, timeout=QUERY_TIMEOUT_S)
         return first if isinstance(first, datetime) else None
+
+    async def document(self, document_id: uuid.UUID) -> DocumentFacts | None:
+        async with reading(f"document {document_id}", LookupUnavailable):
+            row = await self._pool.fetchrow(_DOCUMENT, document_id, timeout=QUERY_TIMEOUT_S)
+        return None if row is None else DocumentFacts(**dict(row))
+
+    async def parts(self, document_id: uuid.UUID, count: int) -> list[PartFacts | None]:
+        ids = [document_part_job_id(document_id, index) for index in range(count)]
+        async with reading(f"the parts of document {document_id}", LookupUnavailable):
+            rows = await self._pool.fetch(_PARTS, ids, timeout=QUERY_TIMEOUT_S)
+        found = {row["job_id"]: PartFacts(JobState(row["state"]), row["error_code"], row["ended_at"]) for row in rows}
+        return [found.get(job_id) for job_id in ids]
 
     async def due(self, now: datetime, limit: int) -> list[Due]:
         async with reading("the webhook deliveries due", LookupUnavailable):

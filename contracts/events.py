@@ -108,7 +108,9 @@ class JobQueuedPayload(_Frozen):
     (version 4): the W3C trace context of the request that submitted it, the trace every later event of
     the job continues (:mod:`contracts.trace_context`; ``None`` in a job recorded before version 4).
     ``degraded_from`` (version 5): set when degraded mode rewrote the request (a faster speed, a lower sample
-    rate) before it was fingerprinted; ``None``: the job is at the quality its client asked for."""
+    rate) before it was fingerprinted; ``None``: the job is at the quality its client asked for.
+    ``document_id`` (version 8): the document the job is a part of (its webhook outcome and its document's are
+    decided from it); ``None`` for a job of its own, and in a part recorded before version 8."""
 
     request: SynthesisRequest
     idempotency_key: Annotated[str | None, Field(max_length=256)] = None
@@ -118,6 +120,7 @@ class JobQueuedPayload(_Frozen):
     key_id: Annotated[str | None, Field(max_length=64)] = None
     traceparent: Annotated[str | None, Field(pattern=r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")] = None
     degraded_from: DegradedFrom | None = None
+    document_id: uuid.UUID | None = None
 
 
 class JobClaimedPayload(_Frozen):
@@ -244,10 +247,11 @@ class _Envelope(_Frozen):
 class JobQueued(_Envelope):
     """Version 2 added ``request.normalize`` (spell out numbers, dates, ... before G2P) and ``priority``;
     version 3 ``tenant``, ``key_id`` and ``request.cache_scope``; version 4 ``traceparent``; version 5
-    ``degraded_from``; version 6 ``request.input_format`` (SSML); version 7 ``request.pronunciations``."""
+    ``degraded_from``; version 6 ``request.input_format`` (SSML); version 7 ``request.pronunciations``;
+    version 8 ``document_id``."""
 
     type: Literal["JobQueued"] = "JobQueued"
-    schema_version: Literal[7] = 7
+    schema_version: Literal[8] = 8
     payload: JobQueuedPayload
 
 

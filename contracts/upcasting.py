@@ -172,6 +172,8 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("DocumentSubmitted", 3): _document_v3_to_v4,
     ("JobQueued", 6): _queued_v6_to_v7,
     ("DocumentSubmitted", 4): _document_v4_to_v5,
+    # JobQueued 8 may name the document the job is a part of; a version-7 record named none (None, its default).
+    ("JobQueued", 7): _as_it_is,
     ("JobClaimed", 2): _not_waited,
     ("JobCompleted", 1): _not_waited,
     ("NodeHeartbeat", 1): _heartbeat_v1_to_v2,

@@ -42,6 +42,7 @@ from contracts import (
     node_event,
     utc_now,
 )
+from contracts.document_state import document_state
 from contracts.job_state import LIVE_STATES
 from contracts.pronunciations import checked_map
 from producers.api_keys import Principal
@@ -65,7 +66,6 @@ from producers.views import (
     ChapterAccepted,
     ChapterProgressView,
     DocumentAccepted,
-    DocumentState,
     DocumentView,
     PartsRequestView,
     PartsView,
@@ -144,6 +144,7 @@ async def submit_document(
             JobRequest(text=part.text, input_format="text", **common),
             options.priority,
             document_part_job_id(document_id, index),
+            document_id,
         )
         for index, part in enumerate(parts)
     ]
@@ -226,19 +227,6 @@ def _done(parts: Sequence[PartRow | None]) -> int:
 
 def _count(parts: Sequence[PartRow | None], state: JobState) -> int:
     return sum(1 for p in parts if p is not None and p.state is state and not p.silent)
-
-
-def document_state(parts: Sequence[PartRow | None]) -> DocumentState:
-    """A document fails only when a part fails for a reason other than its text: a part with nothing to
-    speak is a pause (:attr:`PartRow.silent`)."""
-    if all(p is not None and p.done for p in parts):
-        return "completed"
-    states = {p.state if p else JobState.QUEUED for p in parts}
-    if JobState.CANCELLED in states:
-        return "cancelled"
-    if any(p is not None and p.state is JobState.FAILED and not p.silent for p in parts):
-        return "failed"
-    return "running" if states != {JobState.QUEUED} else "queued"
 
 
 def _audio_s(parts: Sequence[PartRow | None]) -> float:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Final, Self
 import msgspec
 
 from contracts import DEFAULT_TENANT, TERMINAL_STATES, AudioRef, DegradedFrom, JobState, SynthesisRequest
+from contracts.document_state import part_done, part_silent
 
 
 def columns(row_type: type[Row], *, but: Iterable[str] = (), prefix: str = "") -> str:
@@ -165,13 +166,13 @@ class PartRow(Row, frozen=True, kw_only=True):
 
     @property
     def silent(self) -> bool:
-        """The engine found nothing to speak in it: it is a pause in the document's audio, not a failure."""
-        return self.state is JobState.FAILED and self.error_code == "input_rejected"
+        """The engine found nothing to speak in it (:func:`contracts.document_state.part_silent`)."""
+        return part_silent(self)
 
     @property
     def done(self) -> bool:
         """Its audio (or its pause) is in the document's audio."""
-        return self.state is JobState.COMPLETED or self.silent
+        return part_done(self)
 
 
 class ChapterRow(msgspec.Struct, frozen=True):

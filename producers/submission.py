@@ -92,11 +92,13 @@ CacheScope = Literal["shared", "tenant"]
 
 @dataclass(frozen=True)
 class Item:
-    """One request of a submission; ``job_id`` fixed (a document's part), else named by the key."""
+    """One request of a submission; ``job_id`` fixed (a document's part, of ``document_id``), else named by the
+    key."""
 
     request: JobRequest
     priority: Priority
     job_id: uuid.UUID | None = None
+    document_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -371,6 +373,7 @@ class Submissions:
             key_id=principal.key_id,
             traceparent=trace.traceparent if (trace := tracing.current()) is not None else None,
             degraded_from=degraded_from,
+            document_id=item.document_id,
         )
         return job_event(JobQueued, job_id, request.fingerprint(), 0, self._producer, payload, at=now)
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import DegradedFrom, JobState, SynthesisRequest
+from contracts.document_state import DocumentState
 from producers.rows import JobRecord
 from producers.tenant_views import shown_request
 
@@ -299,9 +300,6 @@ class PartsRequestView(View):
     sample_rate: int
     normalize: bool
     pronunciations: dict[str, str] = Field(default_factory=dict, description="The document's own pronunciations.")
-
-
-DocumentState = Literal["queued", "running", "completed", "failed", "cancelled"]
 
 
 class DocumentView(View):

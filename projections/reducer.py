@@ -224,6 +224,7 @@ class Projection:
                     tenant=queued.tenant, key_id=queued.key_id,
                     degraded_from=queued.degraded_from.model_dump_json() if queued.degraded_from else None,
                     expected_audio_ms=expected_audio_ms(queued.request),
+                    document_id=queued.document_id,
                 )  # fmt: skip
                 accounts.submitted(self.usage, event)
             case JobClaimed():

@@ -55,6 +55,7 @@ class JobRow:
     key_id: str | None = None
     degraded_from: str | None = None  # JSON: the speed and sample rate asked for, when degraded mode changed them
     expected_audio_ms: int = 0  # contracts.audio_estimate: the work the backlog counts
+    document_id: uuid.UUID | None = None  # the document the job is a part of
 
 
 @dataclass

@@ -2,7 +2,8 @@
 standardwebhooks library verifies, is tried again after the endpoint answers 500, and again, with the same
 webhook-id, after the delivery process is SIGKILLed while the endpoint holds the attempt; none is lost. An
 endpoint that holds its deliveries delays no other tenant's, and an address the delivery process may not
-call is refused at delivery, although the API took it."""
+call is refused at delivery, although the API took it. A document's outcome is one delivery, made when its
+last part ends, and each part's own outcome names its document."""
 
 from __future__ import annotations
 
@@ -92,9 +93,9 @@ async def delivery_rows(app: AppStack) -> list[asyncpg.Record]:
         await conn.close()
 
 
-async def registered(client: httpx.AsyncClient, url: str) -> str:
-    """An endpoint for job.completed, once the projection lists it; its secret."""
-    created = await client.post("/v1/webhooks", json={"url": url, "event_types": ["job.completed"]})
+async def registered(client: httpx.AsyncClient, url: str, event_types: tuple[str, ...] = ("job.completed",)) -> str:
+    """An endpoint for ``event_types``, once the projection lists it; its secret."""
+    created = await client.post("/v1/webhooks", json={"url": url, "event_types": list(event_types)})
     assert created.status_code == 201, created.text
     endpoint = created.json()["endpoint"]["endpoint_id"]
     deadline = time.monotonic() + 30
@@ -111,7 +112,7 @@ async def test_a_webhook_is_signed_retried_after_a_500_and_after_the_delivery_pr
     alice, bob = bearer(await create_key(app, "alice")), bearer(await create_key(app, "bob"))
     # The first job's delivery: answered 500, then 204. The second's: held by the endpoint while the
     # delivery process is SIGKILLed, then answered 204 to the new process's attempt.
-    with Receiver([500, 204, None]) as receiver, Receiver([]) as bobs:
+    with Receiver([500, 204, None]) as receiver, Receiver([]) as bobs, Receiver([]) as documents:
         async with httpx.AsyncClient(base_url=app.api, timeout=60, headers=alice) as client:
             secret = await registered(client, receiver.url)
             first = (await client.post("/v1/jobs", json={"text": "Call me back.", "voice": voices[0]})).json()
@@ -142,6 +143,15 @@ async def test_a_webhook_is_signed_retried_after_a_500_and_after_the_delivery_pr
             bobs_job = (await client.post("/v1/jobs", json={"text": "Bob's own.", "voice": voices[0]})).json()
             (_, bobs_body), *_ = await asyncio.to_thread(bobs.wait_for, 1)
             assert json.loads(bobs_body)["data"]["job_id"] == bobs_job["job_id"]
+            # A document's outcome: one delivery when its last part ends, to the endpoint that wants it.
+            documents_secret = await registered(client, documents.url, ("document.completed", "document.failed"))
+            text = "A first paragraph of the document.\n\n* * *\n\nA second paragraph, after a scene break."
+            document = await client.post("/v1/documents", json={"text": text, "voice": voices[0], "format": "pcm"})
+            assert document.status_code == 202, document.text
+            document_id = document.json()["document_id"]
+            (document_headers, document_body), *_ = await asyncio.to_thread(documents.wait_for, 1)
+            state = (await client.get(f"/v1/documents/{document_id}")).json()
+            await asyncio.to_thread(bobs.wait_for, 1 + state["parts"]["completed"])  # the parts' job.completed
             assert len(receiver.requests) == 5, "alice's endpoint still holds her third job's delivery"
             refused = await _refused(app, unsafe.json()["endpoint"]["endpoint_id"])
             assert refused["last_error"].startswith("refused: "), "judged again at delivery, and not called"
@@ -162,6 +172,18 @@ async def test_a_webhook_is_signed_retried_after_a_500_and_after_the_delivery_pr
     assert killed["webhook-id"] == after["webhook-id"], "tried again after the kill, as the same delivery"
     assert hook.verify(body_again, after)["data"]["job_id"] == second["job_id"]
     assert third["job_id"] not in {json.loads(b)["data"]["job_id"] for _, b in bobs.requests}
+    told = standardwebhooks.Webhook(documents_secret).verify(document_body, document_headers)
+    assert (told["type"], told["data"]["document_id"], told["data"]["state"]) == (
+        "document.completed",
+        document_id,
+        "completed",
+    )
+    assert state["state"] == "completed", "delivered once the API, too, shows the document completed"
+    assert told["data"]["parts"] == state["parts"]["total"]
+    assert len({headers["webhook-id"] for headers, _ in documents.requests}) == 1, "one document, one delivery"
+    parts = [json.loads(b)["data"] for _, b in bobs.requests if json.loads(b)["data"]["job_id"] != bobs_job["job_id"]]
+    assert parts, "the parts' own outcomes reach the endpoint that wants job.completed"
+    assert {part["document_id"] for part in parts} == {document_id}, "each names its document"
 
 
 async def _refused(app: AppStack, endpoint_id: str, within_s: float = 60.0) -> asyncpg.Record:

@@ -7,10 +7,10 @@ import pytest
 from litestar.testing import TestClient
 
 from contracts import DocumentSubmitted, JobState
+from contracts.document_state import document_state
 from contracts.request_text import has_words
 from producers.app import create_app
 from producers.document_split import Document, DocumentError, split_text
-from producers.documents import document_state
 from producers.errors import Rejected
 from producers.requests import JobRequest, validate
 from producers.rows import PartRow
