@@ -24,7 +24,6 @@ from contracts import (
 )
 from contracts.codec import is_traceparent
 from contracts.events import CURRENT_SCHEMA_VERSIONS
-from contracts.upcasting import UPCASTERS
 from tests.support.events import one_of_each
 
 
@@ -95,24 +94,24 @@ def test_a_newer_schema_version_is_refused_with_advice():
         decode_event(json.dumps(raw).encode())
 
 
-def test_an_older_schema_version_is_upcast_through_the_chain():
-    current = one_of_each()[4]  # JobCompleted
+def test_an_older_schema_version_is_upcast_through_its_steps_and_read_as_it_is_where_none_is_written():
+    current = one_of_each()[4]  # JobCompleted, at version 2
     raw = json.loads(encode_event(current))
-    # Pretend v1 once had no cache_hit flag and named the count "segments".
-    raw["schema_version"] = 0
+    # Pretend version 1 named the count "segments": a rename, which only a written step can read.
+    raw["schema_version"] = 1
     raw["payload"]["segments"] = raw["payload"].pop("segment_count")
-    del raw["payload"]["cache_hit"]
 
-    def v0_to_v1(old: dict) -> dict:
+    def v1_to_v2(old: dict) -> dict:
         payload = dict(old["payload"])
         payload["segment_count"] = payload.pop("segments")
-        payload["cache_hit"] = False
         return {**old, "payload": payload}
 
-    chain = {("JobCompleted", 0): v0_to_v1, ("JobCompleted", 1): UPCASTERS[("JobCompleted", 1)]}
-    assert decode_event(json.dumps(raw).encode(), chain) == current
-    with pytest.raises(UnsupportedSchemaVersion, match="no upcaster"):
+    assert decode_event(json.dumps(raw).encode(), {("JobCompleted", 1): v1_to_v2}) == current
+    with pytest.raises(DecodeError, match="segments"):  # no step: read as it is, and the rename is refused
         decode_event(json.dumps(raw).encode(), {})
+    raw["schema_version"] = 0
+    with pytest.raises(UnsupportedSchemaVersion, match="start at 1"):
+        decode_event(json.dumps(raw).encode())
 
 
 def test_deterministic_event_ids_repeat_for_the_same_fact_only():
