@@ -235,13 +235,20 @@ class JobCancelledPayload(_Frozen):
     document_id: uuid.UUID | None = None
 
 
-class _Envelope(_Frozen):
+class _Record(_Frozen):
+    """What every record says besides its type, version and payload: the base of both topics' events."""
+
     event_id: uuid.UUID
+    occurred_at: AwareDatetime
+    producer: Producer
+
+
+class _Envelope(_Record):
+    """A job event's record: which job, of which request, in which attempt."""
+
     job_id: uuid.UUID
     fingerprint: Sha256Hex
     attempt: NonNegative
-    occurred_at: AwareDatetime
-    producer: Producer
 
 
 class JobQueued(_Envelope):
@@ -312,14 +319,11 @@ class NodeAnnouncedPayload(_Frozen):
     started_at: AwareDatetime
 
 
-class NodeAnnounced(_Frozen):
+class NodeAnnounced(_Record):
     """A worker's engine, model version and voices; on the compacted nodes topic, key = worker id."""
 
     type: Literal["NodeAnnounced"] = "NodeAnnounced"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: NodeAnnouncedPayload
 
 
@@ -350,14 +354,11 @@ class NodeHeartbeatPayload(_Frozen):
     """Version 2: every job waiting on the worker, counted by tenant and priority."""
 
 
-class NodeHeartbeat(_Frozen):
+class NodeHeartbeat(_Record):
     """Sent every few seconds by each worker; on the compacted nodes topic, key = ``heartbeat/<worker id>``."""
 
     type: Literal["NodeHeartbeat"] = "NodeHeartbeat"
     schema_version: Literal[2] = 2
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: NodeHeartbeatPayload
 
 
@@ -379,15 +380,12 @@ class ServiceModeSetPayload(_Frozen):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
-class ServiceModeSet(_Frozen):
+class ServiceModeSet(_Record):
     """On the compacted nodes topic, key = ``mode/<mode>/<source>``: the latest switch of each source. Version 2
     may name the mode ``degraded``; a version-1 record (cache-only, as every one was) reads as it is."""
 
     type: Literal["ServiceModeSet"] = "ServiceModeSet"
     schema_version: Literal[2] = 2
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: ServiceModeSetPayload
 
 
@@ -409,14 +407,11 @@ class ApiKeyIssuedPayload(_Frozen):
     expires_at: AwareDatetime | None = None
 
 
-class ApiKeyIssued(_Frozen):
+class ApiKeyIssued(_Record):
     """On the compacted nodes topic, key = ``key/<key_id>``: an API key, issued by ``voxlog keys create``."""
 
     type: Literal["ApiKeyIssued"] = "ApiKeyIssued"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: ApiKeyIssuedPayload
 
 
@@ -427,15 +422,12 @@ class ApiKeyRevokedPayload(_Frozen):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
-class ApiKeyRevoked(_Frozen):
+class ApiKeyRevoked(_Record):
     """Same key as the issue (``key/<key_id>``), so compaction keeps the revocation: a key revoked stays
     revoked, whatever the topic forgot."""
 
     type: Literal["ApiKeyRevoked"] = "ApiKeyRevoked"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: ApiKeyRevokedPayload
 
 
@@ -452,14 +444,11 @@ class LexiconEntrySetPayload(_Frozen):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
-class LexiconEntrySet(_Frozen):
+class LexiconEntrySet(_Record):
     """On the compacted nodes topic, key = ``lexicon/<word>``: compaction keeps each word's last word."""
 
     type: Literal["LexiconEntrySet"] = "LexiconEntrySet"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: LexiconEntrySetPayload
 
 
@@ -468,14 +457,11 @@ class LexiconEntryRemovedPayload(_Frozen):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
-class LexiconEntryRemoved(_Frozen):
+class LexiconEntryRemoved(_Record):
     """Same key as the entry (``lexicon/<word>``): the word leaves the lexicon, and requests say it by G2P."""
 
     type: Literal["LexiconEntryRemoved"] = "LexiconEntryRemoved"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: LexiconEntryRemovedPayload
 
 
@@ -504,14 +490,11 @@ class WebhookEndpointSetPayload(_Frozen):
     has none, is an endpoint that is not disabled."""
 
 
-class WebhookEndpointSet(_Frozen):
+class WebhookEndpointSet(_Record):
     """On the compacted nodes topic, key = ``webhook/<endpoint_id>``: an endpoint registered or changed."""
 
     type: Literal["WebhookEndpointSet"] = "WebhookEndpointSet"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: WebhookEndpointSetPayload
 
 
@@ -521,15 +504,12 @@ class WebhookEndpointRemovedPayload(_Frozen):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
-class WebhookEndpointRemoved(_Frozen):
+class WebhookEndpointRemoved(_Record):
     """Same key as the endpoint (``webhook/<endpoint_id>``), so compaction keeps the removal: an endpoint
     removed stays removed, and nothing is delivered to it again."""
 
     type: Literal["WebhookEndpointRemoved"] = "WebhookEndpointRemoved"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: WebhookEndpointRemovedPayload
 
 
@@ -559,14 +539,11 @@ class WebhookDeliveryRecordedPayload(_Frozen):
     last_duration_ms: Annotated[int, Field(ge=0)] | None = None
 
 
-class WebhookDeliveryRecorded(_Frozen):
+class WebhookDeliveryRecorded(_Record):
     """On the compacted nodes topic, key = ``delivery/<delivery_id>``: a delivery made, or after an attempt."""
 
     type: Literal["WebhookDeliveryRecorded"] = "WebhookDeliveryRecorded"
     schema_version: Literal[1] = 1
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: WebhookDeliveryRecordedPayload
 
 
@@ -603,7 +580,7 @@ class DocumentSubmittedPayload(_Frozen):
     tenant: Tenant = DEFAULT_TENANT  # version 3: who owns the document
 
 
-class DocumentSubmitted(_Frozen):
+class DocumentSubmitted(_Record):
     """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts. Version 2 added
     the scene break ``b`` to ``breaks``, version 3 the ``tenant`` that owns it, version 4 its request's
     ``input_format`` (a document's is always ``"text"``), version 5 its request's ``pronunciations`` (the
@@ -612,9 +589,6 @@ class DocumentSubmitted(_Frozen):
 
     type: Literal["DocumentSubmitted"] = "DocumentSubmitted"
     schema_version: Literal[5] = 5
-    event_id: uuid.UUID
-    occurred_at: AwareDatetime
-    producer: Producer
     payload: DocumentSubmittedPayload
 
 
