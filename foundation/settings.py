@@ -616,7 +616,7 @@ class ApiSettings(
     openai_voices: dict[str, str] = Field(
         default_factory=lambda: dict(OPENAI_VOICES),
         description="The voice (a name or a mix) that serves each OpenAI voice name, as JSON"
-        ' ({"alloy": "jf_alpha", ...}); the default maps all thirteen to the bundled voices (README, Speech),'
+        ' ({"alloy": "jf_alpha", ...}); the default maps all thirteen to the bundled voices (docs/speech.md),'
         " and names given here replace theirs.",
     )
     openai_default_voice: str = Field(
@@ -672,7 +672,7 @@ class EngineSettings(_Settings):
     engine: str = Field(
         "kokoro-onnx",
         description="Speech engine: kokoro-onnx (int8, CPU), kokoro (torch), or bench-sleep (benchmarks only,"
-        " paced by `python -m bench.paced`: README, Benchmarks).",
+        " paced by `python -m bench.paced`: docs/development.md, Benchmarks).",
     )
     device: str = Field("cpu", description="Device the model runs on: cpu, or cuda:N for the kokoro engine.")
     threads: int = Field(2, ge=1, description="CPU threads the engine may use.")

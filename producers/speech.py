@@ -88,7 +88,7 @@ class SpeechRequest(BaseModel):
     # Kokoro-FastAPI's switch: false answers with the whole file once the job completes.
     stream: bool = True
     normalization_options: NormalizationOptions | None = None
-    # voxlog's: words said as given phonemes (README, Pronunciation), winning over the server's lexicon
+    # voxlog's: words said as given phonemes (docs/ssml.md, Pronunciation), winning over the server's lexicon
     pronunciations: dict[str, str] | None = None
 
 

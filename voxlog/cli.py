@@ -145,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("migrate", help="apply pending Postgres migrations (VOXLOG_DATABASE_URL)")
     commands.add_parser("topics", help="create missing Kafka topics (VOXLOG_KAFKA_BOOTSTRAP_SERVERS)")
-    docs_cmd = commands.add_parser("docs", help="regenerate docs/events.schema.json and docs/asyncapi.json")
+    docs_cmd = commands.add_parser(
+        "docs", help="regenerate docs/events.schema.json, docs/asyncapi.json and the reference pages' tables"
+    )
     docs_cmd.add_argument("--check", action="store_true", help="fail when the committed documents are stale")
     commands.add_parser("config", help="print every setting with its default, as a Markdown table")
     bench = commands.add_parser(
@@ -271,13 +273,17 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _docs(check: bool) -> int:
-    if check:
-        stale = docs.stale()
-        for name in stale:
-            print(f"docs/{name} is stale: run `voxlog docs`", file=sys.stderr)
-        return 1 if stale else 0
-    for path in docs.write():
-        print(f"wrote {path}")
+    try:
+        if check:
+            stale = docs.stale()
+            for name in stale:
+                print(f"docs/{name} is stale: run `voxlog docs`", file=sys.stderr)
+            return 1 if stale else 0
+        for path in docs.write():
+            print(f"wrote {path}")
+    except docs.MissingMarkers as missing:
+        print(missing, file=sys.stderr)
+        return 1
     return 0
 
 

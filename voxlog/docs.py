@@ -1,16 +1,30 @@
-"""Generated documents: the events' JSON Schema and the AsyncAPI description of the topics.
+"""Generated documents: the events' JSON Schema, the AsyncAPI description of the topics, and the tables of
+the reference pages.
 
-Both are produced from the models in ``contracts`` and committed under
-``docs/``; ``voxlog docs --check`` (and a unit test) fails when they drift.
+The schema and the AsyncAPI document are produced from the models in ``contracts``; each table of a page
+under ``docs/`` (the settings, the chart's values, the SSML and normalization examples) from the code or
+data it describes, written between two markers in its page (``<!-- generated: NAME ... -->`` and
+``<!-- end of generated: NAME -->``), the rest of the page being prose. All are committed;
+``voxlog docs`` writes them and ``voxlog docs --check`` (and a unit test) fails when they drift.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from contracts.events import JOB_EVENT_ADAPTER, NODE_EVENT_ADAPTER, JobEvent, NodeEvent
+from contracts.events import (
+    EVENT_CLASSES,
+    JOB_EVENT_ADAPTER,
+    NODE_EVENT_ADAPTER,
+    NODE_EVENT_CLASSES,
+    JobEvent,
+    NodeEvent,
+    type_name,
+)
 from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
 
 DOCS_DIR: Final = Path(__file__).resolve().parent.parent / "docs"
@@ -70,18 +84,112 @@ def asyncapi_document() -> dict[str, Any]:
     return document
 
 
-def render() -> dict[str, str]:
+@dataclass(frozen=True)
+class Table:
+    """A table of a reference page: between its markers in ``page``, exactly what ``text`` returns."""
+
+    page: str
+    name: str
+    source: str  # what to edit instead of the table
+    text: Callable[[], str]
+
+    @property
+    def begin(self) -> str:
+        return f"<!-- generated: {self.name}; `voxlog docs` writes it, edit {self.source} instead -->"
+
+    @property
+    def end(self) -> str:
+        return f"<!-- end of generated: {self.name} -->"
+
+
+class MissingMarkers(ValueError):
+    """A page lacks the markers of a table it should hold."""
+
+
+def events_table() -> str:
+    """Each event, the topic it is recorded on, and the version it is written at."""
+    lines = ["| event | topic | version |", "|---|---|---|"]
+    for topic, classes in ((DEFAULT_JOBS_TOPIC, EVENT_CLASSES), (DEFAULT_NODES_TOPIC, NODE_EVENT_CLASSES)):
+        for cls in classes:
+            lines.append(f"| `{type_name(cls)}` | `{topic}` | {cls.model_fields['schema_version'].default} |")
+    return "\n".join(lines)
+
+
+# Each is imported when its table is made: every ``voxlog`` command builds the parser that names this module,
+# and the SSML table loads the espeak G2P.
+def _settings() -> str:
+    from voxlog.config_docs import settings_table
+
+    return settings_table()
+
+
+def _chart_values() -> str:
+    from infra.chart_values import values_table
+
+    return values_table()
+
+
+def _ssml() -> str:
+    from tts_node.ssml_examples import table
+
+    return table()
+
+
+def _sentences() -> str:
+    from tts_node.normalization.examples import SENTENCES, markdown_table
+
+    return markdown_table(SENTENCES)
+
+
+def _cases() -> str:
+    from tts_node.normalization.examples import CASES, markdown_table
+
+    return markdown_table(CASES)
+
+
+TABLES: Final = (
+    Table("events.md", "events", "contracts/events.py", events_table),
+    Table("configuration.md", "settings", "foundation/settings.py", _settings),
+    Table("deployment.md", "chart-values", "infra/helm/voxlog/values.yaml", _chart_values),
+    Table("ssml.md", "ssml", "tts_node/ssml_examples.py", _ssml),
+    Table("engines.md", "normalization-sentences", "tts_node/normalization/examples.py", _sentences),
+    Table("engines.md", "normalization-cases", "tts_node/normalization/examples.py", _cases),
+)
+
+
+def with_tables(text: str, tables: tuple[Table, ...], page: str = "the page") -> str:
+    """``text`` with each table's block, between its markers, made anew (a blank line on either side)."""
+    for table in tables:
+        start = text.find(table.begin)
+        stop = text.find(table.end, start + 1)
+        if start < 0 or stop < 0:
+            raise MissingMarkers(f"{page} lacks the markers of its table {table.name}: {table.begin} ... {table.end}")
+        text = f"{text[: start + len(table.begin)]}\n\n{table.text()}\n\n{text[stop:]}"
+    return text
+
+
+def _pages(directory: Path) -> dict[str, str]:
+    """Each page that holds tables → its text with them made anew; read from ``directory``, else from docs/."""
+    out = {}
+    for page in dict.fromkeys(table.page for table in TABLES):
+        source = directory / page if (directory / page).exists() else DOCS_DIR / page
+        out[page] = with_tables(source.read_text(), tuple(t for t in TABLES if t.page == page), f"docs/{page}")
+    return out
+
+
+def render(directory: Path = DOCS_DIR) -> dict[str, str]:
     """File name → exact committed text."""
     return {
         SCHEMA_FILE: json.dumps(events_json_schema(), indent=2, sort_keys=True) + "\n",
         ASYNCAPI_FILE: json.dumps(asyncapi_document(), indent=2, sort_keys=True) + "\n",
+        **_pages(directory),
     }
 
 
 def write(directory: Path = DOCS_DIR) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in render().items():
+    for name, text in render(directory).items():
         path = directory / name
         path.write_text(text)
         written.append(path)
@@ -91,7 +199,7 @@ def write(directory: Path = DOCS_DIR) -> list[Path]:
 def stale(directory: Path = DOCS_DIR) -> list[str]:
     """Names of the documents whose committed text differs from the code's."""
     out = []
-    for name, text in render().items():
+    for name, text in render(directory).items():
         path = directory / name
         if not path.exists() or path.read_text() != text:
             out.append(name)

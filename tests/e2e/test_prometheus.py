@@ -65,7 +65,7 @@ def test_promtool_accepts_the_config_and_the_rules_and_their_unit_tests_pass(arg
 
 
 async def _every_process_is_ready(ports: dict[str, int]) -> None:
-    """What the chart's readiness probes ask (README, Kubernetes): each process's /readyz on its metrics port."""
+    """What the chart's readiness probes ask (docs/deployment.md): each process's /readyz on its metrics port."""
     async with httpx.AsyncClient(timeout=5) as probes:
         for name, metrics_port in ports.items():
             deadline = time.monotonic() + 30

@@ -45,7 +45,7 @@ SDK_PATH = os.pathsep.join([str(SOURCE_ROOT), str(Path(opentelemetry.sdk.trace._
 
 
 def describe(spans: list[ReceivedSpan]) -> str:
-    """The trace as the README shows it: each span under its parent, with its service and duration."""
+    """The trace as docs/monitoring.md shows it: each span under its parent, with its service and duration."""
     start = min(s.start_ns for s in spans)
     children: dict[str | None, list[ReceivedSpan]] = {}
     ids = {s.span_id for s in spans}
@@ -105,7 +105,7 @@ async def test_a_request_is_one_trace_from_the_api_through_the_worker_to_the_pro
         spans = receiver.in_trace(trace)
         records = await read_to_end(app.kafka, topics.jobs)
         log = app.log("worker-0")
-    print(f"\n{describe(spans)}")  # the README's example trace comes from here (pytest -s)
+    print(f"\n{describe(spans)}")  # docs/monitoring.md's example trace comes from here (pytest -s)
 
     by_name = {s.name: s for s in spans}
     server, attempt = by_name["POST /v1/jobs"], by_name["synthesis attempt"]

@@ -1,4 +1,4 @@
-"""README.md's table of the chart's values is values.yaml's (infra.chart_values): every value, its default and
+"""docs/deployment.md's table of the chart's values is values.yaml's (infra.chart_values): every value, its default and
 its `# --` line, so the table cannot drift from the chart."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 
 from infra.chart_values import SCHEMA, VALUES, UndocumentedValue, schema_text, value_rows, values_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
 
 
 def _leaves(tree: dict[str, Any], prefix: str = "") -> set[str]:
@@ -23,8 +23,8 @@ def _leaves(tree: dict[str, Any], prefix: str = "") -> set[str]:
     return out
 
 
-def test_the_readme_shows_the_values_table_as_values_yaml_makes_it():
-    assert values_table() in README.read_text(), "paste `python -m infra.chart_values` into README.md's Kubernetes"
+def test_the_deployment_page_shows_the_values_table_as_values_yaml_makes_it():
+    assert values_table() in PAGE.read_text(), "run `voxlog docs`: it writes the table into docs/deployment.md"
 
 
 def test_every_value_of_the_chart_is_a_row_with_its_default_and_meaning():

@@ -1,7 +1,7 @@
 """The Kubernetes chart, rendered and linted by Helm itself and its objects validated offline (infra.chart_check).
 
 Helm (helm.sh/helm/v3) and infra/k8s-validate are built from their Go modules into ~/.cache/voxlog/bin the
-first time (minutes: README, Kubernetes), then reused. What validates the rendered objects: k8s-validate
+first time (minutes: docs/deployment.md, Kubernetes), then reused. What validates the rendered objects: k8s-validate
 decodes each strictly into its k8s.io/api type (unknown fields, wrong types refused) and KEDA's resources
 against the OpenAPI schemas of KEDA's own CRDs; these tests then check what voxlog means by them.
 """

@@ -1,5 +1,5 @@
-"""The README's normalization tables (tts_node.normalization.examples): each row as the rules say it, and
-the README showing the tables as the data prints them."""
+"""docs/engines.md's normalization tables (tts_node.normalization.examples): each row as the rules say it, and
+the page showing the tables as the data prints them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from tts_node.normalization.examples import CASES, SENTENCES, Example, markdown_
 
 pytestmark = pytest.mark.unit
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-REGENERATE = "paste `python -m tts_node.normalization.examples` into README.md's Text normalization section"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "engines.md"
+REGENERATE = "run `voxlog docs`: it writes the tables into docs/engines.md's Text normalization section"
 
 
 def rows(examples: tuple[Example, ...]) -> pytest.MarkDecorator:
@@ -42,8 +42,8 @@ def test_the_cases_are_thirty_or_more_and_each_written_once() -> None:
 
 
 @pytest.mark.parametrize("examples", [SENTENCES, CASES], ids=["sentences", "cases"])
-def test_the_readme_shows_the_table_as_the_data_prints_it(examples: tuple[Example, ...]) -> None:
-    assert markdown_table(examples) in README.read_text(encoding="utf-8"), REGENERATE
+def test_the_page_shows_the_table_as_the_data_prints_it(examples: tuple[Example, ...]) -> None:
+    assert markdown_table(examples) in PAGE.read_text(encoding="utf-8"), REGENERATE
 
 
 def test_a_row_whose_text_holds_a_pipe_or_backtick_would_break_the_table() -> None:

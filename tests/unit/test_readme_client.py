@@ -1,5 +1,6 @@
-"""README.md's Python client examples, run as written against a fake API (httpx.MockTransport), so that they
-cannot drift from voxlog.client: the blocking one, the asyncio one, and the webhook receiver."""
+"""docs/client.md's Python client examples, run as written against a fake API (httpx.MockTransport), so that
+they cannot drift from voxlog.client: the blocking one, the asyncio one, and the webhook receiver; README.md's
+example is the first of them."""
 
 from __future__ import annotations
 
@@ -18,24 +19,34 @@ from voxlog.client import sign_webhook
 
 pytestmark = pytest.mark.unit
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "client.md"
 KEY = "vxl_k1_secret"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S)
+
+
 def examples() -> list[str]:
-    """The ``python`` blocks of README.md's "Python client" section, in order."""
+    """The ``python`` blocks of docs/client.md, in order."""
+    return python_blocks(PAGE.read_text())
+
+
+def readme_examples() -> list[str]:
+    """The ``python`` blocks of README.md's "Python client" section."""
     text = README.read_text()
-    start = text.index("\n### Python client\n")
-    end = re.compile(r"^#{1,3} ", re.M).search(text, start + 2)
-    section = text[start : end.start() if end else len(text)]
-    return re.findall(r"^```python\n(.*?)^```$", section, re.M | re.S)
+    start = text.index("\n## Python client\n")
+    end = re.compile(r"^#{1,2} ", re.M).search(text, start + 2)
+    return python_blocks(text[start : end.start() if end else len(text)])
 
 
 def run_example(n: int) -> dict[str, Any]:
     """Run example ``n`` as a script would (``__main__``); its names afterwards."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec(compile(examples()[n], f"README.md (Python client, example {n + 1})", "exec"), namespace)
+    exec(compile(examples()[n], f"docs/client.md (example {n + 1})", "exec"), namespace)
     return namespace
 
 
@@ -94,12 +105,16 @@ def api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeApi:
     return fake
 
 
-def test_the_readme_has_a_blocking_an_asyncio_and_a_webhook_example():
+def test_the_page_has_a_blocking_an_asyncio_and_a_webhook_example():
     blocks = examples()
     assert len(blocks) == 3
     assert "Client(" in blocks[0]
     assert "AsyncClient(" in blocks[1]
     assert "verify_webhook(" in blocks[2]
+
+
+def test_the_readme_shows_the_blocking_example_as_the_page_does():
+    assert readme_examples() == examples()[:1], "README.md's Python client example is docs/client.md's first"
 
 
 def sent_as_documented(api: FakeApi) -> None:

@@ -10,7 +10,7 @@ from producers.document_parsing import DocumentBudget
 from voxlog.composition.configs import document_budget, offload_budget
 from voxlog.config_docs import settings_rows, settings_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def test_every_setting_is_documented_once_with_its_readers_and_a_default():
@@ -33,8 +33,8 @@ def test_a_variable_whose_default_differs_between_processes_says_so():
     assert "dev: An existing PostgreSQL server" in url.meaning
 
 
-def test_the_readme_shows_the_configuration_table_as_voxlog_config_prints_it():
-    assert settings_table() in README.read_text(), "paste `voxlog config` into README.md's Configuration section"
+def test_the_configuration_page_shows_the_table_as_voxlog_config_prints_it():
+    assert settings_table() in PAGE.read_text(), "run `voxlog docs`: it writes the table into docs/configuration.md"
 
 
 def test_settings_read_the_voxlog_prefix(monkeypatch):

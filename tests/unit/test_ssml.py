@@ -1,9 +1,9 @@
-# ruff: noqa: RUF001, RUF002
+# ruff: noqa: RUF001
 """The SSML subset (contracts.ssml, tts_node.ssml): what each input is said as, phonemes and pauses, through the
 real espeak G2P; what is refused, and why; the canonical text every spelling of a document becomes.
 
-``SAID`` is the README's SSML table: ``python -m tests.unit.test_ssml`` prints it as the README shows it, and
-a test fails while the README shows anything else.
+``SAID`` (tts_node.ssml_examples) is docs/ssml.md's table: ``voxlog docs`` writes it there as
+``python -m tts_node.ssml_examples`` prints it, and a test fails while the page shows anything else.
 """
 
 from __future__ import annotations
@@ -18,66 +18,17 @@ from hypothesis import strategies as st
 
 from contracts import ssml as ssml_module
 from contracts import ssml_attributes
-from contracts.ssml import MAX_DEPTH, PHONEMES, Pause, Phonemes, SsmlError, Text, check_speed, looks_like_ssml, parse
+from contracts.ssml import MAX_DEPTH, PHONEMES, Pause, SsmlError, Text, check_speed, looks_like_ssml, parse
 from tests.support.work import growth, linear
-from tts_node.engine import EngineInfo, Segment
 from tts_node.errors import EngineInputError
-from tts_node.g2p import Phonemizer
 from tts_node.model_files import load_vocab
-from tts_node.segmenter import MAX_TOKENS
 from tts_node.ssml import ssml_segments
+from tts_node.ssml_examples import RATE, SAID, Front, said, table
 
 pytestmark = pytest.mark.unit
 
 fingerprint_module = importlib.import_module("contracts.fingerprint")  # the package names a function so
-README = Path(__file__).resolve().parents[2] / "README.md"
-RATE = 24_000
-
-SAID: list[tuple[str, str]] = [
-    ("<speak>Hello<break time='500ms'/>world.</speak>", "/həlˈO/ · 500 ms · /wˈɜːld./"),
-    ("<speak>Wait <break strength='strong'/> now <break/> go.</speak>", "/wˈAt/ · 700 ms · /nˈW/ · 500 ms · /ɡˈO./"),
-    ("<speak><p><s>One.</s><s>Two.</s></p><p>Three.</p></speak>", "/wˌʌn./ · 250 ms · /tˈuː./ · 700 ms · /θɹˈiː./"),
-    ("<speak>Room <say-as interpret-as='characters'>B12</say-as>.</speak>", "/ɹˈuːm bˈiːwˈʌntˈuː./"),
-    (
-        "<speak>I have <say-as interpret-as='cardinal'>1,024</say-as> cats.</speak>",
-        "/I hæv wˈʌn θˈWzənd twˈɛntifˈɔːɹ kˈæts./",
-    ),
-    ("<speak>The <say-as interpret-as='ordinal'>21</say-as> time.</speak>", "/ðə twˈɛntifˈɜːst tˈIm./"),
-    (
-        "<speak>On <say-as interpret-as='date' format='mdy'>03/04/2027</say-as>.</speak>",
-        "/ˌɔn mˈɑːɹʧ fˈɔːɹθ, twˈɛnti twˈɛntisˈɛvən./",
-    ),
-    (
-        "<speak>Call <say-as interpret-as='telephone'>555-0199</say-as>.</speak>",
-        "/kˈɔːl fˈIv fˈIv fˈIv,/ · /zˈiəɹO wˈʌn nˈIn nˈIn./",
-    ),
-    ("<speak><sub alias='World Wide Web'>WWW</sub></speak>", "/wˈɜːld wˈId wˈɛb/"),
-    ("<speak>Say <phoneme ph='təmˈɑːtoʊ'>tomato</phoneme> again.</speak>", "/sˈA/ · [təmˈɑːtoʊ] · /ɐɡˈɛn./"),
-    ("<speak>Fish &amp; chips</speak>", "/fˈɪʃ ænd ʧˈɪps/"),
-    ("<speak>Now <prosody rate='slow'>slowly</prosody></speak>", "/nˈW/ · /slˈOli/ ×0.75"),
-    (
-        "<speak><prosody rate='150%'>Quick <prosody rate='x-fast'>quicker</prosody></prosody></speak>",
-        "/kwˈɪk/ ×1.5 · /kwˈɪkɚ/ ×2.25",
-    ),
-    ("a <b> c", "plain text: /ɐ bˈiː sˈiː/"),
-    ("x < y > z", "plain text: /ˈɛks wˈI zˈiː/"),
-]
-
-
-class Front:
-    """The Kokoro engines' front end (real espeak G2P, the model's vocabulary) without the model: what an SSML
-    text is said as, before any audio."""
-
-    def __init__(self) -> None:
-        self.vocab = load_vocab()
-        self.phonemizer = Phonemizer(self.vocab)
-        self.info = EngineInfo("front", "v", RATE, ("v",), ("en-us", "en-gb"), "cpu")
-
-    def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
-        return self.phonemizer.segment(text, lang, MAX_TOKENS, normalize=normalize)
-
-    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]:
-        return self.phonemizer.phoneme_ids(phonemes)
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "ssml.md"
 
 
 @pytest.fixture(scope="module")
@@ -85,41 +36,13 @@ def front() -> Front:
     return Front()
 
 
-def said(front: Front, ssml: str) -> str:
-    """How the table writes what ``ssml`` is said as: each segment's phonemes (``/G2P's/``, ``[<phoneme>'s]``,
-    ``×rate`` when not 1), each pause in milliseconds."""
-    if not looks_like_ssml(ssml):
-        return "plain text: " + " · ".join(f"/{_phonemes(front, s)}/" for s in front.segment(ssml, "en-us"))
-    literal = {(p.text, p.ph) for p in parse(ssml).pieces if isinstance(p, Phonemes)}
-    out = []
-    for segment in ssml_segments(front, ssml, "en-us"):  # type: ignore[arg-type]
-        if segment.silence:
-            out.append(f"{round(segment.silence * 1000 / RATE)} ms")
-            continue
-        shown = _phonemes(front, segment)
-        mark = f"[{shown}]" if (segment.text, shown) in literal else f"/{shown}/"
-        out.append(mark + (f" ×{segment.rate:g}" if segment.rate != 1 else ""))
-    return " · ".join(out)
-
-
-def _phonemes(front: Front, segment: Segment) -> str:
-    by_id = {i: c for c, i in front.vocab.items()}
-    return "".join(by_id[i] for i in segment.token_ids)
-
-
-def table() -> str:
-    front = Front()
-    rows = [f"| `{ssml}` | {said(front, ssml)} |" for ssml, _ in SAID]
-    return "\n".join(["| input | said (`/G2P/`, `[<phoneme>]`, pauses, `×rate`) |", "|---|---|", *rows])
-
-
 @pytest.mark.parametrize(("ssml", "expected"), SAID, ids=[s for s, _ in SAID])
 def test_what_each_input_is_said_as(front, ssml, expected):
     assert said(front, ssml) == expected
 
 
-def test_the_readme_shows_the_table():
-    assert table() in README.read_text(), "paste `python -m tests.unit.test_ssml` into README.md's SSML section"
+def test_the_ssml_page_shows_the_table():
+    assert table() in PAGE.read_text(), "run `voxlog docs`: it writes the table into docs/ssml.md"
 
 
 SAME_DOCUMENT = [
@@ -326,7 +249,3 @@ def test_a_phoneme_segment_carries_ph_ids_and_a_pause_exact_samples(front):
 def test_ssml_with_nothing_to_say_is_refused_by_the_engine_too(front):
     with pytest.raises(EngineInputError, match="nothing to speak"):
         ssml_segments(front, "<speak><break time='1s'/>...</speak>", "en-us")
-
-
-if __name__ == "__main__":
-    print(table())

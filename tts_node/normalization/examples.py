@@ -1,8 +1,9 @@
-"""Written text and how the rules say it: the README's normalization tables, kept here once.
+"""Written text and how the rules say it: docs/engines.md's normalization tables, kept here once.
 
-``tests/unit/test_normalization_examples.py`` runs every row through :func:`normalize` (one test per row)
-and checks that README.md shows :func:`markdown_table` of each tuple as it is printed by
-``python -m tts_node.normalization.examples``; a row changed here is a README to paste again.
+``tests/unit/test_normalization_examples.py`` runs every row through :func:`normalize` (one test per row).
+``voxlog docs`` writes :func:`markdown_table` of each tuple into docs/engines.md ("Text normalization"),
+as ``python -m tts_node.normalization.examples`` prints them, and ``voxlog docs --check`` fails while the
+page shows anything else.
 """
 
 from __future__ import annotations
@@ -111,15 +112,11 @@ CASES: Final = (
     Example("height", "5'10\"", "five feet ten inches"),
     Example("multiplier", "1.5x faster", "one point five times faster"),
 )
-"""Real-world cases, one rule or two each, in the README's order."""
+"""Real-world cases, one rule or two each, in the page's order."""
 
 
-README_INDENT: Final = "  "
-"""The tables sit in a list item of the README's "Engines, voices and formats" section."""
-
-
-def markdown_table(rows: tuple[Example, ...], indent: str = README_INDENT) -> str:
-    """``rows`` as the README shows them: what it is, the text as written, and as said."""
+def markdown_table(rows: tuple[Example, ...], indent: str = "") -> str:
+    """``rows`` as docs/engines.md shows them: what it is, the text as written, and as said."""
     lines = ["| | written | spoken |", "|---|---|---|"]
     lines += [f"| {row.kind} | `{row.written}` | {row.spoken} |" for row in rows]
     return "\n".join(indent + line for line in lines)

@@ -2,7 +2,7 @@
 
 A production client reaches the API through a load balancer; this one stands in for a plain one (no health
 checks): each request goes to the next instance in turn, so a request can land on an instance that is
-restarting and get no answer. The client's own rule, the one the README documents, absorbs that: no answer,
+restarting and get no answer. The client's own rule, the one docs/api.md documents, absorbs that: no answer,
 a 503 or a 429 is sent again, with the same Idempotency-Key. What a user would see without that rule is
 counted here (``errors``), and what the rule did not absorb is counted by the caller.
 """

@@ -2,8 +2,8 @@
 
 The processes (projector, sweeper, api, workers) run the benchmark engine,
 whose synthesis takes a fixed time: the faults concern the orchestration,
-not the model. A client submits jobs the way a careful one does, the way the
-README documents: each with an Idempotency-Key, sent again with the same key
+not the model. A client submits jobs the way a careful one does, the way
+docs/api.md documents: each with an Idempotency-Key, sent again with the same key
 after no answer, a 503 or a 429 (:mod:`voxlog.chaos.client`, which counts
 each of those). A deployment of ``replicas`` runs that many API instances,
 projectors (splitting the partitions in one group) and sweepers. A deployment of ``deliveries`` runs that

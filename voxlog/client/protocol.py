@@ -1,7 +1,7 @@
 """The client's rules, written once for the sync and the async client: what to retry, how long to wait, when to
 give up, and what an answer means.
 
-The README's retry protocol: a request that got no answer, a 503 (the log or the database is away for now), a
+The API's retry protocol (docs/api.md): a request that got no answer, a 503 (the log or the database is away for now), a
 502/504 (a proxy's) or a 429 (a limit, with ``Retry-After``) is sent again, the same request with the same
 ``Idempotency-Key``, so that a retry names what the first attempt named whether or not it was recorded. Waits
 grow exponentially with full jitter, at least what ``Retry-After`` says, and stop at a bound on attempts and

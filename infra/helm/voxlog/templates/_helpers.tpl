@@ -97,7 +97,7 @@ refused where the chart sets the name itself. */}}
 {{- $reserved := concat (list "VOXLOG_KAFKA_BOOTSTRAP_SERVERS" "VOXLOG_KAFKA_SECURITY_PROTOCOL" "VOXLOG_KAFKA_SASL_MECHANISM" "VOXLOG_KAFKA_SASL_USERNAME" "VOXLOG_KAFKA_SASL_PASSWORD" "VOXLOG_KAFKA_SASL_PASSWORD_FILE" "VOXLOG_KAFKA_SSL_CA_FILE" "VOXLOG_KAFKA_SSL_CERT_FILE" "VOXLOG_KAFKA_SSL_KEY_FILE" "VOXLOG_KAFKA_SSL_CHECK_HOSTNAME" "VOXLOG_DATABASE_URL" "VOXLOG_DATABASE_SCHEMA" "VOXLOG_JOBS_PARTITIONS" "VOXLOG_TOPIC_REPLICATION_FACTOR" "VOXLOG_BLOB_DIR" "VOXLOG_METRICS_HOST" "VOXLOG_METRICS_PORT" "VOXLOG_SHUTDOWN_TIMEOUT_S") (default (list) .own) }}
 {{- range $name := keys $extra | sortAlpha }}
 {{- if has $name $reserved }}
-{{- fail (printf "%s is set by the chart from its values (README, Kubernetes): leave it out of config and the env values" $name) }}
+{{- fail (printf "%s is set by the chart from its values (docs/deployment.md, Kubernetes): leave it out of config and the env values" $name) }}
 {{- end }}
 {{- end }}
 {{- include "voxlog.envMap" $extra }}
