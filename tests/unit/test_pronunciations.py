@@ -23,6 +23,7 @@ from contracts import (
     encode_event,
     record_key,
 )
+from contracts.events import CURRENT_SCHEMA_VERSIONS
 from contracts.pronunciations import (
     MAX_REQUEST_ENTRIES,
     PronunciationError,
@@ -82,7 +83,7 @@ def test_a_version_6_job_queued_is_read_as_version_7_without_pronunciations_and_
     assert b"pronunciations" not in old
     read = decode_event(old)
     assert isinstance(read, JobQueued)
-    assert (read.schema_version, read.payload.request.pronunciations) == (7, {})
+    assert (read.schema_version, read.payload.request.pronunciations) == (CURRENT_SCHEMA_VERSIONS["JobQueued"], {})
     assert read == event
     assert read.payload.request.fingerprint() == event.fingerprint
 

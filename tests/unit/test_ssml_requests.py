@@ -9,6 +9,7 @@ import pytest
 from litestar.testing import TestClient
 
 from contracts import JobQueued, decode_event, encode_event
+from contracts.events import CURRENT_SCHEMA_VERSIONS
 from producers.app import create_app
 from producers.errors import Rejected
 from producers.requests import JobRequest, Limits, validate
@@ -93,7 +94,7 @@ def test_a_version_5_job_queued_is_read_as_text_with_its_fingerprint():
     assert b"input_format" not in old
     read = decode_event(old)
     assert isinstance(read, JobQueued)
-    assert (read.schema_version, read.payload.request.input_format) == (7, "text")
+    assert (read.schema_version, read.payload.request.input_format) == (CURRENT_SCHEMA_VERSIONS["JobQueued"], "text")
     assert read.payload.request.fingerprint() == event.fingerprint
 
 

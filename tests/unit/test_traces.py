@@ -29,6 +29,7 @@ from contracts import (
     span_id_of,
     trace_of_job,
 )
+from contracts.events import CURRENT_SCHEMA_VERSIONS
 from foundation import tracing
 from foundation.kafka import KafkaEventPublisher
 from producers.app import create_app
@@ -122,7 +123,7 @@ def test_a_job_queued_before_traces_shares_the_trace_its_id_gives():
     old = decode_event(raw)
     assert isinstance(old, JobQueued)
     assert old.payload.traceparent is None
-    assert old.schema_version == 7
+    assert old.schema_version == CURRENT_SCHEMA_VERSIONS["JobQueued"]
     assert job_trace(old).trace_id == trace_of_job(job.job_id)
     assert record_trace(job.claimed(1)).trace_id == trace_of_job(job.job_id)
     assert job_trace_of(job.job_id) == TraceContext(trace_of_job(job.job_id), job_trace(old).span_id)
