@@ -34,7 +34,7 @@ from contracts.word_timings import words_json
 from foundation.audio import encode_wav
 from foundation.audio_formats import resample
 from producers.captions import Part, Word, timeline
-from producers.rows import StoredSegment
+from projections.reads.rows import StoredSegment
 from tts_node import load_engine
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 

@@ -27,7 +27,7 @@ from typing import Final
 import structlog
 
 from contracts import ModeSource, Producer, ServiceMode, ServiceModeSet, ServiceModeSetPayload, node_event
-from foundation.backlog import Backlog
+from projections.reads.backlog import Backlog
 
 log = structlog.get_logger("voxlog.sweeper")
 

@@ -23,8 +23,8 @@ from consumers.segment_audio import shifted
 from contracts import AudioRef, JobState, SynthesisRequest
 from contracts.word_timings import words_of
 from foundation.db import reading
-from foundation.live_jobs import WANTED_ELSEWHERE
 from foundation.outages import Outage
+from projections.reads.live_jobs import WANTED_ELSEWHERE
 
 QUERY_TIMEOUT_S = 5.0
 

@@ -22,10 +22,10 @@ from consumers.cache_janitor import Entry
 from consumers.errors import LookupUnavailable
 from consumers.sweeper import Claim
 from contracts import AudioRef
-from foundation.backlog import Backlog, read_backlog
 from foundation.db import DATABASE_OUTAGES, reading
-from foundation.live_jobs import job_partition_sql
 from foundation.outages import Outage
+from projections.reads.backlog import Backlog, read_backlog
+from projections.reads.live_jobs import job_partition_sql
 
 log = structlog.get_logger("voxlog.sweeper")
 LOCK_NAMESPACE: Final = 0x73776570  # "swep"

@@ -33,7 +33,7 @@ def expected_audio_ms(request: SynthesisRequest) -> int:
 
 
 def work_chars(request: SynthesisRequest) -> int:
-    """The request's work in characters said at speed 1 (the backlog's unit: :mod:`foundation.backlog`)."""
+    """The request's work in characters said at speed 1 (the backlog's unit: :mod:`projections.reads.backlog`)."""
     return round(expected_audio_s(request) * CHARS_PER_AUDIO_S)
 
 

@@ -5,7 +5,7 @@ coalesces, costing no synthesis), is always taken. Any other is refused
 
 - with 503 while cache-only mode is on (an operator's `voxlog admin
   cache-only on`, or the sweeper's, past ``VOXLOG_CACHE_ONLY_BACKLOG_S``),
-- with 429 while the work ahead of it (:mod:`foundation.backlog`) is over
+- with 429 while the work ahead of it (:mod:`projections.reads.backlog`) is over
   ``VOXLOG_MAX_BACKLOG_S`` and its tenant's own work ahead is over the
   tenant's share of that limit (the limit over the tenants with work ahead):
   one tenant's flood is refused while the others, under their shares, are
@@ -23,7 +23,7 @@ synthesis to the degraded settings (:mod:`producers.degradation`).
 The backlog and the modes are read at most once per ``refresh_s`` (so a flood
 costs one query a second, not one per request); what this API accepted since
 the last reading is added to it. Work is counted per fingerprint, not per
-request (:mod:`foundation.backlog`): duplicates coalesce onto one synthesis,
+request (:mod:`projections.reads.backlog`): duplicates coalesce onto one synthesis,
 so a fingerprint accepted since the reading is counted once, however many
 times it is submitted again. While PostgreSQL is unreachable nothing is
 refused here: the log is the write side, and takes submissions without it.
@@ -41,10 +41,11 @@ from typing import Final
 import structlog
 
 from contracts import DEFAULT_TENANT
-from foundation.backlog import Backlog
 from foundation.metrics import BACKLOG_SECONDS, SUBMISSIONS_REFUSED
 from producers.errors import Rejected
-from producers.queries import ProjectionReader, ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
+from projections.reads.backlog import Backlog
+from projections.reads.jobs import ProjectionReader
 
 log = structlog.get_logger("voxlog.api")
 CACHE_ONLY_RETRY_S: Final = 30

@@ -20,11 +20,11 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final
 
 from contracts import Scope, utc_now
 from producers.errors import ProducerError
+from projections.reads.rows import StoredKey
 
 KEY_PATTERN: Final = re.compile(r"vxl_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 ALL_SCOPES: Final[frozenset[Scope]] = frozenset({"submit", "read", "admin", "operator"})
@@ -51,18 +51,6 @@ def new_key() -> NewKey:
 
 def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class StoredKey:
-    """An ``api_keys`` row, as the API judges a key by it."""
-
-    key_id: str
-    tenant: str
-    scopes: frozenset[str]
-    secret_sha256: str
-    expires_at: datetime | None
-    revoked_at: datetime | None
 
 
 @dataclass(frozen=True)

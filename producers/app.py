@@ -28,13 +28,14 @@ from producers.http_errors import EXCEPTION_HANDLERS, RETRY, responses
 from producers.job_routes import get_audio, get_job, get_segment_audio, submit_job
 from producers.observability import dashboard, get_dashboard, get_lag, metrics
 from producers.ports import JobLog
-from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.request_trace import RequestTrace
 from producers.speech import openai_speech
 from producers.stream_guard import SendTimeout
 from producers.unreachable import unreachable
 from producers.usage_routes import get_usage
 from producers.views import EngineView, HealthView, ReadyView, VoicesView
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import ProjectionReader
 
 
 @get(

@@ -33,8 +33,8 @@ from litestar.types import Message, Scope
 from contracts import DEFAULT_TENANT
 from producers.api_keys import ALL_SCOPES, Principal, StoredKey, Unauthenticated, judge, parse, proves
 from producers.auth_failures import FailureLimit, Subject
-from producers.queries import ProjectionUnavailable
 from producers.rate_limit import RateLimiter
+from projections.errors import ProjectionUnavailable
 
 log = structlog.get_logger("voxlog.api")
 PUBLIC_PATHS: Final = ("^/healthz$", "^/readyz$", "^/schema(/|$)", "^/dashboard$")

@@ -39,8 +39,9 @@ from producers.deps import ApiDeps, Injected
 from producers.http_errors import responses
 from producers.job_routes import known_job
 from producers.ports import JobLog
-from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.views import CancelView
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import ProjectionReader
 
 log = structlog.get_logger("voxlog.api")
 

@@ -22,11 +22,11 @@ from producers.caption_cache import CaptionCache
 from producers.captions import MEDIA_TYPES, CaptionFormat, Part, rendered, timeline
 from producers.deps import Injected
 from producers.document_output import completed, laid_out, stitched_parts
-from producers.document_queries import DocumentReader
 from producers.http_errors import responses
 from producers.job_routes import known_job
 from producers.openapi_docs import CaptionsOperation
-from producers.queries import ProjectionReader
+from projections.reads.documents import DocumentReader
+from projections.reads.jobs import ProjectionReader
 
 Format = Annotated[
     CaptionFormat,

@@ -23,7 +23,7 @@ import msgspec
 from contracts.pauses import PAUSE_MS
 from contracts.word_timings import words_of
 from foundation.audio import wav_seconds
-from producers.rows import StoredSegment
+from projections.reads.rows import StoredSegment
 
 CaptionFormat = Literal["srt", "vtt", "json"]
 Part = tuple[Sequence[StoredSegment], str | None]

@@ -22,8 +22,8 @@ from typing import Final
 from foundation.lifecycle import wait_for_stop
 from foundation.metrics import WORKER_QUEUE_JOBS, WORKERS
 from foundation.outages import Outage
-from producers.dashboard_activity import WorkerQueues
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
+from projections.reads.activity import WorkerQueues
 
 CENSUS_INTERVAL_S: Final = 5.0  # Prometheus scrapes every 15 s: each scrape sees a count this fresh
 LiveWorkers = Callable[[], Awaitable[dict[tuple[str, str], int]]]

@@ -25,14 +25,14 @@ from producers.audit_slots import AuditSlots
 from producers.auth import KeyBook
 from producers.caption_cache import CaptionCache
 from producers.document_parsing import DocumentParser
-from producers.document_queries import DocumentReader
 from producers.ports import JobAudit, JobChangeFeed, JobLog, LagView, Operations, Polling
-from producers.queries import ProjectionReader
 from producers.rate_limit import RateLimiter
 from producers.requests import Limits
 from producers.submission import Submissions
 from producers.tenant_limits import NO_LIMITS, Policies
 from producers.webhooks import WebhookRegistry
+from projections.reads.documents import DocumentReader
+from projections.reads.jobs import ProjectionReader
 
 T = TypeVar("T")
 

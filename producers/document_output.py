@@ -24,15 +24,15 @@ from producers.auth import READ, SUBMIT
 from producers.cancel import cancellation
 from producers.deps import Injected
 from producers.document_audio import ChapterSpan, chapter_spans, stitched
-from producers.document_queries import DocumentReader, part_job_ids
 from producers.documents import document_and_parts
 from producers.http_errors import responses
 from producers.openapi_docs import StitchedOperation
 from producers.ports import JobChangeFeed, JobLog
-from producers.queries import ProjectionReader
-from producers.rows import DocumentRow, PartRow, StoredSegment
 from producers.stream_guard import closed_at_end
 from producers.views import DocumentCancelView, TocChapterView, TocView
+from projections.reads.documents import DocumentReader, part_job_ids
+from projections.reads.jobs import ProjectionReader
+from projections.reads.rows import DocumentRow, PartRow, StoredSegment
 
 CANCEL_VISIBLE_WITHIN_S: Final = 5.0  # then 202 with "visible": false; the cancellation still holds
 

@@ -50,7 +50,6 @@ from producers.auth import READ, SUBMIT
 from producers.deps import Injected
 from producers.document_audio import STREAMED_FORMATS
 from producers.document_parsing import DocumentOptions, DocumentParser, DocumentRequest, Received
-from producers.document_queries import DocumentReader
 from producers.document_split import BreakKind, Document
 from producers.errors import Rejected
 from producers.http_errors import responses
@@ -60,7 +59,6 @@ from producers.long_poll import PreferHeader, applied, preferred_wait, until_cha
 from producers.openapi_docs import document_operation
 from producers.ports import JobChangeFeed
 from producers.requests import JobRequest, SpeechOptions
-from producers.rows import DocumentRow, PartRow
 from producers.submission import Item, Submission, Submissions
 from producers.views import (
     ChapterAccepted,
@@ -71,6 +69,8 @@ from producers.views import (
     PartsView,
     document_links,
 )
+from projections.reads.documents import DocumentReader
+from projections.reads.rows import DocumentRow, PartRow
 
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
 """What the route reads of a body at most (VOXLOG_MAX_DOCUMENT_BYTES may say less)."""

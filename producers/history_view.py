@@ -22,9 +22,9 @@ from producers.deps import Injected
 from producers.http_errors import responses
 from producers.job_routes import known_job
 from producers.ports import JobAudit
-from producers.queries import ProjectionReader
 from producers.tenant_views import tenant_history, with_source
 from producers.views import JobHistoryView
+from projections.reads.jobs import ProjectionReader
 
 
 @get(

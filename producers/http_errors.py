@@ -19,10 +19,10 @@ from litestar.openapi.datastructures import ResponseSpec
 
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from producers.errors import RETRY_AFTER_S, LogUnreadable, Rejected
-from producers.queries import ProjectionUnavailable
 from producers.submission import InvalidItems
 from producers.unreachable import unreachable
 from producers.views import ErrorBody
+from projections.errors import ProjectionUnavailable
 
 log = structlog.get_logger("voxlog.api")
 RETRY: Final = {"Retry-After": str(RETRY_AFTER_S)}

@@ -26,12 +26,13 @@ from producers.idempotency import fresh_key, scoped_key
 from producers.long_poll import PreferHeader, applied, preferred_wait, until_changed
 from producers.openapi_docs import AudioOperation, WavOperation
 from producers.ports import JobAudit, JobChangeFeed
-from producers.queries import ProjectionReader
+from producers.queue_place import place_view
 from producers.requests import JobRequest, Limits
-from producers.rows import JobRecord
 from producers.submission import Answer, Answered, Item, Submission, Submissions
 from producers.tenant_views import past_job, with_source
 from producers.views import JobAccepted, JobView, degraded_view, job_links, job_view
+from projections.reads.jobs import ProjectionReader
+from projections.reads.rows import JobRecord
 
 IdempotencyKey = Annotated[
     str | None,
@@ -174,7 +175,8 @@ async def get_job(
             job = await until_changed(changes, lambda: known_job(reader, job_id, principal), _progress, _live_job, wait)
             headers = applied(wait)
         waiting = job.state in (JobState.QUEUED, JobState.RELEASED)
-        view = job_view(job, queue=await reader.queue_place(job_id, utc_now()) if waiting else None)
+        listing = await reader.queue_listing(job_id) if waiting else None
+        view = job_view(job, queue=place_view(listing, utc_now()) if listing is not None else None)
         return Response(view, headers=headers)
     moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
     async with audit_slots.held(principal.tenant):

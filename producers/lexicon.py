@@ -16,7 +16,7 @@ from typing import Protocol
 
 import structlog
 
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
 
 log = structlog.get_logger("voxlog.api")
 

@@ -12,7 +12,7 @@ once its job has ended, however far the projector lags (a lag used to reset
 the limits after ten minutes), or after :data:`ABANDONED_AFTER` (a job the log
 never took, whose :meth:`PgLedger.forget` failed too).
 
-Driver errors become :class:`producers.queries.ProjectionUnavailable`.
+Driver errors become :class:`projections.errors.ProjectionUnavailable`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from typing import Final
 import asyncpg
 
 from foundation.db import reading
-from foundation.live_jobs import LIVE_SQL
-from producers.queries import QUERY_TIMEOUT_S, ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import QUERY_TIMEOUT_S
+from projections.reads.live_jobs import LIVE_SQL
 
 ABANDONED_AFTER: Final = "32 days"  # past the month a quota counts
 _PRUNE_SQL: Final = f"""

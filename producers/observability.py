@@ -6,13 +6,14 @@ from litestar import MediaType, Response, get
 from prometheus_client import generate_latest
 
 from producers.auth import OPERATOR
-from producers.dashboard_activity import Activity
+from producers.dashboard_activity import Activity, activity_view
 from producers.dashboard_page import PAGE
 from producers.deps import Injected
 from producers.http_errors import responses
 from producers.ports import LagView
-from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.views import View
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import ProjectionReader
 
 
 class PartitionLag(View):
@@ -82,7 +83,7 @@ async def dashboard() -> str:
 )
 async def get_dashboard(lag: Injected[LagView], reader: Injected[ProjectionReader]) -> DashboardView:
     try:
-        recent: Activity | None = await reader.activity()
+        recent: Activity | None = activity_view(await reader.activity(), reader.liveness)
     except ProjectionUnavailable:
         recent = None
     return DashboardView(lag=LagReport.model_validate(lag.latest()), activity=recent)

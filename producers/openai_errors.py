@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from foundation.errors import BrokerUnavailable
 from producers.errors import ProducerError, Rejected
 from producers.http_errors import RETRY, broker_message, projection_message
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
 
 # Our request's fields, as OpenAI's speech request names them.
 OPENAI_PARAMS: Final = {

@@ -50,11 +50,11 @@ import asyncpg
 from contracts import JobQueued
 from foundation.db import reading
 from foundation.kafka_groups import synth_group
-from foundation.live_jobs import LIVE_SQL
 from foundation.metrics import JOBS_PLACED
 from foundation.outages import Outage
 from producers.ports import JobLog
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
+from projections.reads.live_jobs import LIVE_SQL
 
 REFRESH_S: Final = 0.2
 JOB_COST_CHARS: Final = 64

@@ -40,9 +40,9 @@ from foundation.metrics import LIMITED, LIMITS_UNJUDGED
 from producers.api_keys import Principal
 from producers.errors import RETRY_AFTER_S, Rejected
 from producers.limits_ledger import Admitted, Held, Standing
-from producers.queries import ProjectionUnavailable
 from producers.rate_headers import limit_headers
 from producers.tenant_limits import Policies, TenantLimits
+from projections.errors import ProjectionUnavailable
 
 log = structlog.get_logger("voxlog.api")
 

@@ -24,9 +24,9 @@ from foundation.metrics import LIMITED, LIMITS_UNJUDGED
 from producers.api_keys import Principal
 from producers.errors import Rejected
 from producers.limits_ledger import Bucket
-from producers.queries import ProjectionUnavailable
 from producers.rate_headers import limit_headers
 from producers.tenant_limits import Policies
+from projections.errors import ProjectionUnavailable
 
 log = structlog.get_logger("voxlog.api")
 

@@ -23,7 +23,7 @@ from foundation import audio_formats
 from foundation.offload import OverBudget
 from producers.errors import Rejected
 from producers.ports import OffLoop
-from producers.rows import EngineVoices
+from projections.reads.rows import EngineVoices
 
 
 class SpeechOptions(BaseModel):

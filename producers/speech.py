@@ -48,14 +48,15 @@ from producers.errors import ProducerError
 from producers.job_routes import IdempotencyKey, submit_one
 from producers.openai_errors import OPENAI_ERRORS, OPENAI_HANDLERS, SpeechFailed
 from producers.openapi_docs import SpeechOperation
-from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.requests import JobRequest, Limits
-from producers.rows import JobRecord
 from producers.speech_events import speech_events
 from producers.speech_instructions import HEADER as INSTRUCTIONS_HEADER
 from producers.speech_instructions import header_value, read_instructions
 from producers.stream_guard import closed_at_end
 from producers.unreachable import unreachable
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import ProjectionReader
+from projections.reads.rows import JobRecord
 
 __all__ = ["OPENAI_ERRORS", "OPENAI_HANDLERS", "SpeechFailed", "SpeechRequest", "job_request", "whole_audio"]
 

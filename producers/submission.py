@@ -80,11 +80,12 @@ from producers.idempotency import client_key, item_key, job_id_for
 from producers.lexicon import Lexicon
 from producers.limits_ledger import Admitted
 from producers.ports import OffLoop
-from producers.queries import ProjectionReader, ProjectionUnavailable
 from producers.quotas import Quotas
 from producers.requests import JobRequest, Limits, Refused, validate_all
-from producers.rows import JobRecord, LiveResult
 from producers.submission_log import SubmissionLog, cache_hit
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import ProjectionReader
+from projections.reads.rows import JobRecord, LiveResult
 
 log = structlog.get_logger("voxlog.api")
 CacheScope = Literal["shared", "tenant"]

@@ -30,8 +30,8 @@ from foundation import tracing
 from foundation.errors import BrokerUnavailable, PublishUnconfirmed
 from producers.errors import Rejected
 from producers.ports import DocumentLog, JobLog, Placement
-from producers.rows import LiveResult
 from producers.unreachable import unreachable
+from projections.reads.rows import LiveResult
 
 RECORD_OVERHEAD: Final = 4096
 """A ``JobQueued`` record's bytes beyond its text, at most (its text's bytes are at most four per character)."""

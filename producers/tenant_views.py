@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import msgspec
 
 from contracts import SynthesisRequest
-from producers.rows import JobRecord, SegmentRow
+from projections.reads.rows import JobRecord, SegmentRow
 
 
 def shown_request(request: SynthesisRequest, lexicon_words: Collection[str]) -> SynthesisRequest:

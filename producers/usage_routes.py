@@ -23,9 +23,9 @@ from producers.auth import READ
 from producers.deps import Injected
 from producers.errors import Rejected
 from producers.http_errors import responses
-from producers.queries import ProjectionReader
 from producers.tenant_limits import Policies
 from producers.usage_views import UsageView, day_view, totals
+from projections.reads.jobs import ProjectionReader
 
 ALL_TENANTS = "*"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from producers.rows import UsageRow
 from producers.views import View
+from projections.reads.rows import UsageRow
 
 
 class UsageDayView(View):

@@ -1,6 +1,6 @@
 """What the API answers: one response model per body, so that /schema documents every one.
 
-Each model is built from typed rows (:mod:`producers.rows`) by the function
+Each model is built from typed rows (:mod:`projections.reads.rows`) by the function
 beside it; handlers return models, never dicts.
 """
 
@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import DegradedFrom, JobState, SynthesisRequest
 from contracts.document_state import DocumentState
-from producers.rows import JobRecord
 from producers.tenant_views import shown_request
+from projections.reads.rows import JobRecord
 
 
 class View(BaseModel):

@@ -45,7 +45,8 @@ from contracts.webhook_signatures import endpoint_secret
 from foundation.db import reading
 from foundation.outbound import Network, UnsafeTarget, checked_url, resolve_public
 from producers.errors import Rejected
-from producers.queries import QUERY_TIMEOUT_S, ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import QUERY_TIMEOUT_S
 
 MAX_ENDPOINTS: Final = 20
 """Endpoints one tenant may hold (each outcome is delivered to every endpoint that wants it)."""

@@ -32,3 +32,8 @@ class Fenced(ProjectionError):
 class SharedRowChanged(ProjectionError):
     """A row the batch read that other partitions' events also change was changed meanwhile, by another
     projector (projections.shared_rows): the batch was refused, whole, and is applied again from a fresh read."""
+
+
+class ProjectionUnavailable(ProjectionError):
+    """PostgreSQL (the projections) cannot be read right now: the read model's readers raise it, and their
+    callers wait it out or answer 503."""

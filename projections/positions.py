@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from foundation.live_jobs import LIVE_SQL
+from projections.reads.live_jobs import LIVE_SQL
 
 
 async def projector_positions(pool: asyncpg.Pool, consumer: str, topic: str) -> dict[int, int]:

@@ -30,10 +30,10 @@ from contracts import (
     node_event,
     utc_now,
 )
-from foundation.backlog import read_backlog
 from foundation.db import DATABASE_OUTAGES
-from foundation.live_jobs import job_partition_sql
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
+from projections.reads.backlog import read_backlog
+from projections.reads.live_jobs import job_partition_sql
 
 _PURGED: Final = (
     f"SELECT fingerprint, job_id, expires_at, total_bytes, {job_partition_sql('result_cache')} AS kafka_partition"

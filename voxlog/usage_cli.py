@@ -10,9 +10,10 @@ from datetime import date, timedelta
 from contracts import utc_now
 from foundation.db import DATABASE_OUTAGES, open_pool
 from foundation.settings import ModeSettings
-from producers.queries import ProjectionReader, ProjectionUnavailable
-from producers.rows import UsageRow
 from producers.usage_views import UsageDayView, day_view, totals
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import ProjectionReader
+from projections.reads.rows import UsageRow
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -21,8 +21,8 @@ from foundation.kafka import ReconnectingPublisher
 from foundation.outbound import parse_networks
 from foundation.settings import WebhookCliSettings
 from producers.errors import Rejected
-from producers.queries import ProjectionUnavailable
 from producers.webhooks import Endpoint, Shown, WebhookRegistry
+from projections.errors import ProjectionUnavailable
 from voxlog.instance import instance_name
 
 

@@ -17,7 +17,7 @@ from foundation.blobs import BlobStore
 from producers.audio_out import Audible, Progress, pcm_stream, segments_as_they_appear
 from producers.errors import Rejected
 from producers.requests import JobRequest, Limits, validate
-from producers.rows import JobStateRow, StoredSegment
+from projections.reads.rows import JobStateRow, StoredSegment
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import asyncpg
 from bench.errors import BenchError
 from contracts import AudioRef
 from contracts.engine_info import EngineInfo
-from producers.queries import EngineVoices
 from projections.migrations import quote_schema
+from projections.reads.jobs import EngineVoices
 
 SCHEMA_SQL: Final = Path(__file__).with_name("schema.sql")
 CHANNEL: Final = "bl_jobs"

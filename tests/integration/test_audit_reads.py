@@ -21,9 +21,9 @@ from aiokafka.structs import TopicPartition
 
 from contracts import JobEvent, JobQueued, encode_event, event_headers, record_key
 from producers.ports import LogAudit
-from producers.queries import ProjectionReader
 from projections.job_log import JobLogReader, LogAuditor
 from projections.projector import Projector, ProjectorConfig
+from projections.reads.jobs import ProjectionReader
 from tests.support.api_fakes import Log, client, deps
 from tests.support.job_logs import _Builder
 from tests.support.records import RecordedDeadLetters, record_of

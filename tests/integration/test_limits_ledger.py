@@ -17,10 +17,10 @@ from foundation.kafka import RecordPosition
 from producers.api_keys import Principal
 from producers.errors import Rejected
 from producers.limits_ledger import Admitted, PgLedger
-from producers.queries import ProjectionUnavailable
 from producers.quotas import Quotas
 from producers.tenant_limits import Policies, TenantLimits
 from projections.batch_apply import apply_events
+from projections.errors import ProjectionUnavailable
 from tests.support.api_fakes import PRODUCER
 from tests.support.events import request
 

@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001
-"""The API's reads of real projection tables (producers.queries, producers.document_queries): typed rows.
+"""The API's reads of real projection tables (projections.reads.jobs and documents): typed rows.
 
 The events go through the real projector into PostgreSQL; the reads are the
 ones the routes make, so a column renamed in a migration, or a row type that
@@ -9,7 +9,7 @@ names a column its query does not select, fails here rather than as a 500.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from aiokafka.structs import TopicPartition
 
@@ -34,10 +34,13 @@ from contracts import (
     utc_now,
 )
 from contracts.scheduling import HeldClaim, QueuedJob
-from producers.dashboard_activity import NodeLiveness
-from producers.document_queries import DocumentReader
-from producers.queries import ProjectionReader
+from producers.dashboard_activity import activity_view
+from producers.queue_place import place_view
+from producers.views import QueuePlaceView
 from projections.projector import Projector, ProjectorConfig
+from projections.reads.activity import NodeLiveness
+from projections.reads.documents import DocumentReader
+from projections.reads.jobs import ProjectionReader
 from tests.support.events import PRODUCER, T0, node_announced, request
 from tests.support.job_logs import _Builder
 from tests.support.records import RecordedDeadLetters, raw_record, record_of
@@ -198,7 +201,7 @@ async def test_regression_a_worker_killed_35_minutes_ago_was_listed_idle_and_78_
         ],
     )
     reader = ProjectionReader(pool, NodeLiveness(silent_after_s=15, forget_after_s=900))
-    nodes = {node.worker_id: node for node in (await reader.activity()).nodes}
+    nodes = {node.worker_id: node for node in activity_view(await reader.activity(), reader.liveness).nodes}
     assert set(nodes) == {"live", "gone"}, "silent past VOXLOG_NODE_FORGET_AFTER_S: off the list"
     assert (nodes["live"].state, nodes["gone"].state) == ("live", "gone")
     assert (nodes["gone"].silent_s or 0) >= 60
@@ -244,14 +247,19 @@ async def test_a_queued_jobs_place_is_read_from_the_newest_live_heartbeat_that_l
     )
     reader = ProjectionReader(pool, NodeLiveness(silent_after_s=15, forget_after_s=900))
     now = utc_now()
-    place = await reader.queue_place(wanted, now)
+
+    async def queue_place(job_id: uuid.UUID, now: datetime) -> QueuePlaceView | None:
+        listed = await reader.queue_listing(job_id)
+        return None if listed is None else place_view(listed, now)
+
+    place = await queue_place(wanted, now)
     assert place is not None
     assert (place.worker, place.position) == ("w-new", 4), "one claim held, two jobs listed before it"
     assert place.estimated_start == now + timedelta(seconds=(100 + 150 + 250) / 50.0)
     assert 0.5 < place.heartbeat_age_s < 15
-    assert await reader.queue_place(uuid.UUID(int=74), now) is None, "listed by no worker"
-    assert await reader.queue_place(forgotten, now) is None, "a silent worker's listing is not read"
-    first = await reader.queue_place(other, now)
+    assert await queue_place(uuid.UUID(int=74), now) is None, "listed by no worker"
+    assert await queue_place(forgotten, now) is None, "a silent worker's listing is not read"
+    first = await queue_place(other, now)
     assert first is not None
     assert first.position == 2
 

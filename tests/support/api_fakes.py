@@ -17,7 +17,6 @@ import httpx
 import msgspec
 
 from contracts import AudioRef, JobQueued, JobState, Producer, SynthesisRequest
-from foundation.backlog import Backlog
 from foundation.errors import PublishUnconfirmed
 from foundation.offload import Budget, Offload
 from producers.admission import Admission
@@ -26,10 +25,11 @@ from producers.deps import ApiDeps
 from producers.document_parsing import DocumentBudget, DocumentParser
 from producers.ports import Polling
 from producers.requests import Limits
-from producers.rows import EngineVoices, JobRecord, JobStateRow, LiveResult, SegmentRow, UsageRow
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
-from producers.views import QueuePlaceView
+from projections.reads.backlog import Backlog
+from projections.reads.queue_place import QueueRow
+from projections.reads.rows import EngineVoices, JobRecord, JobStateRow, LiveResult, SegmentRow, UsageRow
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us",), 1)]
 LIMITS = Limits(1000, 0.5, 2.0, "kokoro-onnx", max_batch=10)
@@ -127,7 +127,7 @@ class Reader:
         self.usage_rows: list[UsageRow] = []
         self.modes: dict[str, list[tuple[str, str]]] = {}  # by service mode, the switches holding it on
         self.flying: set[str] = set()  # fingerprints of live jobs
-        self.places: dict[uuid.UUID, QueuePlaceView] = {}  # queued jobs' places, as workers' heartbeats list them
+        self.places: dict[uuid.UUID, QueueRow] = {}  # queued jobs' places, as workers' heartbeats list them
         self.place_reads: list[uuid.UUID] = []
 
     def _raise_if_down(self) -> None:
@@ -166,7 +166,7 @@ class Reader:
                "error_message": state.error_message, "segments": tuple(segments)}
         )  # fmt: skip
 
-    async def queue_place(self, job_id: uuid.UUID, now: datetime) -> QueuePlaceView | None:
+    async def queue_listing(self, job_id: uuid.UUID) -> QueueRow | None:
         self._raise_if_down()
         self.place_reads.append(job_id)
         return self.places.get(job_id)

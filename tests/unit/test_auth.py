@@ -19,10 +19,10 @@ from producers.api_keys import NewKey, StoredKey, new_key
 from producers.app import create_app
 from producers.auth import KeyBook
 from producers.limits_ledger import Bucket
-from producers.queries import ProjectionUnavailable
 from producers.rate_limit import RateLimiter
-from producers.rows import UsageRow
 from producers.tenant_limits import Policies, TenantLimits
+from projections.errors import ProjectionUnavailable
+from projections.reads.rows import UsageRow
 from tests.support.api_fakes import Log, Reader, client, deps
 from voxlog.composition.api import server_config
 

@@ -6,10 +6,10 @@ import pytest
 
 from consumers.backlog_switch import BacklogSwitch
 from contracts import Producer, ServiceMode, ServiceModeSet
-from foundation.backlog import Backlog
 from producers.admission import Admission
 from producers.errors import Rejected
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
+from projections.reads.backlog import Backlog
 
 pytestmark = pytest.mark.unit
 PRODUCER = Producer(service="sweeper", instance="test")

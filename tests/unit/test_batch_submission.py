@@ -9,7 +9,7 @@ import httpx
 
 from foundation.offload import OverBudget
 from producers import requests as requests_module
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
 from tests.support.api_fakes import OFFLOAD, Blobs, Log, Reader, client, deps, live, ref
 
 

@@ -13,7 +13,7 @@ import pytest
 from contracts import JobQueued, JobState, document_part_job_id
 from producers import caption_routes
 from producers.caption_cache import CaptionCache
-from producers.rows import ChapterRow, DocumentRow, PartRow, SegmentRow
+from projections.reads.rows import ChapterRow, DocumentRow, PartRow, SegmentRow
 from tests.support import api_fakes
 from tests.support.api_fakes import T0, Reader, deps, request_of, segment
 from tests.support.events import one_of_each

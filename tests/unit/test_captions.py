@@ -10,7 +10,7 @@ from contracts import WordTiming
 from contracts.word_timings import words_json
 from foundation.audio import WAV_HEADER_BYTES
 from producers.captions import Word, cues, rendered, timeline
-from producers.rows import StoredSegment
+from projections.reads.rows import StoredSegment
 
 pytestmark = pytest.mark.unit
 

@@ -13,10 +13,10 @@ from producers.app import create_app
 from producers.auth import ANONYMOUS
 from producers.degradation import DegradedSettings, DegradedSettingsInvalid, degrade
 from producers.idempotency import scoped_key
-from producers.queries import ProjectionUnavailable
 from producers.requests import JobRequest
 from producers.submission import Answer, Item, Submission, Submissions
 from producers.submission_log import SubmissionLog
+from projections.errors import ProjectionUnavailable
 from tests.support.api_fakes import LIMITS, PRODUCER, Blobs, Documents, Log, Reader, deps, live, request_of
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ import pytest
 
 from contracts.pauses import PAUSE_MS
 from producers.document_audio import chapter_spans, id3_chapters, opening, wav_header
-from producers.rows import ChapterRow
+from projections.reads.rows import ChapterRow
 from tests.support.api_fakes import segment
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,7 @@ import pytest
 from contracts import JobQueued
 from producers.auth import KeyBook
 from producers.lexicon import Lexicon
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
 from tests.support.api_fakes import Log, Reader, client, deps
 from tests.unit.test_admin_routes import Operations
 from tests.unit.test_auth import Keys, bearer

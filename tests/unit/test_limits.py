@@ -15,10 +15,10 @@ from foundation.settings import ApiSettings
 from producers.api_keys import Principal
 from producers.errors import Rejected
 from producers.limits_ledger import Admitted, Bucket, Standing
-from producers.queries import ProjectionUnavailable
 from producers.quotas import Quotas
 from producers.rate_limit import RateLimiter
 from producers.tenant_limits import Policies, TenantLimits
+from projections.errors import ProjectionUnavailable
 from tests.support.api_fakes import Log, Reader, client, deps
 from tests.unit.test_auth import Keys, api, bearer
 from voxlog.composition.configs import tenant_policies

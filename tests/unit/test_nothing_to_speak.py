@@ -13,7 +13,7 @@ from producers.app import create_app
 from producers.document_split import Document, DocumentError, split_text
 from producers.errors import Rejected
 from producers.requests import JobRequest, validate
-from producers.rows import PartRow
+from projections.reads.rows import PartRow
 from tests.support.api_fakes import ENGINES, LIMITS, Documents, Log, Reader, deps
 
 NOTHING = ["* * *", "⁂", "...", "—", "🙂🙂🙂", "!?", "\u0301\u0301", "***"]

@@ -8,7 +8,7 @@ from litestar.testing import TestClient
 from producers.app import create_app
 from producers.errors import Rejected
 from producers.requests import JobRequest, Limits, validate
-from producers.rows import EngineVoices
+from projections.reads.rows import EngineVoices
 from tests.support.api_fakes import Reader, deps
 
 ENGINES = [EngineVoices("kokoro-onnx", "m1", 24000, ("af_heart", "jf_alpha"), ("en-us", "en-gb"), 1)]

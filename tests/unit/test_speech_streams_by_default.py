@@ -25,8 +25,8 @@ from foundation.audio_formats import supported_formats
 from foundation.blobs import BlobNotFound
 from producers.app import create_app
 from producers.deps import ApiDeps
-from producers.queries import ProjectionUnavailable
 from producers.speech import _streamed
+from projections.errors import ProjectionUnavailable
 from tests.support.api_fakes import Reader, client, progress, segment
 from tests.support.api_fakes import deps as api_deps
 

@@ -13,7 +13,7 @@ from contracts.events import CURRENT_SCHEMA_VERSIONS
 from producers.app import create_app
 from producers.errors import Rejected
 from producers.requests import JobRequest, Limits, validate
-from producers.rows import EngineVoices
+from projections.reads.rows import EngineVoices
 from tests.support.api_fakes import Documents, Log, Reader, client, deps, segment
 from tests.support.job_logs import _Builder
 from tests.unit.test_speech_streams_by_default import Blobs, completed, scripted

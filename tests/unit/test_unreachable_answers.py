@@ -14,8 +14,8 @@ from litestar import Litestar, get
 from foundation.errors import BrokerUnavailable
 from producers.errors import LogUnreadable
 from producers.http_errors import EXCEPTION_HANDLERS
-from producers.queries import ProjectionUnavailable
 from producers.unreachable import UnreachableLog
+from projections.errors import ProjectionUnavailable
 from tests.support.api_fakes import Log, Reader, client, deps
 
 pytestmark = pytest.mark.unit

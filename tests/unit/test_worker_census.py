@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from producers.census import WorkerCensus
-from producers.queries import ProjectionUnavailable
+from projections.errors import ProjectionUnavailable
 
 
 def exported(engine: str, model_version: str) -> float | None:

@@ -29,23 +29,23 @@ from producers.audit_slots import AuditSlots
 from producers.auth import KeyBook
 from producers.caption_cache import CaptionCache
 from producers.census import WorkerCensus
-from producers.dashboard_activity import NodeLiveness
 from producers.degradation import DegradedSettings
 from producers.deps import ApiDeps
 from producers.document_parsing import DocumentParser
-from producers.document_queries import DocumentReader
 from producers.lexicon import Lexicon
 from producers.limits_ledger import PgLedger
 from producers.parse_slots import TenantParseSlots
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
-from producers.queries import ProjectionReader
 from producers.quotas import Quotas
 from producers.rate_limit import RateLimiter
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
 from producers.webhooks import WebhookRegistry
 from projections.job_log import JobLogReader, LogAuditor
+from projections.reads.activity import NodeLiveness
+from projections.reads.documents import DocumentReader
+from projections.reads.jobs import ProjectionReader
 from voxlog.composition.configs import document_budget, limits, offload_budget, tenant_policies
 from voxlog.composition.resources import export_spans, open_database
 from voxlog.instance import instance_name

@@ -14,8 +14,9 @@ import asyncpg
 
 from contracts import document_part_job_id
 from foundation.db import reading
-from producers.queries import QUERY_TIMEOUT_S, ProjectionUnavailable
-from producers.rows import DocumentRow, PartRow, StoredSegment, columns
+from projections.errors import ProjectionUnavailable
+from projections.reads.jobs import QUERY_TIMEOUT_S
+from projections.reads.rows import DocumentRow, PartRow, StoredSegment, columns
 
 _PART_COLUMNS: Final = columns(PartRow, but=("chars",)) + ", char_length(request->>'text') AS chars"
 

@@ -1,7 +1,7 @@
 """Reads of the projection tables that the API serves (status, segments, voices, cache).
 
 Driver errors (asyncpg's, a refused connection, a timeout) become
-:class:`ProjectionUnavailable` here, which the app answers with 503 and
+:class:`projections.errors.ProjectionUnavailable` here, which the app answers with 503 and
 Retry-After. The engines and voices the workers announced are remembered:
 for a second between reads, and for as long as Postgres is down, so that
 submissions keep reaching the log while the read side is unreachable.
@@ -12,21 +12,20 @@ from __future__ import annotations
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
-from datetime import date, datetime
+from datetime import date
 from typing import Final
 
 import asyncpg
 import msgspec
 
 from contracts import AudioRef
-from foundation.backlog import Backlog, read_backlog
 from foundation.db import reading
-from foundation.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
-from producers.api_keys import StoredKey
-from producers.dashboard_activity import Activity, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
-from producers.errors import ProducerError
-from producers.queue_place import read_queue_place
-from producers.rows import (
+from projections.errors import ProjectionUnavailable
+from projections.reads.activity import ActivityRows, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
+from projections.reads.backlog import Backlog, read_backlog
+from projections.reads.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
+from projections.reads.queue_place import QueueRow, queue_row
+from projections.reads.rows import (
     JOB_COLUMNS,
     SEGMENT_COLUMNS,
     EngineVoices,
@@ -34,17 +33,13 @@ from producers.rows import (
     JobStateRow,
     LiveResult,
     SegmentRow,
+    StoredKey,
     UsageRow,
     columns,
 )
-from producers.views import QueuePlaceView
 
 ENGINES_FRESH_S: Final = 1.0
 QUERY_TIMEOUT_S: Final = 5.0
-
-
-class ProjectionUnavailable(ProducerError):
-    """PostgreSQL (the projections) cannot be read right now."""
 
 
 def _reading(what: str) -> AbstractAsyncContextManager[None]:
@@ -118,10 +113,10 @@ class ProjectionReader:
             job = msgspec.structs.replace(job, source_job_id=None)
         return job
 
-    async def queue_place(self, job_id: uuid.UUID, now: datetime) -> QueuePlaceView | None:
+    async def queue_listing(self, job_id: uuid.UUID) -> QueueRow | None:
         """Where the queued job waits, as the latest heartbeat of a live worker that lists it tells it."""
         async with _reading(f"the queue of job {job_id}"):
-            return await read_queue_place(self._pool, job_id, self._liveness.silent_after_s, now, QUERY_TIMEOUT_S)
+            return await queue_row(self._pool, job_id, self._liveness.silent_after_s, QUERY_TIMEOUT_S)
 
     async def api_key(self, key_id: str) -> StoredKey | None:
         """The key's row, as the API judges a presented key by it."""
@@ -220,7 +215,11 @@ class ProjectionReader:
             )
         return [SegmentRow.from_mapping(row) for row in rows]
 
-    async def activity(self) -> Activity:
+    @property
+    def liveness(self) -> NodeLiveness:
+        return self._liveness
+
+    async def activity(self) -> ActivityRows:
         """Throughput, phase latencies, the cache ratio and the nodes, for the dashboard."""
         async with _reading("the recent activity"):
             return await activity(self._pool, QUERY_TIMEOUT_S, self._liveness)
@@ -258,7 +257,7 @@ class ProjectionReader:
         }
 
     async def backlog(self) -> Backlog:
-        """The work ahead of a new submission (see :mod:`foundation.backlog`)."""
+        """The work ahead of a new submission (see :mod:`projections.reads.backlog`)."""
         async with _reading("the backlog"):
             return await read_backlog(self._pool, QUERY_TIMEOUT_S)
 

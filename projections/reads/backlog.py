@@ -30,7 +30,7 @@ from typing import Final
 import asyncpg
 
 from contracts.audio_estimate import CHARS_PER_AUDIO_S
-from foundation.live_jobs import LIVE_SQL
+from projections.reads.live_jobs import LIVE_SQL
 
 # Heartbeats come every few seconds: a worker not heard from for this long is not counted as speed.
 SPEED_FRESH_S: Final = 30.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, ClassVar, Final, Self
 
@@ -236,3 +237,15 @@ class EngineVoices(msgspec.Struct, frozen=True):
     voices: tuple[str, ...]
     languages: tuple[str, ...]
     workers: int
+
+
+@dataclass(frozen=True)
+class StoredKey:
+    """An ``api_keys`` row, as the API judges a key by it."""
+
+    key_id: str
+    tenant: str
+    scopes: frozenset[str]
+    secret_sha256: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
