@@ -7,12 +7,13 @@ import re
 
 from tests.support.apps import start_pipeline
 from tests.support.cli import voxlog
+from tests.support.engines import REAL_MODEL
 
 PHASES = ("submitted", "claimed", "first segment", "completed", "visible", "downloaded")
 
 
 async def test_the_canary_passes_on_a_running_pipeline_and_fails_on_a_stopped_worker(apps):
-    app, _ = await start_pipeline(apps)
+    app, _ = await start_pipeline(apps, **REAL_MODEL)
     passed = voxlog(app.env, "check", "--api", app.api, "--timeout", "120", timeout_s=180)
     print(f"\n{passed.stdout}")  # the README's example output comes from here (pytest -s)
     assert passed.returncode == 0, passed.stdout + passed.stderr

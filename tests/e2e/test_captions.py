@@ -15,6 +15,7 @@ import soundfile as sf
 
 from tests.e2e.test_documents import PACED, wait_document
 from tests.support.apps import start_pipeline, wait_for_job
+from tests.support.engines import REAL_MODEL
 
 TEXT = "The old man walked along the river in the morning. He saw a boat near the bridge and waved to the children."
 
@@ -25,7 +26,7 @@ def frame_rms(samples: np.ndarray, rate: int, start_ms: int, end_ms: int) -> flo
 
 
 async def test_a_real_model_jobs_words_are_said_where_its_audio_speaks_them(apps):
-    app, voices = await start_pipeline(apps)
+    app, voices = await start_pipeline(apps, **REAL_MODEL)
     async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
         job_id = (await client.post("/v1/jobs", json={"text": TEXT, "voice": voices[0]})).json()["job_id"]
         job = await wait_for_job(client, job_id)

@@ -28,7 +28,7 @@ async def test_bad_inputs_get_a_4xx_that_says_what_to_fix_and_enqueue_nothing(ap
         ({"text": "Hi.", "voice": voice, "sample_rate": 8000}, 422, "supported rates: 16000"),
         ({"text": "Hi.", "voice": f"{voice}(2)+"}, 422, "jf_alpha(2)+jm_kumo(1)"),
         ({"text": "Hi.", "voice": voice, "lang": "xx"}, 422, "use one of: en-us"),
-        ({"text": "Hi.", "voice": voice, "engine": "espeak"}, 422, "known engines: kokoro-onnx"),
+        ({"text": "Hi.", "voice": voice, "engine": "espeak"}, 422, "known engines: bench-sleep"),
         ({"text": "Hi.", "voice": voice, "colour": "blue"}, 400, "colour"),
         ({"voice": voice}, 400, "text"),
         ({"text": 42, "voice": voice}, 400, "text"),

@@ -17,13 +17,14 @@ from projections.migrations import drop_schema
 from tests.e2e.test_backpressure import until
 from tests.support.apps import start_pipeline, wait_for_job
 from tests.support.cli import voxlog
+from tests.support.engines import REAL_MODEL
 
 TEXT = "The tomato is red."
 SAID = "tˈOmAtO"  # not espeak's reading of "tomato"
 
 
 async def test_a_lexicon_word_round_trips_through_the_log(apps, stack):
-    app, voices = await start_pipeline(apps, VOXLOG_LEXICON_CACHE_S="0")
+    app, voices = await start_pipeline(apps, VOXLOG_LEXICON_CACHE_S="0", **REAL_MODEL)
     rebuilt = f"r_{uuid.uuid4().hex[:12]}"
     try:
         async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:

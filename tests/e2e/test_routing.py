@@ -15,6 +15,7 @@ import httpx
 
 from contracts import JobClaimed, JobQueued, decode_event
 from tests.support.apps import wait_for_job
+from tests.support.engines import REAL_MODEL
 from tests.support.kafka import read_to_end
 
 
@@ -40,7 +41,7 @@ async def submit_all(client: httpx.AsyncClient, engine: str, voice: str, texts: 
 
 
 async def test_a_mixed_deployment_and_a_rolling_upgrade_route_every_job_to_its_own_model(apps, topics):
-    app = apps(VOXLOG_THREADS="1")
+    app = apps(VOXLOG_THREADS="1", **REAL_MODEL)
     app.start("projector", ["projector"])
     app.start("api", ["api"])
     app.start("worker-onnx", ["worker"], {"VOXLOG_WORKER_ID": "onnx"})

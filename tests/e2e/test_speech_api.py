@@ -1,4 +1,8 @@
-"""Formats, voice mixes and the OpenAI-compatible speech endpoint, through the whole pipeline."""
+"""Formats, voice mixes and the OpenAI-compatible speech endpoint, through the whole pipeline.
+
+Two deployments for the module (issue 38, item 6): the real model, for the official client's speech and a
+voice mix (two voices, which the bench engine does not have); and the bench engine that fails what says
+"doomed", for the streams' shapes, their errors and a 400. No test here disturbs another's jobs."""
 
 from __future__ import annotations
 
@@ -9,18 +13,34 @@ import httpx
 import numpy as np
 import openai
 import pytest
+import pytest_asyncio
 import soundfile as sf
 
-from tests.support.apps import start_pipeline, wait_for_job
-from tests.support.engines import FAILING_ENGINE
+from tests.e2e.conftest import ModuleApps
+from tests.support.apps import AppStack, start_pipeline, wait_for_job
+from tests.support.engines import FAILING_ENGINE, REAL_MODEL
+
+Deployment = tuple[AppStack, list[str]]
+
+
+@pytest_asyncio.fixture(scope="module")
+async def real(module_apps: ModuleApps) -> Deployment:
+    """The real model: a projector, a worker and the API, for the module."""
+    return await start_pipeline(await module_apps.new(), **REAL_MODEL)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def bench(module_apps: ModuleApps) -> Deployment:
+    """The bench engine (failing what says "doomed", one attempt a job), for the module."""
+    return await start_pipeline(await module_apps.new(), **FAILING_ENGINE)
 
 
 def rms(samples: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(samples))))
 
 
-async def test_the_official_openai_client_gets_speech(apps):
-    app, voices = await start_pipeline(apps)
+async def test_the_official_openai_client_gets_speech(real):
+    app, voices = real
     client = openai.AsyncOpenAI(base_url=f"{app.api}/v1", api_key="sk-not-needed", max_retries=0, timeout=180)
     wav = await client.audio.speech.create(
         model="tts-1", voice="alloy", input="Hello from the OpenAI client.", response_format="wav"
@@ -50,8 +70,8 @@ async def test_the_official_openai_client_gets_speech(apps):
         await client.audio.speech.create(model="tts-1", voice=voices[0], input="Hi.", response_format="m4a")  # type: ignore[arg-type]
 
 
-async def test_jobs_come_in_the_format_rate_and_voice_mix_asked_for(apps):
-    app, voices = await start_pipeline(apps)
+async def test_jobs_come_in_the_format_rate_and_voice_mix_asked_for(real):
+    app, voices = real
     mix = f"{voices[0]}(2)+{voices[1]}(1)"
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         listing = (await client.get("/v1/voices")).json()
@@ -92,9 +112,9 @@ async def test_jobs_come_in_the_format_rate_and_voice_mix_asked_for(apps):
         assert "jf_alpha(2)+jm_kumo(1)" in bad_mix.text
 
 
-async def test_regression_malformed_json_is_a_400_in_openais_shape(apps):
+async def test_regression_malformed_json_is_a_400_in_openais_shape(bench):
     """POST /v1/audio/speech with a body that is not JSON answered 500."""
-    app, _ = await start_pipeline(apps)
+    app, _ = bench
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         response = await client.post(
             "/v1/audio/speech", content=b'{"model": "tts-1", "input": ', headers={"content-type": "application/json"}
@@ -105,9 +125,9 @@ async def test_regression_malformed_json_is_a_400_in_openais_shape(apps):
     assert "not valid JSON" in error["message"]
 
 
-async def test_regression_a_stream_of_a_failed_job_ends_with_an_error_not_done(apps):
+async def test_regression_a_stream_of_a_failed_job_ends_with_an_error_not_done(bench):
     """Streaming answers said `speech.audio.done`, or ended a raw stream normally, when the job had failed."""
-    app, voices = await start_pipeline(apps, **FAILING_ENGINE)
+    app, voices = bench
     body = {"model": "tts-1", "voice": voices[0], "input": "A doomed request.", "response_format": "pcm"}
     async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
         raw = await client.post("/v1/audio/speech", json={**body, "stream_format": "audio"})
@@ -119,10 +139,10 @@ async def test_regression_a_stream_of_a_failed_job_ends_with_an_error_not_done(a
     assert events[-1]["error"]["code"] == "job_failed"
 
 
-async def test_the_openai_client_gets_mp3_streamed_by_default_and_whole_with_stream_false(apps):
+async def test_the_openai_client_gets_mp3_streamed_by_default_and_whole_with_stream_false(bench):
     """The official client sends no stream_format: the mp3 comes chunked, segment by segment, and decodes
     to every segment (not only the first, as joined per-segment files did); "stream": false is one file."""
-    app, voices = await start_pipeline(apps)
+    app, voices = bench
     client = openai.AsyncOpenAI(base_url=f"{app.api}/v1", api_key="sk-not-needed", max_retries=0, timeout=180)
     text = "The first sentence is here. A second one follows it. And a third one ends it."
     async with client.audio.speech.with_streaming_response.create(
@@ -152,8 +172,8 @@ async def test_the_openai_client_gets_mp3_streamed_by_default_and_whole_with_str
         assert len(samples) / whole_rate == pytest.approx(spoken_s, abs=0.05)
 
 
-async def test_wav_and_pcm_stream_by_default_and_flac_comes_whole(apps):
-    app, voices = await start_pipeline(apps)
+async def test_wav_and_pcm_stream_by_default_and_flac_comes_whole(bench):
+    app, voices = bench
     body = {"model": "tts-1", "voice": voices[0], "input": "One sentence here. Another sentence there."}
     async with httpx.AsyncClient(base_url=app.api, timeout=180) as client:
         wav = await client.post("/v1/audio/speech", json={**body, "response_format": "wav"})
@@ -179,14 +199,14 @@ async def test_wav_and_pcm_stream_by_default_and_flac_comes_whole(apps):
         assert len(flac_samples) / flac_rate == pytest.approx(flac_job["total_duration_ms"] / 1000, abs=0.05)
 
 
-async def test_a_default_request_that_fails_before_any_audio_gets_an_http_error(apps):
-    app, voices = await start_pipeline(apps, **FAILING_ENGINE)
+async def test_a_default_request_that_fails_before_any_audio_gets_an_http_error(bench):
+    app, voices = bench
     async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
         refused = await client.post(
             "/v1/audio/speech", json={"model": "tts-1", "voice": voices[0], "input": "\U0001f389\U0001f680"}
         )
         response = await client.post(
-            "/v1/audio/speech", json={"model": "tts-1", "voice": voices[0], "input": "A doomed request."}
+            "/v1/audio/speech", json={"model": "tts-1", "voice": voices[0], "input": "Another doomed request."}
         )
     assert refused.status_code == 400, refused.text  # nothing to speak: refused before anything is recorded
     assert "nothing to speak" in refused.json()["error"]["message"]

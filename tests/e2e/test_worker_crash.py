@@ -1,4 +1,8 @@
-"""A worker killed mid-job: another member takes the partition and finishes the job one attempt higher."""
+"""A worker killed mid-job: another member takes the partition and finishes the job one attempt higher.
+
+No timing is assumed: the bench engine of the first worker hangs on the job's last segment, so the kill lands
+after the first segments were produced and before the job could complete; the second worker's engine does not
+hang."""
 
 from __future__ import annotations
 
@@ -25,18 +29,30 @@ async def wait_for_state(client: httpx.AsyncClient, job_id: str, state: str, wit
     raise AssertionError(f"job {job_id} never reached {state}")
 
 
+async def wait_for_segments(client: httpx.AsyncClient, job_id: str, count: int, within_s: float = 120.0) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        response = await client.get(f"/v1/jobs/{job_id}")
+        if response.status_code == 200 and len(response.json()["segments"]) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"job {job_id} never had {count} segments")
+
+
 async def test_a_job_whose_worker_was_killed_completes_under_a_new_attempt(apps, topics, corpus):
-    app, voices = await start_pipeline(apps)
     paragraph = (corpus / "paragraphs.txt").read_text(encoding="utf-8").splitlines()[4]
+    last_words = paragraph.split()[-3:]  # in the paragraph's last segment only
+    app, voices = await start_pipeline(apps, VOXLOG_BENCH_FAULT=f"hang:{' '.join(last_words)}")
     async with httpx.AsyncClient(base_url=app.api, timeout=30) as client:
         submitted = await client.post("/v1/jobs", json={"text": paragraph, "voice": voices[0]})
         job_id = submitted.json()["job_id"]
         await wait_for_state(client, job_id, "claimed")
+        await wait_for_segments(client, job_id, 2)  # the two before the hang: mid-job
         pid = app.processes.pid("worker-0")
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         assert wait_gone(pid, 30)
-        app.start("worker-1", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w1"})
+        app.start("worker-1", ["worker", "--device", "cpu"], {"VOXLOG_WORKER_ID": "w1", "VOXLOG_BENCH_FAULT": ""})
         job = await wait_for_job(client, job_id, 240)
 
     assert job["state"] == "completed"
@@ -48,5 +64,6 @@ async def test_a_job_whose_worker_was_killed_completes_under_a_new_attempt(apps,
     assert claims == [(1, "w0"), (2, "w1")]
     completions = [e for e in events if isinstance(e, JobCompleted)]
     assert [e.attempt for e in completions] == [2], "the dead attempt never completed"
+    assert len([e for e in events if isinstance(e, SegmentProduced) and e.attempt == 1]) == 2, "killed mid-job"
     final_segments = [e for e in events if isinstance(e, SegmentProduced) and e.attempt == 2]
     assert len(final_segments) == job["segment_count"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -46,9 +47,9 @@ def fresh_topic_settings(**overrides: int) -> TopicSettings:
     )
 
 
-@pytest_asyncio.fixture
-async def topics(stack: DevStack) -> AsyncIterator[Topics]:
-    """Fresh jobs, DLQ and nodes topics for one test, deleted afterwards."""
+@contextlib.asynccontextmanager
+async def fresh_topics(stack: DevStack) -> AsyncIterator[Topics]:
+    """Fresh jobs, DLQ and nodes topics, deleted afterwards."""
     settings = fresh_topic_settings()
     kafka = KafkaAccess(stack.bootstrap_servers)
     await ensure_topics(kafka, topic_specs(settings))
@@ -61,13 +62,27 @@ async def topics(stack: DevStack) -> AsyncIterator[Topics]:
         await admin.close()
 
 
-@pytest_asyncio.fixture
-async def schema(stack: DevStack) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def fresh_schema(stack: DevStack) -> AsyncIterator[str]:
     """A fresh Postgres schema with the migrations applied, dropped afterwards."""
     name = f"t_{uuid.uuid4().hex[:16]}"
     await migrate_database(stack.database_url, name)
     yield name
     await drop_schema(stack.database_url, name)
+
+
+@pytest_asyncio.fixture
+async def topics(stack: DevStack) -> AsyncIterator[Topics]:
+    """Fresh jobs, DLQ and nodes topics for one test, deleted afterwards."""
+    async with fresh_topics(stack) as made:
+        yield made
+
+
+@pytest_asyncio.fixture
+async def schema(stack: DevStack) -> AsyncIterator[str]:
+    """A fresh Postgres schema with the migrations applied for one test, dropped afterwards."""
+    async with fresh_schema(stack) as name:
+        yield name
 
 
 @pytest_asyncio.fixture

@@ -18,6 +18,7 @@ from foundation.kafka_groups import synth_group, wait_group_stable
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import tail
 from tests.support.cli import voxlog
+from tests.support.engines import BENCH_ENGINE
 from tests.support.stack import free_port
 from voxlog.devstack import isolated_env
 
@@ -109,7 +110,7 @@ class AppStack:
 def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **extra: str) -> dict[str, str]:
     return {
         **isolated_env(topics.kafka, stack.database_url, schema, topics.settings, home, api_port),
-        "VOXLOG_ENGINE": "kokoro-onnx",  # the real model, whatever the caller's environment says
+        **BENCH_ENGINE,  # whatever the caller's environment says; a real-model test passes engines.REAL_MODEL
         **extra,
     }
 
