@@ -30,7 +30,6 @@ completed or reused after the reads has fresh blobs, which the retention keeps.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -50,20 +49,9 @@ from contracts import (
 )
 from foundation.blobs import StoredBlob
 from foundation.metrics import BLOB_STORE_BYTES, BLOB_STORE_OVER_CAP, CACHE_EVICTIONS, SWEEPER_BLOBS_DELETED
+from projections.reads.sweeper import Entry
 
 log = structlog.get_logger("voxlog.sweeper")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A result cache entry as the projection shows it, with the blobs of its segments."""
-
-    fingerprint: str
-    job_id: uuid.UUID
-    expires_at: datetime
-    total_bytes: int
-    blobs: frozenset[str]  # sha256
-    partition: int | None = None  # where the job's events are (None: its fingerprint's partition)
 
 
 @dataclass(frozen=True)
@@ -144,7 +132,7 @@ async def record_evictions(events: EventLog, evictions: list[tuple[CacheEvicted,
 
 
 class CacheStore(Protocol):
-    """The projection, as the janitor reads it (raises ``LookupUnavailable`` when it cannot)."""
+    """The projection, as the janitor reads it (raises ``ProjectionUnavailable`` when it cannot)."""
 
     async def entries(self) -> list[Entry]: ...
 

@@ -23,13 +23,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from consumers.errors import LookupUnavailable
+from projections.errors import ProjectionUnavailable
 
 CHECK_EVERY_S: Final = 0.5  # a primary-key read; twice a second per busy worker costs nothing
 
 
 class CancelLookup(Protocol):
-    """The projection's view of cancellations; raises :class:`LookupUnavailable` when it cannot be read."""
+    """The projection's view of cancellations; raises :class:`ProjectionUnavailable` when it cannot be read."""
 
     async def cancelled(self, job_id: uuid.UUID) -> bool: ...
 
@@ -58,7 +58,7 @@ class CancelWatch:
         self._checked_at = moment
         try:
             return await self.lookup.cancelled(self.job_id)
-        except LookupUnavailable:
+        except ProjectionUnavailable:
             return False  # cannot tell: going on (the lookup says when PostgreSQL goes and comes back)
 
     async def wanted_elsewhere(self) -> bool:
@@ -66,5 +66,5 @@ class CancelWatch:
             return False
         try:
             return await self.lookup.wanted_elsewhere(self.fingerprint, self.job_id)
-        except LookupUnavailable:
+        except ProjectionUnavailable:
             return False  # stop: a duplicate taken later still reuses the segments rendered so far

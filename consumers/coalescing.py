@@ -20,9 +20,10 @@ from datetime import datetime
 
 import structlog
 
-from consumers.errors import LookupUnavailable
 from consumers.ledger import JobView, Ledger
-from consumers.ports import AudioSink, CachedResult, ResultLookup
+from consumers.ports import AudioSink, ResultLookup
+from projections.errors import ProjectionUnavailable
+from projections.reads.worker import CachedResult
 
 log = structlog.get_logger("voxlog.worker")
 
@@ -44,7 +45,7 @@ async def reusable_result(
         return None
     try:
         refs = await lookup.result_blobs(found.job_id)
-    except LookupUnavailable:
+    except ProjectionUnavailable:
         refs = []
     if refs and not await asyncio.to_thread(blobs.touch, refs):
         log.info("the cached result's audio is gone: synthesizing again", job_id=str(view.job_id))

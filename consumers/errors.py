@@ -13,10 +13,6 @@ class TransientEngineError(ConsumerError):
     """The engine failed in a way a retry may fix."""
 
 
-class LookupUnavailable(ConsumerError):
-    """The projection cannot be read right now (PostgreSQL is down or refused)."""
-
-
 class BlobWriteFailed(ConsumerError):
     """A segment's audio could not be stored (a full disk, a broken mount): retryable."""
 

@@ -33,7 +33,7 @@ from consumers.attempts import Attempt, AttemptResult
 from consumers.engine_turns import TurnWithdrawn
 from consumers.errors import BlobWriteFailed, InputRejected, TransientEngineError
 from consumers.ledger import JobView
-from consumers.ports import AudioSink, CachedResult, EventLog, PlannedSegment, SegmentReuse, SpeechEngine
+from consumers.ports import AudioSink, EventLog, PlannedSegment, SegmentReuse, SpeechEngine
 from consumers.segment_audio import SegmentAudio, SegmentMaker
 from consumers.worker_activity import Activity
 from contracts import (
@@ -61,6 +61,7 @@ from contracts.events import ReleaseReason
 from foundation import tracing
 from foundation.metrics import JOB_PHASE_SECONDS
 from foundation.outages import backoff_delay
+from projections.reads.worker import CachedResult
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")

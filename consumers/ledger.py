@@ -27,7 +27,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from consumers.ports import CachedResult
 from contracts import (
     DEFAULT_TENANT,
     CacheEvicted,
@@ -42,6 +41,7 @@ from contracts import (
     span_id_of,
 )
 from contracts.job_state import JobState, JobStatus, status_implied_by, transition
+from projections.reads.worker import CachedResult
 
 
 @dataclass

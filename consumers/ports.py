@@ -12,8 +12,9 @@ import numpy as np
 import numpy.typing as npt
 from aiokafka import ConsumerRecord
 
-from contracts import AudioRef, JobEvent, SynthesisRequest, TraceContext, WordTiming
+from contracts import AudioRef, JobEvent, SynthesisRequest, WordTiming
 from contracts.engine_info import EngineInfo
+from projections.reads.worker import Outlook, ReusableSegment
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,6 @@ class Rendering:
     """A segment's audio, and when its words are said in it (``None``: the engine cannot tell)."""
 
     samples: npt.NDArray[np.float32]
-    words: tuple[WordTiming, ...] | None = None
-
-
-@dataclass(frozen=True)
-class ReusableSegment:
-    """A segment synthesized before, whose audio another segment of the same key can reuse; its words'
-    characters count from the start of its ``text`` (another segment of the key may be elsewhere in its
-    request, or written otherwise: its words are reused only when its text is the same)."""
-
-    audio: AudioRef
-    duration_ms: int
-    byte_length: int
-    sample_rate: int
-    text: str = ""
     words: tuple[WordTiming, ...] | None = None
 
 
@@ -88,29 +75,10 @@ class SpeechEngine(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class CachedResult:
-    job_id: uuid.UUID
-    segment_count: int
-    total_duration_ms: int
-    expires_at: datetime
-    trace: TraceContext | None = None
-    """The span of the completion that made it (a duplicate's trace links to it); ``None``: not known (the
-    projection does not keep traces)."""
-
-
-@dataclass(frozen=True)
-class Outlook:
-    """What the projection says about a job the worker is about to act on, in one read."""
-
-    cancelled: bool = False  # a JobCancelled the worker may not have read yet in its partition
-    result: CachedResult | None = None  # a live result of the job's fingerprint, which it may reuse
-
-
 class ResultLookup(Protocol):
     """The projections, read-only: results and requests other workers produced.
 
-    Each raises :class:`consumers.errors.LookupUnavailable` when the projection cannot be read.
+    Each raises :class:`projections.errors.ProjectionUnavailable` when the projection cannot be read.
     """
 
     async def outlook(self, job_id: uuid.UUID, fingerprint: str, now: datetime) -> Outlook:

@@ -22,13 +22,15 @@ import numpy as np
 import numpy.typing as npt
 
 from consumers.errors import BlobWriteFailed
-from consumers.ports import AudioSink, PlannedSegment, ReusableSegment, SegmentReuse, SpeechEngine
+from consumers.ports import AudioSink, PlannedSegment, SegmentReuse, SpeechEngine
 from consumers.segment_reuse import LOOKUP_WORTH_S
 from consumers.worker_activity import Activity
 from contracts import AudioRef, SynthesisRequest, WordTiming
 from contracts.fingerprint import segment_key
+from contracts.word_timings import shifted
 from foundation.audio import encode_wav
 from foundation.metrics import SEGMENTS_REUSED
+from projections.reads.worker import ReusableSegment
 
 if TYPE_CHECKING:
     from consumers.engine_turns import HeldTurns
@@ -137,10 +139,3 @@ class SegmentMaker:
     def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:
         wav = encode_wav(samples, sample_rate)
         return self._blobs.put(wav, ".wav"), len(wav)
-
-
-def shifted(words: tuple[WordTiming, ...] | None, by: int) -> tuple[WordTiming, ...] | None:
-    """``words`` with their characters ``by`` further on: a segment's own, or its request's."""
-    if words is None:
-        return None
-    return tuple(w.model_copy(update={"start": w.start + by, "end": w.end + by}) for w in words)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final, Protocol
 
-from consumers.errors import LookupUnavailable
-from consumers.ports import ReusableSegment
+from projections.errors import ProjectionUnavailable
+from projections.reads.worker import ReusableSegment
 
 REMEMBERED: Final = 20_000  # recent segments of this worker, about 2 MB of keys and references
 LOOKUP_WORTH_S: Final = 0.02  # a projection query and a blob touch cost about a millisecond or two
@@ -45,7 +45,7 @@ class SegmentCache:
             return None
         try:
             return await self._lookup.segment(key)
-        except LookupUnavailable:
+        except ProjectionUnavailable:
             return None  # this worker's own segments only (the lookup says when PostgreSQL goes and comes back)
 
     def remember(self, key: str, segment: ReusableSegment) -> None:

@@ -48,7 +48,6 @@ import structlog
 
 from consumers.backlog_switch import BacklogSwitch
 from consumers.cache_janitor import CacheJanitor
-from consumers.errors import LookupUnavailable
 from consumers.ports import EventLog
 from consumers.worker_activity import expected_seconds
 from contracts import (
@@ -64,21 +63,10 @@ from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
 from foundation.metrics import SWEEPER_BLOBS_DELETED, SWEEPER_LEADER, SWEEPER_RELEASES, SWEEPER_SWEEPS
 from foundation.outages import Outage
+from projections.errors import ProjectionUnavailable
+from projections.reads.sweeper import Claim
 
 log = structlog.get_logger("voxlog.sweeper")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A live claim, as the projection shows it."""
-
-    job_id: uuid.UUID
-    fingerprint: str
-    attempt: int
-    worker_id: str
-    claimed_at: datetime
-    text_chars: int
-    partition: int | None = None  # where the job's events are (None: its fingerprint's partition)
 
 
 @dataclass(frozen=True)
@@ -135,7 +123,7 @@ def held_claims(pulse: NodeHeartbeatPayload) -> dict[tuple[uuid.UUID, int], date
 
 
 class SweeperStore(Protocol):
-    """The projection, as the sweeper reads it (raises ``LookupUnavailable`` when it cannot)."""
+    """The projection, as the sweeper reads it (raises ``ProjectionUnavailable`` when it cannot)."""
 
     async def live_claims(self) -> list[Claim]: ...
 
@@ -207,7 +195,7 @@ class Sweeper:
                 if leader:
                     try:
                         await self.sweep(utc_now())
-                    except (BrokerUnavailable, LookupUnavailable) as exc:
+                    except (BrokerUnavailable, ProjectionUnavailable) as exc:
                         self.outage.failed(exc, skipped="a sweep; the next one follows")
                     await self._cache_round()
                     await self._backlog_round()
@@ -224,7 +212,7 @@ class Sweeper:
             return
         try:
             await self._janitor.round(utc_now())
-        except (BrokerUnavailable, LookupUnavailable) as exc:
+        except (BrokerUnavailable, ProjectionUnavailable) as exc:
             self.outage.failed(exc, skipped="a cache round; the next sweep tries again")
             return
         self._janitor_due = time.monotonic() + self._janitor.config.interval_s
@@ -233,7 +221,7 @@ class Sweeper:
         try:
             for switch in self._backlog_switches:
                 await switch.check()
-        except (BrokerUnavailable, LookupUnavailable) as exc:
+        except (BrokerUnavailable, ProjectionUnavailable) as exc:
             self.outage.failed(exc, skipped="judging the backlog; the next sweep does")
 
     async def sweep(self, now: datetime) -> list[tuple[Claim, str]]:

@@ -20,13 +20,11 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol, cast
 
 import structlog
 
-from consumers.errors import LookupUnavailable
 from consumers.webhook_retries import RetrySchedule
 from consumers.webhook_sender import Attempted, signed_headers
 from contracts import (
@@ -34,7 +32,6 @@ from contracts import (
     DeliveryState,
     Producer,
     WebhookDeliveryRecorded,
-    WebhookDeliveryRecordedPayload,
     WebhookEndpointSet,
     WebhookEndpointSetPayload,
     WebhookEventType,
@@ -44,27 +41,12 @@ from contracts import (
 from contracts.webhook_signatures import endpoint_secret
 from foundation.errors import FoundationError
 from foundation.lifecycle import OwnedTasks
+from projections.errors import ProjectionUnavailable
+from projections.reads.webhooks import Due, EndpointNow
 
 log = structlog.get_logger("voxlog.webhooks")
 BATCH: Final = 500
 REMEMBERED_S: Final = 600.0  # how long an attempt recorded here is remembered while the projection catches up
-
-
-Due = WebhookDeliveryRecordedPayload
-"""A pending delivery: its latest record, as the projection has it; an attempt records it again, changed."""
-
-
-@dataclass(frozen=True)
-class EndpointNow:
-    tenant: str
-    url: str
-    event_types: tuple[str, ...]
-    description: str
-    secret_generation: int
-    previous_secret_until: datetime | None
-    created_at: datetime
-    removed: bool
-    disabled_reason: str = ""
 
 
 class DispatchStore(Protocol):
@@ -124,7 +106,7 @@ class Dispatcher:
                 try:
                     if await self._leadership.hold():
                         await self.look()
-                except (LookupUnavailable, FoundationError) as exc:  # PostgreSQL or Kafka, as their adapters say
+                except (ProjectionUnavailable, FoundationError) as exc:  # PostgreSQL or Kafka, as their adapters say
                     log.warning("webhook deliveries not read", error=str(exc))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self._poll_s)

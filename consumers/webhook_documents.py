@@ -17,10 +17,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Final
 
-from consumers.webhook_outcomes import DELIVERY_NAMESPACE, EndpointFacts, PartFacts, first_record
+from consumers.webhook_outcomes import DELIVERY_NAMESPACE, first_record
 from contracts import JobState, Producer, WebhookDeliveryRecorded, WebhookDeliveryRecordedPayload, WebhookEventType
 from contracts.document_state import document_state, part_silent
 from contracts.webhook_payloads import DocumentOutcome, WebhookBody
+from projections.reads.webhooks import EndpointFacts, PartFacts
 
 DOCUMENT_OUTCOMES: Final[dict[str, WebhookEventType]] = {
     "completed": "document.completed",

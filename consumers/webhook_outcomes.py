@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
@@ -33,8 +32,8 @@ from contracts import (
     WebhookDeliveryRecordedPayload,
     WebhookEventType,
 )
-from contracts.job_state import JobState
 from contracts.webhook_payloads import JobOutcome, WebhookBody
+from projections.reads.webhooks import DocumentFacts, EndpointFacts, JobFacts, PartFacts
 
 DELIVERY_NAMESPACE: Final = uuid.UUID("5d0c3b1e-7a52-4c8e-9f3d-2b6a1e8c4f71")
 OUTCOMES: Final[dict[type, WebhookEventType]] = {
@@ -42,45 +41,6 @@ OUTCOMES: Final[dict[type, WebhookEventType]] = {
     JobFailed: "job.failed",
     JobCancelled: "job.cancelled",
 }
-
-
-@dataclass(frozen=True)
-class JobFacts:
-    """What the projection says of the job an outcome ends."""
-
-    tenant: str
-    state: str
-    fingerprint: str
-    ended_at: datetime | None = None  # when the event that ended it occurred (completed_at, failed_at...)
-    total_duration_ms: int | None = None
-    cache_hit: bool = False
-    error_code: str | None = None
-    error_message: str | None = None
-    document_id: uuid.UUID | None = None  # the document it is a part of
-
-
-@dataclass(frozen=True)
-class DocumentFacts:
-    """What the projection says of a document: its owner, and how many parts it has."""
-
-    tenant: str
-    part_count: int
-
-
-@dataclass(frozen=True)
-class PartFacts:
-    """A document part's job, as the projection has it (:class:`contracts.document_state.PartState`)."""
-
-    state: JobState
-    error_code: str | None
-    ended_at: datetime | None
-
-
-@dataclass(frozen=True)
-class EndpointFacts:
-    endpoint_id: uuid.UUID
-    event_types: tuple[str, ...]
-    created_at: datetime
 
 
 class OutcomeStore(Protocol):

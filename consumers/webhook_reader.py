@@ -22,9 +22,8 @@ from typing import Final, Protocol
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
-from consumers.errors import LookupUnavailable
 from consumers.webhook_documents import DOCUMENT_OUTCOMES, document_deliveries
-from consumers.webhook_outcomes import EndpointFacts, OutcomeStore, deliveries_of, wanted
+from consumers.webhook_outcomes import OutcomeStore, deliveries_of, wanted
 from contracts import (
     HEADER_TRACEPARENT,
     HEADER_TYPE,
@@ -41,6 +40,8 @@ from contracts.job_state import LIVE_STATES
 from foundation.errors import FoundationError
 from foundation.lifecycle import wait_for_stop
 from foundation.outages import Outage
+from projections.errors import ProjectionUnavailable
+from projections.reads.webhooks import EndpointFacts
 
 log = structlog.get_logger("voxlog.webhooks")
 GROUP_PREFIX: Final = "voxlog-webhooks"
@@ -85,7 +86,7 @@ class OutcomeReader:
                     log.info("an outcome waits for the projection", reason=str(exc))
                     await wait_for_stop(stop, NOT_YET_S)
                     continue
-                except (FoundationError, LookupUnavailable) as exc:  # Kafka or PostgreSQL, as their adapters say
+                except (FoundationError, ProjectionUnavailable) as exc:  # Kafka or PostgreSQL, as their adapters say
                     await wait_for_stop(stop, self._outage.failed(exc, step="an outcome's deliveries"))
                     continue
                 self._outage.recovered()

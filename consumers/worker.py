@@ -55,11 +55,11 @@ from consumers.attempts import Abort, AbortSignal, Attempt, AttemptResult
 from consumers.cancellation import CancelLookup, CancelWatch
 from consumers.coalescing import reusable_result
 from consumers.engine_turns import EngineTurns, HeldTurns
-from consumers.errors import EngineHung, LookupUnavailable
+from consumers.errors import EngineHung
 from consumers.job_runner import JobRunner
 from consumers.ledger import JobView, Ledger
 from consumers.partitions import Partitions, TailScanner
-from consumers.ports import DeadLetter, Outlook, ResultLookup
+from consumers.ports import DeadLetter, ResultLookup
 from consumers.recovery import LEDGER_TYPES, find_request, scan_tails
 from consumers.retries import DueRetry, RetryQueue
 from consumers.run_queue import Due, RunQueue, Waiting
@@ -85,6 +85,8 @@ from foundation import tracing
 from foundation.errors import BrokerUnavailable
 from foundation.lifecycle import wait_for_stop
 from foundation.outages import Outage
+from projections.errors import ProjectionUnavailable
+from projections.reads.worker import Outlook
 
 log = structlog.get_logger("voxlog.worker")
 T = TypeVar("T")
@@ -454,7 +456,7 @@ class SynthWorker(ConsumerRebalanceListener):
         now = utc_now()
         try:  # one read for both questions the projection answers before a claim
             outlook = await self._lookup.outlook(view.job_id, view.fingerprint, now)
-        except LookupUnavailable:  # coalescing from the ledger only (the lookup says when PostgreSQL goes and is back)
+        except ProjectionUnavailable:  # coalescing from the ledger only (the lookup says when PostgreSQL is back)
             outlook = Outlook()  # not known to be cancelled: at worst wasted work, its events fenced
         cached = await reusable_result(view, ledger, outlook.result, self._lookup, self._runner.blobs, now)
         if cached is not None:
@@ -526,7 +528,7 @@ class SynthWorker(ConsumerRebalanceListener):
         else the log's own record (the projection may lag, or be down)."""
         try:
             request = await self._lookup.request_of(view.job_id)
-        except LookupUnavailable:
+        except ProjectionUnavailable:
             request = None  # read from the log instead
         if request is not None:
             return request

@@ -18,3 +18,10 @@ def words_json(words: tuple[WordTiming, ...] | None) -> str | None:
 def words_of(stored: str | None) -> tuple[WordTiming, ...] | None:
     """The timings ``words_json`` wrote (``None``: the segment has none)."""
     return None if stored is None else _WORDS.validate_json(stored)
+
+
+def shifted(words: tuple[WordTiming, ...] | None, by: int) -> tuple[WordTiming, ...] | None:
+    """``words`` with their characters ``by`` further on: a segment's own, or its request's."""
+    if words is None:
+        return None
+    return tuple(w.model_copy(update={"start": w.start + by, "end": w.end + by}) for w in words)

@@ -28,7 +28,8 @@ from producers.errors import Rejected
 from producers.http_errors import responses
 from producers.job_routes import IdempotencyKey
 from producers.views import View
-from producers.webhooks import MAX_PAGE, Delivery, Endpoint, Shown, WebhookRegistry
+from producers.webhooks import MAX_PAGE, Shown, WebhookRegistry
+from projections.reads.webhooks import Delivery, Endpoint
 
 LISTED = "recorded on the log: listed once the projector applies it (within a moment)"
 

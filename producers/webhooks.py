@@ -22,8 +22,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Final, NamedTuple, Protocol
+from datetime import timedelta
+from typing import Final, Protocol
 
 import asyncpg
 
@@ -32,7 +32,6 @@ from contracts import (
     AnyEvent,
     Producer,
     WebhookDeliveryRecorded,
-    WebhookDeliveryRecordedPayload,
     WebhookEndpointRemoved,
     WebhookEndpointRemovedPayload,
     WebhookEndpointSet,
@@ -42,36 +41,16 @@ from contracts import (
     utc_now,
 )
 from contracts.webhook_signatures import endpoint_secret
-from foundation.db import reading
 from foundation.outbound import Network, UnsafeTarget, checked_url, resolve_public
 from producers.errors import Rejected
-from projections.errors import ProjectionUnavailable
-from projections.reads.jobs import QUERY_TIMEOUT_S
+from projections.reads.webhooks import Delivery, DeliveryPage, Endpoint, WebhookReads
 
+MAX_PAGE: Final = 100
+"""The most deliveries one page lists."""
 MAX_ENDPOINTS: Final = 20
 """Endpoints one tenant may hold (each outcome is delivered to every endpoint that wants it)."""
 ROTATION_GRACE: Final = timedelta(days=1)
 ENDPOINT_NAMESPACE: Final = uuid.UUID("9a6f1f0e-4c1b-4f7e-8d2a-5b3c7e9d1a20")
-_COLUMNS: Final = (
-    "endpoint_id, tenant, url, event_types, description, secret_generation, previous_secret_until, created_at,"
-    " updated_at, disabled_reason"
-)
-_LIVE: Final = f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant = $1 AND removed_at IS NULL ORDER BY created_at"
-_ONE: Final = f"SELECT {_COLUMNS}, removed_at FROM webhook_endpoints WHERE endpoint_id = $1 AND tenant = $2"
-MAX_PAGE: Final = 100
-"""The most deliveries one page lists."""
-_DELIVERY_COLUMNS: Final = (
-    "delivery_id, endpoint_id, tenant, event_type, job_id, document_id, body, traceparent, created_at, state,"
-    " attempts, next_attempt_at, last_status, last_error, last_duration_ms, updated_at"
-)
-_DELIVERY: Final = (
-    f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE delivery_id = $1 AND endpoint_id = $2 AND tenant = $3"
-)
-_DELIVERIES: Final = (
-    f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries WHERE endpoint_id = $1 AND tenant = $2"
-    " AND ($3::timestamptz IS NULL OR (created_at, delivery_id) < ($3::timestamptz, $4::uuid))"
-    " ORDER BY created_at DESC, delivery_id DESC LIMIT $5"
-)
 
 
 class NodesLog(Protocol):
@@ -81,55 +60,11 @@ class NodesLog(Protocol):
 
 
 @dataclass(frozen=True)
-class Endpoint:
-    endpoint_id: uuid.UUID
-    tenant: str
-    url: str
-    event_types: tuple[WebhookEventType, ...]
-    description: str
-    secret_generation: int
-    previous_secret_until: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    disabled_reason: str = ""  # set by the delivery process: why it delivers nothing to it (enable() clears it)
-
-    @classmethod
-    def from_row(cls, row: Any) -> Endpoint:
-        values = {name: row[name] for name in cls.__dataclass_fields__}
-        return cls(**{**values, "event_types": tuple(values["event_types"])})
-
-    @classmethod
-    def of(cls, payload: WebhookEndpointSetPayload, at: datetime) -> Endpoint:
-        return cls(
-            payload.endpoint_id, payload.tenant, payload.url, payload.event_types, payload.description,
-            payload.secret_generation, payload.previous_secret_until, payload.created_at, at, payload.disabled_reason,
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
 class Shown:
     """An endpoint with the secret it signs with from now on: shown this once."""
 
     endpoint: Endpoint
     secret: str
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A delivery as its latest record says (``webhook_deliveries``): that record's payload, and when it was made."""
-
-    record: WebhookDeliveryRecordedPayload
-    updated_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Any) -> Delivery:
-        fields = WebhookDeliveryRecordedPayload.model_fields
-        return cls(WebhookDeliveryRecordedPayload(**{name: row[name] for name in fields}), row["updated_at"])
-
-
-class DeliveryPage(NamedTuple):
-    deliveries: list[Delivery]
-    more: bool  # older deliveries follow the last one
 
 
 class WebhookRegistry:
@@ -143,7 +78,7 @@ class WebhookRegistry:
         signing_key: bytes,
         allowed: Sequence[Network] = (),
     ) -> None:
-        self._pool, self._nodes, self._producer = pool, nodes, producer
+        self._reads, self._nodes, self._producer = WebhookReads(pool), nodes, producer
         self._signing_key, self._allowed = signing_key, tuple(allowed)
 
     @property
@@ -225,15 +160,11 @@ class WebhookRegistry:
         return True
 
     async def list(self, tenant: str = DEFAULT_TENANT) -> list[Endpoint]:
-        async with reading("the webhook endpoints", ProjectionUnavailable):
-            rows = await self._pool.fetch(_LIVE, tenant, timeout=QUERY_TIMEOUT_S)
-        return [Endpoint.from_row(row) for row in rows]
+        return await self._reads.endpoints(tenant)
 
     async def get(self, tenant: str, endpoint_id: uuid.UUID) -> Endpoint | None:
         """The tenant's endpoint (another tenant's, or a removed one, is unknown)."""
-        async with reading("the webhook endpoints", ProjectionUnavailable):
-            row = await self._pool.fetchrow(_ONE, endpoint_id, tenant, timeout=QUERY_TIMEOUT_S)
-        return None if row is None or row["removed_at"] is not None else Endpoint.from_row(row)
+        return await self._reads.endpoint(tenant, endpoint_id)
 
     async def deliveries(
         self, tenant: str, endpoint_id: uuid.UUID, limit: int = 20, before: uuid.UUID | None = None
@@ -249,18 +180,12 @@ class WebhookRegistry:
             if after is None:
                 raise Rejected(f"before: endpoint {endpoint_id} has no delivery {before}", 400, param="before")
         limit = max(1, min(limit, MAX_PAGE))
-        at, after_id = (after.record.created_at, after.record.delivery_id) if after is not None else (None, None)
-        async with reading("the webhook deliveries", ProjectionUnavailable):
-            rows = await self._pool.fetch(
-                _DELIVERIES, endpoint_id, tenant, at, after_id, limit + 1, timeout=QUERY_TIMEOUT_S
-            )
-        return DeliveryPage([Delivery.from_row(row) for row in rows[:limit]], more=len(rows) > limit)
+        rows = await self._reads.deliveries(tenant, endpoint_id, after, limit + 1)
+        return DeliveryPage(rows[:limit], more=len(rows) > limit)
 
     async def delivery(self, tenant: str, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> Delivery | None:
         """One delivery of the tenant's endpoint (another endpoint's, or another tenant's, is unknown)."""
-        async with reading("the webhook deliveries", ProjectionUnavailable):
-            row = await self._pool.fetchrow(_DELIVERY, delivery_id, endpoint_id, tenant, timeout=QUERY_TIMEOUT_S)
-        return None if row is None else Delivery.from_row(row)
+        return await self._reads.delivery(tenant, endpoint_id, delivery_id)
 
     async def redeliver(self, tenant: str, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> Delivery | None:
         """Record the delivery again, pending and due now, its id, body, trace and attempts kept (the receiver

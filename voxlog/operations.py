@@ -18,7 +18,7 @@ from typing import Any, Final, Protocol
 import asyncpg
 
 from consumers.backlog_switch import mode_event
-from consumers.cache_janitor import Entry, eviction
+from consumers.cache_janitor import eviction
 from contracts import (
     AnyEvent,
     LexiconEntryRemoved,
@@ -34,6 +34,7 @@ from foundation.db import DATABASE_OUTAGES
 from projections.errors import ProjectionUnavailable
 from projections.reads.backlog import read_backlog
 from projections.reads.live_jobs import job_partition_sql
+from projections.reads.sweeper import Entry
 
 _PURGED: Final = (
     f"SELECT fingerprint, job_id, expires_at, total_bytes, {job_partition_sql('result_cache')} AS kafka_partition"

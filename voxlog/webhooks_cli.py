@@ -21,8 +21,9 @@ from foundation.kafka import ReconnectingPublisher
 from foundation.outbound import parse_networks
 from foundation.settings import WebhookCliSettings
 from producers.errors import Rejected
-from producers.webhooks import Endpoint, Shown, WebhookRegistry
+from producers.webhooks import Shown, WebhookRegistry
 from projections.errors import ProjectionUnavailable
+from projections.reads.webhooks import Endpoint
 from voxlog.instance import instance_name
 
 

@@ -7,7 +7,7 @@ import time
 
 import asyncpg
 
-from consumers.sweeper_store import AdvisoryLeadership
+from consumers.leadership import AdvisoryLeadership
 
 
 async def gone(pg: asyncpg.Connection, pid: int, within_s: float = 30.0) -> None:

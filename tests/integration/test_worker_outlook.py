@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from consumers.ports import Outlook
-from consumers.store import PostgresResultLookup
 from foundation.kafka import RecordPosition
 from projections.batch_apply import apply_events
+from projections.reads.worker import Outlook, PostgresResultLookup
 from tests.support.job_logs import T0, _Builder
 
 TTL = timedelta(minutes=10)

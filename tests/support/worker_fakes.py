@@ -11,11 +11,11 @@ from aiokafka.structs import TopicPartition
 
 from consumers.attempts import AttemptResult
 from consumers.ledger import Ledger
-from consumers.ports import Outlook
 from consumers.worker import SynthWorker
 from consumers.worker_activity import Activity
 from foundation.errors import BrokerUnavailable
 from foundation.settings import WorkerSettings
+from projections.reads.worker import Outlook
 from tests.support.records import record_of
 from voxlog.composition.configs import worker_config
 

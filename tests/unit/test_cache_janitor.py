@@ -11,13 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from consumers.cache_janitor import Entry, JanitorConfig, plan
+from consumers.cache_janitor import JanitorConfig, plan
 from consumers.coalescing import reusable_result
 from consumers.ledger import Ledger
-from consumers.ports import CachedResult
 from contracts import AudioRef
 from foundation import blobs as blob_module
 from foundation.blobs import BlobNotFound, LocalBlobStore, StoredBlob
+from projections.reads.sweeper import Entry
+from projections.reads.worker import CachedResult
 from tests.support.job_logs import _Builder
 
 pytestmark = pytest.mark.unit

@@ -15,11 +15,12 @@ from consumers.cancellation import CancelWatch
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.job_runner import CLAIM_RIDES_ALONG_S, JobRunner, RetryPolicy
 from consumers.ledger import Ledger
-from consumers.ports import CachedResult, PlannedSegment, Rendering
+from consumers.ports import PlannedSegment, Rendering
 from consumers.segment_reuse import SegmentCache
 from contracts import AudioRef, JobEvent, Producer, utc_now
 from contracts.engine_info import EngineInfo
 from foundation.errors import BrokerUnavailable
+from projections.reads.worker import CachedResult
 from tests.support.job_logs import _Builder
 
 DESCRIPTION = EngineInfo("fake", "m1", 24000, ("v",), ("en-us",), "cpu")

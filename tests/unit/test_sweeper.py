@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from consumers.sweeper import Claim, Sweeper, SweeperConfig, stale_reason
+from consumers.sweeper import Sweeper, SweeperConfig, stale_reason
 from contracts import (
     AudioRef,
     JobReleased,
@@ -21,6 +21,7 @@ from contracts import (
     node_event,
 )
 from contracts.scheduling import HeldClaim
+from projections.reads.sweeper import Claim
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CONFIG = SweeperConfig(stale_after_s=15, stale_factor=4, min_expected_s=10, sweep_interval_s=1, blob_grace_s=60)

@@ -12,12 +12,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import standardwebhooks
 
-from consumers.webhook_dispatch import Dispatcher, Due, EndpointNow
-from consumers.webhook_outcomes import EndpointFacts, JobFacts, deliveries_of, delivery_id
+from consumers.webhook_dispatch import Dispatcher
+from consumers.webhook_outcomes import deliveries_of, delivery_id
 from consumers.webhook_retries import RetrySchedule
 from consumers.webhook_sender import Attempted
 from contracts import WebhookDeliveryRecorded, WebhookEndpointSet
 from contracts.webhook_signatures import endpoint_secret
+from projections.reads.webhooks import Due, EndpointFacts, EndpointNow, JobFacts
 from tests.support.api_fakes import PRODUCER, Log
 from tests.support.job_logs import _Builder
 

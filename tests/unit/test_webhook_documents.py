@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from consumers.webhook_documents import document_deliveries, document_delivery_id
-from consumers.webhook_outcomes import DocumentFacts, EndpointFacts, JobFacts, PartFacts
 from consumers.webhook_reader import NotProjectedYet, OutcomeReader
 from contracts import HEADER_TYPE, JobEvent, JobState, document_part_job_id, encode_event
 from foundation.outages import Outage
+from projections.reads.webhooks import DocumentFacts, EndpointFacts, JobFacts, PartFacts
 from tests.support.api_fakes import PRODUCER, Log
 from tests.support.job_logs import _Builder
 

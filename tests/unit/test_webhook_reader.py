@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from consumers.webhook_outcomes import EndpointFacts, JobFacts
 from consumers.webhook_reader import NotProjectedYet, OutcomeReader
 from contracts import HEADER_TYPE, JobEvent, encode_event
 from foundation.outages import Outage
+from projections.reads.webhooks import EndpointFacts, JobFacts
 from tests.support.api_fakes import PRODUCER, Log
 from tests.support.job_logs import _Builder
 

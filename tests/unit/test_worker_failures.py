@@ -11,10 +11,10 @@ from aiokafka.errors import KafkaConnectionError
 from aiokafka.structs import TopicPartition
 
 from consumers.attempts import AttemptResult
-from consumers.errors import LookupUnavailable
 from consumers.ledger import Ledger
 from contracts import JobReleasedPayload, utc_now
 from foundation.errors import BrokerUnavailable
+from projections.errors import ProjectionUnavailable
 from tests.support.job_logs import _Builder
 from tests.support.worker_fakes import (
     TP,
@@ -200,10 +200,10 @@ async def test_regression_a_tail_scan_that_fails_is_tried_again_instead_of_leavi
 
 class UnreadableProjection:
     async def outlook(self, job_id, fingerprint, now):
-        raise LookupUnavailable("PostgreSQL is down")
+        raise ProjectionUnavailable("PostgreSQL is down")
 
     async def request_of(self, job_id):
-        raise LookupUnavailable("PostgreSQL is down")
+        raise ProjectionUnavailable("PostgreSQL is down")
 
 
 async def test_regression_a_postgres_error_in_a_lookup_does_not_stop_the_job():

@@ -1,4 +1,4 @@
-"""The worker's lookups in the projection (consumers.store) through a PostgreSQL outage: said once, and not
+"""The worker's lookups in the projection (projections.reads.worker) through a PostgreSQL outage: said once, and not
 tried again until the backoff's delay is over (a lookup per segment waited for a connection each time)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from consumers.errors import LookupUnavailable
-from consumers.store import PostgresResultLookup
 from foundation.outages import Outage
+from projections.errors import ProjectionUnavailable
+from projections.reads.worker import PostgresResultLookup
 from tests.unit.test_outages import Clock, Lines
 
 
@@ -33,7 +33,7 @@ async def test_regression_while_postgresql_is_down_a_lookup_is_not_tried_again_b
     lookup = PostgresResultLookup(pool, outage)  # type: ignore[arg-type]
     job = uuid.uuid4()
     for _ in range(50):  # fifty segment boundaries, each asking whether the job was cancelled
-        with pytest.raises(LookupUnavailable):
+        with pytest.raises(ProjectionUnavailable):
             await lookup.cancelled(job)
     assert pool.tries == 1, "one try, then none until the backoff's delay is over"
     clock.now += outage.delay_s  # the delay is over

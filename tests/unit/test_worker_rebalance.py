@@ -7,7 +7,7 @@ import asyncio
 from aiokafka.structs import TopicPartition
 
 from consumers.attempts import AttemptResult
-from consumers.ports import Outlook
+from projections.reads.worker import Outlook
 from tests.support.events import one_of_each
 from tests.support.worker_fakes import (
     TP,

@@ -14,12 +14,11 @@ from typing import Final
 
 import structlog
 
-from consumers.sweeper_store import AdvisoryLeadership
+from consumers.leadership import AdvisoryLeadership
 from consumers.webhook_dispatch import Dispatcher
 from consumers.webhook_reader import OutcomeReader, group_of
 from consumers.webhook_retries import RetrySchedule
 from consumers.webhook_sender import Sender
-from consumers.webhook_store import PgWebhookStore
 from contracts import Producer
 from foundation.kafka import ReconnectingPublisher
 from foundation.lifecycle import OwnedTasks
@@ -29,6 +28,7 @@ from foundation.outbound import parse_networks
 from foundation.readiness import mark_started
 from foundation.settings import DeliverySettings
 from foundation.shutdown import Shutdown
+from projections.reads.webhooks import PgWebhookStore
 from voxlog.composition.resources import export_spans, open_consumer, open_database
 from voxlog.instance import instance_name
 

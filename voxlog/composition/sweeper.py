@@ -9,8 +9,8 @@ import structlog
 from consumers.backlog_switch import BacklogSwitch
 from consumers.cache_janitor import CacheJanitor
 from consumers.heartbeat import HeartbeatBook
+from consumers.leadership import AdvisoryLeadership
 from consumers.sweeper import Sweeper
-from consumers.sweeper_store import AdvisoryLeadership, PostgresBacklog, PostgresCacheStore, PostgresSweeperStore
 from contracts import Producer
 from foundation.blobs import LocalBlobStore, ThreadedBlobShelf
 from foundation.errors import BrokerUnavailable
@@ -21,6 +21,7 @@ from foundation.outages import Outage, summarize_every, until_available
 from foundation.readiness import mark_started
 from foundation.settings import SweeperSettings
 from foundation.shutdown import Shutdown
+from projections.reads.sweeper import PostgresBacklog, PostgresCacheStore, PostgresSweeperStore
 from voxlog.composition.configs import backlog_thresholds, janitor_config, sweeper_config
 from voxlog.composition.resources import export_spans, open_consumer, open_database, open_publisher
 from voxlog.instance import instance_name

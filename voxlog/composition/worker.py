@@ -9,7 +9,6 @@ import structlog
 from consumers.heartbeat import beat, heartbeat
 from consumers.job_runner import JobRunner
 from consumers.segment_reuse import SegmentCache
-from consumers.store import PostgresResultLookup
 from consumers.worker import POLL_BUDGET_S, SynthWorker
 from consumers.worker_activity import Activity
 from contracts import NodeAnnounced, NodeAnnouncedPayload, NodeHeartbeat, Producer, node_event, utc_now
@@ -24,6 +23,7 @@ from foundation.outages import summarize_every, until_available
 from foundation.readiness import mark_started
 from foundation.settings import WorkerSettings
 from foundation.shutdown import Shutdown
+from projections.reads.worker import PostgresResultLookup
 from voxlog.composition.configs import retry_policy, worker_config
 from voxlog.composition.resources import (
     export_spans,

@@ -1,6 +1,6 @@
-"""The worker's read-only view of the projections (results and requests of other workers).
+"""The worker's reads of the projection (results, requests and segments other workers produced).
 
-Driver errors become :class:`LookupUnavailable`: the worker then does without
+Driver errors become :class:`projections.errors.ProjectionUnavailable`: the worker then does without
 (its own ledger for coalescing, the log for a request), it never stops. The
 lookups share one :class:`~foundation.outages.Outage`: PostgreSQL's going and
 coming back are said once each, not once per job or segment, and while it is
@@ -13,20 +13,52 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
-from consumers.errors import LookupUnavailable
-from consumers.ports import CachedResult, Outlook, ReusableSegment
-from consumers.segment_audio import shifted
-from contracts import AudioRef, JobState, SynthesisRequest
-from contracts.word_timings import words_of
+from contracts import AudioRef, JobState, SynthesisRequest, TraceContext, WordTiming
+from contracts.word_timings import shifted, words_of
 from foundation.db import reading
 from foundation.outages import Outage
+from projections.errors import ProjectionUnavailable
 from projections.reads.live_jobs import WANTED_ELSEWHERE
 
 QUERY_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class ReusableSegment:
+    """A segment synthesized before, whose audio another segment of the same key can reuse; its words'
+    characters count from the start of its ``text`` (another segment of the key may be elsewhere in its
+    request, or written otherwise: its words are reused only when its text is the same)."""
+
+    audio: AudioRef
+    duration_ms: int
+    byte_length: int
+    sample_rate: int
+    text: str = ""
+    words: tuple[WordTiming, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    job_id: uuid.UUID
+    segment_count: int
+    total_duration_ms: int
+    expires_at: datetime
+    trace: TraceContext | None = None
+    """The span of the completion that made it (a duplicate's trace links to it); ``None``: not known (the
+    projection does not keep traces)."""
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What the projection says about a job the worker is about to act on, in one read."""
+
+    cancelled: bool = False  # a JobCancelled the worker may not have read yet in its partition
+    result: CachedResult | None = None  # a live result of the job's fingerprint, which it may reuse
 
 
 # One row whatever is found: the job's state (null before it is projected) beside its fingerprint's live result.
@@ -45,11 +77,13 @@ class PostgresResultLookup:
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[None]:
         if self._outage.holding_off():
-            raise LookupUnavailable(f"PostgreSQL is unreachable (tried again in {self._outage.delay_s:.1f}s at most)")
+            raise ProjectionUnavailable(
+                f"PostgreSQL is unreachable (tried again in {self._outage.delay_s:.1f}s at most)"
+            )
         try:
-            async with reading("the projection", LookupUnavailable):
+            async with reading("the projection", ProjectionUnavailable):
                 yield
-        except LookupUnavailable as exc:
+        except ProjectionUnavailable as exc:
             self._outage.failed(exc)
             raise
         self._outage.recovered()
