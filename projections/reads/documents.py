@@ -18,7 +18,7 @@ from projections.errors import ProjectionUnavailable
 from projections.reads.jobs import QUERY_TIMEOUT_S
 from projections.reads.rows import DocumentRow, PartRow, StoredSegment, columns
 
-_PART_COLUMNS: Final = columns(PartRow, but=("chars",)) + ", char_length(request->>'text') AS chars"
+_PART_COLUMNS: Final = columns(PartRow, but=PartRow._computed) + ", char_length(request->>'text') AS chars"
 
 
 def part_job_ids(document_id: uuid.UUID, count: int) -> list[uuid.UUID]:

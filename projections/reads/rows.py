@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import date, datetime
 from typing import Any, ClassVar, Final, Self
 
@@ -20,6 +20,7 @@ import msgspec
 
 from contracts import DEFAULT_TENANT, TERMINAL_STATES, AudioRef, DegradedFrom, JobState, SynthesisRequest
 from contracts.document_state import part_done, part_silent
+from projections.rows import TABLES
 
 
 def columns(row_type: type[Row], *, but: Iterable[str] = (), prefix: str = "") -> str:
@@ -35,6 +36,11 @@ class Row(msgspec.Struct, frozen=True, kw_only=True):
     """Columns whose stored form is decoded on the way in, with the decoder of each."""
     _read_apart: ClassVar[tuple[str, ...]] = ()
     """Fields that are not columns of the row's table: read by another query, given to ``from_mapping``."""
+    _table: ClassVar[str] = ""
+    _computed: ClassVar[tuple[str, ...]] = ()
+    """Fields the row's query computes from its columns (``columns(..., but=...)`` leaves them to it)."""
+    """The table (of :data:`projections.rows.TABLES`, the one description of what the projector writes) whose
+    columns the row's fields are: :func:`not_columns` names any field that is not one."""
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any], **given: Any) -> Self:
@@ -44,6 +50,15 @@ class Row(msgspec.Struct, frozen=True, kw_only=True):
         for name, decode in cls._decoded.items():
             values[name] = decode(values[name])
         return cls(**values, **given)
+
+
+def not_columns(row_type: type[Row]) -> list[str]:
+    """The fields of ``row_type`` that are neither columns of its table nor read apart: none, unless the row and
+    the table the projector writes have drifted apart (a test holds every row type to it)."""
+    (table,) = [t for t in TABLES if t.name == row_type._table]
+    written = {f.name for f in fields(table.row_type)}
+    apart = {*row_type._read_apart, *row_type._computed}
+    return [name for name in row_type.__struct_fields__ if name not in written and name not in apart]
 
 
 def _request(stored: str | Mapping[str, Any]) -> SynthesisRequest:
@@ -58,6 +73,8 @@ def _degraded_from(stored: str | Mapping[str, Any] | None) -> DegradedFrom | Non
 
 class StoredSegment(Row, frozen=True, kw_only=True):
     """A segment of a job's audio: its place, where its audio is, how long it lasts and what it says when."""
+
+    _table: ClassVar[str] = "segments"
 
     segment_index: int
     audio_sha256: str
@@ -89,6 +106,8 @@ SEGMENT_COLUMNS: Final = columns(SegmentRow)
 class JobRecord(Row, frozen=True, kw_only=True):
     """A ``jobs`` row as the API reads it (its request and state decoded; what the projector writes is
     :class:`projections.rows.JobRow`), and the segments that hold its audio (a cache hit's are its source job's)."""
+
+    _table: ClassVar[str] = "jobs"
 
     _decoded: ClassVar[dict[str, Any]] = {"request": _request, "state": JobState, "degraded_from": _degraded_from}
     _read_apart: ClassVar[tuple[str, ...]] = ("segments", "lexicon_words")
@@ -145,6 +164,8 @@ JOB_COLUMNS: Final = columns(JobRecord)
 class JobStateRow(Row, frozen=True, kw_only=True):
     """What a reader waiting for a job's audio needs to know of the job between its segments."""
 
+    _table: ClassVar[str] = "jobs"
+
     _decoded: ClassVar[dict[str, Any]] = {"state": JobState}
 
     state: JobState
@@ -155,6 +176,9 @@ class JobStateRow(Row, frozen=True, kw_only=True):
 
 class PartRow(Row, frozen=True, kw_only=True):
     """A document part's ``jobs`` row, as a document's progress needs it (``chars``: its text's length)."""
+
+    _table: ClassVar[str] = "jobs"
+    _computed: ClassVar[tuple[str, ...]] = ("chars",)
 
     _decoded: ClassVar[dict[str, Any]] = {"state": JobState}
 
@@ -186,6 +210,7 @@ def _chapters(stored: str) -> tuple[ChapterRow, ...]:
 
 
 class DocumentRow(Row, frozen=True, kw_only=True):
+    _table: ClassVar[str] = "documents"
     _decoded: ClassVar[dict[str, Any]] = {"chapters": _chapters, "request": _request}
 
     document_id: uuid.UUID
@@ -209,6 +234,8 @@ class DocumentRow(Row, frozen=True, kw_only=True):
 
 class UsageRow(Row, frozen=True, kw_only=True):
     """A tenant's use on one day (UTC) of its jobs' submission, as ``usage_daily`` counts it from the log."""
+
+    _table: ClassVar[str] = "usage_daily"
 
     tenant: str
     day: date
