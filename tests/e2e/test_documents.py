@@ -166,7 +166,8 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
 
 
-LONG = " ".join(f"Sentence number {i} of a long request that goes on and on." for i in range(60))
+# 30 segments (a sentence each) of 400 ms: 12 s of synthesis, in which a DELETE or a leaving client lands.
+LONG = " ".join(f"Sentence number {i} of a long request that goes on and on." for i in range(30))
 SLOW = {"VOXLOG_ENGINE": "bench-sleep", "VOXLOG_DEFAULT_ENGINE": "bench-sleep", "VOXLOG_BENCH_SYNTH_MS": "400"}
 
 
