@@ -3,7 +3,7 @@
 An endpoint that answers 2xx has its delivery; anything else (an error status, no answer, a refused or
 unsafe address) is tried again after a delay that doubles from :data:`FIRST_DELAY_S` up to
 :data:`LONGEST_DELAY_S`, drawn uniformly below it (full jitter: endpoints that failed together do not come
-back together), until the delivery is older than the retry window (``VOXLOG_WEBHOOK_RETRY_FOR_S``, a day);
+back together), until the delivery is older than the retry window (:data:`RETRY_FOR`, a day);
 then it is given up, recorded so. A ``Retry-After`` the endpoint sends is a floor, within the window.
 """
 
@@ -17,11 +17,13 @@ from typing import Final
 
 FIRST_DELAY_S: Final = 5.0
 LONGEST_DELAY_S: Final = 3600.0
+RETRY_FOR: Final = timedelta(days=1)  # long enough for an endpoint down over a night or a deploy to get every
+# delivery (24 tries or so at the hour's cap), short enough that a gone endpoint's deliveries end
 
 
 @dataclass(frozen=True)
 class RetrySchedule:
-    retry_for: timedelta = timedelta(days=1)
+    retry_for: timedelta = RETRY_FOR
     first_delay_s: float = FIRST_DELAY_S
     longest_delay_s: float = LONGEST_DELAY_S
 

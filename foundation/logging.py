@@ -19,6 +19,10 @@ import structlog
 _LIBRARIES: Final = ("aiokafka", "kafka", "httpx", "httpcore")
 _summaries = structlog.get_logger("voxlog.logging")
 
+SUMMARY_S: Final = 60.0
+"""A process's interval between the summaries of what it held back (a library's repeated messages, an outage's
+tries): an outage of an hour is 60 lines, and a summary is never more than a minute late."""
+
 
 class RepeatsHeldBack(logging.Filter):
     """Lets a library's message through the first time, then holds back its repeats: one summary line per
@@ -26,7 +30,10 @@ class RepeatsHeldBack(logging.Filter):
     comes back (a new outage is news)."""
 
     def __init__(
-        self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic, say: Callable[..., Any] | None = None
+        self,
+        window_s: float = SUMMARY_S,
+        clock: Callable[[], float] = time.monotonic,
+        say: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__()
         self.window_s = window_s
@@ -60,8 +67,7 @@ _held_back = RepeatsHeldBack()
 
 
 def hold_back_repeats_for(seconds: float) -> None:
-    """The interval over which repeated library messages are held back and summarized (the process's
-    ``VOXLOG_OUTAGE_SUMMARY_S``)."""
+    """The interval over which repeated library messages are held back and summarized (:data:`SUMMARY_S`)."""
     _held_back.window_s = seconds
 
 

@@ -117,7 +117,7 @@ BACKLOG_SECONDS = Gauge(
 )
 WORKERS = Gauge(
     "voxlog_workers",
-    "Workers that announced themselves and were heard from within VOXLOG_STALE_AFTER_S, by engine and model"
+    "Workers that announced themselves and were heard from within the last 15 s, by engine and model"
     " version, as the API last read the projection's nodes.",
     ["engine", "model_version"],
 )
@@ -211,6 +211,6 @@ def parse_totals(exposition: str) -> dict[str, float]:
 
 STREAMS_STALLED = Counter(
     "voxlog_streams_stalled",
-    "Streamed answers closed because their client took no chunk within VOXLOG_STREAM_SEND_TIMEOUT_S, by route.",
+    "Streamed answers closed because their client took no chunk within 30 s, by route.",
     ["route"],
 )

@@ -8,7 +8,7 @@ when it is back (how long, how many tries), and while it stays down a summary ev
 ``summary_s`` (the tries since the last line, the last error), never a line per try. An orphaned
 worker whose broker was gone retried every 100 ms and logged 61,000 lines (10 MB) in 15 minutes.
 
-The summary interval is the process's (``VOXLOG_OUTAGE_SUMMARY_S``, set once at start by
+The summary interval is the process's (:data:`foundation.logging.SUMMARY_S`, a minute; a test sets another by
 :func:`summarize_every`); the client libraries' own repeated complaints are held back on the same
 interval (:mod:`foundation.logging`).
 """
@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 import structlog
 
 from foundation.lifecycle import Stopped, wait_for_stop
-from foundation.logging import hold_back_repeats_for
+from foundation.logging import SUMMARY_S, hold_back_repeats_for
 
 log = structlog.get_logger("voxlog.outages")
 T = TypeVar("T")
@@ -64,7 +64,7 @@ class Outage:
     each try that worked.
     """
 
-    summary_s: ClassVar[float] = 60.0  # the process's, see summarize_every
+    summary_s: ClassVar[float] = SUMMARY_S  # the process's, see summarize_every
     # Those down now, for the readiness probe (foundation.readiness); weak: an outage its loop dropped
     # (the process stopped waiting) is no longer one.
     _down: ClassVar[weakref.WeakSet[Outage]] = weakref.WeakSet()
@@ -144,7 +144,7 @@ class Outage:
 
 def summarize_every(seconds: float) -> None:
     """This process's interval between the summaries of an outage that lasts, and over which a client
-    library's repeated messages are held back (``VOXLOG_OUTAGE_SUMMARY_S``)."""
+    library's repeated messages are held back (:data:`foundation.logging.SUMMARY_S` unless set)."""
     Outage.summary_s = seconds
     hold_back_repeats_for(seconds)
 

@@ -4,6 +4,16 @@ Field groups shared by several processes are mixins; each process reads
 exactly one concrete class, named by its ``process`` (the CLI command).
 ``voxlog config`` prints every variable once, with the processes that read it.
 
+A setting is what a user or an operator sets for their deployment (issue 38, item 3): where Kafka and
+PostgreSQL are and how to log in, names, limits and quotas, the engine and its device, retention, timeouts
+that depend on the hardware or the network, switches. An internal constant with a good default (a poll
+interval, a batch size, a backoff) is no setting: it is a named constant where the process is put together
+(``voxlog.composition``), and the tests that need it shorter set it through their own entry point
+(``bench.paced``), not through this module.
+
+Every field is declared in a class whose ``group`` says its concern (:class:`Group`): ``voxlog config`` and
+docs/configuration.md list the settings under their groups, each with why its settings are settings.
+
 Secrets (the Kafka password, the database URL, which may hold one) are ``SecretStr``: a settings
 object prints them as stars, and a validation error shows no input (``hide_input_in_errors``).
 """
@@ -12,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
@@ -36,9 +47,100 @@ def default_cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "voxlog"
 
 
+@dataclass(frozen=True)
+class Group:
+    """A concern the settings are grouped by, and why what it holds differs between deployments."""
+
+    title: str
+    why: str
+
+
+CONNECTION: Final = Group(
+    "Connection", "Where Kafka and PostgreSQL are and how each process logs in: every deployment's own."
+)
+TOPICS: Final = Group(
+    "Topics and groups",
+    "The names that keep deployments sharing a broker or a database apart, and how the topics are made: the"
+    " cluster's size decides.",
+)
+API: Final = Group(
+    "API",
+    "Where the API listens, how long it waits on Kafka and on a slow job, and what a request that names nothing gets.",
+)
+AUTH: Final = Group(
+    "Authentication and tenants",
+    "Who may call the API and what tenants share: a laptop, a private cluster and a public service differ.",
+)
+LIMITS: Final = Group("Limits and quotas", "What one request, key or tenant may ask for: the operator's policy.")
+DOCUMENTS: Final = Group(
+    "Documents",
+    "How large a document may be, and the CPU and memory reading one may take: the API's machine decides.",
+)
+BACKPRESSURE: Final = Group(
+    "Backpressure",
+    "When new work is refused or degraded, and how much: how long clients may wait is each deployment's choice.",
+)
+WORKER: Final = Group(
+    "Worker and engine",
+    "Which model runs on which device with how many threads, and how often a job is tried: the hardware decides.",
+)
+SCHEDULING: Final = Group(
+    "Scheduling",
+    "How a worker shares its engine between claims and tenants, and where a job is placed: the device and the"
+    " tenants' agreements decide.",
+)
+STORAGE: Final = Group("Cache and storage", "Where the audio is kept, how long and how much of it: the disk decides.")
+WEBHOOKS: Final = Group(
+    "Webhooks", "The key deliveries are signed with and the networks they may reach: a secret and a network layout."
+)
+OBSERVABILITY: Final = Group(
+    "Observability", "Where metrics are served and spans are sent: each deployment's monitoring."
+)
+OPERATIONS: Final = Group(
+    "Operations",
+    "Which image migrates the schema, and how long an orchestrator gives a process to stop: the deployment's"
+    " images and its orchestrator decide.",
+)
+DEV: Final = Group(
+    "Local stack",
+    "`voxlog dev`'s data, ports, broker heap and workers on a developer's machine, where other software may hold"
+    " the defaults.",
+)
+NODE: Final = Group("Speech node", "Where the standalone speech node listens.")
+
+GROUPS: Final = (
+    CONNECTION,
+    TOPICS,
+    API,
+    AUTH,
+    LIMITS,
+    DOCUMENTS,
+    BACKPRESSURE,
+    WORKER,
+    SCHEDULING,
+    STORAGE,
+    WEBHOOKS,
+    OBSERVABILITY,
+    OPERATIONS,
+    DEV,
+    NODE,
+)
+"""Every group, in the order ``voxlog config`` lists them."""
+
+
 class _Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True, hide_input_in_errors=True)
     process: ClassVar[str] = ""
+    group: ClassVar[Group | None] = None
+    """The concern of the fields this class declares itself (each declaring class says its own)."""
+
+
+def group_of(cls: type[_Settings], name: str) -> Group | None:
+    """The group of ``cls``'s field ``name``: that of the class that declares it (the one rule)."""
+    for klass in cls.__mro__:
+        if name in vars(klass).get("__annotations__", {}):
+            return vars(klass).get("group")
+    return None
 
 
 def _schema_field() -> Any:
@@ -46,6 +148,8 @@ def _schema_field() -> Any:
 
 
 class TopicSettings(_Settings):
+    group = TOPICS
+
     jobs_topic: str = Field(DEFAULT_JOBS_TOPIC, description="Topic holding every job event (the audit log).")
     nodes_topic: str = Field(DEFAULT_NODES_TOPIC, description="Compacted topic of worker announcements.")
     dlq_topic: str = Field(DEFAULT_DLQ_TOPIC, description="Dead-letter topic for undecodable or unappliable records.")
@@ -71,6 +175,8 @@ class TopicSettings(_Settings):
 
 
 class KafkaSettings(TopicSettings):
+    group = CONNECTION
+
     kafka_bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma-separated.")
     kafka_security_protocol: SecurityProtocol = Field(
         "PLAINTEXT",
@@ -148,6 +254,8 @@ class KafkaSettings(TopicSettings):
 
 
 class DatabaseSettings(_Settings):
+    group = CONNECTION
+
     database_url: SecretStr = Field(
         SecretStr(DEFAULT_DATABASE_URL),
         description="PostgreSQL URL of the projections, passed to the driver as it is: TLS by its parameters"
@@ -157,6 +265,8 @@ class DatabaseSettings(_Settings):
 
 
 class MigrationSettings(_Settings):
+    group = OPERATIONS
+
     migrate: bool = Field(
         True,
         description="Whether this process may apply the schema's migrations (`voxlog migrate`, the projector at"
@@ -171,21 +281,22 @@ class AdminSettings(KafkaSettings, DatabaseSettings, MigrationSettings):
     process = "migrate, topics"
 
 
-class DevSettings(TopicSettings):
-    """`voxlog dev up|down|status`: the local Kafka broker and PostgreSQL cluster."""
+class ApiPortSettings(_Settings):
+    group = API
+
+    api_port: int = Field(8000, description="Port the API listens on (the API `voxlog dev up` starts too).")
+
+
+class DevSettings(TopicSettings, ApiPortSettings):
+    """`voxlog dev up|down|status`: the local Kafka broker and PostgreSQL cluster, and voxlog's processes on them
+    (the API on VOXLOG_API_PORT). How many brokers a new stack has is `voxlog dev up --brokers`."""
 
     process = "dev"
+    group = DEV
 
     dev_home: Path = Field(
         default_factory=lambda: default_state_root() / "dev",
         description="Data of the local stack (/var/lib/voxlog/dev as root, else ~/.local/share/voxlog/dev).",
-    )
-    dev_brokers: int = Field(
-        1,
-        ge=1,
-        le=MAX_DEV_BROKERS,
-        description="Kafka brokers of a new local stack: 1, or 3 for a replicated cluster (`voxlog dev up --brokers`"
-        " says it too; an existing stack's data keeps its count).",
     )
     dev_kafka_port: int = Field(
         9092, description="Port of the local broker's client listener (broker n: this plus 2(n - 1))."
@@ -194,18 +305,7 @@ class DevSettings(TopicSettings):
         9093, description="Port of the local broker's KRaft controller (broker n: this plus 2(n - 1))."
     )
     dev_kafka_heap: str = Field("512m", description="JVM heap (-Xms and -Xmx) of each local broker.")
-    dev_kafka_jit: Literal["quick", "full"] = Field(
-        "quick",
-        description="Each local broker's JVM compilers: quick (C1 alone: half the CPU to start, for a broker that"
-        " lives hours on a laptop) or full (C1 then C2: long runs under load).",
-    )
     dev_postgres_port: int = Field(55432, description="Port of the local PostgreSQL cluster.")
-    dev_jar_cache: Path = Field(
-        default_factory=lambda: default_cache_root() / "kafka",
-        description="Where the broker jars are copied from ~/.m2 (~/.cache/voxlog/kafka).",
-    )
-    dev_ready_timeout: float = Field(120.0, description="Seconds to wait for each service to answer.")
-    dev_api_port: int = Field(8000, description="Port of the API that `voxlog dev up` starts.")
     dev_workers: int = Field(1, ge=0, description="Workers `voxlog dev up` starts (each loads one model).")
     database_url: SecretStr | None = Field(
         None, description="An existing PostgreSQL server to use instead of a local cluster (unset: local)."
@@ -214,6 +314,8 @@ class DevSettings(TopicSettings):
 
 
 class CacheSettings(_Settings):
+    group = STORAGE
+
     cache_ttl: float = Field(600.0, gt=0, description="Seconds a completed result stays reusable by duplicates.")
     blob_dir: Path = Field(
         default_factory=lambda: default_state_root() / "blobs",
@@ -222,6 +324,8 @@ class CacheSettings(_Settings):
 
 
 class RetentionSettings(_Settings):
+    group = STORAGE
+
     job_retention_s: float = Field(
         86400.0,
         ge=1,
@@ -231,6 +335,8 @@ class RetentionSettings(_Settings):
 
 
 class CacheCapSettings(RetentionSettings):
+    group = STORAGE
+
     cache_max_bytes: int = Field(
         10 * 2**30,
         ge=0,
@@ -238,17 +344,9 @@ class CacheCapSettings(RetentionSettings):
     )
 
 
-class OutageSettings(_Settings):
-    outage_summary_s: float = Field(
-        60.0,
-        gt=0,
-        description="While Kafka or PostgreSQL stays down, how often a process says it still waits: one line"
-        " when it goes, one when it is back, and this summary between (a client library's repeated messages"
-        " are held back as long).",
-    )
-
-
 class ShutdownSettings(_Settings):
+    group = OPERATIONS
+
     shutdown_timeout_s: float = Field(
         30.0,
         gt=0,
@@ -259,6 +357,8 @@ class ShutdownSettings(_Settings):
 
 
 class TracingSettings(_Settings):
+    group = OBSERVABILITY
+
     otlp_endpoint: str = Field(
         "",
         description="Base URL of an OTLP/HTTP collector (http://host:4318) that the process's spans are exported"
@@ -267,12 +367,13 @@ class TracingSettings(_Settings):
     )
 
 
-class LifecycleSettings(OutageSettings, ShutdownSettings, TracingSettings):
-    """What every long-running process with dependencies reads: how it lives through outages, how it stops,
-    where its spans go."""
+class LifecycleSettings(ShutdownSettings, TracingSettings):
+    """What every long-running process with dependencies reads: how it stops, where its spans go."""
 
 
 class MetricsSettings(_Settings):
+    group = OBSERVABILITY
+
     metrics_host: str = Field("127.0.0.1", description="Address of the process's Prometheus /metrics endpoint.")
     metrics_port: int = Field(
         0,
@@ -283,37 +384,27 @@ class MetricsSettings(_Settings):
 
 
 class SynthGroupSettings(_Settings):
+    group = TOPICS
+
     synth_group: str = Field(
         "voxlog-synth", description="Consumer group of the synthesis workers, suffixed .<engine>.<model version>."
     )
 
 
 class ProjectorNameSettings(_Settings):
+    group = TOPICS
+
     projector_name: str = Field("projector", description="Key of this projector's rows in projection_offsets.")
 
 
-class LagRuleSettings(ProjectorNameSettings, SynthGroupSettings):
-    lag_stall_after_s: float = Field(
-        120.0,
-        gt=0,
-        description="A group with lag none of whose partitions moved for this long is STALL (longer than a long"
-        " job: a synthesis group commits after each).",
-    )
-    lag_interval_s: float = Field(5.0, gt=0, description="How often the API samples consumer lag for /v1/lag.")
-
-
 class AuthSettings(_Settings):
+    group = AUTH
+
     auth: Literal["on", "off"] = Field(
         "on",
         description="on: every route but health, readiness, the schema and the dashboard's page needs an API key"
         " (`voxlog keys create`); off: everyone is the tenant default with every scope (a laptop's setting, warned"
         " of at every start).",
-    )
-    auth_cache_s: float = Field(
-        2.0,
-        ge=0,
-        description="How long the API trusts what it read of a key: a revoked key is refused by every API instance"
-        " at most this long after the projector applied the revocation.",
     )
     auth_failures_per_minute: int = Field(
         20,
@@ -321,13 +412,6 @@ class AuthSettings(_Settings):
         description="Failed authentications of one key id from one client address (or of malformed keys from one"
         " address) per minute, per API instance, before more of them are answered 429; a key that verifies is"
         " never refused by this count.",
-    )
-    auth_failure_entries: int = Field(
-        10_000,
-        ge=1,
-        description="Most (client address, key id) pairs whose failed authentications an API instance counts (up to"
-        " 1.5 KiB each, 15 MB at the default): pairs silent for a minute are dropped, and past this many the one"
-        " that failed least recently is forgotten.",
     )
     trusted_proxies: str = Field(
         "",
@@ -372,6 +456,8 @@ LIMIT_NAMES: Final = (
 class LimitSettings(_Settings):
     """Every tenant's limits; ``tenant_limits`` sets some apart. 0 is no limit."""
 
+    group = LIMITS
+
     limit_rate_per_s: float = Field(
         20.0, ge=0, description="Requests per second each API key may make, over every API instance (token bucket)."
     )
@@ -408,6 +494,21 @@ class LimitSettings(_Settings):
         return value
 
 
+class RequestLimitSettings(_Settings):
+    """What one request may ask for."""
+
+    group = LIMITS
+
+    max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
+    max_request_audio_s: float = Field(
+        900.0,
+        ge=0,
+        description="Most audio one request may ask for, in seconds, estimated before synthesis: its characters at"
+        " its speed (about 15 a second at speed 1) plus its pauses (then 413); 0: no bound.",
+    )
+    max_batch: int = Field(10_000, ge=1, le=100_000, description="Most requests POST /v1/batches takes in one call.")
+
+
 OPENAI_VOICES: Final = {
     # OpenAI's voices, by their sound (feminine, masculine) onto the five voices the kokoro-onnx engine bundles.
     "alloy": "jf_alpha",
@@ -427,16 +528,9 @@ OPENAI_VOICES: Final = {
 """What VOXLOG_OPENAI_VOICES maps by default: every voice name OpenAI's speech route lists."""
 
 
-class SilenceSettings(_Settings):
-    stale_after_s: float = Field(
-        15.0,
-        gt=0,
-        description="A worker that sent no heartbeat for this long is silent: the sweeper releases its claim, and"
-        " the API shows it as gone (dashboard) and counts it no longer (voxlog_workers).",
-    )
-
-
 class WebhookSettings(_Settings):
+    group = WEBHOOKS
+
     webhook_signing_key: SecretStr = Field(
         SecretStr(""),
         description="The key every webhook endpoint's signing secret is derived from (32 characters or more, the"
@@ -467,52 +561,40 @@ class WebhookSettings(_Settings):
         return value
 
 
-class ApiSettings(
-    KafkaSettings,
-    DatabaseSettings,
-    CacheSettings,
-    RetentionSettings,
-    LagRuleSettings,
-    SilenceSettings,
-    LifecycleSettings,
-    AuthSettings,
-    LimitSettings,
-    MetricsSettings,
-    WebhookSettings,
-):
-    """`voxlog api`: the HTTP front door. Its /metrics is on the API's port under the operator scope; with
-    VOXLOG_METRICS_PORT it is also served on a port of its own, with no key (bind it where only Prometheus
-    reaches: VOXLOG_METRICS_HOST)."""
+class ApiServerSettings(ApiPortSettings):
+    group = API
 
-    process = "api"
-
-    node_forget_after_s: float = Field(
-        900.0,
-        gt=0,
-        description="A node silent for this long leaves the dashboard's list (from VOXLOG_STALE_AFTER_S on it is"
-        " shown as gone).",
-    )
     api_host: str = Field("127.0.0.1", description="Address the API listens on.")
-    api_port: int = Field(8000, description="Port the API listens on.")
-    max_text_chars: int = Field(5000, ge=1, description="Longest accepted text, in characters after normalization.")
-    max_request_audio_s: float = Field(
-        900.0,
-        ge=0,
-        description="Most audio one request may ask for, in seconds, estimated before synthesis: its characters at"
-        " its speed (about 15 a second at speed 1) plus its pauses (then 413); 0: no bound.",
+    default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
+    publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
+    max_record_bytes: int = Field(
+        1_000_000,
+        ge=10_000,
+        description="Largest record a submission may write (the broker refuses more: message.max.bytes, 1 MiB by"
+        " default); a document whose record would be larger is a 413 before anything is recorded.",
     )
-    max_batch: int = Field(10_000, ge=1, le=100_000, description="Most requests POST /v1/batches takes in one call.")
+    speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
+    openai_voices: dict[str, str] = Field(
+        default_factory=lambda: dict(OPENAI_VOICES),
+        description="The voice (a name or a mix) that serves each OpenAI voice name, as JSON"
+        ' ({"alloy": "jf_alpha", ...}); the default maps all thirteen to the bundled voices (docs/speech.md),'
+        " and names given here replace theirs.",
+    )
+    openai_default_voice: str = Field(
+        "",
+        description="Voice that serves an OpenAI voice name whose mapped voice the engine does not have; empty:"
+        " the first announced voice.",
+    )
+
+
+class DocumentSettings(_Settings):
+    group = DOCUMENTS
+
     max_document_chars: int = Field(
         2_000_000,
         ge=1,
         description="Longest text POST /v1/documents takes, in characters once read (markup removed; then 413); its"
         " text before splitting may have twice that, markup included.",
-    )
-    document_part_chars: int = Field(
-        1500,
-        ge=100,
-        description="Longest part of a document, each its own job: a paragraph is one part, a longer one is split"
-        " at sentence ends (at most VOXLOG_MAX_TEXT_CHARS).",
     )
     max_document_bytes: int = Field(
         64 * 2**20,
@@ -520,16 +602,6 @@ class ApiSettings(
         le=64 * 2**20,
         description="Largest body or upload POST /v1/documents takes, in bytes, refused (413) before anything"
         " reads it (64 MiB at most: the route reads no more).",
-    )
-    max_document_parts: int = Field(
-        20_000, ge=1, description="Most parts (jobs) a document may make once split (then 413)."
-    )
-    max_document_chapters: int = Field(500, ge=1, description="Most chapters a document may have (then 413).")
-    max_epub_unpacked_bytes: int = Field(
-        64 * 2**20,
-        ge=1,
-        description="Bytes reading an EPUB may unpack: every member read counts, a document its spine names twice"
-        " twice (then 413).",
     )
     offload_cpu_s: int = Field(
         30,
@@ -549,95 +621,13 @@ class ApiSettings(
         description="Documents of one tenant read (parsed and split) at once: the offload's processes serve every"
         " tenant, so one tenant's uploads hold at most this many of them.",
     )
-    parse_slot_wait_s: float = Field(
-        10.0,
-        gt=0,
-        description="How long an upload waits for one of its tenant's documents being read to end, before it is"
-        " answered 429 with Retry-After.",
-    )
-    parse_cpu_s_base: int = Field(
-        1,
-        ge=0,
-        description="CPU seconds reading any document may take; with VOXLOG_PARSE_CPU_S_PER_MIB for each MiB uploaded"
-        " (at most VOXLOG_OFFLOAD_CPU_S), a small upload whose markup explodes is stopped early (then 413; 0: every"
-        " document gets VOXLOG_OFFLOAD_CPU_S).",
-    )
-    parse_cpu_s_per_mib: float = Field(
-        5.0,
-        ge=0,
-        description="CPU seconds reading a document may take for each MiB uploaded, on top of VOXLOG_PARSE_CPU_S_BASE"
-        " (a 2 MiB Markdown book takes about 0.3).",
-    )
-    caption_cache_mb: int = Field(
-        64,
-        ge=0,
-        description="Captions of completed jobs and documents the API keeps, in MiB (least recently asked for out"
-        " first): built once, off the event loop, they never change (0: none kept; each request builds them).",
-    )
-    min_speed: float = Field(
-        0.25,
-        gt=0,
-        description="Slowest accepted speed factor (the model makes 0.25 to 2.0 itself).",
-    )
-    max_speed: float = Field(
-        4.0,
-        gt=0,
-        description="Fastest accepted speed factor (above 2.0 the model's audio is time-stretched, pitch preserved).",
-    )
-    default_engine: str = Field("kokoro-onnx", description="Engine used when a request names none.")
-    publish_timeout_ms: int = Field(5000, ge=100, description="How long a submission waits for Kafka's acks.")
-    max_record_bytes: int = Field(
-        1_000_000,
-        ge=10_000,
-        description="Largest record a submission may write (the broker refuses more: message.max.bytes, 1 MiB by"
-        " default); a document whose record would be larger is a 413 before anything is recorded.",
-    )
-    speech_timeout_s: float = Field(120.0, gt=0, description="How long POST /v1/audio/speech waits for its job.")
-    stream_send_timeout_s: float = Field(
-        30.0,
-        gt=0,
-        description="How long a streamed answer (speech as audio or events, a document's or chapter's audio) waits"
-        " for its client to take the next chunk; past it the stream is closed, logged and counted"
-        " (voxlog_streams_stalled_total).",
-    )
-    lexicon_cache_s: float = Field(
-        1.0,
-        ge=0,
-        description="How long the API keeps what it read of the lexicon: a word added or removed (voxlog lexicon,"
-        " PUT/DELETE /v1/lexicon/{word}) applies to every API instance's submissions at most this long after the"
-        " projector applied it.",
-    )
-    stream_poll_s: float = Field(
-        0.1,
-        gt=0,
-        description="How often a speech response reads its job again while the projector's notifications "
-        "are not received (PostgreSQL LISTEN down); while they are, it reads on each notification.",
-    )
-    openai_voices: dict[str, str] = Field(
-        default_factory=lambda: dict(OPENAI_VOICES),
-        description="The voice (a name or a mix) that serves each OpenAI voice name, as JSON"
-        ' ({"alloy": "jf_alpha", ...}); the default maps all thirteen to the bundled voices (docs/speech.md),'
-        " and names given here replace theirs.",
-    )
-    openai_default_voice: str = Field(
-        "",
-        description="Voice that serves an OpenAI voice name whose mapped voice the engine does not have; empty:"
-        " the first announced voice.",
-    )
-    audit_timeout_s: float = Field(
-        30.0, gt=0, description="How long GET /v1/jobs/{id}/events and ?as_of= may spend reading the log."
-    )
-    audit_slots: int = Field(
-        4,
-        ge=1,
-        description="How many reads of the log GET /v1/jobs/{id}/events and ?as_of= make at once (each a Kafka"
-        " consumer), shared between tenants: a slot that comes free goes to the waiting tenant holding the fewest.",
-    )
-    audit_slot_wait_s: float = Field(
-        5.0,
-        gt=0,
-        description="How long such a request waits for a read slot before it is answered 503 with Retry-After.",
-    )
+
+
+class BackpressureSettings(_Settings):
+    """The API's side of backpressure: what it refuses, and what degraded mode makes of a new synthesis."""
+
+    group = BACKPRESSURE
+
     max_backlog_s: float = Field(
         600.0,
         ge=0,
@@ -653,22 +643,71 @@ class ApiSettings(
     degraded_speed_factor: float = Field(
         1.15,
         ge=1.0,
-        description="In degraded mode, what a new synthesis's speed is multiplied by (capped at VOXLOG_MAX_SPEED):"
-        " the engine's time is about proportional to the audio's length, so this is what drains the backlog"
-        " faster (1: keep the request's).",
+        description="In degraded mode, what a new synthesis's speed is multiplied by (capped at 4.0, the fastest"
+        " accepted): the engine's time is about proportional to the audio's length, so this is what drains the"
+        " backlog faster (1: keep the request's).",
     )
+
+
+class BacklogSwitchSettings(_Settings):
+    """The sweeper's side: past which backlog it switches the service modes on."""
+
+    group = BACKPRESSURE
+
+    cache_only_backlog_s: float = Field(
+        1800.0,
+        ge=0,
+        description="Seconds of synthesis work ahead above which the sweeper switches cache-only mode on; it"
+        " switches it off below half of it (0: never).",
+    )
+    degrade_backlog_s: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds of synthesis work ahead above which the sweeper switches degraded mode on (new"
+        " syntheses at the API's VOXLOG_DEGRADED_* settings); it switches it off below half of it (0: never, the"
+        " operator opts in; set it under VOXLOG_MAX_BACKLOG_S so that jobs degrade before they are refused).",
+    )
+
+
+class PlacementSettings(_Settings):
+    group = SCHEDULING
+
     job_placement: Literal["balanced", "key"] = Field(
         "balanced",
         description="Where a new job goes in the jobs topic: balanced (the partition with the least work not"
         " finished, kept for its fingerprint in PostgreSQL so duplicates still meet) or key (its fingerprint's"
         " hash).",
     )
-    placement_ttl_s: float = Field(
-        86400.0, gt=0, description="How long a fingerprint keeps its partition after its last submission."
-    )
+
+
+class ApiSettings(
+    KafkaSettings,
+    DatabaseSettings,
+    ApiServerSettings,
+    CacheSettings,
+    RetentionSettings,
+    ProjectorNameSettings,
+    SynthGroupSettings,
+    LifecycleSettings,
+    AuthSettings,
+    LimitSettings,
+    RequestLimitSettings,
+    DocumentSettings,
+    BackpressureSettings,
+    PlacementSettings,
+    MetricsSettings,
+    WebhookSettings,
+):
+    """`voxlog api`: the HTTP front door. Its /metrics is on the API's port under the operator scope; with
+    VOXLOG_METRICS_PORT it is also served on a port of its own, with no key (bind it where only Prometheus
+    reaches: VOXLOG_METRICS_HOST)."""
+
+    process = "api"
 
 
 class EngineSettings(_Settings):
+    group = WORKER
+
     engine: str = Field(
         "kokoro-onnx",
         description="Speech engine: kokoro-onnx (int8, CPU), kokoro (torch), or bench-sleep (benchmarks only,"
@@ -687,57 +726,35 @@ class EngineSettings(_Settings):
     nice: int = Field(0, ge=0, le=19, description="Raise the process's nice value by this much at start.")
 
 
-class WorkerSettings(
-    KafkaSettings,
-    DatabaseSettings,
-    CacheSettings,
-    EngineSettings,
-    MetricsSettings,
-    SynthGroupSettings,
-    LifecycleSettings,
-):
-    """`voxlog worker`: one synthesis node (one model on one device)."""
+class WorkerJobSettings(_Settings):
+    """The worker's own: its id, and how long and how often a job is tried."""
 
-    process = "worker"
+    group = WORKER
 
     worker_id: str = Field("", description="Stable id of this node (empty: <hostname>-<device>).")
     max_attempts: int = Field(3, ge=1, description="Attempts per job before it fails.")
-    retry_base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per attempt, with jitter.")
+    max_job_s: float = Field(
+        900.0, gt=0, description="Longest a job may synthesize before the group deems the worker stuck."
+    )
+    segment_cache: bool = Field(
+        True, description="Reuse the audio of a sentence synthesized before (same voice, speed and model)."
+    )
+
+
+class WorkerShutdownSettings(_Settings):
+    group = OPERATIONS
+
     shutdown_grace_s: float = Field(
         20.0,
         ge=0,
         description="On SIGTERM, how long a running job may finish (then it is given back at its next segment),"
         " within VOXLOG_SHUTDOWN_TIMEOUT_S.",
     )
-    rebalance_grace_s: float = Field(10.0, ge=0, description="On revocation, how long a running job may finish.")
-    fetch_max_wait_ms: int = Field(
-        50,
-        ge=1,
-        description="Longest the broker holds a fetch with nothing new. The client fetches a partition it just"
-        " drained only after the fetch in flight returns, so this bounds how late a job there is seen"
-        " (Kafka's default, 500, let a short request wait behind a batch job more); an idle worker fetches"
-        " this often.",
-    )
-    max_job_s: float = Field(
-        900.0, gt=0, description="Longest a job may synthesize before the group deems the worker stuck."
-    )
-    commit_interval_s: float = Field(
-        1.0,
-        ge=0,
-        description="While jobs keep coming, commit the group's offsets at most this often (0: after every job).",
-    )
-    heartbeat_s: float = Field(2.0, gt=0, description="How often the worker says it is alive (NodeHeartbeat).")
-    segment_cache: bool = Field(
-        True, description="Reuse the audio of a sentence synthesized before (same voice, speed and model)."
-    )
-    interactive_per_batch: int = Field(
-        4, ge=1, description="A worker takes one batch-priority job after this many interactive ones in a row."
-    )
-    batch_lookahead: int = Field(
-        5000,
-        ge=1,
-        description="Jobs (of any priority) waiting on a worker for a claim at most before it reads further ahead.",
-    )
+
+
+class WorkerSchedulingSettings(_Settings):
+    group = SCHEDULING
+
     held_claims: int = Field(
         0,
         ge=0,
@@ -761,19 +778,32 @@ class WorkerSettings(
         description="A tenant's share of each worker's engine against the others', as JSON: {\"acme\": 2}; "
         "a tenant not named weighs 1.",
     )
-    fair_share_half_life_s: float = Field(
-        60.0, gt=0, description="How fast a tenant's past use of a worker's engine is forgotten (its half-life)."
-    )
-    scheduling_aging_s: float = Field(
-        30.0,
-        gt=0,
-        description="Shorter jobs go first, aged: a job's work counts as divided by 1 + its wait over this.",
-    )
-    watchdog_factor: float = Field(
-        4.0, gt=0, description="An attempt without progress for its expected time times this much is given back."
-    )
-    watchdog_min_s: float = Field(
-        30.0, gt=0, description="The expected time of a job before the node has measured its speed, and the least."
+
+
+class WorkerSettings(
+    KafkaSettings,
+    DatabaseSettings,
+    CacheSettings,
+    EngineSettings,
+    WorkerJobSettings,
+    WorkerShutdownSettings,
+    WorkerSchedulingSettings,
+    MetricsSettings,
+    SynthGroupSettings,
+    LifecycleSettings,
+):
+    """`voxlog worker`: one synthesis node (one model on one device)."""
+
+    process = "worker"
+
+
+class ProjectorGroupSettings(_Settings):
+    group = TOPICS
+
+    projector_group: str = Field(
+        "",
+        description="Kafka consumer group in which several projectors (the same VOXLOG_PROJECTOR_NAME) split the"
+        " partitions, each fenced off those it lost ('': this projector takes every partition).",
     )
 
 
@@ -783,6 +813,7 @@ class ProjectorSettings(
     MigrationSettings,
     CacheSettings,
     ProjectorNameSettings,
+    ProjectorGroupSettings,
     MetricsSettings,
     LifecycleSettings,
 ):
@@ -790,59 +821,19 @@ class ProjectorSettings(
 
     process = "projector"
 
-    projector_batch: int = Field(500, ge=1, description="Most records applied in one transaction.")
-    projector_linger_ms: float = Field(
-        10.0,
-        ge=0,
-        description="While jobs wait (see VOXLOG_PROJECTOR_LINGER_BACKLOG), wait this long after a batch so the next"
-        " gathers more; 0: never.",
-    )
-    projector_linger_backlog: int = Field(
-        8, ge=1, description="Live jobs (queued or running) from which the projector lingers between batches."
-    )
-    projector_group: str = Field(
-        "",
-        description="Kafka consumer group in which several projectors (the same VOXLOG_PROJECTOR_NAME) split the"
-        " partitions, each fenced off those it lost ('': this projector takes every partition).",
-    )
-
 
 class SweeperSettings(
     KafkaSettings,
     DatabaseSettings,
     CacheSettings,
     CacheCapSettings,
+    BacklogSwitchSettings,
     MetricsSettings,
-    SilenceSettings,
     LifecycleSettings,
 ):
     """`voxlog sweeper`: releases claims that stopped making progress (one acts, the others stand by)."""
 
     process = "sweeper"
-    stale_factor: float = Field(
-        8.0, gt=0, description="A claim without progress for its expected time times this much is released."
-    )
-    stale_min_s: float = Field(60.0, gt=0, description="The least expected time of a job, for the sweeper.")
-    sweep_interval_s: float = Field(2.0, gt=0, description="How often the leading sweeper looks at live claims.")
-    sweep_blob_grace_s: float = Field(
-        900.0, ge=0, description="How long a released attempt's blobs are kept before they may be deleted."
-    )
-    cache_sweep_interval_s: float = Field(
-        30.0, gt=0, description="How often the leading sweeper evicts results and deletes blobs nothing keeps."
-    )
-    cache_only_backlog_s: float = Field(
-        1800.0,
-        ge=0,
-        description="Seconds of synthesis work ahead above which the sweeper switches cache-only mode on; it"
-        " switches it off below half of it (0: never).",
-    )
-    degrade_backlog_s: float = Field(
-        0.0,
-        ge=0,
-        description="Seconds of synthesis work ahead above which the sweeper switches degraded mode on (new"
-        " syntheses at the API's VOXLOG_DEGRADED_* settings); it switches it off below half of it (0: never, the"
-        " operator opts in; set it under VOXLOG_MAX_BACKLOG_S so that jobs degrade before they are refused).",
-    )
 
 
 class VerifySettings(KafkaSettings, DatabaseSettings, ProjectorNameSettings):
@@ -869,7 +860,7 @@ class ArchiveSettings(KafkaSettings):
     process = "archive"
 
 
-class LagSettings(KafkaSettings, DatabaseSettings, LagRuleSettings):
+class LagSettings(KafkaSettings, DatabaseSettings, ProjectorNameSettings, SynthGroupSettings):
     """`voxlog lag`: how far the synthesis groups and the projector are behind the jobs topic."""
 
     process = "lag"
@@ -898,18 +889,13 @@ class DeliverySettings(KafkaSettings, DatabaseSettings, MetricsSettings, Lifecyc
     """`voxlog deliver`: webhook deliveries made from the jobs' outcomes, and tried by the copy that leads."""
 
     process = "deliver"
-    webhook_retry_for_s: float = Field(
-        86400.0,
-        gt=0,
-        description="How long a webhook delivery is tried again (backoff from 5 s to an hour, full jitter) before"
-        " it is given up.",
-    )
 
 
 class NodeSettings(EngineSettings, ShutdownSettings):
     """`voxlog node`: the standalone speech node (HTTP, no Kafka)."""
 
     process = "node"
+    group = NODE
 
     node_host: str = Field("127.0.0.1", description="Address the speech node listens on.")
     node_port: int = Field(8100, description="Port the speech node listens on.")

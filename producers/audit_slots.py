@@ -1,8 +1,8 @@
 """The API's reads of the log (GET /v1/jobs/{id}/events and ?as_of=), shared between tenants, with a bounded wait.
 
 Each read is a Kafka consumer and a scan of a partition, so only
-``VOXLOG_AUDIT_SLOTS`` of them run at once. A request waits for a slot at most
-``VOXLOG_AUDIT_SLOT_WAIT_S``, then is answered 503 with Retry-After. The slots are
+four of them run at once (``voxlog.composition.api.AUDIT_SLOTS``). A request waits for a slot at most
+five seconds (``AUDIT_SLOT_WAIT_S``), then is answered 503 with Retry-After. The slots are
 shared between tenants (:class:`FairSlots`): a slot that comes free goes to the
 waiting tenant that holds the fewest, so a tenant that sends many reads at once
 holds every slot only while no other tenant waits, and another tenant's read
@@ -108,8 +108,8 @@ class FairSlots:
 
 
 class AuditSlots:
-    """The API's slots for reads of the log: ``slots`` at once (``VOXLOG_AUDIT_SLOTS``), shared between tenants,
-    a request waiting at most ``wait_s`` (``VOXLOG_AUDIT_SLOT_WAIT_S``) for one."""
+    """The API's slots for reads of the log: ``slots`` at once, shared between tenants, a request waiting at most
+    ``wait_s`` for one."""
 
     def __init__(self, slots: int = 4, wait_s: float = 5.0) -> None:
         self.fair = FairSlots(slots)
@@ -124,7 +124,7 @@ class AuditSlots:
         except TimeoutError as exc:
             raise Rejected(
                 f"every one of this API's {self.fair.slots} slots for reading the log stayed taken for"
-                f" {self.wait_s:g} s (VOXLOG_AUDIT_SLOTS, VOXLOG_AUDIT_SLOT_WAIT_S): retry after Retry-After;"
+                f" {self.wait_s:g} s: retry after Retry-After;"
                 " GET /v1/jobs/{id} without as_of answers from the projection without reading the log",
                 503,
             ) from exc

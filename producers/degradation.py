@@ -3,7 +3,7 @@
 Past ``VOXLOG_DEGRADE_BACKLOG_S`` (the sweeper's switch) or by the operator's
 ``voxlog admin degraded on``, the API takes new syntheses at cheaper settings
 instead of refusing them: the request's speed times ``speed_factor`` (capped
-at ``VOXLOG_MAX_SPEED``; Kokoro's time is about proportional to the audio's
+at 4.0, the fastest speed accepted; Kokoro's time is about proportional to the audio's
 length, so this is what the fleet drains faster by) and a lower output
 ``sample_rate`` (the model's own rate is unchanged, so this saves bytes, not
 synthesis time). The submission pipeline (:mod:`producers.submission`)

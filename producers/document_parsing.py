@@ -4,15 +4,16 @@
 form fields), capped at ``VOXLOG_MAX_DOCUMENT_BYTES`` before anything reads them, and gets a
 :class:`ParsedDocument` back. Everything that parses runs in an offload process (:mod:`foundation.offload`:
 ``VOXLOG_OFFLOAD_CPU_S``, ``VOXLOG_OFFLOAD_MEMORY_MB``): the JSON, the text's decoding, the EPUB's unpacking
-(at most ``VOXLOG_MAX_EPUB_UNPACKED_BYTES``), the markup's splitting, stopped as soon as the document is past
-its characters (``VOXLOG_MAX_DOCUMENT_CHARS``; its text before splitting at twice that, markup included),
-parts (``VOXLOG_MAX_DOCUMENT_PARTS``) or chapters (``VOXLOG_MAX_DOCUMENT_CHAPTERS``). Each refusal is a
-413 that names the budget (:data:`BUDGET_SETTINGS`, ``producers.requests.OFFLOAD_SETTINGS``), or a 422 (400
-for a body that is not what the route takes) that says what is wrong.
+(at most 64 MiB), the markup's splitting, stopped as soon as the document is past its characters
+(``VOXLOG_MAX_DOCUMENT_CHARS``; its text before splitting at twice that, markup included), parts (20,000) or
+chapters (500): the bounds that are no settings are ``voxlog.composition.configs``' constants. Each refusal is
+a 413 that says the limit, and names the setting when it is one (:data:`BUDGET_SETTINGS`,
+``producers.requests.OFFLOAD_SETTINGS``), or a 422 (400 for a body that is not what the route takes) that says
+what is wrong.
 
 The processes serve every tenant, so each parse holds one of its tenant's slots (:mod:`producers.parse_slots`,
 ``VOXLOG_PARSE_PER_TENANT``), and its CPU budget is scaled by what was uploaded
-(``VOXLOG_PARSE_CPU_S_BASE`` plus ``VOXLOG_PARSE_CPU_S_PER_MIB`` for each MiB, at most ``VOXLOG_OFFLOAD_CPU_S``):
+(:attr:`DocumentBudget.cpu_s_base` plus ``cpu_s_per_mib`` for each MiB, at most ``VOXLOG_OFFLOAD_CPU_S``):
 a 16 KiB EPUB that unpacked to 7 MiB of markup took 2.6 CPU-s, where a 2 MiB Markdown book takes 0.3.
 """
 
@@ -39,10 +40,8 @@ from producers.requests import SpeechOptions, beyond_budget
 BUDGET_SETTINGS: Final = {
     "bytes": "VOXLOG_MAX_DOCUMENT_BYTES",
     "chars": "VOXLOG_MAX_DOCUMENT_CHARS",
-    "parts": "VOXLOG_MAX_DOCUMENT_PARTS",
-    "chapters": "VOXLOG_MAX_DOCUMENT_CHAPTERS",
-    "unpacked_bytes": "VOXLOG_MAX_EPUB_UNPACKED_BYTES",
 }
+"""The budgets an operator sets; the others (parts, chapters, the EPUB's unpacked bytes) are fixed bounds."""
 _GATE_S: Final = 60.0
 """How long a gate nobody opens holds the parsing: long past any test's release, short enough that a test whose
 parsing holds the event loop itself (the bug the gate is for) fails instead of hanging."""
@@ -212,7 +211,8 @@ class DocumentParser:
             async with self.slots.slot(tenant):
                 return await self._offload.run(parse_document, received, self.budget, cpu_s=cpu_s)
         except DocumentTooLarge as exc:
-            raise Rejected(f"{exc} ({BUDGET_SETTINGS[exc.budget]})", 413) from exc
+            setting = BUDGET_SETTINGS.get(exc.budget)
+            raise Rejected(f"{exc} ({setting})" if setting else str(exc), 413) from exc
         except BadBody as exc:
             raise Rejected(str(exc), 400) from exc
         except DocumentError as exc:
@@ -221,7 +221,7 @@ class DocumentParser:
             if exc.budget == "cpu" and cpu_s is not None:
                 raise Rejected(
                     f"reading the document took more than {exc.limit}, the budget of an upload of {size} bytes"
-                    " (VOXLOG_PARSE_CPU_S_BASE, and VOXLOG_PARSE_CPU_S_PER_MIB for each MiB, at most"
+                    f" ({self.budget.cpu_s_base:g} s, and {self.budget.cpu_s_per_mib:g} s for each MiB, at most"
                     " VOXLOG_OFFLOAD_CPU_S): a document whose markup is far larger than its upload is refused",
                     413,
                 ) from exc

@@ -3,11 +3,11 @@
 Stdlib only. An upload is untrusted input; the rules:
 
 1. The file is a zip whose members declare at most ``MAX_UNCOMPRESSED_BYTES`` (200 MB) in all: a larger total
-   is refused before anything is unpacked. What is *read* counts against ``max_unpacked_bytes`` (the API's
-   ``VOXLOG_MAX_EPUB_UNPACKED_BYTES``): every member read, and a spine document named twice twice; reading
-   stops with :class:`~producers.document_split.DocumentTooLarge` at that limit, whatever the members declare
-   (zipfile never yields more of a member than it declares). Counting declared sizes once let a 2.4 KB file
-   whose spine names one 1 MB chapter 60 times expand to 63 million characters.
+   is refused before anything is unpacked. What is *read* counts against ``max_unpacked_bytes`` (the API's 64 MiB,
+   ``voxlog.composition.configs.MAX_EPUB_UNPACKED_BYTES``): every member read, and a spine document named twice
+   twice; reading stops with :class:`~producers.document_split.DocumentTooLarge` at that limit, whatever the members
+   declare (zipfile never yields more of a member than it declares). Counting declared sizes once let a 2.4 KB
+   file whose spine names one 1 MB chapter 60 times expand to 63 million characters.
 2. ``META-INF/container.xml`` names the OPF package document; its manifest and spine give the reading
    order. Spine items marked ``linear="no"`` (pop-ups, answer keys), the navigation document
    (``properties="nav"``) and items that are not XHTML/HTML are skipped.

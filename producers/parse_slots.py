@@ -3,7 +3,8 @@
 ``VOXLOG_OFFLOAD_PROCESSES`` (2) processes parse every tenant's documents; a 13 KiB EPUB that unpacks to 8 MiB
 of markup costs seconds of CPU, so two such uploads of one tenant held both, and every tenant's documents
 waited behind them. A tenant may now have at most ``VOXLOG_PARSE_PER_TENANT`` documents being read at once;
-another of its uploads waits at most ``VOXLOG_PARSE_SLOT_WAIT_S`` for one of them to end, then is answered 429
+another of its uploads waits at most 10 s (``voxlog.composition.api.PARSE_SLOT_WAIT_S``) for one of them to end,
+then is answered 429
 with Retry-After. Other tenants' uploads do not wait for that tenant's: with the default of one, a tenant holds
 at most one of the processes.
 """
@@ -48,7 +49,7 @@ class TenantParseSlots:
             except TimeoutError as exc:
                 raise Rejected(
                     f"this tenant has {self.per_tenant} document(s) being read already (VOXLOG_PARSE_PER_TENANT),"
-                    f" and none ended within {self.wait_s:g} s (VOXLOG_PARSE_SLOT_WAIT_S): retry after Retry-After",
+                    f" and none ended within {self.wait_s:g} s: retry after Retry-After",
                     429,
                     retry_after=max(1, math.ceil(self.wait_s)),
                 ) from exc

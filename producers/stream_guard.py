@@ -3,9 +3,9 @@
 A streamed answer (``POST /v1/audio/speech`` as audio or server-sent events, a document's or a chapter's audio)
 sends a chunk when the client has taken the one before: the server's send waits while the connection's buffers
 are full. A client that never reads held its stream open forever, with its job's change watch, its encoder and
-its place in the job's audience. :class:`SendTimeout` bounds each send of a streamed body by
-``VOXLOG_STREAM_SEND_TIMEOUT_S``: past it the answer ends (the server closes the connection, the client sees an
-incomplete body), it is logged and counted (``voxlog_streams_stalled_total``).
+its place in the job's audience. :class:`SendTimeout` bounds each send of a streamed body (30 s:
+``voxlog.composition.api.STREAM_SEND_TIMEOUT_S``): past it the answer ends (the server closes the connection,
+the client sees an incomplete body), it is logged and counted (``voxlog_streams_stalled_total``).
 
 The body's iterators are closed as the request ends, whatever ended it (a stall, the client leaving, an
 error): the route names them (:func:`closed_at_end`). Left to the garbage collector, an iterator suspended at
@@ -85,7 +85,7 @@ class SendTimeout:
             route = str(scope.get("path_template") or scope.get("path", ""))
             STREAMS_STALLED.labels(route).inc()
             log.warning(
-                "a streamed answer's client took no chunk in time: the stream is closed (VOXLOG_STREAM_SEND_TIMEOUT_S)",
+                "a streamed answer's client took no chunk in time: the stream is closed",
                 path=str(scope.get("path", "")),
                 timeout_s=self.timeout_s,
             )

@@ -77,8 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=range(1, MAX_DEV_BROKERS + 1),
         default=None,
         metavar="N",
-        help="Kafka brokers (1, or 3 for a replicated cluster; default: as many as the stack's data is for, else"
-        " VOXLOG_DEV_BROKERS)",
+        help="Kafka brokers (1, or 3 for a replicated cluster; default: as many as the stack's data is for, else 1)",
     )
     down = dev_commands.add_parser("down", help="stop every process and service (data is kept)")
     down.add_argument("--purge", action="store_true", help="also delete the stack's data directory")

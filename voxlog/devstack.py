@@ -27,10 +27,16 @@ from voxlog.topics import ensure_topics, topic_specs
 SOURCE_ROOT: Final = Path(__file__).resolve().parents[1]
 
 
+READY_TIMEOUT_S: Final = 120.0  # how long `voxlog dev` waits for each service (and for its key to be
+# projected): a first start on a laptop formats Kafka's storage and initializes PostgreSQL
+KAFKA_JIT: Final[JitMode] = "quick"  # a dev broker lives hours on a laptop, mostly idle: C1 alone starts it on
+# half the CPU (a scratch stack, which benchmarks load for minutes, runs "full": scratch_stack)
+
+
 def dev_brokers(settings: DevSettings, asked: int | None = None) -> int:
     """The dev stack's brokers: those asked for (``dev up --brokers``), else as many as its data is for,
-    else ``VOXLOG_DEV_BROKERS``."""
-    return asked or recorded_size(settings.dev_home / "kafka") or settings.dev_brokers
+    else one."""
+    return asked or recorded_size(settings.dev_home / "kafka") or 1
 
 
 def dev_kafka_ports(settings: DevSettings, brokers: int) -> list[tuple[int, int]]:
@@ -44,11 +50,11 @@ def dev_stack(settings: DevSettings, brokers: int | None = None) -> DevStack:
             home=settings.dev_home,
             kafka_ports=dev_kafka_ports(settings, dev_brokers(settings, brokers)),
             kafka_heap=settings.dev_kafka_heap,
-            kafka_jit=settings.dev_kafka_jit,
+            kafka_jit=KAFKA_JIT,
             postgres_port=settings.dev_postgres_port,
-            jar_cache=settings.dev_jar_cache,
+            jar_cache=default_cache_root() / "kafka",  # the broker jars, copied from ~/.m2
             external_database_url=settings.database_url.get_secret_value() if settings.database_url else None,
-            ready_timeout=settings.dev_ready_timeout,
+            ready_timeout=READY_TIMEOUT_S,
         )
     )
 
@@ -138,7 +144,7 @@ def app_specs(settings: DevSettings, stack: DevStack) -> list[AppSpec]:
         "VOXLOG_DATABASE_URL": stack.database_url,
         "VOXLOG_DATABASE_SCHEMA": settings.database_schema,
         "VOXLOG_BLOB_DIR": str(settings.dev_home / "blobs"),
-        "VOXLOG_API_PORT": str(settings.dev_api_port),
+        "VOXLOG_API_PORT": str(settings.api_port),
     }
     cli = [sys.executable, "-m", "voxlog.cli"]
     specs = [AppSpec("projector", [*cli, "projector"], env), AppSpec("sweeper", [*cli, "sweeper"], env)]
@@ -146,13 +152,13 @@ def app_specs(settings: DevSettings, stack: DevStack) -> list[AppSpec]:
         AppSpec(f"worker-{i}", [*cli, "worker", "--device", "cpu"], {**env, "VOXLOG_WORKER_ID": f"dev-cpu-{i}"})
         for i in range(settings.dev_workers)
     ]
-    ready = f"http://127.0.0.1:{settings.dev_api_port}/readyz"
+    ready = f"http://127.0.0.1:{settings.api_port}/readyz"
     specs.append(AppSpec("api", [*cli, "api"], env, ready_url=ready))
     return specs
 
 
 def api_url(settings: DevSettings) -> str:
-    return f"http://127.0.0.1:{settings.dev_api_port}"
+    return f"http://127.0.0.1:{settings.api_port}"
 
 
 async def up(settings: DevSettings, brokers: int | None = None) -> list[str]:
@@ -166,7 +172,7 @@ async def up(settings: DevSettings, brokers: int | None = None) -> list[str]:
     for spec in specs:
         apps.start(spec)
     for spec in specs:
-        await apps.wait_ready(spec, settings.dev_ready_timeout)
+        await apps.wait_ready(spec, READY_TIMEOUT_S)
     key_line = await dev_key(settings, stack)
     return [
         "topics:     " + ", ".join(f"{name} ({state})" for name, state in created.items()),
@@ -195,8 +201,8 @@ async def dev_key(settings: DevSettings, stack: DevStack) -> str:
     if saved in rows and rows[saved]["revoked_at"] is None and rows[saved]["expires_at"] is None:
         return f"api key:    {saved} (in {client_key_file()}; `voxlog demo` and `voxlog speak` send it)"
     key = await keys_cli.issue(mode, DEFAULT_TENANT, tuple(sorted(ALL_SCOPES)), name="voxlog dev up")
-    if not await keys_cli.wait_projected(mode, key.key_id, within_s=settings.dev_ready_timeout):
-        raise VoxlogError(f"the projector did not apply key {key.key_id} within {settings.dev_ready_timeout} s")
+    if not await keys_cli.wait_projected(mode, key.key_id, within_s=READY_TIMEOUT_S):
+        raise VoxlogError(f"the projector did not apply key {key.key_id} within {READY_TIMEOUT_S:g} s")
     path = save_client_key(key.token)  # printed never: the output of `dev up` ends up in terminals' and CI's logs
     return f"api key:    {key.key_id} (new, in {path}; `voxlog demo` and `voxlog speak` send it)"
 

@@ -5,7 +5,7 @@ revoked has (checked in the projection: it needs PostgreSQL), records
 ``ApiKeyIssued`` on the nodes topic (the secret's sha256, never the secret)
 and prints the key: the only time it is shown. ``revoke`` records ``ApiKeyRevoked``: every API
 instance refuses the key once the projector applied it and its cache of the
-key expired (``VOXLOG_AUTH_CACHE_S``). ``list`` reads the projection.
+key expired (two seconds: ``voxlog.composition.api.AUTH_CACHE_S``). ``list`` reads the projection.
 
 ``voxlog dev up`` makes the development stack's key (see
 :mod:`voxlog.client_key`), which ``voxlog demo`` and ``voxlog speak`` send.
@@ -54,7 +54,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing = keys_commands.add_parser("list", help="the keys as the projection shows them (never their secrets)")
     listing.add_argument("--tenant", default=None)
     listing.add_argument("--json", action="store_true")
-    revoke = keys_commands.add_parser("revoke", help="revoke a key: every API refuses it within VOXLOG_AUTH_CACHE_S")
+    revoke = keys_commands.add_parser("revoke", help="revoke a key: every API refuses it within 2 s of its projection")
     revoke.add_argument("key_id", help="the key's id (the 12 hex digits after vxl_)")
     revoke.add_argument("--reason", default="", help="why, kept on the log")
 
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"(key {key.key_id} for tenant {args.tenant}: shown this once, store it now)", flush=True)
         elif args.keys_command == "revoke":
             tenant = asyncio.run(revoke(settings, args.key_id, args.reason))
-            print(f"revoked key {args.key_id} of tenant {tenant}; every API refuses it within VOXLOG_AUTH_CACHE_S")
+            print(f"revoked key {args.key_id} of tenant {tenant}; every API refuses it within 2 s of its projection")
         else:
             rows = asyncio.run(keys(settings, args.tenant))
             print(json.dumps(rows, indent=2, default=str) if args.json else "\n".join(_lines(rows)))

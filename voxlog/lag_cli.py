@@ -18,7 +18,7 @@ from foundation.kafka_lag import LagReader
 from foundation.lag_rules import GroupLag, Status
 from foundation.lifecycle import stop_on_signals
 from foundation.settings import LagSettings
-from voxlog.lag_monitor import Consumers, Windows, dead_letters, document, sample_all
+from voxlog.lag_monitor import STALL_AFTER_S, Consumers, Windows, dead_letters, document, sample_all
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 async def _watch(settings: LagSettings, interval: float, *, once: bool, as_json_lines: bool) -> int:
     stop = asyncio.Event()
     stop_on_signals(stop)
-    windows = Windows(settings.lag_stall_after_s)
+    windows = Windows(STALL_AFTER_S)
     consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:

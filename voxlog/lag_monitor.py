@@ -18,7 +18,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import asyncpg
 import structlog
@@ -43,6 +43,9 @@ from projections.positions import owed_by_model, projector_positions
 log = structlog.get_logger("voxlog.lag")
 
 PROJECTOR_PREFIX = "projector:"
+STALL_AFTER_S: Final = 120.0
+"""A group with lag none of whose partitions moved for this long is STALL: longer than a long job (a synthesis
+group commits after each), so that a worker busy with one is not taken for a stopped one."""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """`voxlog lexicon add|remove|list`: the server's lexicon, the words every request says as given phonemes.
 
 An entry is a ``LexiconEntrySet`` event (a removal ``LexiconEntryRemoved``) on the nodes topic, keyed by its
-word, not a row written by hand: every API instance follows the projection of it (within
-``VOXLOG_LEXICON_CACHE_S``), replay rebuilds it, and ``voxlog audit`` shows the pronunciations each job was
-said with. The same actions as ``PUT``/``DELETE /v1/lexicon/{word}`` (:mod:`voxlog.operations`).
+word, not a row written by hand: every API instance follows the projection of it (within a second:
+``voxlog.composition.api.LEXICON_CACHE_S``), replay rebuilds it, and ``voxlog audit`` shows the pronunciations
+each job was said with. The same actions as ``PUT``/``DELETE /v1/lexicon/{word}`` (:mod:`voxlog.operations`).
 """
 
 from __future__ import annotations

@@ -17,11 +17,13 @@ from bench.baseline.settings import BaselineApiSettings, BaselineWorkerSettings
 from bench.baseline.worker import BaselineWorker, BaselineWorkerConfig
 from foundation.blobs import LocalBlobStore
 from foundation.db import open_pool
+from foundation.job_changes import FALLBACK_POLL_S
 from foundation.lifecycle import stop_on_signals
 from foundation.logging import configure_logging
 from foundation.metrics import serve_metrics
 from producers.requests import Limits
 from tts_node.fifo import SynthesisQueue
+from voxlog.composition.configs import MAX_SPEED, MIN_SPEED
 from voxlog.composition.resources import load_configured_engine
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 
@@ -38,8 +40,8 @@ async def run_api(settings: BaselineApiSettings) -> None:
     deps = BaselineDeps(
         queue=BaselineQueue(pool),
         blobs=LocalBlobStore(settings.blob_dir),
-        limits=Limits(settings.max_text_chars, settings.min_speed, settings.max_speed, settings.default_engine),
-        stream_poll_s=settings.stream_poll_s,
+        limits=Limits(settings.max_text_chars, MIN_SPEED, MAX_SPEED, settings.default_engine),
+        stream_poll_s=FALLBACK_POLL_S,  # voxlog's API polls as often while it cannot listen
         stream_timeout_s=settings.speech_timeout_s,
     )
     app = create_baseline_app(deps)

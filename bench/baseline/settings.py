@@ -8,7 +8,7 @@ from foundation.settings import ApiSettings, WorkerSettings
 
 
 class BaselineApiSettings(ApiSettings):
-    """The baseline API: voxlog's API settings (limits, port, blob dir, stream poll); Kafka ones are unused."""
+    """The baseline API: voxlog's API settings (limits, port, blob dir); Kafka ones are unused."""
 
 
 class BaselineWorkerSettings(WorkerSettings):

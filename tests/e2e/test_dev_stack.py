@@ -33,7 +33,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         "VOXLOG_DEV_KAFKA_CONTROLLER_PORT": str(free_port()),
         "VOXLOG_DATABASE_URL": stack.database_url,  # an existing server: no second cluster
         "VOXLOG_DATABASE_SCHEMA": schema,
-        "VOXLOG_DEV_API_PORT": str(free_port()),
+        "VOXLOG_API_PORT": str(free_port()),  # the API `voxlog dev up` starts
         "VOXLOG_DEV_WORKERS": "0",  # the pipeline has its own tests; here the broker is the subject
         "XDG_CONFIG_HOME": str(tmp_path / "config"),  # where `dev up` saves its key, not the user's
     }
@@ -53,7 +53,7 @@ async def test_killed_broker_comes_back_with_every_record(stack, tmp_path):
         assert secret not in up.stdout, "the key's secret is never printed (issue 40, item 8)"
         assert f"{key_id} (new, in {tmp_path / 'config' / 'voxlog' / 'api-key'};" in up.stdout
         assert (tmp_path / "config" / "voxlog" / "api-key").stat().st_mode & 0o077 == 0
-        api = f"http://127.0.0.1:{env['VOXLOG_DEV_API_PORT']}"
+        api = f"http://127.0.0.1:{env['VOXLOG_API_PORT']}"
         async with httpx.AsyncClient(base_url=api, timeout=30) as client:
             assert (await client.get("/v1/voices")).status_code == 401
             assert (await client.get("/v1/voices", headers={"Authorization": f"Bearer {key}"})).is_success
@@ -99,7 +99,7 @@ async def test_regression_dev_down_without_the_variable_stops_the_workers_up_sta
         "VOXLOG_DEV_KAFKA_CONTROLLER_PORT": str(free_port()),
         "VOXLOG_DATABASE_URL": stack.database_url,
         "VOXLOG_DATABASE_SCHEMA": schema,
-        "VOXLOG_DEV_API_PORT": str(free_port()),
+        "VOXLOG_API_PORT": str(free_port()),
         "VOXLOG_ENGINE": "bench-sleep",  # the workers' model is not the subject
         "VOXLOG_DEFAULT_ENGINE": "bench-sleep",
     }

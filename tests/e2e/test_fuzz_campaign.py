@@ -88,7 +88,7 @@ meanwhile in the background (the projection's notifications of the jobs the work
 covers. A document's parsing runs in offload processes, held by the kernel to VOXLOG_OFFLOAD_CPU_S: the campaign's
 deployment sets it to 4 s (30 by default) and holds the API and those processes together to 5 s, so that the
 budget the server enforces is what the campaign proves holds (the EPUB above: 1.75 s). An EPUB whose mangled
-member decompresses up to VOXLOG_MAX_EPUB_UNPACKED_BYTES took 7.67 s of CPU before its 413 when the offload was
+member decompresses up to the 64 MiB an EPUB may unpack took 7.67 s of CPU before its 413 when the offload was
 allowed 30: the enforced budget is what bounds such a body, and the campaign fails if one gets past it."""
 LONG_ANSWER_BUDGET = CpuBudget(own_s=2.5, tree_s=5.0)
 """Per long-audio request. Its encode runs on a worker thread (to_thread), not on the event loop, and costs CPU

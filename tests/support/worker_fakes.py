@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 from aiokafka import ConsumerRecord
@@ -26,17 +27,17 @@ def record(event, offset: int) -> ConsumerRecord:
     return record_of(event, TP.topic, TP.partition, offset)
 
 
-def make_worker(consumer, runner, lookup, scan_tails=None, **settings) -> SynthWorker:
-    """A worker over fakes, configured as the composition root would; the grace period is long so
-    that no test depends on timing out."""
+def make_worker(consumer, runner, lookup, scan_tails=None, **fields) -> SynthWorker:
+    """A worker over fakes, configured as the composition root would, then with ``fields``: a worker setting
+    (held_claims) as the settings say it, anything else as its config's field (commit_interval_s,
+    interactive_per_batch, rebalance_grace_s: constants of the composition, no settings; issue 38, item 3). The
+    grace period is long so that no test depends on timing out."""
+    settings = {name: value for name, value in fields.items() if name in WorkerSettings.model_fields}
     config = worker_config(
-        WorkerSettings(
-            worker_id="w",
-            kafka_bootstrap_servers="unused:9092",
-            jobs_topic="jobs",
-            **{"rebalance_grace_s": 30, **settings},
-        )
+        WorkerSettings(worker_id="w", kafka_bootstrap_servers="unused:9092", jobs_topic="jobs", **settings)
     )
+    # replace() refuses a name WorkerConfig lacks: a field a test sets is never silently dropped.
+    config = replace(config, **{"rebalance_grace_s": 30, **{k: v for k, v in fields.items() if k not in settings}})
     return SynthWorker(config, consumer, runner, lookup, dead_letter=None, scan_tails=scan_tails)  # type: ignore[arg-type]
 
 

@@ -207,21 +207,27 @@ async def test_regression_a_post_of_30000_full_stops_held_healthz_for_10_s(tmp_p
 
 
 @pytest.mark.parametrize(
-    ("budget", "kwargs", "setting"),
+    ("budget", "kwargs", "named"),
     [
-        ({"max_parts": 2}, {"json": {"text": "One.\n\nTwo.\n\nThree.", "voice": "af_heart"}}, "DOCUMENT_PARTS"),
-        ({"max_chapters": 1}, {"json": {"text": "# A\n\nx\n\n# B\n\ny", "voice": "af_heart"}}, "DOCUMENT_CHAPTERS"),
-        ({"max_chars": 10}, {"json": {"text": "Eleven chars\n\nand more", "voice": "af_heart"}}, "DOCUMENT_CHARS"),
-        ({"max_chars": 10}, {"json": {"text": "Twelve chars", "voice": "af_heart"}}, "DOCUMENT_CHARS"),
-        ({"max_bytes": 100}, {"json": {"text": "x" * 200, "voice": "af_heart"}}, "DOCUMENT_BYTES"),
+        ({"max_parts": 2}, {"json": {"text": "One.\n\nTwo.\n\nThree.", "voice": "af_heart"}}, "more than 2 parts"),
+        ({"max_chapters": 1}, {"json": {"text": "# A\n\nx\n\n# B\n\ny", "voice": "af_heart"}}, "more than 1 chapters"),
+        (
+            {"max_chars": 10},
+            {"json": {"text": "Eleven chars\n\nand more", "voice": "af_heart"}},
+            "(VOXLOG_MAX_DOCUMENT_CHARS)",
+        ),
+        ({"max_chars": 10}, {"json": {"text": "Twelve chars", "voice": "af_heart"}}, "(VOXLOG_MAX_DOCUMENT_CHARS)"),
+        ({"max_bytes": 100}, {"json": {"text": "x" * 200, "voice": "af_heart"}}, "(VOXLOG_MAX_DOCUMENT_BYTES)"),
         (
             {"max_unpacked_bytes": 10_000},
             {"files": {"file": ("big.epub", b"")}, "data": {"voice": "af_heart"}},
-            "EPUB_UNPACKED_BYTES",
+            "unpacks more than 10000 bytes",
         ),
     ],
 )
-def test_a_document_past_a_budget_is_a_413_that_names_it(budget, kwargs, setting):
+def test_a_document_past_a_budget_is_a_413_that_names_it(budget, kwargs, named):
+    """The limit is said; a limit that is a setting (issue 38, item 3: the bytes and the characters) is named,
+    a fixed bound (parts, chapters, what an EPUB unpacks) is said by its value."""
     if "files" in kwargs:
         chapter = "<html><body><p>" + "Words. " * 1000 + "</p></body></html>"
         kwargs["files"] = {"file": ("big.epub", spine_repeating(chapter, 10))}
@@ -229,10 +235,7 @@ def test_a_document_past_a_budget_is_a_413_that_names_it(budget, kwargs, setting
     with TestClient(create_app(deps(Reader(), log, document_budget=replace(DOCUMENTS, **budget)))) as test:
         answer = test.post("/v1/documents", **kwargs)
     assert answer.status_code == 413, answer.text
-    assert (
-        answer.json()["detail"].endswith(f"(VOXLOG_MAX_DOCUMENT_{setting})")
-        or f"VOXLOG_MAX_{setting}" in answer.json()["detail"]
-    )
+    assert named in answer.json()["detail"], answer.json()["detail"]
     assert log.published == []
 
 

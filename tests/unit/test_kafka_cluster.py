@@ -109,7 +109,7 @@ def test_data_for_one_broker_is_not_started_as_three(tmp_path):
 def test_the_dev_stack_numbers_its_brokers_ports_from_the_settings(tmp_path):
     settings = DevSettings(dev_home=tmp_path, dev_kafka_port=9092, dev_kafka_controller_port=9093)
     assert dev_kafka_ports(settings, 3) == THREE
-    assert dev_brokers(settings) == 1, "a new stack: VOXLOG_DEV_BROKERS"
+    assert dev_brokers(settings) == 1, "a new stack: one broker, unless dev up --brokers says more"
     assert dev_brokers(settings, 3) == 3, "dev up --brokers"
     (tmp_path / "kafka").mkdir()
     (tmp_path / "kafka" / "cluster.json").write_text(json.dumps({"nodes": 3}))

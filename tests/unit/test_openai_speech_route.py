@@ -124,7 +124,7 @@ async def test_aac_streams_as_adts():
         ("Speak slowly.", 0.8, "mapped; speed x0.8 = 0.8"),
         ("Speak very fast and cheerfully", 1.5, f"partly mapped; speed x1.5 = 1.5; not mapped: cheerfully ({WHY_NOT})"),
         ("Whisper, like a secret", 1.0, f"ignored; not mapped: whisper secret ({WHY_NOT})"),
-        ("twice as fast", 2.0, "mapped; speed x2 = 2"),  # the fakes' VOXLOG_MAX_SPEED is 2.0
+        ("twice as fast", 2.0, "mapped; speed x2 = 2"),  # the fakes' fastest speed is 2.0
         ("3x", 2.0, "mapped; speed x3 = 2; speed held to the accepted range"),
     ],
 )

@@ -119,7 +119,7 @@ def test_the_readme_shows_the_blocking_example_as_the_page_does():
 
 def sent_as_documented(api: FakeApi) -> None:
     """To the dev stack's API, with the key, each read one the API may hold."""
-    port = DevSettings.model_fields["dev_api_port"].default
+    port = DevSettings.model_fields["api_port"].default
     assert {(r.url.host, r.url.port) for r in api.requests} == {("127.0.0.1", port)}
     assert {r.headers["authorization"] for r in api.requests} == {f"Bearer {KEY}"}
     reads = [r for r in api.requests if re.fullmatch(r"/v1/jobs/[0-9a-f-]{36}", r.url.path)]

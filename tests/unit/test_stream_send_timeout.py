@@ -1,6 +1,7 @@
-"""A streamed answer whose client never takes the next chunk (producers.stream_guard): closed after
-VOXLOG_STREAM_SEND_TIMEOUT_S, what it held released, logged and counted. The app is called as the server
-calls it, with an ASGI send that never completes for the stream's second chunk (a gate nobody opens)."""
+"""A streamed answer whose client never takes the next chunk (producers.stream_guard): closed after its send
+timeout (30 s: voxlog.composition.api.STREAM_SEND_TIMEOUT_S), what it held released, logged and counted. The app is
+called as the server calls it, with an ASGI send that never completes for the stream's second chunk (a gate nobody
+opens)."""
 
 from __future__ import annotations
 

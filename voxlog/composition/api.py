@@ -5,20 +5,19 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 import structlog
 import uvicorn
 
 from contracts import Producer
 from foundation.blobs import LocalBlobStore
-from foundation.job_changes import JobChanges
+from foundation.job_changes import FALLBACK_POLL_S, JobChanges
 from foundation.kafka import ReconnectingPublisher
 from foundation.kafka_groups import GroupShares
 from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
 from foundation.offload import Offload
-from foundation.outages import summarize_every
 from foundation.outbound import parse_networks
 from foundation.readiness import mark_started
 from foundation.settings import OPENAI_VOICES, ApiSettings
@@ -46,21 +45,47 @@ from projections.job_log import JobLogReader, LogAuditor
 from projections.reads.activity import NodeLiveness
 from projections.reads.documents import DocumentReader
 from projections.reads.jobs import ProjectionReader
-from voxlog.composition.configs import document_budget, limits, offload_budget, tenant_policies
+from voxlog.composition.configs import STALE_AFTER_S, document_budget, limits, offload_budget, tenant_policies
 from voxlog.composition.resources import export_spans, open_database
 from voxlog.instance import instance_name
-from voxlog.lag_monitor import Consumers, LagMonitor
+from voxlog.lag_monitor import STALL_AFTER_S, Consumers, LagMonitor
 from voxlog.operations import ApiOperations
 
 log = structlog.get_logger("voxlog")
 
 OFFLOADED_MODULES = ("foundation.offload", "producers.document_parsing", "producers.requests")
 
+# What the API is given that is no setting (issue 38, item 3), read when it starts (bench.paced's TUNING
+# shortens some for the tests; voxlog.composition.configs says more).
+AUTH_CACHE_S: Final = 2.0  # how long the API trusts what it read of a key: a revoked key is refused by every
+# API instance at most 2 s after the projector applied the revocation, for one key read in a thousand requests
+AUTH_FAILURE_ENTRIES: Final = 10_000  # (client address, key id) pairs whose failed authentications an API
+# instance counts (up to 1.5 KiB each, 15 MB): pairs silent for a minute are dropped, past this many the one
+# that failed least recently is forgotten
+LEXICON_CACHE_S: Final = 1.0  # how long the API keeps what it read of the lexicon: a word added or removed
+# applies to every API instance's submissions at most a second after the projector applied it
+LAG_INTERVAL_S: Final = 5.0  # how often the API samples consumer lag for /v1/lag and its metrics: a scrape's
+# pace; each sample reads every partition's offsets
+LAG_STALL_AFTER_S: Final = STALL_AFTER_S  # voxlog.lag_monitor's, as `voxlog lag` judges (the tests shorten it)
+NODE_FORGET_AFTER_S: Final = 900.0  # a node silent for this long leaves the dashboard's list (from
+# STALE_AFTER_S on it is shown as gone): long enough to see what went, short enough that a list stays short
+PLACEMENT_TTL_S: Final = 86400.0  # how long a fingerprint keeps its partition after its last submission: as
+# long as a job keeps its audio (VOXLOG_JOB_RETENTION_S' default), so that duplicates meet their original
+AUDIT_TIMEOUT_S: Final = 30.0  # how long GET /v1/jobs/{id}/events and ?as_of= may spend reading the log
+AUDIT_SLOTS: Final = 4  # reads of the log those requests make at once (each a Kafka consumer), shared between
+# tenants: a slot that comes free goes to the waiting tenant holding the fewest
+AUDIT_SLOT_WAIT_S: Final = 5.0  # how long such a request waits for a slot, then 503 with Retry-After
+PARSE_SLOT_WAIT_S: Final = 10.0  # how long an upload waits for one of its tenant's documents being read to end
+# (VOXLOG_PARSE_PER_TENANT), then 429 with Retry-After
+CAPTION_CACHE_BYTES: Final = 64 * 2**20  # captions of completed jobs and documents the API keeps (least recently
+# asked for out first): built once, off the event loop, they never change
+STREAM_SEND_TIMEOUT_S: Final = 30.0  # how long a streamed answer waits for its client to take the next chunk;
+# past it the stream is closed, logged and counted (voxlog_streams_stalled_total): a client gone quiet
+
 
 async def run_api(settings: ApiSettings, *, document_gate: str = "") -> None:
     """`voxlog api`. ``document_gate`` is no setting but a test's hook (a Unix socket each document's parsing
     waits on: producers.document_parsing); only tests/support/gated_api.py passes one."""
-    summarize_every(settings.outage_summary_s)
     shutdown = Shutdown(settings.shutdown_timeout_s)  # begun by uvicorn's signal handling (BoundedServer)
     await shutdown.run(_api(settings, shutdown, document_gate))
 
@@ -84,7 +109,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
         if settings.job_placement == "balanced":
             workers = GroupShares(kafka, settings.jobs_topic)
             resources.push_async_callback(workers.stop)
-            placement = BalancedPlacement(pool, publisher, settings.placement_ttl_s, workers, settings.synth_group)
+            placement = BalancedPlacement(pool, publisher, PLACEMENT_TTL_S, workers, settings.synth_group)
             resources.push_async_callback(placement.stop)
         document_log = ReconnectingPublisher(
             kafka,
@@ -94,9 +119,9 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
         )
         resources.push_async_callback(document_log.stop)
         consumers = Consumers(settings.jobs_topic, settings.synth_group, settings.projector_name, settings.dlq_topic)
-        lag = LagMonitor(kafka, pool, consumers, settings.lag_interval_s, settings.lag_stall_after_s)
-        changes = JobChanges(settings.database_url.get_secret_value(), settings.database_schema, settings.stream_poll_s)
-        reader = ProjectionReader(pool, NodeLiveness(settings.stale_after_s, settings.node_forget_after_s))
+        lag = LagMonitor(kafka, pool, consumers, LAG_INTERVAL_S, LAG_STALL_AFTER_S)
+        changes = JobChanges(settings.database_url.get_secret_value(), settings.database_schema, FALLBACK_POLL_S)
+        reader = ProjectionReader(pool, NodeLiveness(STALE_AFTER_S, NODE_FORGET_AFTER_S))
         blobs = LocalBlobStore(settings.blob_dir)
         producer = Producer(service="api", instance=instance_name())
         api_limits = limits(settings)
@@ -117,14 +142,14 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             offload=offload,
             quotas=Quotas(ledger, policies),
             degraded=DegradedSettings(
-                settings.degraded_sample_rate, settings.degraded_speed_factor, settings.max_speed
+                settings.degraded_sample_rate, settings.degraded_speed_factor, api_limits.max_speed
             ),
-            lexicon=Lexicon(reader, settings.lexicon_cache_s),
+            lexicon=Lexicon(reader, LEXICON_CACHE_S),
         )
         if settings.auth == "off":
             log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
         keys = (
-            KeyBook(reader, settings.auth_cache_s, settings.auth_failures_per_minute, settings.auth_failure_entries)
+            KeyBook(reader, AUTH_CACHE_S, settings.auth_failures_per_minute, AUTH_FAILURE_ENTRIES)
             if settings.auth == "on"
             else None
         )
@@ -137,18 +162,16 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             producer=producer,
             audit=LogAudit(
                 LogAuditor(
-                    JobLogReader(
-                        kafka, settings.jobs_topic, within_s=settings.audit_timeout_s, at_once=settings.audit_slots
-                    ),
+                    JobLogReader(kafka, settings.jobs_topic, within_s=AUDIT_TIMEOUT_S, at_once=AUDIT_SLOTS),
                     pool,
                     timedelta(seconds=settings.cache_ttl),
                 )
             ),
-            audit_slots=AuditSlots(settings.audit_slots, settings.audit_slot_wait_s),
-            captions=CaptionCache(settings.caption_cache_mb * 2**20),
+            audit_slots=AuditSlots(AUDIT_SLOTS, AUDIT_SLOT_WAIT_S),
+            captions=CaptionCache(CAPTION_CACHE_BYTES),
             lag=lag,
             speech_timeout_s=settings.speech_timeout_s,
-            stream_send_timeout_s=settings.stream_send_timeout_s,
+            stream_send_timeout_s=STREAM_SEND_TIMEOUT_S,
             changes=changes,
             openai_default_voice=settings.openai_default_voice,
             openai_voices={**OPENAI_VOICES, **settings.openai_voices},  # the names it gives replace theirs
@@ -159,7 +182,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             document_parser=DocumentParser(
                 offload,
                 document_budget(settings, document_gate),
-                TenantParseSlots(settings.parse_per_tenant, settings.parse_slot_wait_s),
+                TenantParseSlots(settings.parse_per_tenant, PARSE_SLOT_WAIT_S),
             ),
             operations=ApiOperations(pool, publisher, document_log, producer),
             webhooks=WebhookRegistry(

@@ -9,7 +9,6 @@ deliveries due (:mod:`consumers.webhook_dispatch`), the others stand by and take
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
-from datetime import timedelta
 from typing import Final
 
 import structlog
@@ -23,7 +22,7 @@ from contracts import Producer
 from foundation.kafka import ReconnectingPublisher
 from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
-from foundation.outages import Outage, summarize_every
+from foundation.outages import Outage
 from foundation.outbound import parse_networks
 from foundation.readiness import mark_started
 from foundation.settings import DeliverySettings
@@ -37,7 +36,6 @@ LOCK: Final = 0x77686B73  # "whks": the delivery lock, beside the sweeper's
 
 
 async def run_deliver(settings: DeliverySettings) -> None:
-    summarize_every(settings.outage_summary_s)
     shutdown = Shutdown(settings.shutdown_timeout_s)
     shutdown.on_signals()
     await shutdown.run(_deliver(settings, shutdown))
@@ -71,7 +69,7 @@ async def _deliver(settings: DeliverySettings, shutdown: Shutdown) -> None:
             nodes,
             producer,
             signing_key,
-            RetrySchedule(retry_for=timedelta(seconds=settings.webhook_retry_for_s)),
+            RetrySchedule(),
             AdvisoryLeadership(settings.database_url.get_secret_value(), settings.database_schema, outage, LOCK),
         )
         reader = OutcomeReader(consumer, store, nodes, producer, outage)

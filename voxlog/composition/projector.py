@@ -11,7 +11,7 @@ from foundation.dlq import DeadLetterSender
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import wait_for_partitions
 from foundation.metrics import serve_metrics
-from foundation.outages import summarize_every, until_available
+from foundation.outages import until_available
 from foundation.readiness import mark_started
 from foundation.settings import ProjectorSettings
 from foundation.shutdown import Shutdown
@@ -24,7 +24,6 @@ log = structlog.get_logger("voxlog")
 
 
 async def run_projector(settings: ProjectorSettings) -> None:
-    summarize_every(settings.outage_summary_s)
     shutdown = Shutdown(settings.shutdown_timeout_s)
     shutdown.on_signals()
     await shutdown.run(_projector(settings, shutdown))

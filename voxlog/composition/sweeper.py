@@ -17,7 +17,7 @@ from foundation.errors import BrokerUnavailable
 from foundation.kafka import wait_for_partitions
 from foundation.lifecycle import OwnedTasks
 from foundation.metrics import serve_metrics
-from foundation.outages import Outage, summarize_every, until_available
+from foundation.outages import Outage, until_available
 from foundation.readiness import mark_started
 from foundation.settings import SweeperSettings
 from foundation.shutdown import Shutdown
@@ -30,7 +30,6 @@ log = structlog.get_logger("voxlog")
 
 
 async def run_sweeper(settings: SweeperSettings) -> None:
-    summarize_every(settings.outage_summary_s)
     shutdown = Shutdown(settings.shutdown_timeout_s)
     shutdown.on_signals()
     await shutdown.run(_sweeper(settings, shutdown))
@@ -59,8 +58,9 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
 
         book = HeartbeatBook()
         outage = Outage("PostgreSQL or Kafka (the sweeper)")
+        config = sweeper_config()
         sweeper = Sweeper(
-            sweeper_config(settings),
+            config,
             AdvisoryLeadership(settings.database_url.get_secret_value(), settings.database_schema, outage),
             PostgresSweeperStore(pool),
             book,
@@ -81,7 +81,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
             ],
             outage,
         )
-        log.info("sweeper started", stale_after_s=settings.stale_after_s)
+        log.info("sweeper started", stale_after_s=config.stale_after_s)
         mark_started()
         tasks = OwnedTasks()
         tasks.start(book.follow(consumer, nodes, stop), "heartbeats")

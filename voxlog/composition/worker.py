@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
+from typing import Final
 
 import structlog
 
@@ -19,7 +20,7 @@ from foundation.kafka import KafkaEventPublisher
 from foundation.kafka_groups import synth_group
 from foundation.lifecycle import OwnedTasks, dump_tasks_on_sigusr1
 from foundation.metrics import ENGINE_QUEUE_DEPTH, serve_metrics
-from foundation.outages import summarize_every, until_available
+from foundation.outages import until_available
 from foundation.readiness import mark_started
 from foundation.settings import WorkerSettings
 from foundation.shutdown import Shutdown
@@ -37,9 +38,14 @@ from voxlog.engine_adapter import TtsNodeSpeechEngine
 
 log = structlog.get_logger("voxlog")
 
+HEARTBEAT_S: Final = 2.0  # how often a worker says it is alive and what it holds (NodeHeartbeat): well inside
+# the 15 s after which it is deemed silent (configs.STALE_AFTER_S), at 500 records a second for 1,000 workers
+FETCH_MAX_WAIT_MS: Final = 50  # longest the broker holds a fetch with nothing new. The client fetches a
+# partition it just drained only after the fetch in flight returns, so this bounds how late a job there is seen
+# (Kafka's default, 500, let a short request wait behind a batch job more); an idle worker fetches this often
+
 
 async def run_worker(settings: WorkerSettings) -> None:
-    summarize_every(settings.outage_summary_s)
     shutdown = Shutdown(settings.shutdown_timeout_s)
     shutdown.on_signals()
     dump_tasks_on_sigusr1()
@@ -93,8 +99,8 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
             # handling budget after which it polls again (consumers.worker.POLL_BUDGET_S), and give
             # a revocation callback its grace period plus a segment before eviction.
             max_poll_interval_ms=int((settings.max_job_s + POLL_BUDGET_S + 30) * 1000),
-            rebalance_timeout_ms=int((settings.rebalance_grace_s + 60) * 1000),
-            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            rebalance_timeout_ms=int((config.rebalance_grace_s + 60) * 1000),
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
         worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup)
         shutdown.holds("the job in hand", lambda: _in_hand(activity))
@@ -110,7 +116,7 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
             return heartbeat(config.worker_id, engine.description, activity, producer, started_at, worker.waiting)
 
         tasks = OwnedTasks()
-        tasks.start(beat(send_heartbeat, build_heartbeat, settings.heartbeat_s, stop), "heartbeat")
+        tasks.start(beat(send_heartbeat, build_heartbeat, HEARTBEAT_S, stop), "heartbeat")
         try:
             await worker.run(stop)
         finally:
