@@ -645,7 +645,7 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "The paragraph of (c)'s backlog with the most sentences (the first in the corpus of those; first",
         "audio is its first sentence), streamed as pcm on an idle system (voxlog: `POST /v1/audio/speech`",
         "with `stream_format=audio`; baseline: `POST /speech`). voxlog's API reads the job again when the",
-        "projector's NOTIFY names it; the baseline's polls every `VOXLOG_STREAM_POLL_S`. *Engine time in",
+        "projector's NOTIFY names it; the baseline's polls every 100 ms. *Engine time in",
         "the stream* is the worker's synthesis counter over the stream: the part of the whole stream the",
         "model itself took. *Default request*: what the official `openai` client sends (mp3, no",
         "`stream_format`), first and last byte.",
