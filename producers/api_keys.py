@@ -7,7 +7,7 @@ only its sha256 is ever recorded (in ``ApiKeyIssued``). A presented key is
 good when its id's row exists, is neither revoked nor expired, and the
 sha256 of its secret equals the recorded one, compared in constant time.
 
-The API keeps what it read of a key for ``cache_s`` (``VOXLOG_AUTH_CACHE_S``):
+The API keeps what it read of a key for ``cache_s`` (2 s: ``voxlog.composition.api.AUTH_CACHE_S``):
 a revocation is refused by every API instance at most that long after the
 projector applied it. While PostgreSQL cannot be read, a key read before is
 judged by what was read (a key never read answers 503).

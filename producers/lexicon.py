@@ -3,9 +3,9 @@
 Submission adds to every request the lexicon's entries for the words its text says
 (:func:`contracts.pronunciations.applied`), so the pronunciations a job is said with are in its
 ``JobQueued`` and its fingerprint, and every worker follows the lexicon without reading it. A change is
-followed by every API instance at most ``cache_s`` (``VOXLOG_LEXICON_CACHE_S``) after the projector applied
-it. While PostgreSQL cannot be read, the lexicon last read is used; one never read is empty (the request is
-said by G2P, and its fingerprint says so), logged as a warning.
+followed by every API instance at most ``cache_s`` (a second: ``voxlog.composition.api.LEXICON_CACHE_S``) after
+the projector applied it. While PostgreSQL cannot be read, the lexicon last read is used; one never read is empty
+(the request is said by G2P, and its fingerprint says so), logged as a warning.
 """
 
 from __future__ import annotations

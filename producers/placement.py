@@ -11,7 +11,7 @@ in the partition with the least work not finished yet, and keeps it there:
   and found by every later one (of any API process) until it expires, so two
   requests for the same audio, however close together, go to one partition,
   where its owner coalesces them in log order as before. A placement lives
-  ``VOXLOG_PLACEMENT_TTL_S`` from its last use, longer than a job lives.
+  a day from its last use (``voxlog.composition.api.PLACEMENT_TTL_S``), longer than a job lives.
 - **The least loaded partition of the least loaded worker.** The work of a
   partition is the text of its live jobs (queued, claimed or released for a
   retry), plus a job's fixed cost, as the projection shows it, read again in

@@ -34,7 +34,7 @@ class SpeechOptions(BaseModel):
     voice: str = Field(description="A voice from GET /v1/voices.")
     speed: float = Field(
         1.0,
-        description="Speed factor, VOXLOG_MIN_SPEED to VOXLOG_MAX_SPEED (0.25 to 4.0; above 2.0, time-stretched).",
+        description="Speed factor, 0.25 to 4.0 (above 2.0, time-stretched).",
     )
     lang: str = Field("en-us", description="Language of the text: en-us or en-gb.")
     format: str = Field("wav", description="Audio format: wav, flac, ogg, opus, mp3 or pcm.")

@@ -1,7 +1,7 @@
 """What the dashboard shows beside consumer lag, read from the projection: throughput, phases, cache, nodes.
 
 A node is live while it is heard from: a worker silent past its heartbeat timeout (the sweeper's
-``VOXLOG_STALE_AFTER_S``) is shown as gone, and past ``VOXLOG_NODE_FORGET_AFTER_S`` it leaves the list.
+15 s: ``voxlog.composition.configs.STALE_AFTER_S``) is shown as gone, and past 15 minutes it leaves the list.
 The same rule counts the live workers the API exports (``voxlog_workers``). The API makes its views of these
 rows (:mod:`producers.dashboard_activity`).
 """
