@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+import tts_node.random_checkpoint
 from bench import gpu
 from bench.report_gpu import gpu_section
 
@@ -15,12 +18,31 @@ pytestmark = pytest.mark.timeout(400)
 
 
 @pytest.fixture(scope="module")
-def tiny_figures():
-    return gpu.run("cpu", tiny=True, model_dir=None)
+def written() -> list[dict[str, Any]]:
+    return []
 
 
-def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures):
+@pytest.fixture(scope="module")
+def tiny_figures(random_kokoro, written):
+    """The check as ``--tiny`` runs it, which writes a random checkpoint: here the session's is linked in its
+    place (writing one is most of this check's time; tests/unit/conftest.py), and what it asked is kept."""
+
+    def link_the_sessions(directory: Path, **asked: Any) -> Path:
+        written.append(asked)
+        directory.mkdir(parents=True)
+        for part in random_kokoro.iterdir():
+            (directory / part.name).symlink_to(part)
+        return directory
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tts_node.random_checkpoint, "write_random_checkpoint", link_the_sessions)
+        return gpu.run("cpu", tiny=True, model_dir=None)
+
+
+def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures, written):
     f = tiny_figures
+    assert written == [{"voices": ("af_a", "am_b"), "frames_per_phoneme": 3.3}], "a checkpoint of speech's pace"
+    assert f["weights"] == "random (3.3 frames a phoneme)"
     assert f["device"].startswith("cpu")
     assert [row["batch"] for row in f["sentences"]] == [1, 2]
     assert [row["batch"] for row in f["documents"]] == [2]

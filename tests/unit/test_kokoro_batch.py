@@ -1,7 +1,8 @@
 """A batched Kokoro forward equals each segment alone (``tts_node.kokoro_batch``), on the random checkpoint.
 
-The checkpoint's duration head is set to about 3.3 frames a phoneme, as in speech, so items of mixed
-lengths make audio of mixed lengths (the padding every layer must ignore) at the cost of a real sentence.
+The checkpoint (the session's, tests/unit/conftest.py) has its duration head set to about 3.3 frames a
+phoneme, as in speech, so items of mixed lengths make audio of mixed lengths (the padding every layer must
+ignore) at the cost of a real sentence.
 Tolerance: 1e-4 of full scale per sample (float32 sums in another order; measured about 3e-6 on CPU).
 """
 
@@ -11,25 +12,24 @@ import numpy as np
 import pytest
 import torch
 
-from tts_node import EngineInputError, load_engine
+from tts_node import EngineInputError
 from tts_node.engine import SpeechRequest, speak_batch
 from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
 from tts_node.kokoro_torch import WEIGHTS_NAME, load_kmodel
-from tts_node.random_checkpoint import kokoro_config, write_random_checkpoint
+from tts_node.random_checkpoint import kokoro_config
 
 TOLERANCE = 1e-4
 TEXTS = ("Hi there.", "A longer sentence, with a clause or two in it.", "Yes.", "Numbers like forty-two stay.")
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("kokoro_batch") / "model"
-    return write_random_checkpoint(directory, seed=3, voices=("af_one", "am_two"), frames_per_phoneme=3.3)
+def checkpoint(random_kokoro):
+    return random_kokoro
 
 
 @pytest.fixture(scope="module")
-def engine(checkpoint):
-    return load_engine("kokoro", model_dir=checkpoint, threads=2)
+def engine(random_kokoro_engine):
+    return random_kokoro_engine
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tts_node import load_engine
 from tts_node.ssml import ssml_segments
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 
@@ -31,8 +30,9 @@ class Recording:
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    return load_engine("kokoro-onnx", threads=2, cache_dir=tmp_path_factory.mktemp("models"))
+def engine(kokoro_onnx):
+    """The session's real model (tests/unit/conftest.py)."""
+    return kokoro_onnx
 
 
 @pytest.fixture

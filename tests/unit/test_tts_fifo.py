@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tts_node import EngineInputError, load_engine
+from tts_node import EngineInputError
 from tts_node.fifo import QueueClosed, SynthesisQueue
 
 DEADLINE = 60.0  # generous: the CPU is shared; nothing here waits on a clock otherwise
@@ -71,8 +71,9 @@ async def speak(queue: SynthesisQueue, text: str, voice: str = VOICE, lang: str 
 
 
 @pytest.fixture(scope="module")
-def kokoro():
-    return load_engine("kokoro-onnx")
+def kokoro(kokoro_onnx):
+    """The session's real model (tests/unit/conftest.py)."""
+    return kokoro_onnx
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The real Kokoro-82M int8 model on CPU: loaded once for the module."""
+"""The real Kokoro-82M int8 model on CPU: loaded once for the session (tests/unit/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 VOICES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 
 
+PARCEL = "The parcel weighs 2.5 kg and it costs $12.40 to send."
+
+
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    return load_engine("kokoro-onnx", threads=2, cache_dir=tmp_path_factory.mktemp("models"))
+def engine(kokoro_onnx):
+    return kokoro_onnx
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +28,13 @@ def hello(engine):
     segments = engine.segment("Hello world.", "en-us")
     assert len(segments) == 1
     return engine.synthesize(segments[0], "jf_alpha", 1.0)
+
+
+@pytest.fixture(scope="module")
+def parcel(engine):
+    """A sentence of written forms, its segment and its speech, said once for the module's tests."""
+    (segment,) = engine.segment(PARCEL, "en-us")
+    return segment, engine.speak(segment, "jf_alpha", 1.0)
 
 
 def rms(audio: np.ndarray) -> float:
@@ -135,13 +145,13 @@ def test_written_forms_are_spelled_out_before_g2p_unless_the_request_says_not_to
     assert (normalized.start, normalized.end, normalized.text) == (0, 23, "It costs $5 at 4:07 PM."), "spans as written"
 
 
-def test_the_graph_with_its_durations_exposed_gives_bit_identical_audio(engine, tmp_path):
+def test_the_graph_with_its_durations_exposed_gives_bit_identical_audio(engine, kokoro_onnx_models, parcel):
     """The duration output is an in-memory edit: the file keeps its checksum, the audio its every bit."""
     import onnxruntime as ort
 
     from tts_node.onnx_outputs import DURATIONS
 
-    path, sha256 = model_files.ensure_model(tmp_path)
+    path, sha256 = model_files.ensure_model(kokoro_onnx_models)  # the file the engine loaded
     assert sha256 == SHA256
     assert model_files._sha256_of(path) == SHA256
     options = ort.SessionOptions()
@@ -149,8 +159,8 @@ def test_the_graph_with_its_durations_exposed_gives_bit_identical_audio(engine, 
     plain = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     assert [o.name for o in plain.get_outputs()] == ["audio"]
     assert [o.name for o in engine.inner._session.get_outputs()] == ["audio", DURATIONS]
-    for text in ("Hello world.", "The parcel weighs 2.5 kg and it costs $12.40 to send."):
-        (segment,) = engine.segment(text, "en-us")
+    (hello,) = engine.segment("Hello world.", "en-us")
+    for segment, speech in ((hello, engine.speak(hello, "jf_alpha", 1.0)), parcel):
         ids = segment.token_ids
         feeds = {
             "tokens": np.array([[0, *ids, 0]], dtype=np.int64),
@@ -158,19 +168,16 @@ def test_the_graph_with_its_durations_exposed_gives_bit_identical_audio(engine, 
             "speed": np.array([1.0], dtype=np.float32),
         }
         (audio,) = plain.run(None, feeds)
-        speech = engine.speak(segment, "jf_alpha", 1.0)
-        assert np.array_equal(np.asarray(audio).reshape(-1), speech.audio), text
+        assert np.array_equal(np.asarray(audio).reshape(-1), speech.audio), segment.text
         durations = engine.inner._session.run(None, feeds)[1].reshape(-1)
         assert len(durations) == len(ids) + 2
         assert speech.audio.size == 600 * int(durations.sum()), "every frame is 600 samples at 24 kHz"
 
 
-def test_each_written_word_is_placed_in_order_and_a_spelled_out_form_is_one_entry(engine):
-    text = "The parcel weighs 2.5 kg and it costs $12.40 to send."
-    (segment,) = engine.segment(text, "en-us")
-    speech = engine.speak(segment, "jf_alpha", 1.0)
+def test_each_written_word_is_placed_in_order_and_a_spelled_out_form_is_one_entry(parcel):
+    _, speech = parcel
     words = speech.words or ()
-    assert [text[w.start : w.end] for w in words] == [
+    assert [PARCEL[w.start : w.end] for w in words] == [
         "The", "parcel", "weighs", "2.5 kg", "and", "it", "costs", "$12.40", "to", "send.",
     ]  # fmt: skip
     assert all(0 <= w.first < w.last <= speech.audio.size for w in words)

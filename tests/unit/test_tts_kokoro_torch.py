@@ -1,8 +1,8 @@
 """The torch Kokoro engine on a random-initialized checkpoint (real architecture, noise for sound).
 
-The untrained duration predictor stretches every phoneme, so inputs stay a few
-words long. Nothing may reach the Hugging Face hub: it is switched off and its
-download function made to fail the test.
+The checkpoint and its engine are the session's (tests/unit/conftest.py: written and loaded once for the
+modules that read them). Nothing may reach the Hugging Face hub: it is switched off and its download
+function made to fail the test.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.unit.conftest import RANDOM_KOKORO, hub_offline
 from tts_node import EngineInputError, ModelUnavailable, TtsNodeError, load_engine
 from tts_node.kokoro_torch import hf_snapshot_dir
 from tts_node.normalization import RULES_VERSION
@@ -25,32 +26,20 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _no_download(*args: object, **kwargs: object) -> None:
-    raise AssertionError(f"hf_hub_download called: {args} {kwargs}")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def offline(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
-        mp.delenv("HF_HUB_CACHE", raising=False)
-        import kokoro.model
-
-        mp.setattr(kokoro.model, "hf_hub_download", _no_download)
+    with hub_offline(tmp_path_factory.mktemp("hf_home")):
         yield
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, offline):
-    return write_random_checkpoint(
-        tmp_path_factory.mktemp("kokoro") / "model", seed=0, voices=("af_random", "am_random")
-    )
+def checkpoint(random_kokoro):
+    return random_kokoro
 
 
 @pytest.fixture(scope="module")
-def engine(checkpoint):
-    return load_engine("kokoro", model_dir=checkpoint, threads=2)
+def engine(random_kokoro_engine):
+    return random_kokoro_engine
 
 
 def partial_copy(source: Path, target: Path, names: tuple[str, ...]) -> Path:
@@ -65,7 +54,7 @@ def test_info_describes_the_loaded_checkpoint(engine, checkpoint):
     info = engine.info
     assert info.name == "kokoro"
     assert info.sample_rate == 24000
-    assert info.voices == ("af_random", "am_random")
+    assert info.voices == ("af_one", "am_two")
     assert info.languages == ("en-us", "en-gb")
     assert info.device == "cpu"
     assert info.model_version == f"{sha256(checkpoint / WEIGHTS_NAME)[:16]}+{RULES_VERSION}"
@@ -73,10 +62,10 @@ def test_info_describes_the_loaded_checkpoint(engine, checkpoint):
 
 @pytest.fixture(scope="module")
 def hi_there(engine):
-    """One rendering, shared: the random checkpoint's every phoneme lasts the longest it can."""
+    """One rendering, shared."""
     segments = engine.segment("Hi there.", "en-us")
     assert [s.text for s in segments] == ["Hi there."]
-    return segments[0], engine.speak(segments[0], "af_random", 1.0)
+    return segments[0], engine.speak(segments[0], "af_one", 1.0)
 
 
 def test_a_short_phrase_gives_finite_audible_float32_audio(hi_there):
@@ -90,8 +79,8 @@ def test_a_short_phrase_gives_finite_audible_float32_audio(hi_there):
 
 
 def test_the_same_seed_writes_the_same_checkpoint(checkpoint, tmp_path):
-    again = write_random_checkpoint(tmp_path / "again", seed=0)
-    for name in ("config.json", WEIGHTS_NAME, "voices/af_random.pt"):
+    again = write_random_checkpoint(tmp_path / "again", **RANDOM_KOKORO)
+    for name in ("config.json", WEIGHTS_NAME, "voices/af_one.pt", "voices/am_two.pt"):
         assert sha256(again / name) == sha256(checkpoint / name), name
 
 
@@ -131,7 +120,7 @@ def test_the_hugging_face_snapshot_is_found_through_refs_main(monkeypatch, tmp_p
 
 def test_an_unknown_voice_is_an_input_error_naming_the_known_voices(engine):
     segment = engine.segment("Hi.", "en-us")[0]
-    with pytest.raises(EngineInputError, match="af_random"):
+    with pytest.raises(EngineInputError, match="af_one"):
         engine.synthesize(segment, "af_heart", 1.0)
 
 
@@ -159,13 +148,13 @@ def test_voice_mixes_are_accepted_and_every_spelling_speaks_alike(engine):
     # for one voice; the mix's pack itself is checked bit for bit in test_voices.py. What the pack
     # decides here is the durations, and those must not depend on how the mix is written.
     (segment,) = engine.segment("Hi.", "en-us")
-    mixed = engine.synthesize(segment, "af_random(1)+am_random(1)", 1.0)
-    again = engine.synthesize(segment, "am_random(2) + af_random(2)", 1.0)
+    mixed = engine.synthesize(segment, "af_one(1)+am_two(1)", 1.0)
+    again = engine.synthesize(segment, "am_two(2) + af_one(2)", 1.0)
     assert mixed.shape == again.shape
     assert np.isfinite(mixed).all()
     assert float(np.abs(mixed).max()) > 0
-    with pytest.raises(EngineInputError, match="af_random"):
-        engine.synthesize(segment, "af_random(1)+nobody(1)", 1.0)
+    with pytest.raises(EngineInputError, match="af_one"):
+        engine.synthesize(segment, "af_one(1)+nobody(1)", 1.0)
 
 
 def test_the_torch_engine_places_words_by_kmodels_predicted_durations(hi_there):

@@ -20,14 +20,14 @@ import pytest
 import soundfile as sf
 
 from tests.unit.test_tts_fifo import DEADLINE, VOICE, WORDS, CountingEngine, until
-from tts_node import load_engine
 from tts_node.fifo import SynthesisQueue
 from tts_node.server import create_node_app
 
 
 @pytest.fixture(scope="module")
-def kokoro():
-    return load_engine("kokoro-onnx")
+def kokoro(kokoro_onnx):
+    """The session's real model (tests/unit/conftest.py)."""
+    return kokoro_onnx
 
 
 @pytest.fixture

@@ -186,13 +186,15 @@ def test_every_spelling_of_a_mix_resolves_to_the_same_bytes(bank):
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return tmp_path_factory.mktemp("models")
+def models(kokoro_onnx_models):
+    return kokoro_onnx_models
 
 
 @pytest.fixture(scope="module")
-def engine(models):
-    return KokoroOnnxEngine(cache_dir=models, threads=2)
+def engine(kokoro_onnx):
+    """The session's real model (tests/unit/conftest.py) without its speed range: the model alone."""
+    assert isinstance(kokoro_onnx.inner, KokoroOnnxEngine)
+    return kokoro_onnx.inner
 
 
 def test_a_mix_sounds_different_from_its_voices_and_the_same_every_time(engine):
