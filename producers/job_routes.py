@@ -7,7 +7,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
-import msgspec
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.openapi.datastructures import ResponseSpec
@@ -32,6 +31,7 @@ from producers.submission import Answer, Answered, Item, Submission, Submissions
 from producers.tenant_views import past_job, with_source
 from producers.views import JobAccepted, JobView, degraded_view, job_links, job_view
 from projections.reads.jobs import ProjectionReader
+from projections.reads.published import published_job
 from projections.reads.rows import JobRecord
 
 IdempotencyKey = Annotated[
@@ -114,24 +114,10 @@ async def submit_job(
 
 
 def cached_job(source: JobRecord, answered: Answered, principal: Principal) -> JobRecord:
-    """The client's own job that a live result completed at once, as the projection will show it: the source's
-    audio, its own id, times and tenant (the source job's id only when it is the same tenant's)."""
-    now = utc_now()
-    return msgspec.structs.replace(
-        source,
-        job_id=answered.job_id,
-        attempt=0,
-        cache_hit=True,
-        source_job_id=source.job_id if source.tenant == principal.tenant else None,
-        worker_id=None,
-        submitted_at=now,
-        claimed_at=None,
-        completed_at=now,
-        idempotency_key=None,
-        tenant=principal.tenant,
-        key_id=principal.key_id,
-        degraded_from=answered.degraded_from,
-    )
+    """The client's own job that a live result completed at once, as the projection will show it: the events
+    published for it folded as the projector folds them, with the source's audio (the source job named only
+    when it is the same tenant's)."""
+    return published_job(answered.published, segments=source.segments, source_shown=source.tenant == principal.tenant)
 
 
 def unknown_job(job_id: uuid.UUID) -> NotFoundException:

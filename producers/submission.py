@@ -60,6 +60,7 @@ from contracts import (
     DegradedFrom,
     DocumentSubmitted,
     JobCompleted,
+    JobEvent,
     JobQueued,
     JobQueuedPayload,
     Priority,
@@ -133,6 +134,7 @@ class Answered:
     answer: Answer
     job: JobRecord | None = None  # a known job, as the projection shows it (no segments)
     source: LiveResult | None = None  # the result a cached answer reuses
+    published: tuple[JobEvent, ...] = ()  # a cached answer's: its JobQueued and JobCompleted, as published
     degraded_from: DegradedFrom | None = None  # a new job's: what degraded mode changed in its request
 
 
@@ -223,7 +225,7 @@ class Submissions:
             if self._quotas is not None:
                 await self._quotas.forget(admitted)
             raise
-        answers = self._answers(len(requests), answered, queued, cached)
+        answers = self._answers(len(requests), answered, queued, cached, completions)
         for answer in answers:
             SUBMISSIONS.labels(answer.answer.value).inc()
         SUBMISSIONS_DEGRADED.inc(len(degraded))
@@ -380,18 +382,28 @@ class Submissions:
 
     @staticmethod
     def _answers(
-        count: int, answered: dict[int, Answered], queued: list[JobQueued], cached: dict[int, LiveResult]
+        count: int,
+        answered: dict[int, Answered],
+        queued: list[JobQueued],
+        cached: dict[int, LiveResult],
+        completions: dict[int, JobCompleted],
     ) -> list[Answered]:
-        new = iter(queued)
+        new = iter(enumerate(queued))
         answers = []
         for i in range(count):
             if i in answered:
                 answers.append(answered[i])
                 continue
-            event = next(new)
-            kind = Answer.CACHED if i in cached else Answer.QUEUED
+            n, event = next(new)
             degraded_from = event.payload.degraded_from
+            completion = completions.get(n)
+            if completion is None:
+                answers.append(Answered(i, event.job_id, event.fingerprint, Answer.QUEUED, degraded_from=degraded_from))
+                continue
             answers.append(
-                Answered(i, event.job_id, event.fingerprint, kind, source=cached.get(i), degraded_from=degraded_from)
-            )
+                Answered(
+                    i, event.job_id, event.fingerprint, Answer.CACHED, source=cached[i],
+                    degraded_from=degraded_from, published=(event, completion),
+                )
+            )  # fmt: skip
         return answers
