@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import date, datetime
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, get_type_hints
 
 import msgspec
 
@@ -59,6 +59,26 @@ def not_columns(row_type: type[Row]) -> list[str]:
     written = {f.name for f in fields(table.row_type)}
     apart = {*row_type._read_apart, *row_type._computed}
     return [name for name in row_type.__struct_fields__ if name not in written and name not in apart]
+
+
+def mistyped(row_type: type[Row]) -> list[str]:
+    """The fields of ``row_type`` whose type is not its column's as the projector writes it (or, for a decoded
+    column, what its decoder gives): none, unless the two have drifted apart (a test holds every row type to
+    it). With :func:`not_columns`, a read row is its table's description narrowed, never a second one."""
+    (table,) = [t for t in TABLES if t.name == row_type._table]
+    written, read = get_type_hints(table.row_type), get_type_hints(row_type)
+    out = []
+    for name in row_type.__struct_fields__:
+        if name in row_type._read_apart or name in row_type._computed or name not in written:
+            continue
+        decode = row_type._decoded.get(name)
+        if decode is None:
+            expected = written[name]
+        else:
+            expected = decode if isinstance(decode, type) else get_type_hints(decode)["return"]
+        if read[name] != expected:
+            out.append(name)
+    return out
 
 
 def _request(stored: str | Mapping[str, Any]) -> SynthesisRequest:

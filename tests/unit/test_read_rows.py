@@ -1,14 +1,14 @@
 """The read model's row types (projections/reads/rows.py) are the projector's tables as it writes them
 (projections/rows.TABLES, the one description): every field a row type reads is a column of its table, or
-is read apart or computed by its query, so a column renamed or dropped on the write side fails here, not in
-a query at run time."""
+is read apart or computed by its query, and of the column's type (or its decoder's), so a column renamed,
+dropped or retyped on the write side fails here, not in a query at run time."""
 
 from __future__ import annotations
 
 import pytest
 
 from projections.reads import rows
-from projections.reads.rows import Row, not_columns
+from projections.reads.rows import Row, mistyped, not_columns
 
 pytestmark = pytest.mark.unit
 ROW_TYPES = [t for t in vars(rows).values() if isinstance(t, type) and issubclass(t, Row) and t._table]
@@ -28,3 +28,19 @@ def test_a_field_the_table_lacks_is_named():
         renamed_state: str = ""
 
     assert not_columns(Drifted) == ["renamed_state"]
+
+
+@pytest.mark.parametrize("row_type", ROW_TYPES, ids=lambda t: t.__name__)
+def test_a_read_rows_fields_have_their_columns_types(row_type: type[Row]):
+    assert mistyped(row_type) == []
+
+
+def test_a_field_of_another_type_than_its_column_is_named():
+    class Retyped(rows.JobStateRow, frozen=True, kw_only=True):
+        error_code: int | None = None  # the table's is text
+
+    class Undecoded(rows.JobStateRow, frozen=True, kw_only=True):
+        state: str = ""  # the table's text, but the row decodes it to a JobState
+
+    assert mistyped(Retyped) == ["error_code"]
+    assert mistyped(Undecoded) == ["state"]
