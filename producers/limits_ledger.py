@@ -12,7 +12,9 @@ once its job has ended, however far the projector lags (a lag used to reset
 the limits after ten minutes), or after :data:`ABANDONED_AFTER` (a job the log
 never took, whose :meth:`PgLedger.forget` failed too).
 
-Driver errors become :class:`projections.errors.ProjectionUnavailable`.
+The standing's reads of the projection are the read model's
+(:mod:`projections.reads.standing`), made on the ledger's connection inside
+its transaction. Driver errors become :class:`projections.errors.ProjectionUnavailable`.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ import asyncpg
 from foundation.db import reading
 from projections.errors import ProjectionUnavailable
 from projections.reads.jobs import QUERY_TIMEOUT_S
-from projections.reads.live_jobs import LIVE_SQL
+from projections.reads.live_jobs import job_ended_sql
+from projections.reads.standing import Standing, read_standing
 
 ABANDONED_AFTER: Final = "32 days"  # past the month a quota counts
 _PRUNE_SQL: Final = f"""
 DELETE FROM admissions a WHERE a.tenant = $1
-AND (a.admitted_at < now() - interval '{ABANDONED_AFTER}'
-     OR EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = a.job_id AND j.state NOT IN ({LIVE_SQL})))
+AND (a.admitted_at < now() - interval '{ABANDONED_AFTER}' OR {job_ended_sql("a")})
 """
 
 _TAKE_SQL: Final = """
@@ -60,40 +62,11 @@ WHERE key_id = $1
 RETURNING tokens
 """
 
-_USAGE_SQL: Final = """
-SELECT coalesce(sum(chars) FILTER (WHERE day = $2), 0)::bigint AS chars_today,
-       coalesce(sum(chars), 0)::bigint AS chars_month,
-       coalesce(sum(audio_ms_synthesized + audio_ms_reused) FILTER (WHERE day = $2), 0)::bigint AS audio_ms_today,
-       coalesce(sum(audio_ms_synthesized + audio_ms_reused), 0)::bigint AS audio_ms_month
-FROM usage_daily WHERE tenant = $1 AND day >= date_trunc('month', $2::date)::date AND day <= $2
-"""
-
-_PENDING_SQL: Final = """
-SELECT coalesce(sum(a.chars) FILTER (WHERE j.job_id IS NULL), 0)::bigint AS chars,
-       count(*) FILTER (WHERE j.job_id IS NULL AND a.key_id = $2 AND a.live) AS live,
-       coalesce(sum(a.audio_ms), 0)::bigint AS audio_ms
-FROM admissions a LEFT JOIN jobs j ON j.job_id = a.job_id
-WHERE a.tenant = $1
-"""
-
-_LIVE_SQL: Final = "SELECT count(*) FROM jobs WHERE key_id = $1 AND state IN ('queued', 'claimed', 'released')"
-
 
 @dataclass(frozen=True)
 class Bucket:
     granted: bool
     tokens: float  # left after this request (when granted), or what there was (when not)
-
-
-@dataclass(frozen=True)
-class Standing:
-    """A tenant's use so far (the projection's, plus what was admitted and is not projected yet)."""
-
-    chars_today: int
-    chars_month: int
-    audio_ms_today: int
-    audio_ms_month: int
-    live_jobs: int  # of the key
 
 
 @dataclass(frozen=True)
@@ -168,18 +141,7 @@ class PgLedger:
                 timeout=QUERY_TIMEOUT_S,
             )
             await conn.execute(_PRUNE_SQL, tenant, timeout=QUERY_TIMEOUT_S)
-            usage = await conn.fetchrow(_USAGE_SQL, tenant, today, timeout=QUERY_TIMEOUT_S)
-            pending = await conn.fetchrow(_PENDING_SQL, tenant, key_id, timeout=QUERY_TIMEOUT_S)
-            live = await conn.fetchval(_LIVE_SQL, key_id, timeout=QUERY_TIMEOUT_S) if key_id else 0
-            if usage is None or pending is None:  # an aggregate always has its row
-                raise ProjectionUnavailable("the tenant's usage read no row")
-            standing = Standing(
-                chars_today=usage["chars_today"] + pending["chars"],
-                chars_month=usage["chars_month"] + pending["chars"],
-                audio_ms_today=usage["audio_ms_today"] + pending["audio_ms"],
-                audio_ms_month=usage["audio_ms_month"] + pending["audio_ms"],
-                live_jobs=int(live) + pending["live"],
-            )
+            standing = await read_standing(conn, tenant, key_id, today, QUERY_TIMEOUT_S)
             yield Held(conn, tenant, key_id, standing)
 
     async def forget(self, job_ids: Sequence[uuid.UUID]) -> None:

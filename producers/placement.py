@@ -18,6 +18,7 @@ in the partition with the least work not finished yet, and keeps it there:
   the background at most every ``REFRESH_S``; what this API placed is added
   until the projection shows it. A worker's work is its partitions' together
   (who owns which comes from the consumer group). Ties are broken at random.
+  The reading is the read model's (:mod:`projections.reads.placement`).
 - **Never in the way.** The table is not a projection (a replay does not
   rebuild it). When PostgreSQL cannot place a job, it goes to its
   fingerprint's own partition (the key's hash, as every job did before):
@@ -54,17 +55,12 @@ from foundation.metrics import JOBS_PLACED
 from foundation.outages import Outage
 from producers.ports import JobLog
 from projections.errors import ProjectionUnavailable
-from projections.reads.live_jobs import LIVE_SQL
+from projections.reads.placement import partitions_work, projected_jobs
 
 REFRESH_S: Final = 0.2
 JOB_COST_CHARS: Final = 64
 """A job's cost beyond its text (a claim, a completion, the engine's call), in characters of text."""
 QUERY_TIMEOUT_S: Final = 2.0
-_LOADS: Final = (
-    "SELECT r.kafka_partition, coalesce(sum(length(j.request->>'text')), 0) + $1 * count(*) AS work"
-    " FROM jobs j JOIN placements r ON r.fingerprint = j.fingerprint"
-    f" WHERE j.state IN ({LIVE_SQL}) GROUP BY r.kafka_partition"
-)
 _PLACE: Final = (
     "INSERT INTO placements AS r (fingerprint, kafka_partition, expires_at)"
     " SELECT f, p, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::int[]) AS u(f, p)"
@@ -74,7 +70,6 @@ _PLACE: Final = (
     " THEN excluded.kafka_partition ELSE r.kafka_partition END"
     " RETURNING fingerprint, kafka_partition"
 )
-_PROJECTED: Final = "SELECT job_id FROM jobs WHERE job_id = ANY($1::uuid[])"
 UNSEEN_FOR_S: Final = 30.0
 """Placed work the projection has not shown for this long is forgotten (its publish failed, say)."""
 REMEMBERED: Final = 100_000
@@ -274,20 +269,15 @@ class BalancedPlacement:
         # that a job seen projected is in the reading too (if still live).
         pending = [p for p in self._loads.placed if started - p.at < UNSEEN_FOR_S]
         async with reading("the partitions' work", ProjectionUnavailable):
-            seen = {
-                r["job_id"]
-                for r in await self._pool.fetch(
-                    _PROJECTED, [i for p in pending for i in p.job_ids], timeout=QUERY_TIMEOUT_S
-                )
-            }
-            rows = await self._pool.fetch(_LOADS, JOB_COST_CHARS, timeout=QUERY_TIMEOUT_S)
+            seen = await projected_jobs(self._pool, [i for p in pending for i in p.job_ids], QUERY_TIMEOUT_S)
+            work = await partitions_work(self._pool, JOB_COST_CHARS, QUERY_TIMEOUT_S)
             if started - self._forgot_at > _FORGET_EVERY_S:
                 self._forgot_at = started
                 await self._pool.execute(_FORGET, timeout=QUERY_TIMEOUT_S)
         read = [0.0] * count
-        for row in rows:
-            if row["kafka_partition"] < count:
-                read[row["kafka_partition"]] = float(row["work"])
+        for partition, partition_work in work.items():
+            if partition < count:
+                read[partition] = partition_work
         asked = {id(p) for p in pending}
 
         def unseen(placed: _Placed) -> bool:

@@ -1,9 +1,10 @@
 """`voxlog cache stats` and `voxlog cache purge`: what the result cache holds, how often it spares a
 synthesis, and evicting results by hand.
 
-The figures come from the projection (``result_cache`` and ``jobs``) and from
-the blob store's directory. Submissions the API answers from the cache without
-creating a job are not in the projection; the API counts them
+The figures come from the projection (``result_cache`` and ``jobs``, read
+through :mod:`projections.reads.operator`) and from the blob store's
+directory. Submissions the API answers from the cache without creating a job
+are not in the projection; the API counts them
 (``voxlog_submissions_total{answer="cached"}``).
 """
 
@@ -15,25 +16,16 @@ import json
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from contracts import Producer
 from foundation.db import DATABASE_OUTAGES, open_pool
 from foundation.errors import BrokerUnavailable
 from foundation.kafka import ReconnectingPublisher
 from foundation.settings import CacheStatsSettings
+from projections.reads.operator import cache_entries, cache_reuse
 from voxlog.instance import instance_name
 from voxlog.operations import purge_cache
-
-_ENTRIES: Final = (
-    "SELECT count(*) AS entries, count(*) FILTER (WHERE expires_at > now()) AS live,"
-    " coalesce(sum(total_bytes), 0) AS bytes, coalesce(sum(total_bytes) FILTER (WHERE expires_at > now()), 0)"
-    " AS live_bytes, min(created_at) AS oldest, max(last_hit_at) AS last_hit FROM result_cache"
-)
-_REUSE: Final = (
-    "SELECT count(*) AS completed, count(*) FILTER (WHERE cache_hit) AS reused FROM jobs"
-    " WHERE state = 'completed' AND ($1::float8 IS NULL OR completed_at > now() - make_interval(secs => $1))"
-)
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,8 +84,8 @@ async def purge(settings: CacheStatsSettings, older_than_s: float | None) -> tup
 async def cache_stats(settings: CacheStatsSettings, window_s: float | None) -> dict[str, Any]:
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
-        entries = dict(await pool.fetchrow(_ENTRIES, timeout=30))
-        reuse = dict(await pool.fetchrow(_REUSE, window_s, timeout=30))
+        entries = await cache_entries(pool, 30.0)
+        reuse = await cache_reuse(pool, window_s, 30.0)
     finally:
         await pool.close()
     blob_files, blob_bytes = await asyncio.to_thread(_blob_usage, settings.blob_dir)

@@ -27,6 +27,7 @@ from foundation.settings import TopicSettings
 from infra.apps import AppProcesses, AppSpec
 from infra.processes import free_port, tail, wait_gone
 from projections.migrations import drop_schema
+from projections.reads.operator import ANNOUNCED_ENGINES
 from voxlog.devstack import isolated_env
 from voxlog.errors import VoxlogError
 from voxlog.topics import ensure_topics, topic_specs
@@ -173,6 +174,6 @@ class Deployment:
                 raise DeploymentError(f"{members} workers did not announce themselves; {self.log(first)}")
             await asyncio.sleep(0.3)
         if nodes_table == "nodes":
-            [engine] = await self.rows("SELECT DISTINCT engine, model_version FROM nodes")
+            [engine] = await self.rows(ANNOUNCED_ENGINES)
             group = synth_group(self.env["VOXLOG_SYNTH_GROUP"], engine["engine"], engine["model_version"])
             await wait_group_stable(self.kafka, group, members, within_s)

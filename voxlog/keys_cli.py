@@ -36,6 +36,7 @@ from foundation.errors import BrokerUnavailable
 from foundation.kafka import KafkaEventPublisher
 from foundation.settings import ModeSettings
 from producers.api_keys import ALL_SCOPES, NewKey, new_key
+from projections.reads.operator import api_keys, key_id_known
 from voxlog.errors import VoxlogError
 from voxlog.instance import instance_name
 
@@ -122,24 +123,17 @@ async def key_id_taken(settings: ModeSettings, key_id: str) -> bool:
     """Whether the projection has ``key_id``, issued or revoked."""
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
-        found = await pool.fetchval("SELECT 1 FROM api_keys WHERE key_id = $1", key_id, timeout=30)
+        return await key_id_known(pool, key_id, 30.0)
     finally:
         await pool.close()
-    return found is not None
 
 
 async def keys(settings: ModeSettings, tenant: str | None = None) -> list[dict[str, Any]]:
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     try:
-        rows = await pool.fetch(
-            "SELECT key_id, tenant, name, scopes, issued_at, expires_at, revoked_at, revoke_reason FROM api_keys"
-            " WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, issued_at",
-            tenant,
-            timeout=30,
-        )
+        return await api_keys(pool, tenant, 30.0)
     finally:
         await pool.close()
-    return [dict(row) for row in rows]
 
 
 async def wait_projected(settings: ModeSettings, key_id: str, within_s: float) -> bool:

@@ -7,13 +7,14 @@ and a publisher of their own; the API calls them through :class:`ApiOperations`
 publishers, behind the admin scope. Either way a switch is a ``ServiceModeSet``
 on the nodes topic, a purge is ``CacheEvicted`` events on the jobs topic, and a
 lexicon entry a ``LexiconEntrySet`` or ``LexiconEntryRemoved`` on the nodes
-topic (``voxlog lexicon``): nothing is written to the projection by hand.
+topic (``voxlog lexicon``): nothing is written to the projection by hand. What they read of it is the read
+model's (:mod:`projections.reads.operator`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -33,17 +34,7 @@ from contracts import (
 from foundation.db import DATABASE_OUTAGES
 from projections.errors import ProjectionUnavailable
 from projections.reads.backlog import read_backlog
-from projections.reads.live_jobs import job_partition_sql
-from projections.reads.sweeper import Entry
-
-_PURGED: Final = (
-    f"SELECT fingerprint, job_id, expires_at, total_bytes, {job_partition_sql('result_cache')} AS kafka_partition"
-    " FROM result_cache"
-    " WHERE $1::float8 IS NULL OR created_at < now() - make_interval(secs => $1)"
-)
-_SWITCHES: Final = "SELECT source, enabled, reason, set_at FROM service_modes WHERE mode = $1 ORDER BY source"
-_LEXICON: Final = "SELECT word, phonemes, reason, set_at FROM lexicon WHERE phonemes IS NOT NULL ORDER BY word"
-_KNOWN_WORD: Final = "SELECT 1 FROM lexicon WHERE word = $1 AND phonemes IS NOT NULL"
+from projections.reads.operator import has_pronunciation, mode_switches, pronunciations, purgeable
 
 
 class Log(Protocol):
@@ -61,9 +52,8 @@ async def switch_mode(nodes: Log, mode: ServiceMode, enabled: bool, reason: str,
 
 async def mode_status(pool: asyncpg.Pool, mode: ServiceMode, timeout_s: float = 30.0) -> dict[str, Any]:
     """Both switches of ``mode`` (the operator's and the sweeper's backlog switch) as projected, and the backlog."""
-    rows = await pool.fetch(_SWITCHES, mode, timeout=timeout_s)
+    switches = await mode_switches(pool, mode, timeout_s)
     backlog = await read_backlog(pool, timeout_s)
-    switches = {r["source"]: {"enabled": r["enabled"], "reason": r["reason"], "set_at": r["set_at"]} for r in rows}
     return {
         mode: any(s["enabled"] for s in switches.values()),
         "switches": switches,
@@ -77,11 +67,7 @@ async def purge_cache(
 ) -> tuple[int, int]:
     """Evict the results completed more than ``older_than_s`` ago (``None``: all); returns how many, and their
     bytes. Run again after a failure: an eviction's id is its job's, so a result is evicted once."""
-    rows = await pool.fetch(_PURGED, older_than_s, timeout=timeout_s)
-    entries = [
-        Entry(r["fingerprint"], r["job_id"], r["expires_at"], r["total_bytes"], frozenset(), r["kafka_partition"])
-        for r in rows
-    ]
+    entries = await purgeable(pool, older_than_s, timeout_s)
     if entries:
         now = utc_now()
         await jobs.publish_all(
@@ -100,7 +86,7 @@ async def remove_pronunciation(
     pool: asyncpg.Pool, nodes: Log, word: str, reason: str, producer: Producer, timeout_s: float = 30.0
 ) -> bool:
     """Record ``word``'s removal, if the projection has an entry for it (``False``: none, nothing recorded)."""
-    if await pool.fetchval(_KNOWN_WORD, word, timeout=timeout_s) is None:
+    if not await has_pronunciation(pool, word, timeout_s):
         return False
     payload = LexiconEntryRemovedPayload(word=word, reason=reason)
     await nodes.publish_all([node_event(LexiconEntryRemoved, producer, payload)])
@@ -109,7 +95,7 @@ async def remove_pronunciation(
 
 async def lexicon_entries(pool: asyncpg.Pool, timeout_s: float = 30.0) -> list[dict[str, Any]]:
     """The lexicon as projected, by word."""
-    return [dict(row) for row in await pool.fetch(_LEXICON, timeout=timeout_s)]
+    return await pronunciations(pool, timeout_s)
 
 
 class ApiOperations:

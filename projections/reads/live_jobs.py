@@ -1,4 +1,5 @@
-"""The jobs not finished yet, as SQL over the ``jobs`` projection: one spelling for the API and the workers.
+"""The jobs not finished yet, as SQL over the ``jobs`` projection: one spelling for the API, the workers and the
+limits ledger.
 
 Live means queued, claimed or released for a retry (``contracts.job_state.LIVE_STATES``).
 """
@@ -26,3 +27,9 @@ def job_partition_sql(jobs_alias: str) -> str:
         f"(SELECT e.kafka_partition FROM job_events e WHERE e.job_id = {jobs_alias}.job_id"
         " ORDER BY e.kafka_offset LIMIT 1)"
     )
+
+
+def job_ended_sql(alias: str) -> str:
+    """Whether the projection shows the job of row ``alias`` (one with a ``job_id`` column) ended (completed,
+    failed or cancelled), as an SQL condition: false for a job not projected yet, as for a live one."""
+    return f"EXISTS (SELECT 1 FROM jobs ended WHERE ended.job_id = {alias}.job_id AND ended.state NOT IN ({LIVE_SQL}))"
