@@ -40,6 +40,11 @@ if [ $# -gt 0 ]; then say "pytest $*"; exec pytest -p no:cacheprovider "$@"; fi
 # own, PostgreSQL shared). Beside them, at a lower priority (nice): the unit and integration tests, and the
 # e2e tests that kill and restart a broker of their own (the fault campaign, the outages); and the
 # three-broker cluster's fault campaign, on a cluster of its own. Their output follows the front session's.
+# The sessions share two cores, so torch's OpenMP threads must sleep when they wait instead of spinning: a
+# spinning pool, descheduled beside the other sessions, stalls every forward of the thread it waits for (the
+# tiny device check took 228 s in the CI, 13 s alone; with two busy processes beside it, over 290 s by
+# default and 27 s passive). The processes the tests start inherit it.
+export OMP_WAIT_POLICY=PASSIVE
 OWN_BROKER=(tests/e2e/test_fault_campaign.py tests/e2e/test_outages.py)
 CLUSTER=(tests/e2e/test_cluster_fault_campaign.py)
 say "test stack"
