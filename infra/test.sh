@@ -34,12 +34,13 @@ if [ "${1:-}" = --cluster ]; then
 fi
 if [ $# -gt 0 ]; then say "pytest $*"; exec pytest -p no:cacheprovider "$@"; fi
 
-# The whole suite as three pytest sessions side by side on the one shared stack; the suite uses about 1.4
-# of the two cores on average (its tests wait on processes, brokers and jobs), and the sessions fill each
-# other's waits. In front: the end-to-end tests on the shared broker, and the dev stack's (a broker of its
-# own, PostgreSQL shared). Beside them, at a lower priority (nice): the unit and integration tests, and the
-# e2e tests that kill and restart a broker of their own (the fault campaign, the outages); and the
-# three-broker cluster's fault campaign, on a cluster of its own. Their output follows the front session's.
+# The whole suite as five pytest sessions side by side on the one shared stack. Three as one session each
+# used one of the two cores on average (19 min of CPU in a 21.5 min run: their tests wait on processes,
+# brokers and jobs), so more sessions fill each other's waits. In front: half of the end-to-end tests on the
+# shared broker (every other file), its output as it runs. Beside it, their output at the end: the other
+# half; the integration tests with the e2e tests that kill and restart a broker of their own (the fault
+# campaign, the outages); the unit tests (CPU-bound, at a lower priority: nice); and the three-broker
+# cluster's fault campaign, on a cluster of its own.
 # The sessions share two cores, so torch's OpenMP threads must sleep when they wait instead of spinning: a
 # spinning pool, descheduled beside the other sessions, stalls every forward of the thread it waits for (the
 # tiny device check took 228 s in the CI, 13 s alone; with two busy processes beside it, over 290 s by
@@ -47,35 +48,57 @@ if [ $# -gt 0 ]; then say "pytest $*"; exec pytest -p no:cacheprovider "$@"; fi
 export OMP_WAIT_POLICY=PASSIVE
 OWN_BROKER=(tests/e2e/test_fault_campaign.py tests/e2e/test_outages.py)
 CLUSTER=(tests/e2e/test_cluster_fault_campaign.py)
+shared=()
+for file in tests/e2e/test_*.py; do
+  case " ${OWN_BROKER[*]} ${CLUSTER[*]} " in *" $file "*) ;; *) shared+=("$file") ;; esac
+done
+front=(); second=()
+for i in "${!shared[@]}"; do
+  if (( i % 2 == 0 )); then front+=("${shared[i]}"); else second+=("${shared[i]}"); fi
+done
 say "test stack"
 stack=$(python -m tests.support.stack_cli up | tail -n 1)
-beside=$(mktemp)
-cluster=$(mktemp)
-pids=()
+out=$(mktemp -d)
+export VOXLOG_TEST_REPORT="$out/proved"  # what each campaign proved (tests/support/campaign_report.py)
+names=(); pids=()
 finish() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  rm -f "$beside" "$cluster"
+  rm -rf "$out"
   if [ "$stack" = started ]; then python -m tests.support.stack_cli down; fi
 }
 trap finish EXIT
-say "pytest -m cluster ${CLUSTER[*]} (beside the others, output at the end)"
-nice -n 5 pytest -p no:cacheprovider --durations=10 -m cluster "${CLUSTER[@]}" >"$cluster" 2>&1 &
-cluster_pid=$!
-pids+=("$cluster_pid")
-say "pytest tests/unit tests/integration ${OWN_BROKER[*]} (beside the others, output at the end)"
-nice -n 10 pytest -p no:cacheprovider --durations=25 -m "not cluster" tests/unit tests/integration "${OWN_BROKER[@]}" >"$beside" 2>&1 &
-beside_pid=$!
-pids+=("$beside_pid")
-say "pytest tests/e2e (but those beside)"
-e2e=0; pytest -p no:cacheprovider --durations=25 -m "not cluster" tests/e2e "${OWN_BROKER[@]/#/--ignore=}" || e2e=$?
-others=0; wait "$beside_pid" || others=$?
-campaign=0; wait "$cluster_pid" || campaign=$?
+beside() {  # beside NAME NICENESS PYTEST-ARGS...: a session in the background, its output kept for the end
+  local name=$1 niceness=$2
+  shift 2
+  say "pytest $* (beside, output at the end)"
+  nice -n "$niceness" pytest -p no:cacheprovider "$@" >"$out/$name" 2>&1 &
+  names+=("$name"); pids+=("$!")
+}
+beside cluster 0 --durations=10 -m cluster "${CLUSTER[@]}"
+beside e2e-second 0 --durations=15 -m "not cluster" "${second[@]}"
+beside integration 0 --durations=15 -m "not cluster" tests/integration "${OWN_BROKER[@]}"
+beside unit 5 --durations=15 tests/unit
+say "pytest ${front[*]}"
+start=$SECONDS
+failed=()
+pytest -p no:cacheprovider --durations=15 -m "not cluster" "${front[@]}" 2>&1 | tee "$out/e2e-front" || failed+=("e2e-front")
+for i in "${!names[@]}"; do
+  wait "${pids[i]}" || failed+=("${names[i]}")
+done
 pids=()
-say "pytest tests/unit tests/integration ${OWN_BROKER[*]}: what it printed"
-cat "$beside"
-say "pytest -m cluster ${CLUSTER[*]}: what it printed"
-cat "$cluster"
-if [ "$e2e" -ne 0 ] || [ "$others" -ne 0 ] || [ "$campaign" -ne 0 ]; then
-  echo "failed: the shared-broker e2e tests exit $e2e, the others exit $others, the cluster campaign exits $campaign" >&2
+for name in "${names[@]}"; do
+  say "pytest session $name: what it printed"
+  cat "$out/$name"
+done
+say "the suite in $((SECONDS - start)) s: each session's tests"
+for name in e2e-front "${names[@]}"; do
+  printf '  %-12s %s\n' "$name" "$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$out/$name" | tail -n 1 | tr -d '=')"
+done
+total=$(cat "$out"/e2e-front "${names[@]/#/$out/}" | grep -E '^=+ .* in [0-9.]+s' | grep -oE '[0-9]+ passed' | awk '{n += $1} END {print n + 0}')
+echo "  ${total} tests passed in all"
+say "what each campaign proved"
+sort "$VOXLOG_TEST_REPORT" 2>/dev/null || echo "  (no campaign ran)"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]}" >&2
   exit 1
 fi

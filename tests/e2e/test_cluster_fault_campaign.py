@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from infra.stack import DevStack
+from tests.support.campaign_report import proved
 from tests.support.stack import PrivateStack
 from voxlog.chaos.cluster_faults import CLUSTER_BROKERS, CLUSTER_FAULTS
 from voxlog.chaos.faults import Fault
@@ -50,3 +51,8 @@ async def test_a_cluster_fault_loses_no_job_completes_none_twice_and_the_retry_a
     health = await cluster.cluster.health()
     assert health.under_replicated == (), health
     assert health.leaderless == (), health
+    proved(
+        "cluster campaign",
+        f"{result.fault}: {result.jobs} jobs, 0 lost, 0 completed twice, every client error absorbed by its retry,"
+        " verify clean, every partition replicated and led again",
+    )

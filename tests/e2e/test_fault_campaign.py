@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from infra.stack import DevStack
+from tests.support.campaign_report import proved
 from tests.support.stack import PrivateStack
 from voxlog.chaos.faults import FAULTS, Fault
 from voxlog.chaos.run import QUICK
@@ -53,4 +54,8 @@ async def test_a_fault_loses_no_job_completes_none_twice_and_verify_is_clean(cha
     assert result.completed + result.failed == result.jobs, "every job terminal"
     assert result.webhooks_due == result.jobs, result
     assert result.webhooks_delivered == result.webhooks_due, "every outcome delivered at least once"
-    print(f"{result.fault}: {result.webhook_duplicates} deliveries received again, {result.webhook_lag_s}s lag")
+    proved(
+        "fault campaign",
+        f"{result.fault}: {result.jobs} jobs, 0 lost, 0 completed twice, every job terminal, verify clean, every"
+        f" outcome delivered by webhook ({result.webhook_duplicates} received again, {result.webhook_lag_s} s lag)",
+    )

@@ -64,6 +64,7 @@ from tests.support.api_fuzz import (
     sse_audio,
 )
 from tests.support.apps import AppStack, start_pipeline
+from tests.support.campaign_report import proved
 from tests.support.cli import voxlog
 from tests.support.document_bodies import DocumentBody, document_bodies
 from tests.support.fuzz_report import LONG_AUDIO, Campaign, write_report
@@ -343,3 +344,8 @@ async def test_fuzz_campaign_answers_no_5xx_holds_its_cpu_budget_and_leaves_veri
     assert {"POST /v1/documents (epub (as made))", "POST /v1/documents (json (utf-8))"} <= kinds
     long = {c.label for c in fuzz.calls if c.pass_name == LONG_AUDIO and c.status is not None and c.status < 300}
     assert long >= {case.label for case in LONG_ANSWERS} | {c.audio_label for c in LONG_ANSWERS if c.mode == "job"}
+    proved(
+        "fuzz campaign",
+        f"{len(fuzz.calls)} calls on {len(operations)} operations, open and keyed: no 5xx, both APIs alive,"
+        " verify clean",
+    )
