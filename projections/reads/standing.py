@@ -5,8 +5,9 @@ projection shows them, plus the jobs the API admitted (``admissions``, the
 API's own table) that the projection does not show yet. Read on the ledger's
 connection, inside the transaction that holds the tenant's advisory lock, so
 that two API instances cannot both admit the last of a quota: the caller
-passes the connection, and these are the transaction's statements, one round
-trip each. Raises the driver's errors (the ledger knows its outage).
+passes the connection, and the standing is one statement of that
+transaction (one snapshot, one round trip). Raises the driver's errors (the
+ledger knows its outage).
 """
 
 from __future__ import annotations
@@ -20,23 +21,33 @@ import asyncpg
 from projections.errors import ProjectionUnavailable
 from projections.reads.live_jobs import LIVE_SQL
 
-_USAGE: Final = """
-SELECT coalesce(sum(chars) FILTER (WHERE day = $2), 0)::bigint AS chars_today,
-       coalesce(sum(chars), 0)::bigint AS chars_month,
-       coalesce(sum(audio_ms_synthesized + audio_ms_reused) FILTER (WHERE day = $2), 0)::bigint AS audio_ms_today,
-       coalesce(sum(audio_ms_synthesized + audio_ms_reused), 0)::bigint AS audio_ms_month
-FROM usage_daily WHERE tenant = $1 AND day >= date_trunc('month', $2::date)::date AND day <= $2
+# One statement, so one snapshot: the projector commits a job's row and its usage together, and a standing
+# read in two statements could see the usage before that commit and the job after it, counting the job by
+# neither (two API instances then both admitted the last of a quota). Admitted and not projected yet: counted
+# on top of the projection's figures. Audio is counted for every admission (the projection's usage has a job's
+# audio only once it completed; the admission goes once it ended).
+_STANDING: Final = f"""
+WITH usage AS (
+    SELECT coalesce(sum(chars) FILTER (WHERE day = $2), 0)::bigint AS chars_today,
+           coalesce(sum(chars), 0)::bigint AS chars_month,
+           coalesce(sum(audio_ms_synthesized + audio_ms_reused) FILTER (WHERE day = $2), 0)::bigint
+               AS audio_ms_today,
+           coalesce(sum(audio_ms_synthesized + audio_ms_reused), 0)::bigint AS audio_ms_month
+    FROM usage_daily WHERE tenant = $1 AND day >= date_trunc('month', $2::date)::date AND day <= $2
+), pending AS (
+    SELECT coalesce(sum(a.chars) FILTER (WHERE j.job_id IS NULL), 0)::bigint AS chars,
+           count(*) FILTER (WHERE j.job_id IS NULL AND a.key_id = $3 AND a.live) AS live,
+           coalesce(sum(a.audio_ms), 0)::bigint AS audio_ms
+    FROM admissions a LEFT JOIN jobs j ON j.job_id = a.job_id
+    WHERE a.tenant = $1
+), projected AS (
+    SELECT count(*) AS live FROM jobs WHERE $3::text IS NOT NULL AND key_id = $3 AND state IN ({LIVE_SQL})
+)
+SELECT u.chars_today + p.chars AS chars_today, u.chars_month + p.chars AS chars_month,
+       u.audio_ms_today + p.audio_ms AS audio_ms_today, u.audio_ms_month + p.audio_ms AS audio_ms_month,
+       (j.live + p.live)::bigint AS live_jobs
+FROM usage u, pending p, projected j
 """
-# Admitted and not projected yet: counted on top of the projection's figures. Audio is counted for every
-# admission (the projection's usage has a job's audio only once it completed; the admission goes once it ended).
-_PENDING: Final = """
-SELECT coalesce(sum(a.chars) FILTER (WHERE j.job_id IS NULL), 0)::bigint AS chars,
-       count(*) FILTER (WHERE j.job_id IS NULL AND a.key_id = $2 AND a.live) AS live,
-       coalesce(sum(a.audio_ms), 0)::bigint AS audio_ms
-FROM admissions a LEFT JOIN jobs j ON j.job_id = a.job_id
-WHERE a.tenant = $1
-"""
-_LIVE: Final = f"SELECT count(*) FROM jobs WHERE key_id = $1 AND state IN ({LIVE_SQL})"
 
 
 @dataclass(frozen=True)
@@ -54,15 +65,13 @@ async def read_standing(
     conn: asyncpg.Connection, tenant: str, key_id: str | None, today: date, timeout_s: float
 ) -> Standing:
     """``tenant``'s standing on ``today`` (the live jobs of ``key_id``; none without a key), on ``conn``."""
-    usage = await conn.fetchrow(_USAGE, tenant, today, timeout=timeout_s)
-    pending = await conn.fetchrow(_PENDING, tenant, key_id, timeout=timeout_s)
-    live = await conn.fetchval(_LIVE, key_id, timeout=timeout_s) if key_id else 0
-    if usage is None or pending is None:  # an aggregate always has its row
+    row = await conn.fetchrow(_STANDING, tenant, today, key_id, timeout=timeout_s)
+    if row is None:  # an aggregate always has its row
         raise ProjectionUnavailable("the tenant's usage read no row")
     return Standing(
-        chars_today=usage["chars_today"] + pending["chars"],
-        chars_month=usage["chars_month"] + pending["chars"],
-        audio_ms_today=usage["audio_ms_today"] + pending["audio_ms"],
-        audio_ms_month=usage["audio_ms_month"] + pending["audio_ms"],
-        live_jobs=int(live) + pending["live"],
+        chars_today=row["chars_today"],
+        chars_month=row["chars_month"],
+        audio_ms_today=row["audio_ms_today"],
+        audio_ms_month=row["audio_ms_month"],
+        live_jobs=row["live_jobs"],
     )

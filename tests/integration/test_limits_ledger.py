@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -21,6 +23,7 @@ from producers.quotas import Quotas
 from producers.tenant_limits import Policies, TenantLimits
 from projections.batch_apply import apply_events
 from projections.errors import ProjectionUnavailable
+from projections.reads.standing import read_standing
 from tests.support.api_fakes import PRODUCER
 from tests.support.events import request
 
@@ -144,3 +147,44 @@ async def project_queued(pg: asyncpg.Connection, job_id: uuid.UUID, key_id: str,
     payload = JobQueuedPayload(request=request(text), submitted_at=utc_now(), tenant="acme", key_id=key_id)
     event = job_event(JobQueued, job_id, payload.request.fingerprint(), 0, PRODUCER, payload)
     await apply_events(pg, [(event, RecordPosition("jobs", 0, 0))], cache_ttl=timedelta(minutes=1))
+
+
+class _ProjectorBetweenStatements:
+    """The ledger's connection, with the projector committing a job's JobQueued before its second statement:
+    the interleaving that CI met once in two API instances sharing a quota (tests/e2e/test_tenancy.py)."""
+
+    def __init__(self, conn: asyncpg.Connection, commit: Callable[[], Awaitable[None]]) -> None:
+        self._conn, self._commit, self.statements = conn, commit, 0
+
+    async def _before(self) -> None:
+        self.statements += 1
+        if self.statements == 2:
+            await self._commit()
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        await self._before()
+        return await self._conn.fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        await self._before()
+        return await self._conn.fetchval(*args, **kwargs)
+
+
+async def test_regression_a_job_projected_while_the_standing_is_read_is_counted_once(pool, pg):
+    """The standing read the usage and the admissions in separate statements: a projector commit between them
+    showed the usage without the job, then the job (so not its admission), and the job counted for nothing; a
+    second API admitted 40 characters past a quota of 100 (CI on 256b287)."""
+    ledger = PgLedger(pool)
+    today = datetime.now(UTC).date()
+    job = uuid.uuid4()
+    async with ledger.hold("acme", "0123456789ab", today) as held:
+        await held.admit([Admitted(job, 40, True)])
+    async with pool.acquire() as conn, conn.transaction():
+        raced = _ProjectorBetweenStatements(conn, lambda: project_queued(pg, job, "0123456789ab", "x" * 40))
+        standing = await read_standing(cast(asyncpg.Connection, raced), "acme", "0123456789ab", today, 10.0)
+        if raced.statements < 2:  # one statement: no commit can fall between, so it comes after
+            await project_queued(pg, job, "0123456789ab", "x" * 40)
+        settled = await read_standing(conn, "acme", "0123456789ab", today, 10.0)
+    assert await pg.fetchval("SELECT count(*) FROM jobs WHERE job_id = $1", job) == 1, "the projector committed"
+    assert (standing.chars_today, standing.live_jobs) == (40, 1), "counted once, whenever the projector commits"
+    assert (settled.chars_today, settled.live_jobs) == (40, 1)
