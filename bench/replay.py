@@ -104,7 +104,7 @@ async def _publish(kafka: KafkaAccess, topic: str, jobs: int) -> int:
 async def replay_speed(ctx: Context) -> dict[str, Any]:
     jobs = ctx.profile.replay_jobs
     tag = f"rp_{uuid.uuid4().hex[:10]}"
-    topics = TopicSettings(jobs_topic=f"{tag}.jobs", nodes_topic=f"{tag}.nodes", dlq_topic=f"{tag}.dlq")
+    topics = TopicSettings(jobs_topic=f"{tag}.jobs", control_topic=f"{tag}.control", dlq_topic=f"{tag}.dlq")
     await ensure_topics(ctx.kafka, topic_specs(topics))
     await migrate_database(ctx.database_url, tag)
     ctx.say(f"(g) replay: writing {jobs} jobs ({4 * jobs} events) to the log")
@@ -128,7 +128,7 @@ async def replay_speed(ctx: Context) -> dict[str, Any]:
     conn = await asyncpg.connect(ctx.database_url)
     try:
         stats = await replay_into(
-            conn, f"{tag}_replay", ctx.kafka, (topics.jobs_topic, topics.nodes_topic), timedelta(minutes=10),
+            conn, f"{tag}_replay", ctx.kafka, (topics.jobs_topic, topics.control_topic), timedelta(minutes=10),
             Limit(), lambda done, total, elapsed: None,
         )  # fmt: skip
     finally:

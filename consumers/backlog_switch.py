@@ -4,7 +4,7 @@ The API refuses new syntheses with 429 once the work ahead passes
 ``VOXLOG_MAX_BACKLOG_S``; that is per submission, and a flood of clients that
 retry still keeps every API instance busy reading and refusing. Past a
 threshold of its own, each mode is switched on for the whole deployment by the
-sweeper, recorded as a ``ServiceModeSet`` on the nodes topic (source
+sweeper, recorded as a ``ServiceModeSet`` on the control topic (source
 ``backlog``) so that every API instance follows it, and switched off once the
 backlog is under half that threshold (the gap keeps it from flapping around
 one value):

@@ -1,4 +1,4 @@
-"""The worker's heartbeat: every few seconds, a ``NodeHeartbeat`` on the nodes topic.
+"""The worker's heartbeat: every few seconds, a ``NodeHeartbeat`` on the control topic.
 
 It says the worker is alive and what it is doing (job, attempt, segments
 done, when it last advanced, its measured speed), so that the sweeper can
@@ -138,7 +138,7 @@ async def beat(
 
 
 class HeartbeatBook:
-    """Every worker's latest heartbeat, read from the nodes topic (for the sweeper).
+    """Every worker's latest heartbeat, read from the control topic (for the sweeper).
 
     The book knows when it is *live*: it has just read the topic up to its end, as the broker
     confirms. While it is not (the broker is down, the book is catching up), what it holds is old
@@ -169,11 +169,11 @@ class HeartbeatBook:
                 self._latest[event.payload.worker_id] = event.payload
 
     async def follow(self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition], stop: asyncio.Event) -> None:
-        """Read the nodes topic from its beginning (it is compacted) and keep reading until ``stop``."""
+        """Read the control topic from its beginning (it is compacted) and keep reading until ``stop``."""
         beginnings = await consumer.beginning_offsets(partitions)
         for tp in partitions:
             consumer.seek(tp, beginnings[tp])
-        outage = Outage("Kafka (the heartbeats on the nodes topic)")
+        outage = Outage("Kafka (the heartbeats on the control topic)")
         while not stop.is_set():
             try:
                 batch = await consumer.getmany(*partitions, timeout_ms=500)

@@ -3,12 +3,12 @@
 Every ``sweep_interval_s`` the one sweeper that holds the lock (a PostgreSQL
 advisory lock; see :class:`Leadership`) looks at every live claim in the
 projection and at the latest heartbeat of the claiming worker, which it reads
-from the nodes topic itself: a lagging projector must not make a live worker
+from the control topic itself: a lagging projector must not make a live worker
 look dead. A claim is stale when (:func:`stale_reason`):
 
 - its worker has sent no heartbeat for ``stale_after_s`` (dead, stopped,
   cut off), or none at all since a claim older than that; silence counts
-  only while the sweeper hears the nodes topic live (not during a broker
+  only while the sweeper hears the control topic live (not during a broker
   outage, when no worker can send one);
 - its worker is alive but does not list the claim among those it holds
   (``NodeHeartbeat`` version 2's ``claims``; a version-1 heartbeat's job is
@@ -83,7 +83,7 @@ def stale_reason(
 ) -> str | None:
     """Why ``claim`` is stale, given its worker's latest heartbeat; ``None`` while it is not.
 
-    ``heard_since`` is when the sweeper began to hear the nodes topic live (after its start, or an
+    ``heard_since`` is when the sweeper began to hear the control topic live (after its start, or an
     outage of the broker, during which workers could not send heartbeats either): silence and a lack of
     progress count from then at the earliest.
     """

@@ -3,7 +3,7 @@
 The delivery process reads the jobs topic in a consumer group of its own (several copies share its
 partitions). For each ``JobCompleted``, ``JobFailed`` or ``JobCancelled`` it reads the job's tenant from the
 projection (waiting for the projector to show the job: its ``JobQueued`` came first), the tenant's endpoints
-that want that outcome, and records a pending ``WebhookDeliveryRecorded`` for each on the nodes topic; only
+that want that outcome, and records a pending ``WebhookDeliveryRecorded`` for each on the control topic; only
 then is the record's offset committed, so an outcome is never lost: a crash before the commit reads it
 again, and makes the same deliveries.
 

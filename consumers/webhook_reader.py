@@ -3,7 +3,7 @@
 Its consumer group is its own (``voxlog-webhooks.<jobs topic>``: one per log, so deployments that share a
 broker never share a group), so it reads every outcome whatever the workers and the projector do, and
 several copies share the topic's partitions. A batch's offsets are committed only once
-every delivery its outcomes make is on the nodes topic: a crash, an outage or a rebalance in between reads
+every delivery its outcomes make is on the control topic: a crash, an outage or a rebalance in between reads
 the batch again and makes the same deliveries (:mod:`consumers.webhook_outcomes`), never none. A part's
 outcome that ends its document makes the document's too (:mod:`consumers.webhook_documents`). While the
 projection does not show an outcome's job yet (the projector behind), or PostgreSQL or Kafka is down, the

@@ -104,7 +104,7 @@ from contracts.job_state import (
     status_implied_by,
     transition,
 )
-from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
+from contracts.topics import DEFAULT_CONTROL_TOPIC, DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC
 from contracts.trace_context import (
     TraceContext,
     new_span_id,
@@ -115,9 +115,9 @@ from contracts.trace_context import (
 )
 
 __all__ = [
+    "DEFAULT_CONTROL_TOPIC",
     "DEFAULT_DLQ_TOPIC",
     "DEFAULT_JOBS_TOPIC",
-    "DEFAULT_NODES_TOPIC",
     "DEFAULT_TENANT",
     "EVENT_CLASSES",
     "HEADER_SCHEMA_VERSION",

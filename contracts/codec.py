@@ -161,7 +161,7 @@ def decode_event(
 
 
 def decode_node_event(data: bytes | None, upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS) -> NodeEvent:
-    """Parse a record of the nodes topic."""
+    """Parse a record of the control topic."""
     if data is not None:
         try:
             return NODE_EVENT_ADAPTER.validate_json(data)

@@ -320,7 +320,7 @@ class NodeAnnouncedPayload(_Frozen):
 
 
 class NodeAnnounced(_Record):
-    """A worker's engine, model version and voices; on the compacted nodes topic, key = worker id."""
+    """A worker's engine, model version and voices; on the compacted control topic, key = worker id."""
 
     type: Literal["NodeAnnounced"] = "NodeAnnounced"
     schema_version: Literal[1] = 1
@@ -355,7 +355,7 @@ class NodeHeartbeatPayload(_Frozen):
 
 
 class NodeHeartbeat(_Record):
-    """Sent every few seconds by each worker; on the compacted nodes topic, key = ``heartbeat/<worker id>``."""
+    """Sent every few seconds by each worker; on the compacted control topic, key = ``heartbeat/<worker id>``."""
 
     type: Literal["NodeHeartbeat"] = "NodeHeartbeat"
     schema_version: Literal[2] = 2
@@ -381,7 +381,7 @@ class ServiceModeSetPayload(_Frozen):
 
 
 class ServiceModeSet(_Record):
-    """On the compacted nodes topic, key = ``mode/<mode>/<source>``: the latest switch of each source. Version 2
+    """On the compacted control topic, key = ``mode/<mode>/<source>``: the latest switch of each source. Version 2
     may name the mode ``degraded``; a version-1 record (cache-only, as every one was) reads as it is."""
 
     type: Literal["ServiceModeSet"] = "ServiceModeSet"
@@ -408,7 +408,7 @@ class ApiKeyIssuedPayload(_Frozen):
 
 
 class ApiKeyIssued(_Record):
-    """On the compacted nodes topic, key = ``key/<key_id>``: an API key, issued by ``voxlog keys create``."""
+    """On the compacted control topic, key = ``key/<key_id>``: an API key, issued by ``voxlog keys create``."""
 
     type: Literal["ApiKeyIssued"] = "ApiKeyIssued"
     schema_version: Literal[1] = 1
@@ -445,7 +445,7 @@ class LexiconEntrySetPayload(_Frozen):
 
 
 class LexiconEntrySet(_Record):
-    """On the compacted nodes topic, key = ``lexicon/<word>``: compaction keeps each word's last word."""
+    """On the compacted control topic, key = ``lexicon/<word>``: compaction keeps each word's last word."""
 
     type: Literal["LexiconEntrySet"] = "LexiconEntrySet"
     schema_version: Literal[1] = 1
@@ -491,7 +491,7 @@ class WebhookEndpointSetPayload(_Frozen):
 
 
 class WebhookEndpointSet(_Record):
-    """On the compacted nodes topic, key = ``webhook/<endpoint_id>``: an endpoint registered or changed."""
+    """On the compacted control topic, key = ``webhook/<endpoint_id>``: an endpoint registered or changed."""
 
     type: Literal["WebhookEndpointSet"] = "WebhookEndpointSet"
     schema_version: Literal[1] = 1
@@ -540,7 +540,7 @@ class WebhookDeliveryRecordedPayload(_Frozen):
 
 
 class WebhookDeliveryRecorded(_Record):
-    """On the compacted nodes topic, key = ``delivery/<delivery_id>``: a delivery made, or after an attempt."""
+    """On the compacted control topic, key = ``delivery/<delivery_id>``: a delivery made, or after an attempt."""
 
     type: Literal["WebhookDeliveryRecorded"] = "WebhookDeliveryRecorded"
     schema_version: Literal[1] = 1
@@ -581,7 +581,7 @@ class DocumentSubmittedPayload(_Frozen):
 
 
 class DocumentSubmitted(_Record):
-    """On the compacted nodes topic, key = ``document/<id>``: a document's chapters and parts. Version 2 added
+    """On the compacted control topic, key = ``document/<id>``: a document's chapters and parts. Version 2 added
     the scene break ``b`` to ``breaks``, version 3 the ``tenant`` that owns it, version 4 its request's
     ``input_format`` (a document's is always ``"text"``), version 5 its request's ``pronunciations`` (the
     document's own, as its client gave them; each part's job records those its text says, with the

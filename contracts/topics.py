@@ -3,7 +3,7 @@
 from typing import Final
 
 DEFAULT_JOBS_TOPIC: Final = "voxlog.jobs.v1"
-DEFAULT_NODES_TOPIC: Final = "voxlog.nodes.v1"
+DEFAULT_CONTROL_TOPIC: Final = "voxlog.control.v1"
 DEFAULT_DLQ_TOPIC: Final = "voxlog.jobs.dlq"
 
 # Headers on DLQ records, beside the original ones.

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
+from contracts.topics import DEFAULT_CONTROL_TOPIC, DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC
+from foundation.errors import FoundationError
 from foundation.kafka_access import KafkaAccess, KafkaAccessInvalid, SaslMechanism, SecurityProtocol
 
 DEFAULT_DATABASE_URL = "postgresql://voxlog@127.0.0.1:55432/voxlog"
@@ -128,6 +129,16 @@ GROUPS: Final = (
 """Every group, in the order ``voxlog config`` lists them."""
 
 
+class SettingRenamed(FoundationError):
+    """A variable is set under the name an earlier version read, and not under its new one: reading on would
+    silently use the default in its place."""
+
+
+def _set_in_environment(variable: str) -> str | None:
+    """The value of ``variable`` in the environment, its name matched as the settings match theirs (case aside)."""
+    return next((value for name, value in os.environ.items() if name.upper() == variable), None)
+
+
 class _Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True, hide_input_in_errors=True)
     process: ClassVar[str] = ""
@@ -151,7 +162,12 @@ class TopicSettings(_Settings):
     group = TOPICS
 
     jobs_topic: str = Field(DEFAULT_JOBS_TOPIC, description="Topic holding every job event (the audit log).")
-    nodes_topic: str = Field(DEFAULT_NODES_TOPIC, description="Compacted topic of worker announcements.")
+    control_topic: str = Field(
+        DEFAULT_CONTROL_TOPIC,
+        description="Compacted topic of what is kept by key: workers' announcements and heartbeats, API keys,"
+        " service modes, lexicon entries, documents, webhook endpoints and deliveries (VOXLOG_NODES_TOPIC before;"
+        " `voxlog topics` copies the old topic into it).",
+    )
     dlq_topic: str = Field(DEFAULT_DLQ_TOPIC, description="Dead-letter topic for undecodable or unappliable records.")
     jobs_partitions: int = Field(24, ge=1, description="Partitions of the jobs topic when it is created.")
     topic_replication_factor: int | None = Field(
@@ -172,6 +188,21 @@ class TopicSettings(_Settings):
         description="retention.ms of the jobs and DLQ topics (-1: forever), set by every `voxlog topics`; bound it only"
         " once `voxlog archive` runs more often than it.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _control_topic_not_under_its_old_name(cls, data: Any) -> Any:
+        """Refuse ``VOXLOG_NODES_TOPIC`` (the control topic's variable until it was renamed) unless the control
+        topic is set too: a deployment that named its own topic would otherwise start on the default, empty one."""
+        old = _set_in_environment("VOXLOG_NODES_TOPIC")
+        if old is not None and not (isinstance(data, dict) and "control_topic" in data):
+            raise SettingRenamed(
+                f"VOXLOG_NODES_TOPIC is set ({old!r}) but is no longer read: the topic is the control topic now,"
+                f" VOXLOG_CONTROL_TOPIC (default {DEFAULT_CONTROL_TOPIC}). Rename the variable, and run `voxlog topics"
+                f" --migrate-from {old}` to copy that topic's records into the control topic (or set"
+                f" VOXLOG_CONTROL_TOPIC={old} to go on using it as it is)"
+            )
+        return data
 
 
 class KafkaSettings(TopicSettings):

@@ -1,7 +1,7 @@
 """The server's lexicon over HTTP, under the admin scope: ``PUT``/``DELETE /v1/lexicon/{word}``, ``GET /v1/lexicon``.
 
 They do what ``voxlog lexicon add|remove|list`` does (the same code, through :class:`producers.ports.Operations`):
-an entry set or removed is a ``LexiconEntrySet`` or ``LexiconEntryRemoved`` event on the nodes topic, which every
+an entry set or removed is a ``LexiconEntrySet`` or ``LexiconEntryRemoved`` event on the control topic, which every
 API follows once the projector applies it (within a second: ``voxlog.composition.api.LEXICON_CACHE_S``), so a change
 is audited and replayed like any other. The word and its phonemes are checked by the rule requests' own
 pronunciations follow (:mod:`contracts.pronunciations`): a 422 names the word and what to fix.

@@ -60,7 +60,7 @@ class Placement(Protocol):
 
 
 class DocumentLog(Protocol):
-    """Where documents are recorded (the compacted nodes topic); ``BrokerUnavailable`` as :class:`JobLog`."""
+    """Where documents are recorded (the compacted control topic); ``BrokerUnavailable`` as :class:`JobLog`."""
 
     async def publish(self, event: DocumentSubmitted) -> object: ...
 

@@ -1,4 +1,4 @@
-"""A tenant's webhook endpoints: registered, listed, rotated and removed as events on the nodes topic.
+"""A tenant's webhook endpoints: registered, listed, rotated and removed as events on the control topic.
 
 An endpoint is a ``WebhookEndpointSet`` (registered, or its secret rotated) and, once removed, a
 ``WebhookEndpointRemoved``, keyed ``webhook/<id>`` so compaction keeps each endpoint's last word; the
@@ -68,7 +68,7 @@ class Shown:
 
 
 class WebhookRegistry:
-    """The endpoints' records (the nodes topic) and reads (the projection), for the API and ``voxlog webhooks``."""
+    """The endpoints' records (the control topic) and reads (the projection), for the API and ``voxlog webhooks``."""
 
     def __init__(
         self,

@@ -2,7 +2,7 @@
 
 A key's rows follow its two events: ``ApiKeyIssued`` makes the row (a second
 copy of it, a producer's retry, changes nothing), ``ApiKeyRevoked`` revokes it
-(the first revocation stands). The nodes topic is compacted on the key, so an
+(the first revocation stands). The control topic is compacted on the key, so an
 old key may be known only by its revocation: it is then a revoked row with no
 secret, which nothing can authenticate with.
 

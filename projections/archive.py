@@ -10,7 +10,7 @@ previous manifest, which names only complete files.
 Replay reads a partition's archived records, then the topic from where the archive
 ends; it refuses an archive whose files do not join up, whose checksum does not
 match, or that ends before the topic begins (records deleted before they were
-archived). Only the jobs topic is archived: the nodes topic is compacted, and so
+archived). Only the jobs topic is archived: the control topic is compacted, and so
 bounded already.
 """
 

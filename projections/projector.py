@@ -1,6 +1,6 @@
 """The projector: applies every event of the log to the Postgres read models.
 
-It takes every partition of the jobs and nodes topics, or its share of them
+It takes every partition of the jobs and control topics, or its share of them
 when several projectors split them in a consumer group (projections.shards:
 each takes its partitions over, which fences off their previous owner). Its
 position lives in Postgres, not Kafka: it seeks each partition it takes over to
@@ -62,7 +62,7 @@ stall a projector across a rebalance (the composition passes none)."""
 class ProjectorConfig:
     name: str
     jobs_topic: str
-    nodes_topic: str
+    control_topic: str
     cache_ttl: timedelta
     max_batch: int
     linger: Linger = NEVER
@@ -228,7 +228,7 @@ class Projector:
         for records in batch.values():
             for record in records:
                 try:
-                    if record.topic == self.config.nodes_topic:
+                    if record.topic == self.config.control_topic:
                         decoded.append((record, decode_node_event(record.value)))
                     else:
                         decoded.append((record, decode_event(record.value)))

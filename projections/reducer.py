@@ -118,7 +118,7 @@ def builds_on(event: JobEvent | NodeEvent) -> list[Lookup]:
 
 
 def is_node_event(event: JobEvent | NodeEvent) -> TypeGuard[NodeEvent]:
-    """Whether ``event`` came from the nodes topic (by its class, as :func:`builds_on` tells)."""
+    """Whether ``event`` came from the control topic (by its class, as :func:`builds_on` tells)."""
     return type(event) in _NODE_ROWS
 
 

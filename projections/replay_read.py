@@ -62,7 +62,7 @@ class ReplayStats:
 async def fold_log(
     kafka: KafkaAccess,
     jobs_topic: str,
-    nodes_topic: str,
+    control_topic: str,
     cache_ttl: timedelta,
     limit: Limit,
     progress: Progress,
@@ -80,7 +80,7 @@ async def fold_log(
         try:
             jobs, nodes = await asyncio.gather(
                 wait_for_partitions(consumer, jobs_topic, within_s=10),
-                wait_for_partitions(consumer, nodes_topic, within_s=10),
+                wait_for_partitions(consumer, control_topic, within_s=10),
             )
         except BrokerUnavailable as exc:
             raise ReplayError(str(exc)) from exc

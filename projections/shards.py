@@ -1,6 +1,6 @@
 """Projector shards: which partitions of the log this projector owns, and the fence that keeps it to them.
 
-Several projectors may split the partitions of the jobs and nodes topics
+Several projectors may split the partitions of the jobs and control topics
 among themselves (``VOXLOG_PROJECTOR_GROUP``: a Kafka consumer group), or one
 projector takes them all (the default, no group). Either way the positions
 stay in PostgreSQL, in ``projection_offsets``, moved by each batch's own

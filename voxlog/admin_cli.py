@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 async def _switch(settings: ModeSettings, mode: ServiceMode, enabled: bool, reason: str) -> None:
     producer = Producer(service="admin", instance=instance_name())
     nodes = ReconnectingPublisher(
-        settings.kafka_access(), settings.nodes_topic, client_id="voxlog-admin", deadline_ms=30_000
+        settings.kafka_access(), settings.control_topic, client_id="voxlog-admin", deadline_ms=30_000
     )
     try:
         await switch_mode(nodes, mode, enabled, reason, producer)

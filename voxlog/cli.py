@@ -143,7 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--only", default="", help="comma-separated faults to inject (their names, e.g. leader_kill; default: all)"
     )
     commands.add_parser("migrate", help="apply pending Postgres migrations (VOXLOG_DATABASE_URL)")
-    commands.add_parser("topics", help="create missing Kafka topics (VOXLOG_KAFKA_BOOTSTRAP_SERVERS)")
+    topics = commands.add_parser(
+        "topics",
+        help="create missing Kafka topics (VOXLOG_KAFKA_BOOTSTRAP_SERVERS), then copy the old nodes topic's records"
+        " into the control topic",
+    )
+    topics.add_argument(
+        "--migrate-from",
+        metavar="NAME",
+        default=None,
+        help="the old nodes topic to copy into the control topic, where VOXLOG_NODES_TOPIC named one"
+        " (default: voxlog.nodes.v1, copied when it exists)",
+    )
     docs_cmd = commands.add_parser(
         "docs", help="regenerate docs/events.schema.json, docs/asyncapi.json and the reference pages' tables"
     )
@@ -222,6 +233,7 @@ def _models(args: argparse.Namespace) -> int:
 
 def _admin(args: argparse.Namespace) -> int:
     from projections.migrations import migrate_database
+    from voxlog.topic_migration import LEGACY_CONTROL_TOPIC, copy_legacy_topic
     from voxlog.topics import ensure_topics, topic_specs
 
     settings = AdminSettings()
@@ -236,8 +248,15 @@ def _admin(args: argparse.Namespace) -> int:
         applied = asyncio.run(migrate_database(settings.database_url.get_secret_value(), settings.database_schema))
         print("applied: " + (", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "none pending"))
     else:
-        states = asyncio.run(ensure_topics(settings.kafka_access(), topic_specs(settings)))
+        kafka = settings.kafka_access()
+        states = asyncio.run(ensure_topics(kafka, topic_specs(settings)))
         print("\n".join(f"{name}: {state}" for name, state in states.items()))
+        legacy = args.migrate_from or LEGACY_CONTROL_TOPIC
+        copied = asyncio.run(
+            copy_legacy_topic(kafka, legacy, settings.control_topic, required=args.migrate_from is not None)
+        )
+        if copied is not None:
+            print(copied.describe())
     return 0
 
 

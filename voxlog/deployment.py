@@ -59,7 +59,7 @@ class Deployment:
         self.tag = f"{prefix}_{uuid.uuid4().hex[:10]}"
         self.home = home / self.tag
         topics = TopicSettings(
-            jobs_topic=f"{self.tag}.jobs", nodes_topic=f"{self.tag}.nodes", dlq_topic=f"{self.tag}.dlq"
+            jobs_topic=f"{self.tag}.jobs", control_topic=f"{self.tag}.control", dlq_topic=f"{self.tag}.dlq"
         )
         self.topics = topics.model_copy(update={"jobs_partitions": partitions}) if partitions else topics
         self.api_port = free_port()
@@ -146,7 +146,7 @@ class Deployment:
         admin = self.kafka.admin()
         await admin.start()
         try:
-            await admin.delete_topics([self.topics.jobs_topic, self.topics.nodes_topic, self.topics.dlq_topic])
+            await admin.delete_topics([self.topics.jobs_topic, self.topics.control_topic, self.topics.dlq_topic])
         finally:
             await admin.close()
 

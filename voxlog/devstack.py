@@ -22,6 +22,7 @@ from producers.api_keys import ALL_SCOPES
 from projections.migrations import migrate_database
 from voxlog.client_key import client_key_file, save_client_key, saved_key_id
 from voxlog.errors import VoxlogError
+from voxlog.topic_migration import LEGACY_CONTROL_TOPIC, copy_legacy_topic
 from voxlog.topics import ensure_topics, topic_specs
 
 SOURCE_ROOT: Final = Path(__file__).resolve().parents[1]
@@ -124,7 +125,7 @@ def isolated_env(
         "VOXLOG_DATABASE_URL": database_url,
         "VOXLOG_DATABASE_SCHEMA": schema,
         "VOXLOG_JOBS_TOPIC": topics.jobs_topic,
-        "VOXLOG_NODES_TOPIC": topics.nodes_topic,
+        "VOXLOG_CONTROL_TOPIC": topics.control_topic,
         "VOXLOG_DLQ_TOPIC": topics.dlq_topic,
         "VOXLOG_SYNTH_GROUP": f"synth-{schema}",
         "VOXLOG_PROJECTOR_NAME": f"projector-{schema}",
@@ -164,7 +165,9 @@ def api_url(settings: DevSettings) -> str:
 async def up(settings: DevSettings, brokers: int | None = None) -> list[str]:
     stack = dev_stack(settings, brokers)
     await stack.up()
-    created = await ensure_topics(KafkaAccess(stack.bootstrap_servers), topic_specs(settings))
+    kafka = KafkaAccess(stack.bootstrap_servers)
+    created = await ensure_topics(kafka, topic_specs(settings))
+    copied = await copy_legacy_topic(kafka, LEGACY_CONTROL_TOPIC, settings.control_topic)
     applied = await migrate_database(stack.database_url, settings.database_schema)
     apps = AppProcesses(settings.dev_home)
     apps.forget_stopped()  # what still runs stays recorded, whatever VOXLOG_DEV_WORKERS says now
@@ -176,6 +179,7 @@ async def up(settings: DevSettings, brokers: int | None = None) -> list[str]:
     key_line = await dev_key(settings, stack)
     return [
         "topics:     " + ", ".join(f"{name} ({state})" for name, state in created.items()),
+        *([f"migrated:   {copied.describe()}"] if copied is not None else []),
         f"migrations: {len(applied)} applied",
         f"api:        {api_url(settings)} (OpenAPI at {api_url(settings)}/schema)",
         f"export VOXLOG_KAFKA_BOOTSTRAP_SERVERS={stack.bootstrap_servers}",
@@ -194,7 +198,7 @@ async def dev_key(settings: DevSettings, stack: DevStack) -> str:
         kafka_bootstrap_servers=stack.bootstrap_servers,
         database_url=stack.database_url,
         database_schema=settings.database_schema,
-        nodes_topic=settings.nodes_topic,
+        control_topic=settings.control_topic,
     )
     saved = saved_key_id()
     rows = {row["key_id"]: row for row in await keys_cli.keys(mode)}

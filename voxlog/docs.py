@@ -25,7 +25,7 @@ from contracts.events import (
     NodeEvent,
     type_name,
 )
-from contracts.topics import DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC, DEFAULT_NODES_TOPIC
+from contracts.topics import DEFAULT_CONTROL_TOPIC, DEFAULT_DLQ_TOPIC, DEFAULT_JOBS_TOPIC
 
 DOCS_DIR: Final = Path(__file__).resolve().parent.parent / "docs"
 SCHEMA_FILE: Final = "events.schema.json"
@@ -62,11 +62,14 @@ def asyncapi_document() -> dict[str, Any]:
         schema=JobEvent,
     )
     broker.publisher(
-        DEFAULT_NODES_TOPIC,
-        title="nodes",
+        DEFAULT_CONTROL_TOPIC,
+        title="control",
         description=(
-            "Compacted. Each worker announces its engine, model version and voices (key = worker id) and "
-            "sends a heartbeat every few seconds (key = heartbeat/<worker id>): alive, and what it is doing."
+            "Compacted: what is kept by key. Each worker announces its engine, model version and voices (key = "
+            "worker id) and sends a heartbeat every few seconds (key = heartbeat/<worker id>): alive, and what it "
+            "is doing; API keys (key/<key id>), service modes (mode/<mode>/<source>), lexicon entries "
+            "(lexicon/<word>), documents (document/<id>), webhook endpoints (webhook/<endpoint id>) and deliveries "
+            "(delivery/<delivery id>). Headers: type, schema_version, traceparent."
         ),
         schema=NodeEvent,
     )
@@ -109,7 +112,7 @@ class MissingMarkers(ValueError):
 def events_table() -> str:
     """Each event, the topic it is recorded on, and the version it is written at."""
     lines = ["| event | topic | version |", "|---|---|---|"]
-    for topic, classes in ((DEFAULT_JOBS_TOPIC, EVENT_CLASSES), (DEFAULT_NODES_TOPIC, NODE_EVENT_CLASSES)):
+    for topic, classes in ((DEFAULT_JOBS_TOPIC, EVENT_CLASSES), (DEFAULT_CONTROL_TOPIC, NODE_EVENT_CLASSES)):
         for cls in classes:
             lines.append(f"| `{type_name(cls)}` | `{topic}` | {cls.model_fields['schema_version'].default} |")
     return "\n".join(lines)

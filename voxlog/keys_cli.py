@@ -2,7 +2,7 @@
 
 ``create`` makes a key (``vxl_<id>_<secret>``) whose id no key issued or
 revoked has (checked in the projection: it needs PostgreSQL), records
-``ApiKeyIssued`` on the nodes topic (the secret's sha256, never the secret)
+``ApiKeyIssued`` on the control topic (the secret's sha256, never the secret)
 and prints the key: the only time it is shown. ``revoke`` records ``ApiKeyRevoked``: every API
 instance refuses the key once the projector applied it and its cache of the
 key expired (two seconds: ``voxlog.composition.api.AUTH_CACHE_S``). ``list`` reads the projection.
@@ -100,7 +100,7 @@ async def issue(
         issued_at=utc_now(),
         expires_at=expires_at,
     )
-    async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.control_topic) as publisher:
         await publisher.publish(node_event(ApiKeyIssued, _producer(), payload))
     return key
 
@@ -152,7 +152,7 @@ async def revoke(settings: ModeSettings, key_id: str, reason: str) -> str:
     if not known:
         raise VoxlogError(f"no key {key_id} in the projection (`voxlog keys list` shows the keys)")
     payload = ApiKeyRevokedPayload(key_id=key_id, tenant=known[0]["tenant"], revoked_at=utc_now(), reason=reason)
-    async with KafkaEventPublisher(settings.kafka_access(), settings.nodes_topic) as publisher:
+    async with KafkaEventPublisher(settings.kafka_access(), settings.control_topic) as publisher:
         await publisher.publish(node_event(ApiKeyRevoked, _producer(), payload))
     return str(known[0]["tenant"])
 

@@ -1,6 +1,6 @@
 """`voxlog lexicon add|remove|list`: the server's lexicon, the words every request says as given phonemes.
 
-An entry is a ``LexiconEntrySet`` event (a removal ``LexiconEntryRemoved``) on the nodes topic, keyed by its
+An entry is a ``LexiconEntrySet`` event (a removal ``LexiconEntryRemoved``) on the control topic, keyed by its
 word, not a row written by hand: every API instance follows the projection of it (within a second:
 ``voxlog.composition.api.LEXICON_CACHE_S``), replay rebuilds it, and ``voxlog audit`` shows the pronunciations
 each job was said with. The same actions as ``PUT``/``DELETE /v1/lexicon/{word}`` (:mod:`voxlog.operations`).
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _publisher(settings: ModeSettings) -> ReconnectingPublisher:
     return ReconnectingPublisher(
-        settings.kafka_access(), settings.nodes_topic, client_id="voxlog-lexicon", deadline_ms=30_000
+        settings.kafka_access(), settings.control_topic, client_id="voxlog-lexicon", deadline_ms=30_000
     )
 
 

@@ -5,7 +5,7 @@ their status, cache purges, and the lexicon's entries.
 and a publisher of their own; the API calls them through :class:`ApiOperations`
 (the adapter of ``producers.ports.Operations``), with its own pool and
 publishers, behind the admin scope. Either way a switch is a ``ServiceModeSet``
-on the nodes topic, a purge is ``CacheEvicted`` events on the jobs topic, and a
+on the control topic, a purge is ``CacheEvicted`` events on the jobs topic, and a
 lexicon entry a ``LexiconEntrySet`` or ``LexiconEntryRemoved`` on the nodes
 topic (``voxlog lexicon``): nothing is written to the projection by hand. What they read of it is the read
 model's (:mod:`projections.reads.operator`).

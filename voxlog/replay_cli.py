@@ -76,7 +76,7 @@ class ProgressLine:
 
 def run(args: argparse.Namespace) -> int:
     settings = ReplaySettings()
-    topics = (settings.jobs_topic, settings.nodes_topic)
+    topics = (settings.jobs_topic, settings.control_topic)
     ttl = timedelta(seconds=settings.cache_ttl)
     progress = ProgressLine()
     if args.verify:

@@ -56,7 +56,7 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
     return [
         TopicSpec(settings.jobs_topic, settings.jobs_partitions, rf, dict(retention), in_sync),
         TopicSpec(settings.dlq_topic, 1, rf, dict(retention), in_sync),
-        TopicSpec(settings.nodes_topic, 1, rf, {"cleanup.policy": "compact"}, in_sync),
+        TopicSpec(settings.control_topic, 1, rf, {"cleanup.policy": "compact"}, in_sync),
     ]
 
 

@@ -1,7 +1,7 @@
 """`voxlog webhooks add|list|remove|rotate --tenant T`: a tenant's webhook endpoints, as the operator sees them.
 
 The same actions as ``POST``/``GET``/``DELETE /v1/webhooks`` (:class:`producers.webhooks.WebhookRegistry`):
-each is an event on the nodes topic, the URL judged as the API judges it, and a secret shown once.
+each is an event on the control topic, the URL judged as the API judges it, and a secret shown once.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(settings: WebhookCliSettings, args: argparse.Namespace) -> int:
     pool = await open_pool(settings.database_url.get_secret_value(), settings.database_schema, min_size=0, max_size=1)
     nodes = ReconnectingPublisher(
-        settings.kafka_access(), settings.nodes_topic, client_id="voxlog-webhooks", deadline_ms=30_000
+        settings.kafka_access(), settings.control_topic, client_id="voxlog-webhooks", deadline_ms=30_000
     )
     registry = WebhookRegistry(
         pool,

@@ -157,7 +157,7 @@ async def test_cache_only_mode_follows_the_operator_and_the_backlog(apps, topics
         assert {job["state"] for job in jobs} == {"completed"}
         await until("the sweeper to switch cache-only mode off as the backlog drained", taken, within_s=120)
 
-    records = await read_to_end(app.kafka, app.env["VOXLOG_NODES_TOPIC"])
+    records = await read_to_end(app.kafka, app.env["VOXLOG_CONTROL_TOPIC"])
     switches = [decode_node_event(r.value) for r in records if r.value and b'"ServiceModeSet"' in r.value]
     assert all(e.type == type_name(ServiceModeSet) for e in switches)
     seen = [(e.payload.source, e.payload.enabled) for e in switches if isinstance(e, ServiceModeSet)]

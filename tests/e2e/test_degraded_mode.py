@@ -100,7 +100,7 @@ async def test_degraded_mode_follows_the_operator_and_the_backlog(apps, topics):
         assert {j["state"] for j in jobs} == {"completed"}, "no accepted job is lost"
         await until("the sweeper to switch degraded mode off as the backlog drained", full_quality, within_s=120)
 
-    records = await read_to_end(app.kafka, app.env["VOXLOG_NODES_TOPIC"])
+    records = await read_to_end(app.kafka, app.env["VOXLOG_CONTROL_TOPIC"])
     switches = [decode_node_event(r.value) for r in records if r.value and b'"ServiceModeSet"' in r.value]
     seen = {(e.payload.mode, e.payload.source, e.payload.enabled) for e in switches if isinstance(e, ServiceModeSet)}
     assert {

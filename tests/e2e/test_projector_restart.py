@@ -81,7 +81,7 @@ async def test_projector_killed_with_sigkill_ends_equal_to_a_fresh_projection(st
     name = f"projector-{schema}"
     async with KafkaEventPublisher(topics.kafka, topics.jobs) as publisher:
         await asyncio.gather(*(publisher.publish(e) for e in events[:half]))
-        await publisher.publish(node, topic=topics.settings.nodes_topic)
+        await publisher.publish(node, topic=topics.settings.control_topic)
         app.start("projector", ["projector"])
         await wait_applied(stack.database_url, schema, name, half + 1)
         # The gate: a lock that stops the next batch's write, so that the kill lands mid-stream.

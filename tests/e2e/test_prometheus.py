@@ -128,7 +128,7 @@ async def test_prometheus_scraping_voxlog_knows_every_metric_the_alerts_and_the_
     # A worker that lists jobs waiting on it (NodeHeartbeat version 2), heard every second: the API exports
     # its queue (voxlog_worker_queue_jobs) only while some worker has one.
     waiting = (QueueCount(tenant="default", priority="batch", jobs=3, text_chars=90),)
-    nodes = KafkaEventPublisher(topics.kafka, topics.settings.nodes_topic)
+    nodes = KafkaEventPublisher(topics.kafka, topics.settings.control_topic)
     await nodes.start()
 
     async def beating() -> None:

@@ -2,7 +2,7 @@
 each worker's queue by tenant and priority on the dashboard (its JSON and the page in a real browser) and in
 ``voxlog_worker_queue_jobs``.
 
-The heartbeats are published on the nodes topic by the test, as a worker that holds a claim and has jobs
+The heartbeats are published on the control topic by the test, as a worker that holds a claim and has jobs
 waiting on it sends them (``NodeHeartbeat`` version 2), every second while the test reads; the job is queued
 on the jobs topic as the API records one. The projector and the API are the real processes, with API keys.
 """
@@ -76,7 +76,7 @@ async def test_a_queued_jobs_place_and_each_workers_queue_are_read_from_the_work
 
         async def heartbeats() -> None:  # every second, as a worker does
             while True:
-                await publisher.publish(beat(queued.job_id, others), topic=topics.settings.nodes_topic)
+                await publisher.publish(beat(queued.job_id, others), topic=topics.settings.control_topic)
                 await asyncio.sleep(1.0)
 
         beating = asyncio.create_task(heartbeats())

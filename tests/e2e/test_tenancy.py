@@ -208,14 +208,14 @@ async def _listed(client: httpx.AsyncClient, endpoint: str, within_s: float = 30
 
 
 async def _delivered(topics: Any, client: httpx.AsyncClient, endpoint: str, job: str, within_s: float = 30.0) -> str:
-    """A delivery to the endpoint, recorded on the nodes topic as the delivery process records one it gave up
+    """A delivery to the endpoint, recorded on the control topic as the delivery process records one it gave up
     (so that its owner may redeliver it), once the projector has applied it; its id."""
     payload = WebhookDeliveryRecordedPayload(
         delivery_id=uuid.uuid4(), endpoint_id=uuid.UUID(endpoint), tenant="alice", event_type="job.failed",
         job_id=uuid.UUID(job), body=json.dumps({"type": "job.failed", "data": {"job_id": job}}),
         created_at=utc_now(), state="given_up", attempts=1, last_error="connection refused",
     )  # fmt: skip
-    async with KafkaEventPublisher(topics.kafka, topics.settings.nodes_topic) as nodes:
+    async with KafkaEventPublisher(topics.kafka, topics.settings.control_topic) as nodes:
         await nodes.publish(node_event(WebhookDeliveryRecorded, Producer(service="test", instance="e2e"), payload))
     deadline = time.monotonic() + within_s
     while not (await client.get(f"/v1/webhooks/{endpoint}/deliveries")).json()["deliveries"]:

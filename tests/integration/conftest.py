@@ -37,11 +37,11 @@ class Topics:
 
 
 def fresh_topic_settings(**overrides: int) -> TopicSettings:
-    """Jobs, DLQ and nodes topics of names no other test uses (``overrides``: partitions and the like)."""
+    """Jobs, DLQ and control topics of names no other test uses (``overrides``: partitions and the like)."""
     suffix = uuid.uuid4().hex[:12]
     return TopicSettings(
         jobs_topic=f"test.{suffix}.jobs",
-        nodes_topic=f"test.{suffix}.nodes",
+        control_topic=f"test.{suffix}.control",
         dlq_topic=f"test.{suffix}.dlq",
         **overrides,
     )
@@ -49,7 +49,7 @@ def fresh_topic_settings(**overrides: int) -> TopicSettings:
 
 @contextlib.asynccontextmanager
 async def fresh_topics(stack: DevStack) -> AsyncIterator[Topics]:
-    """Fresh jobs, DLQ and nodes topics, deleted afterwards."""
+    """Fresh jobs, DLQ and control topics, deleted afterwards."""
     settings = fresh_topic_settings()
     kafka = KafkaAccess(stack.bootstrap_servers)
     await ensure_topics(kafka, topic_specs(settings))
@@ -57,7 +57,7 @@ async def fresh_topics(stack: DevStack) -> AsyncIterator[Topics]:
     admin = kafka.admin()
     await admin.start()
     try:
-        await admin.delete_topics([settings.jobs_topic, settings.nodes_topic, settings.dlq_topic])
+        await admin.delete_topics([settings.jobs_topic, settings.control_topic, settings.dlq_topic])
     finally:
         await admin.close()
 
@@ -73,7 +73,7 @@ async def fresh_schema(stack: DevStack) -> AsyncIterator[str]:
 
 @pytest_asyncio.fixture
 async def topics(stack: DevStack) -> AsyncIterator[Topics]:
-    """Fresh jobs, DLQ and nodes topics for one test, deleted afterwards."""
+    """Fresh jobs, DLQ and control topics for one test, deleted afterwards."""
     async with fresh_topics(stack) as made:
         yield made
 

@@ -66,7 +66,7 @@ async def schemas(stack) -> AsyncIterator[Callable[[], str]]:
 async def test_archive_then_replay_equals_replay_from_the_topic_alone_and_refuses_a_damaged_archive(
     stack, topics, schemas, tmp_path
 ):
-    kafka, names = topics.kafka, (topics.jobs, topics.settings.nodes_topic)
+    kafka, names = topics.kafka, (topics.jobs, topics.settings.control_topic)
     early, late = jobs(0, 20), jobs(20, 20)
     await publish(kafka, topics.jobs, early, poison=True)
     moment = utc_now()

@@ -72,7 +72,7 @@ class JobsTopic:
     async def project(self, events: Sequence[JobEvent], offsets: Sequence[int]) -> None:
         """``events`` into the projection, read at ``offsets`` of partition 0 (as the projector would)."""
         config = ProjectorConfig(
-            name="audit-reads", jobs_topic=self.topics.jobs, nodes_topic=self.topics.settings.nodes_topic,
+            name="audit-reads", jobs_topic=self.topics.jobs, control_topic=self.topics.settings.control_topic,
             cache_ttl=TTL, max_batch=500,
         )  # fmt: skip
         projector = Projector(config, self.pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ class Announced(ProjectionReader):
 async def project(topics: Any, pool: Any, events: Sequence[JobEvent], first_offset: int) -> None:
     """``events`` into the projection as the projector writes a batch of partition 0 read from ``first_offset``."""
     config = ProjectorConfig(
-        name="cached-answer", jobs_topic=topics.jobs, nodes_topic=topics.settings.nodes_topic, cache_ttl=TTL,
+        name="cached-answer", jobs_topic=topics.jobs, control_topic=topics.settings.control_topic, cache_ttl=TTL,
         max_batch=500,
     )  # fmt: skip
     projector = Projector(config, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]

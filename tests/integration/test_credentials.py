@@ -166,7 +166,7 @@ def test_the_cli_tools_log_in_through_the_same_settings(cli: dict[str, Completed
     ran = {name: done for name, done in cli.items() if name not in ("lag", "topics, wrong password")}
     assert {name: done.stderr[-2000:] for name, done in ran.items() if done.returncode} == {}
     assert cli["topics"].stdout.split() == [
-        "voxlog.jobs.v1:", "exists", "voxlog.jobs.dlq:", "exists", "voxlog.nodes.v1:", "exists"
+        "voxlog.jobs.v1:", "exists", "voxlog.jobs.dlq:", "exists", "voxlog.control.v1:", "exists"
     ]  # fmt: skip
     assert json.loads(cli["audit"].stdout)["state"] == "completed"
     assert {g["group"] for g in json.loads(cli["lag"].stdout)["groups"]}, "lag read the groups"

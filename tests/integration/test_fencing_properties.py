@@ -2,7 +2,7 @@
 
 Hypothesis plays partitions of the jobs topic (tests.support.job_logs): duplicates,
 stale attempts' late events interleaved after newer claims, cache hits, and
-arbitrary sequences; and the nodes topic beside them (tests.support.node_logs):
+arbitrary sequences; and the control topic beside them (tests.support.node_logs):
 announcements, heartbeats, mode switches and documents, out of their clocks'
 order and repeated. The projector applies them in batches of random sizes that
 hold records of both topics, as its consumer would hand them over.
@@ -40,9 +40,9 @@ from tests.support.job_logs import arbitrary_logs, realistic_logs
 from tests.support.node_logs import with_node_events
 from tests.support.records import RecordedDeadLetters, record_of
 
-TOPIC, NODES = "jobs", "nodes"
+TOPIC, CONTROL = "jobs", "control"
 CONFIG = ProjectorConfig(
-    name="props", jobs_topic=TOPIC, nodes_topic=NODES, cache_ttl=timedelta(minutes=10), max_batch=50
+    name="props", jobs_topic=TOPIC, control_topic=CONTROL, cache_ttl=timedelta(minutes=10), max_batch=50
 )
 Log = list[JobEvent | NodeEvent]
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -89,11 +89,11 @@ def expected_node_rows(log: Log) -> dict[str, dict[tuple[object, ...], uuid.UUID
 
 
 def positions(log: Log) -> list[tuple[str, int]]:
-    """Where each event of ``log`` lies: job events in the jobs topic, node events in the nodes topic."""
+    """Where each event of ``log`` lies: job events in the jobs topic, node events in the control topic."""
     next_offset: dict[str, int] = defaultdict(int)
     found = []
     for event in log:
-        topic = NODES if is_node_event(event) else TOPIC
+        topic = CONTROL if is_node_event(event) else TOPIC
         found.append((topic, next_offset[topic]))
         next_offset[topic] += 1
     return found

@@ -46,7 +46,7 @@ from tests.support.job_logs import _Builder
 from tests.support.records import RecordedDeadLetters, raw_record, record_of
 
 CONFIG = ProjectorConfig(
-    name="reads", jobs_topic="jobs", nodes_topic="nodes", cache_ttl=timedelta(days=3650), max_batch=500
+    name="reads", jobs_topic="jobs", control_topic="control", cache_ttl=timedelta(days=3650), max_batch=500
 )
 
 
@@ -56,8 +56,9 @@ async def project(pool, events: list[JobEvent], nodes: list = ()) -> None:  # ty
     if not events:
         batch = {}
     if nodes:
-        batch[TopicPartition("nodes", 0)] = [
-            raw_record("nodes", 0, offset, encode_event(node), event_headers(node)) for offset, node in enumerate(nodes)
+        batch[TopicPartition("control", 0)] = [
+            raw_record("control", 0, offset, encode_event(node), event_headers(node))
+            for offset, node in enumerate(nodes)
         ]
     await projector.apply_batch(batch)
 

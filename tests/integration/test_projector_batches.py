@@ -22,9 +22,9 @@ from tests.support.events import heartbeat, mode_set, node_announced, one_of_eac
 from tests.support.job_logs import realistic_logs
 from tests.support.records import RecordedDeadLetters, raw_record, record_of
 
-JOBS, NODES = "jobs", "nodes"
+JOBS, CONTROL = "jobs", "control"
 CONFIG = ProjectorConfig(
-    name="test", jobs_topic=JOBS, nodes_topic=NODES, cache_ttl=timedelta(minutes=10), max_batch=500
+    name="test", jobs_topic=JOBS, control_topic=CONTROL, cache_ttl=timedelta(minutes=10), max_batch=500
 )
 
 
@@ -63,18 +63,18 @@ async def test_a_refused_node_record_goes_to_the_dlq_and_the_rest_of_its_batch_l
     projector = Projector(CONFIG, pool, consumer=None, partitions=[], dead_letter=dlq)  # type: ignore[arg-type]
     batch = {
         TopicPartition(JOBS, 0): [of(job[0], 0, 0)],
-        TopicPartition(NODES, 0): [of(heartbeat("w1"), 0, 4, NODES), of(refused, 0, 5, NODES)],
-        TopicPartition(NODES, 1): [of(node_announced("w1"), 1, 2, NODES)],
+        TopicPartition(CONTROL, 0): [of(heartbeat("w1"), 0, 4, CONTROL), of(refused, 0, 5, CONTROL)],
+        TopicPartition(CONTROL, 1): [of(node_announced("w1"), 1, 2, CONTROL)],
     }
     await projector.apply_batch(batch)
 
-    assert [(r.topic, r.partition, r.offset) for r, _ in dlq.records] == [(NODES, 0, 5)]
+    assert [(r.topic, r.partition, r.offset) for r, _ in dlq.records] == [(CONTROL, 0, 5)]
     assert await pg.fetchval("SELECT count(*) FROM service_modes") == 0
     assert await pg.fetchval("SELECT count(*) FROM node_heartbeats WHERE worker_id = 'w1'") == 1
     assert await pg.fetchval("SELECT count(*) FROM nodes WHERE worker_id = 'w1'") == 1
     assert await pg.fetchval("SELECT state FROM jobs WHERE job_id = $1", job[0].job_id) == "queued"
     offsets = await pg.fetch("SELECT topic, partition, next_offset FROM projection_offsets WHERE consumer = 'test'")
-    assert sorted(map(tuple, offsets)) == [(JOBS, 0, 1), (NODES, 0, 6), (NODES, 1, 3)]
+    assert sorted(map(tuple, offsets)) == [(JOBS, 0, 1), (CONTROL, 0, 6), (CONTROL, 1, 3)]
 
 
 class _UnreachableOnce(RecordedDeadLetters):
@@ -143,8 +143,8 @@ async def test_regression_a_batch_with_a_heartbeat_left_the_two_statement_path(p
     projector = Projector(config, counted, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
     batch = {
         TopicPartition(JOBS, 0): [of(e, 0, i) for i, e in enumerate(job[:2])],
-        TopicPartition(NODES, 0): [of(heartbeat("w1", n), 0, n, NODES) for n in range(3)]
-        + [of(node_announced("w1"), 0, 3, NODES)],
+        TopicPartition(CONTROL, 0): [of(heartbeat("w1", n), 0, n, CONTROL) for n in range(3)]
+        + [of(node_announced("w1"), 0, 3, CONTROL)],
     }
     await projector.apply_batch(batch)
 
@@ -153,7 +153,7 @@ async def test_regression_a_batch_with_a_heartbeat_left_the_two_statement_path(p
     latest = heartbeat("w1", 2).payload.sent_at
     assert await pg.fetchval("SELECT sent_at FROM node_heartbeats WHERE worker_id = 'w1'") == latest
     offsets = await pg.fetch("SELECT topic, next_offset FROM projection_offsets WHERE consumer = 'test'")
-    assert sorted(map(tuple, offsets)) == [(JOBS, 2), (NODES, 4)]
+    assert sorted(map(tuple, offsets)) == [(JOBS, 2), (CONTROL, 4)]
 
 
 async def test_a_clean_batch_lands_whole_and_twice_changes_nothing(pool, pg):

@@ -75,7 +75,7 @@ async def replicas(stack: DevStack, topics: Topics, schema: str) -> AsyncIterato
     config = ProjectorConfig(
         name=NAME,
         jobs_topic=topics.jobs,
-        nodes_topic=topics.settings.nodes_topic,
+        control_topic=topics.settings.control_topic,
         cache_ttl=timedelta(minutes=10),
         max_batch=500,
     )
@@ -87,7 +87,7 @@ async def replicas(stack: DevStack, topics: Topics, schema: str) -> AsyncIterato
             stack.database_url, min_size=1, max_size=2, server_settings={"search_path": schema}
         )
         shards = Shards(consumer, grouped=True)
-        consumer.subscribe([config.jobs_topic, config.nodes_topic], listener=ShardListener(shards))
+        consumer.subscribe([config.jobs_topic, config.control_topic], listener=ShardListener(shards))
         projector = Projector(config, pool, consumer, [], RecordedDeadLetters(), shards, gate)
         replica = Replica(projector, consumer, pool, asyncio.create_task(projector.run(stop)))
         started.append(replica)
@@ -279,7 +279,7 @@ async def test_a_batch_read_before_another_projector_took_over_its_partition_is_
     batch, whole, and leaves the rows and the offsets as they were."""
     tp = TopicPartition("jobs", 3)
     config = ProjectorConfig(
-        name=NAME, jobs_topic="jobs", nodes_topic="nodes", cache_ttl=timedelta(minutes=10), max_batch=500
+        name=NAME, jobs_topic="jobs", control_topic="control", cache_ttl=timedelta(minutes=10), max_batch=500
     )
     old = Projector(config, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
     events = one_of_each("Taken over twice.")
@@ -311,7 +311,7 @@ async def test_a_cache_row_another_shard_changed_since_a_batch_read_it_is_read_a
     shards at once: the older completion, read before the newer one's cache entry landed and written after,
     does not replace it (the batch is refused and applied again from a fresh read)."""
     config = ProjectorConfig(
-        name=NAME, jobs_topic="jobs", nodes_topic="nodes", cache_ttl=timedelta(minutes=10), max_batch=500
+        name=NAME, jobs_topic="jobs", control_topic="control", cache_ttl=timedelta(minutes=10), max_batch=500
     )
     newer = _completed("One fingerprint, two partitions.")
     older = _completed("One fingerprint, two partitions.", shift=-timedelta(hours=1))

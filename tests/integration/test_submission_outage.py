@@ -31,7 +31,7 @@ from tests.support.kafka import read_to_end
 from tests.support.stack import PrivateStack
 from voxlog.topics import ensure_topics, topic_specs
 
-TOPICS = TopicSettings(jobs_topic="jobs", nodes_topic="nodes", dlq_topic="dlq", jobs_partitions=4)
+TOPICS = TopicSettings(jobs_topic="jobs", control_topic="control", dlq_topic="dlq", jobs_partitions=4)
 
 
 @pytest_asyncio.fixture
@@ -101,11 +101,11 @@ async def test_a_batch_the_broker_took_in_part_is_completed_by_its_retry_and_no_
 
 
 async def test_a_document_whose_parts_the_broker_did_not_take_is_completed_by_its_retry(broker):
-    jobs_log, nodes_log = publisher(broker, TOPICS.jobs_topic), publisher(broker, TOPICS.nodes_topic)
+    jobs_log, control_log = publisher(broker, TOPICS.jobs_topic), publisher(broker, TOPICS.control_topic)
     document_id = uuid.uuid4()
     try:
         gate = KillsTheBrokerMidway(broker, jobs_log, first=3)
-        journal = SubmissionLog(gate, LIMITS.max_record_bytes, document_log=nodes_log)  # type: ignore[arg-type]
+        journal = SubmissionLog(gate, LIMITS.max_record_bytes, document_log=control_log)  # type: ignore[arg-type]
         submissions = Submissions(Reader(), journal, Blobs(), LIMITS, PRODUCER)  # type: ignore[arg-type]
         items = [
             Item(JobRequest(text=f"Part number {i}.", voice="af_heart"), "batch", document_part_job_id(document_id, i))
@@ -122,8 +122,8 @@ async def test_a_document_whose_parts_the_broker_did_not_take_is_completed_by_it
         await submissions.submit(Submission(items, key, True, ANONYMOUS, from_cache=False, record=None))
     finally:
         await jobs_log.stop()
-        await nodes_log.stop()
-    documents = [decode_node_event(r.value) for r in await read_to_end(broker.kafka, TOPICS.nodes_topic)]
+        await control_log.stop()
+    documents = [decode_node_event(r.value) for r in await read_to_end(broker.kafka, TOPICS.control_topic)]
     assert [d.payload.document_id for d in documents if isinstance(d, DocumentSubmitted)] == [document_id]
     parts = {decode_event(r.value).job_id for r in await read_to_end(broker.kafka, TOPICS.jobs_topic)}
     assert parts == {document_part_job_id(document_id, i) for i in range(10)}, "every part, each once"

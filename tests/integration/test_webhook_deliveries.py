@@ -25,17 +25,17 @@ from projections.projector import Projector, ProjectorConfig
 from tests.support.api_fakes import PRODUCER, Log
 from tests.support.records import RecordedDeadLetters, record_of
 
-NODES = "nodes-of-this-test"
+CONTROL = "control-of-this-test"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SIGNING_KEY = b"a server's signing key of at least thirty-two bytes"
 
 
 class Projected:
-    """The test's projector: node events applied in order, as if read from one partition of the nodes topic."""
+    """The test's projector: node events applied in order, as if read from one partition of the control topic."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         config = ProjectorConfig(
-            name="deliveries", jobs_topic="jobs-of-this-test", nodes_topic=NODES, cache_ttl=timedelta(days=1),
+            name="deliveries", jobs_topic="jobs-of-this-test", control_topic=CONTROL, cache_ttl=timedelta(days=1),
             max_batch=500,
         )  # fmt: skip
         self.projector = Projector(config, pool, consumer=None, partitions=[], dead_letter=RecordedDeadLetters())  # type: ignore[arg-type]
@@ -44,9 +44,9 @@ class Projected:
     async def apply(self, events: Sequence[AnyEvent]) -> None:
         records = []
         for event in events:
-            records.append(record_of(event, NODES, 0, self.offset))
+            records.append(record_of(event, CONTROL, 0, self.offset))
             self.offset += 1
-        await self.projector.apply_batch({TopicPartition(NODES, 0): records})
+        await self.projector.apply_batch({TopicPartition(CONTROL, 0): records})
 
 
 def endpoint(tenant: str) -> WebhookEndpointSet:

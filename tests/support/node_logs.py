@@ -1,7 +1,7 @@
 # ruff: noqa: RUF001
-"""Hypothesis strategies for the nodes topic, and for a projector's batches that hold both topics.
+"""Hypothesis strategies for the control topic, and for a projector's batches that hold both topics.
 
-``node_logs`` plays what the nodes topic holds: a few workers' announcements
+``node_logs`` plays what the control topic holds: a few workers' announcements
 and heartbeats, cache-only switches of both sources, documents, API keys and
 lexicon entries set and removed, each
 stamped by its producer's clock, which takes few values (so a later record of

@@ -22,7 +22,7 @@ def test_schema_describes_every_event_type():
 def test_asyncapi_names_the_jobs_and_dlq_topics():
     document = json.loads((docs.DOCS_DIR / docs.ASYNCAPI_FILE).read_text())
     addresses = {channel["address"] for channel in document["channels"].values()}
-    assert addresses == {"voxlog.jobs.v1", "voxlog.jobs.dlq", "voxlog.nodes.v1"}
+    assert addresses == {"voxlog.jobs.v1", "voxlog.jobs.dlq", "voxlog.control.v1"}
 
 
 def test_drift_is_detected(tmp_path):

@@ -44,7 +44,7 @@ def test_the_settings():
 def test_the_record_types_versions_and_upcasters():
     types_, all_versions, job_types, job_versions, node_types, node_versions, upcasters = said(
         r"\*\*(\d+) record types at (\d+) versions\*\*: (\d+) job events \((\d+) versions\) on the jobs topic,"
-        r" (\d+) records \((\d+) versions\) on the nodes topic; \*\*(\d+) upcasters\*\*"
+        r" (\d+) records \((\d+) versions\) on the control topic; \*\*(\d+) upcasters\*\*"
     )
     assert (job_types, job_versions) == (len(EVENT_CLASSES), versions(EVENT_CLASSES))
     assert (node_types, node_versions) == (len(NODE_EVENT_CLASSES), versions(NODE_EVENT_CLASSES))

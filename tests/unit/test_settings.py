@@ -6,7 +6,15 @@ from pathlib import Path
 import pytest
 
 from foundation.offload import Budget
-from foundation.settings import ALL_SETTINGS, GROUPS, AdminSettings, ApiSettings, DevSettings, group_of
+from foundation.settings import (
+    ALL_SETTINGS,
+    GROUPS,
+    AdminSettings,
+    ApiSettings,
+    DevSettings,
+    SettingRenamed,
+    group_of,
+)
 from producers.document_parsing import DocumentBudget
 from voxlog.composition import configs
 from voxlog.composition.configs import document_budget, offload_budget
@@ -111,3 +119,20 @@ def test_the_documents_limits_and_the_offload_budget_come_from_the_api_settings(
     monkeypatch.setenv("VOXLOG_MAX_DOCUMENT_BYTES", str(65 * 2**20))
     with pytest.raises(ValueError, match="max_document_bytes"):
         ApiSettings()  # the route reads 64 MiB at most
+
+
+def test_the_control_topic_under_its_old_name_is_refused_with_what_to_do(monkeypatch):
+    """VOXLOG_NODES_TOPIC named the control topic before it was renamed: read on, a deployment that named its
+    own topic would start on the default, empty one. With VOXLOG_CONTROL_TOPIC set too, the new name decides."""
+    monkeypatch.setenv("VOXLOG_NODES_TOPIC", "acme.nodes")
+    monkeypatch.delenv("VOXLOG_CONTROL_TOPIC", raising=False)
+    for settings in (AdminSettings, ApiSettings, DevSettings):
+        with pytest.raises(SettingRenamed, match="VOXLOG_CONTROL_TOPIC") as refused:
+            settings()
+        assert "voxlog topics --migrate-from acme.nodes" in str(refused.value)
+    assert AdminSettings(control_topic="acme.control").control_topic == "acme.control"
+    monkeypatch.setenv("VOXLOG_CONTROL_TOPIC", "acme.control")
+    assert AdminSettings().control_topic == "acme.control"
+    monkeypatch.delenv("VOXLOG_NODES_TOPIC")
+    monkeypatch.delenv("VOXLOG_CONTROL_TOPIC")
+    assert AdminSettings().control_topic == "voxlog.control.v1"

@@ -197,7 +197,7 @@ class Deployment(deployment.Deployment):
             f"projector-{self.tag}",
             f"{self.tag}_replay",
             self.kafka,
-            (self.topics.jobs_topic, self.topics.nodes_topic),
+            (self.topics.jobs_topic, self.topics.control_topic),
             timedelta(seconds=float(self.env.get("VOXLOG_CACHE_TTL", 600))),
             lambda done, total, elapsed: None,
         )

@@ -113,7 +113,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             resources.push_async_callback(placement.stop)
         document_log = ReconnectingPublisher(
             kafka,
-            settings.nodes_topic,
+            settings.control_topic,
             client_id="voxlog-api-documents",
             deadline_ms=settings.publish_timeout_ms,
         )

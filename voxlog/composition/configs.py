@@ -187,7 +187,7 @@ def projector_config(settings: ProjectorSettings) -> ProjectorConfig:
     return ProjectorConfig(
         name=settings.projector_name,
         jobs_topic=settings.jobs_topic,
-        nodes_topic=settings.nodes_topic,
+        control_topic=settings.control_topic,
         cache_ttl=timedelta(seconds=settings.cache_ttl),
         max_batch=PROJECTOR_BATCH,
         linger=Linger(PROJECTOR_LINGER_S, PROJECTOR_LINGER_BACKLOG),

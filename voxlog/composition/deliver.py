@@ -48,8 +48,10 @@ async def _deliver(settings: DeliverySettings, shutdown: Shutdown) -> None:
         export_spans(resources, settings, "deliver", shutdown)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False, await_migrated=True)
-        nodes = ReconnectingPublisher(kafka, settings.nodes_topic, client_id=f"{instance}-webhooks", deadline_ms=15_000)
-        resources.push_async_callback(nodes.stop)
+        control = ReconnectingPublisher(
+            kafka, settings.control_topic, client_id=f"{instance}-webhooks", deadline_ms=15_000
+        )
+        resources.push_async_callback(control.stop)
         consumer = await open_consumer(
             resources,
             kafka,
@@ -66,13 +68,13 @@ async def _deliver(settings: DeliverySettings, shutdown: Shutdown) -> None:
         dispatcher = Dispatcher(
             store,
             sender,
-            nodes,
+            control,
             producer,
             signing_key,
             RetrySchedule(),
             AdvisoryLeadership(settings.database_url.get_secret_value(), settings.database_schema, outage, LOCK),
         )
-        reader = OutcomeReader(consumer, store, nodes, producer, outage)
+        reader = OutcomeReader(consumer, store, control, producer, outage)
         if not signing_key:
             log.warning("VOXLOG_WEBHOOK_SIGNING_KEY is empty: no endpoint can be registered, nothing is delivered")
         log.info("delivery process started")

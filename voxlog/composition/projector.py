@@ -51,13 +51,13 @@ async def _projector(settings: ProjectorSettings, shutdown: Shutdown) -> None:
         async def topic_partitions() -> list[TopicPartition]:
             return [
                 *(await wait_for_partitions(consumer, settings.jobs_topic)),
-                *(await wait_for_partitions(consumer, settings.nodes_topic)),
+                *(await wait_for_partitions(consumer, settings.control_topic)),
             ]
 
-        partitions = await until_available("the jobs and nodes topics", topic_partitions, stop, (BrokerUnavailable,))
+        partitions = await until_available("the jobs and control topics", topic_partitions, stop, (BrokerUnavailable,))
         if sharded:
             shards = Shards(consumer, grouped=True)
-            consumer.subscribe([settings.jobs_topic, settings.nodes_topic], listener=ShardListener(shards))
+            consumer.subscribe([settings.jobs_topic, settings.control_topic], listener=ShardListener(shards))
         else:
             shards = Shards(consumer, partitions)
             consumer.assign(partitions)

@@ -45,10 +45,13 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
         pool = await open_database(resources, settings, shutdown, migrate=False)
         publisher = await open_publisher(resources, kafka, settings.jobs_topic, instance, shutdown)
         consumer = await open_consumer(resources, kafka, shutdown, group_id=None, enable_auto_commit=False)
-        nodes = await until_available(
-            "the nodes topic", lambda: wait_for_partitions(consumer, settings.nodes_topic), stop, (BrokerUnavailable,)
+        control = await until_available(
+            "the control topic",
+            lambda: wait_for_partitions(consumer, settings.control_topic),
+            stop,
+            (BrokerUnavailable,),
         )
-        consumer.assign(nodes)
+        consumer.assign(control)
         blobs = LocalBlobStore(settings.blob_dir)
 
         shelf = ThreadedBlobShelf(blobs)
@@ -74,7 +77,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
                     threshold_s,
                     backlog.backlog,
                     backlog.switched_on,
-                    lambda event: publisher.publish(event, topic=settings.nodes_topic),
+                    lambda event: publisher.publish(event, topic=settings.control_topic),
                     producer,
                 )
                 for mode, threshold_s in backlog_thresholds(settings)
@@ -84,7 +87,7 @@ async def _sweeper(settings: SweeperSettings, shutdown: Shutdown) -> None:
         log.info("sweeper started", stale_after_s=config.stale_after_s)
         mark_started()
         tasks = OwnedTasks()
-        tasks.start(book.follow(consumer, nodes, stop), "heartbeats")
+        tasks.start(book.follow(consumer, control, stop), "heartbeats")
         try:
             await sweeper.run(stop)
         finally:

@@ -67,7 +67,7 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
         publisher = await open_publisher(resources, config.kafka, settings.jobs_topic, config.worker_id, shutdown)
         await until_available(
             "Kafka (announcing this worker)",
-            lambda: _announce(publisher, settings.nodes_topic, config.worker_id, producer, engine),
+            lambda: _announce(publisher, settings.control_topic, config.worker_id, producer, engine),
             stop,
             (BrokerUnavailable,),
         )
@@ -110,7 +110,7 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
         started_at = utc_now()
 
         async def send_heartbeat(event: NodeHeartbeat) -> object:
-            return await publisher.publish(event, topic=settings.nodes_topic)
+            return await publisher.publish(event, topic=settings.control_topic)
 
         def build_heartbeat() -> NodeHeartbeat:
             return heartbeat(config.worker_id, engine.description, activity, producer, started_at, worker.waiting)
