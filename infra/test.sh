@@ -34,27 +34,23 @@ if [ "${1:-}" = --cluster ]; then
 fi
 if [ $# -gt 0 ]; then say "pytest $*"; exec pytest -p no:cacheprovider "$@"; fi
 
-# The whole suite as five pytest sessions side by side on the one shared stack. Three as one session each
-# used one of the two cores on average (19 min of CPU in a 21.5 min run: their tests wait on processes,
-# brokers and jobs), so more sessions fill each other's waits. In front: half of the end-to-end tests on the
-# shared broker (every other file), its output as it runs. Beside it, their output at the end: the other
-# half; the integration tests with the e2e tests that kill and restart a broker of their own (the fault
-# campaign, the outages); the unit tests (CPU-bound, at a lower priority: nice); and the three-broker
-# cluster's fault campaign, on a cluster of its own.
+# The whole suite as three pytest sessions side by side on the one shared stack, on two cores. Its tests
+# mostly wait (on processes, brokers and jobs): one session at a time used one core of two. In front, a pool
+# of pytest-xdist workers (VOXLOG_TEST_WORKERS, default 3) takes the end-to-end and integration tests a
+# whole file at a time (a module's deployment starts once), the longest files first
+# (tests/support/file_order.py), the next file as one finishes, so that every worker stays busy to the end
+# (five sessions of fixed halves ended 3 minutes apart). Beside it, their output at the end: the unit tests
+# (CPU-bound, at a lower priority: nice), and the three-broker cluster's fault campaign, on a cluster of its
+# own. VOXLOG_TEST_DURATIONS=tests/file_durations.json records each file's seconds for that order.
 # The sessions share two cores, so torch's OpenMP threads must sleep when they wait instead of spinning: a
 # spinning pool, descheduled beside the other sessions, stalls every forward of the thread it waits for (the
 # tiny device check took 228 s in the CI, 13 s alone; with two busy processes beside it, over 290 s by
 # default and 27 s passive). The processes the tests start inherit it.
 export OMP_WAIT_POLICY=PASSIVE
-OWN_BROKER=(tests/e2e/test_fault_campaign.py tests/e2e/test_outages.py)
 CLUSTER=(tests/e2e/test_cluster_fault_campaign.py)
-shared=()
+pool=()
 for file in tests/e2e/test_*.py; do
-  case " ${OWN_BROKER[*]} ${CLUSTER[*]} " in *" $file "*) ;; *) shared+=("$file") ;; esac
-done
-front=(); second=()
-for i in "${!shared[@]}"; do
-  if (( i % 2 == 0 )); then front+=("${shared[i]}"); else second+=("${shared[i]}"); fi
+  case " ${CLUSTER[*]} " in *" $file "*) ;; *) pool+=("$file") ;; esac
 done
 say "test stack"
 stack=$(python -m tests.support.stack_cli up | tail -n 1)
@@ -75,13 +71,13 @@ beside() {  # beside NAME NICENESS PYTEST-ARGS...: a session in the background, 
   names+=("$name"); pids+=("$!")
 }
 beside cluster 0 --durations=10 -m cluster "${CLUSTER[@]}"
-beside e2e-second 0 --durations=15 -m "not cluster" "${second[@]}"
-beside integration 0 --durations=15 -m "not cluster" tests/integration "${OWN_BROKER[@]}"
 beside unit 5 --durations=15 tests/unit
-say "pytest ${front[*]}"
+workers=${VOXLOG_TEST_WORKERS:-3}
+say "pytest on $workers workers: tests/integration ${pool[*]}"
 start=$SECONDS
 failed=()
-pytest -p no:cacheprovider --durations=15 -m "not cluster" "${front[@]}" 2>&1 | tee "$out/e2e-front" || failed+=("e2e-front")
+pytest -p no:cacheprovider -n "$workers" --dist loadfile --no-loadscope-reorder --durations=20 -m "not cluster" \
+  tests/integration "${pool[@]}" 2>&1 | tee "$out/pool" || failed+=("pool")
 for i in "${!names[@]}"; do
   wait "${pids[i]}" || failed+=("${names[i]}")
 done
@@ -91,10 +87,10 @@ for name in "${names[@]}"; do
   cat "$out/$name"
 done
 say "the suite in $((SECONDS - start)) s: each session's tests"
-for name in e2e-front "${names[@]}"; do
+for name in pool "${names[@]}"; do
   printf '  %-12s %s\n' "$name" "$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$out/$name" | tail -n 1 | tr -d '=')"
 done
-total=$(cat "$out"/e2e-front "${names[@]/#/$out/}" | grep -E '^=+ .* in [0-9.]+s' | grep -oE '[0-9]+ passed' | awk '{n += $1} END {print n + 0}')
+total=$(cat "$out"/pool "${names[@]/#/$out/}" | grep -E '^=+ .* in [0-9.]+s' | grep -oE '[0-9]+ passed' | awk '{n += $1} END {print n + 0}')
 echo "  ${total} tests passed in all"
 say "what each campaign proved"
 sort "$VOXLOG_TEST_REPORT" 2>/dev/null || echo "  (no campaign ran)"

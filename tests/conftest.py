@@ -11,10 +11,12 @@ start (up to 7 minutes: ready, announced, in the group) and then for jobs
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from tests.support.file_order import OUT_ENV, Recorder, known_durations, longest_first
 from voxlog.corpus import corpus_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +26,11 @@ CORPUS = corpus_dir()
 TIMEOUTS_S = {"unit": 120, "integration": 300, "e2e": 900}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if out := os.environ.get(OUT_ENV):
+        config.pluginmanager.register(Recorder(Path(out)), "voxlog-file-durations")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
@@ -31,6 +38,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, parts[0]))
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(TIMEOUTS_S[parts[0]]))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a pool's worker: every worker collects the same order
+        items[:] = longest_first(items, known_durations())
 
 
 @pytest.fixture(scope="session")
