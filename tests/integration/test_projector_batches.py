@@ -74,7 +74,7 @@ async def test_a_refused_node_record_goes_to_the_dlq_and_the_rest_of_its_batch_l
     assert await pg.fetchval("SELECT count(*) FROM nodes WHERE worker_id = 'w1'") == 1
     assert await pg.fetchval("SELECT state FROM jobs WHERE job_id = $1", job[0].job_id) == "queued"
     offsets = await pg.fetch("SELECT topic, partition, next_offset FROM projection_offsets WHERE consumer = 'test'")
-    assert sorted(map(tuple, offsets)) == [(JOBS, 0, 1), (CONTROL, 0, 6), (CONTROL, 1, 3)]
+    assert sorted(map(tuple, offsets)) == sorted([(JOBS, 0, 1), (CONTROL, 0, 6), (CONTROL, 1, 3)])
 
 
 class _UnreachableOnce(RecordedDeadLetters):
@@ -153,7 +153,7 @@ async def test_regression_a_batch_with_a_heartbeat_left_the_two_statement_path(p
     latest = heartbeat("w1", 2).payload.sent_at
     assert await pg.fetchval("SELECT sent_at FROM node_heartbeats WHERE worker_id = 'w1'") == latest
     offsets = await pg.fetch("SELECT topic, next_offset FROM projection_offsets WHERE consumer = 'test'")
-    assert sorted(map(tuple, offsets)) == [(JOBS, 2), (CONTROL, 4)]
+    assert sorted(map(tuple, offsets)) == sorted([(JOBS, 2), (CONTROL, 4)])
 
 
 async def test_a_clean_batch_lands_whole_and_twice_changes_nothing(pool, pg):
