@@ -134,7 +134,8 @@ class SettingRenamed(FoundationError):
     silently use the default in its place."""
 
 
-RENAMED_VARIABLES: Final = {"VOXLOG_NODES_TOPIC": "VOXLOG_CONTROL_TOPIC"}
+_NODES_TOPIC: Final = "VOXLOG_NODES_TOPIC"  # the control topic's variable until it was renamed
+RENAMED_VARIABLES: Final = {_NODES_TOPIC: "VOXLOG_CONTROL_TOPIC"}
 """Variables no longer read under their old names: set alone, they are refused with what to do instead."""
 
 
@@ -198,8 +199,7 @@ class TopicSettings(_Settings):
     def _control_topic_not_under_its_old_name(cls, data: Any) -> Any:
         """Refuse ``VOXLOG_NODES_TOPIC`` (the control topic's variable until it was renamed) unless the control
         topic is set too: a deployment that named its own topic would otherwise start on the default, empty one."""
-        (old_name,) = RENAMED_VARIABLES
-        old = _set_in_environment(old_name)
+        old = _set_in_environment(_NODES_TOPIC)
         if old is not None and not (isinstance(data, dict) and "control_topic" in data):
             raise SettingRenamed(
                 f"VOXLOG_NODES_TOPIC is set ({old!r}) but is no longer read: the topic is the control topic now,"
