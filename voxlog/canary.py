@@ -106,27 +106,19 @@ class Canary:
         if voice is None:
             return run.fail("voice", "no worker announced a voice (GET /v1/voices): is a worker running?")
         started, sent_at = time.monotonic(), datetime.now(UTC)
-        try:
-            accepted = self._send(ops.submit_job(run.text, voice, None, {}), traced)
-        except ApiError as exc:
-            if exc.status is None:
-                raise
-            run.phases["submitted"] = time.monotonic() - started
-            return run.fail("submission", f"the submission was refused: {exc.status} {exc.detail[:300]}")
-        run.phases["submitted"] = time.monotonic() - started
+        submit = ops.submit_job(run.text, voice, None, {})
+        accepted = self._phase(run, traced, started, submit, "submitted", "submission", "the submission was refused")
+        if accepted is None:
+            return run
         run.job_id = str(accepted.job_id)
         job = self._wait(run, traced, started)
         if job is None:
             return run
         self._log_phases(run, traced, job, sent_at)
-        try:
-            audio = self._send(ops.fetch(ops.audio_url(job.job_id), f"audio of job {job.job_id}"), traced)
-        except ApiError as exc:
-            if exc.status is None:
-                raise
-            run.phases["downloaded"] = time.monotonic() - started
-            return run.fail("download", f"the audio could not be downloaded: {exc.status} {exc.detail[:300]}")
-        run.phases["downloaded"] = time.monotonic() - started
+        fetch = ops.fetch(ops.audio_url(job.job_id), f"audio of job {job.job_id}")
+        audio = self._phase(run, traced, started, fetch, "downloaded", "download", "the audio could not be downloaded")
+        if audio is None:
+            return run
         try:
             samples, rate = sf.read(io.BytesIO(audio), dtype="float32", always_2d=False)
         except (sf.LibsndfileError, RuntimeError) as exc:
@@ -136,6 +128,28 @@ class Canary:
         for failure in run.verdict.failures:
             run.fail(failure.split(":", 1)[0], failure)
         return run
+
+    def _phase(
+        self,
+        run: CanaryRun,
+        traced: Mapping[str, str],
+        started: float,
+        call: ops.Call[T],
+        phase: str,
+        check: str,
+        refused: str,
+    ) -> T | None:
+        """``call``, its end timed as ``phase``; an answer of the API that refuses it fails ``check`` (None)."""
+        try:
+            result = self._send(call, traced)
+        except ApiError as exc:
+            if exc.status is None:
+                raise
+            run.phases[phase] = time.monotonic() - started
+            run.fail(check, f"{refused}: {exc.status} {exc.detail[:300]}")
+            return None
+        run.phases[phase] = time.monotonic() - started
+        return result
 
     def _first_voice(self, traced: Mapping[str, str]) -> str | None:
         engines = self._send(ops.voices(), traced).get("engines", [])
