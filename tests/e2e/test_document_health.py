@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.apps import start_pipeline
+from tests.support.document_gate import Gate
 
 QUICK = {  # no synthesis time: the parts are queued and done with at once, nothing here waits for them
     "VOXLOG_ENGINE": "bench-sleep",
@@ -47,31 +48,9 @@ def slowest_document() -> str:
         size += len(paragraph) + 2
 
 
-class Gate:
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-        self.held = asyncio.Event()
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_unix_server(self._arrive, self.path)
-
-    async def _arrive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-        self.held.set()
-
-    async def release(self) -> None:
-        assert self._writer is not None
-        self._writer.write(b"go")
-        await self._writer.drain()
-        self._writer.close()
-        self._server.close()
-
-
 async def test_healthz_answers_while_the_slowest_accepted_document_is_split(apps, topics):
     text = slowest_document()
-    gate = Gate(Path(tempfile.mkdtemp(prefix="voxlog-gate-", dir="/tmp")) / "gate")  # a socket path is short
-    await gate.start()
+    gate = await Gate(Path(tempfile.mkdtemp(prefix="voxlog-gate-", dir="/tmp")) / "gate").start()  # a short path
     app, voices = await start_pipeline(apps, workers=1, api_program=GATED_API, VOXLOG_DOCUMENT_GATE=gate.path, **QUICK)
     async with httpx.AsyncClient(base_url=app.api, timeout=120) as client:
         body, headers = json.dumps({"text": text, "voice": voices[0]}), {"content-type": "application/json"}
@@ -84,6 +63,7 @@ async def test_healthz_answers_while_the_slowest_accepted_document_is_split(apps
         assert health.json() == {"status": "ok"}
         assert not posted.done()
         await gate.release()
+        gate.close()
         answer = await posted
     assert answer.status_code == 202, answer.text[:500]
     assert answer.json()["parts"] > 2000

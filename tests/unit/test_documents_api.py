@@ -13,6 +13,7 @@ from foundation.offload import OverBudget
 from producers.app import create_app
 from tests.support import api_fakes
 from tests.support.api_fakes import DOCUMENTS, LIMITS, Documents, Log, Reader, deps
+from tests.support.document_gate import Gate
 from tests.support.epub import epub
 
 pytestmark = pytest.mark.unit
@@ -158,32 +159,6 @@ def test_a_retry_of_a_document_the_log_took_in_part_sends_only_the_parts_the_pro
 
 
 # Off the event loop, under budgets ------------------------------------------------------------------------
-
-
-class Gate:
-    """A Unix socket where the document's parsing waits (DocumentBudget.gate) until it is sent a byte."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.held = asyncio.Event()
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def __aenter__(self) -> Gate:
-        self._server = await asyncio.start_unix_server(self._arrive, self.path)
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        self._server.close()
-
-    async def _arrive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-        self.held.set()
-
-    async def release(self) -> None:
-        assert self._writer is not None
-        self._writer.write(b"go")
-        await self._writer.drain()
-        self._writer.close()
 
 
 async def test_regression_a_post_of_30000_full_stops_held_healthz_for_10_s(tmp_path):
