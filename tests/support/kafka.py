@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.structs import TopicPartition
@@ -55,3 +57,17 @@ async def read_to_end(kafka: KafkaAccess, topic: str) -> list[ConsumerRecord]:
     finally:
         await consumer.stop()
     return await read_topic(kafka, topic, expected=total) if total else []
+
+
+@contextlib.asynccontextmanager
+async def hanging_up_listener() -> AsyncIterator[int]:
+    """A listener that closes each connection at its first request, unanswered (what a PLAINTEXT client meets
+    at a TLS listener); yields its port."""
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(64)
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    async with server:
+        yield server.sockets[0].getsockname()[1]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import ssl
 import subprocess
@@ -16,6 +15,7 @@ from foundation.kafka_access import KafkaAccess, KafkaAccessInvalid, KafkaAccess
 from foundation.settings import KafkaSettings
 from infra.processes import free_port
 from tests.support.credentials import Credentials, make_credentials
+from tests.support.kafka import hanging_up_listener
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cret-kafka-password"
@@ -152,13 +152,8 @@ async def test_a_client_that_cannot_start_is_closed_and_says_where_it_tried():
 async def test_a_listener_that_hangs_up_at_the_first_request_is_a_refusal_that_says_so():
     """What a PLAINTEXT client meets at a TLS listener: the broker closes the connection unanswered."""
 
-    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(64)
-        writer.close()
-
-    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
-    async with server:
-        access = KafkaAccess(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    async with hanging_up_listener() as port:
+        access = KafkaAccess(f"127.0.0.1:{port}")
         unavailable = await access.unavailable("cannot connect the producer", OSError("closed"))
     assert isinstance(unavailable, KafkaAccessRefused)
     assert "a TLS listener, read as PLAINTEXT?" in str(unavailable)

@@ -4,7 +4,6 @@ ports per node. Nothing here starts a JVM."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from infra.kafka_cluster import KafkaCluster, KafkaClusterConfig, recorded_size,
 from infra.kafka_health import ClusterHealth
 from infra.kafka_replication import min_insync_replicas, replication_properties
 from infra.processes import free_port
+from tests.support.kafka import hanging_up_listener
 from voxlog.devstack import brokers_in, dev_brokers, dev_kafka_ports, dev_stack, free_stack_ports, scratch_stack
 from voxlog.errors import TopicMismatch
 from voxlog.topics import topic_specs
@@ -168,12 +168,7 @@ def test_status_counts_and_names_the_under_replicated_partitions():
 async def test_a_refusal_is_found_past_a_bootstrap_server_that_is_down():
     """A cluster's list names brokers that may be down: the one that answers says why it refuses."""
 
-    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(64)
-        writer.close()
-
-    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
-    async with server:
-        access = KafkaAccess(f"127.0.0.1:{free_port()},127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    async with hanging_up_listener() as port:
+        access = KafkaAccess(f"127.0.0.1:{free_port()},127.0.0.1:{port}")
         unavailable = await access.unavailable("cannot connect the producer", OSError("closed"))
     assert isinstance(unavailable, KafkaAccessRefused)
