@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import httpx
 
 from contracts import ServiceModeSet, decode_node_event, type_name
-from tests.support.apps import AppStack, wait_for_job
+from tests.support.apps import AppStack, until, wait_for_job
 from tests.support.cli import voxlog
 from tests.support.kafka import read_to_end
 
@@ -23,13 +22,6 @@ SLOW = {
     "VOXLOG_BENCH_MS_PER_CHAR": "4",
     "VOXLOG_HEARTBEAT_S": "0.5",
 }
-
-
-async def until(what: str, check, within_s: float = 90.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} did not happen within {within_s}s"
-        await asyncio.sleep(0.25)
 
 
 def status(app: AppStack) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 import uuid
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import httpx
 
 from contracts import CacheEvicted, decode_event, type_name
 from projections.migrations import drop_schema
-from tests.support.apps import AppStack, wait_for_job
+from tests.support.apps import AppStack, until, wait_for_job
 from tests.support.cli import voxlog
 from tests.support.kafka import read_to_end
 
@@ -36,13 +35,6 @@ def store_bytes(app: AppStack) -> int:
     return sum(
         os.stat(os.path.join(d, n)).st_size for d, _, names in os.walk(root) for n in names if not n.startswith(".")
     )
-
-
-async def until(what: str, check, within_s: float = 90.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} did not happen within {within_s}s"
-        await asyncio.sleep(0.25)
 
 
 async def start(apps) -> tuple[AppStack, str]:

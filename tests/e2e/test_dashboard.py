@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 
 import httpx
 
 from infra.processes import wait_gone
-from tests.support.apps import AppStack, bearer, create_key, start_pipeline, wait_for_job
+from tests.support.apps import AppStack, bearer, create_key, start_pipeline, until, wait_for_job
 from tests.support.browser import Figures, chromium, figures
 from tests.support.cli import lag_once
 
@@ -22,13 +21,6 @@ BENCH = {
     "VOXLOG_BENCH_SYNTH_MS": "400",
     "VOXLOG_LAG_INTERVAL_S": "0.5",
 }
-
-
-async def until(what: str, check, within_s: float = 90.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} did not happen within {within_s}s"
-        await asyncio.sleep(0.2)
 
 
 async def submit(app: AppStack, client: httpx.AsyncClient, texts: list[str], voice: str) -> list[str]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,19 +20,11 @@ import httpx
 from contracts import NodeHeartbeat, NodeHeartbeatPayload, node_event, utc_now
 from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 from foundation.kafka import KafkaEventPublisher
-from tests.support.apps import bearer, create_key
+from tests.support.apps import bearer, create_key, until
 from tests.support.browser import figures
 from tests.support.events import PRODUCER, one_of_each
 
 WORKER = "w-sched"
-
-
-async def until(what: str, check: Callable[[], Awaitable[Any]], within_s: float = 90.0) -> Any:
-    deadline = time.monotonic() + within_s
-    while not (found := await check()):
-        assert time.monotonic() < deadline, f"{what} did not happen within {within_s}s"
-        await asyncio.sleep(0.2)
-    return found
 
 
 def beat(mine: uuid.UUID, others: uuid.UUID) -> NodeHeartbeat:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,15 @@ def app_env(stack: Any, topics: Any, schema: str, home: Path, api_port: int, **e
         **BENCH_ENGINE,  # whatever the caller's environment says; a real-model test passes engines.REAL_MODEL
         **extra,
     }
+
+
+async def until(what: str, check: Callable[[], Awaitable[Any]], within_s: float = 90.0) -> Any:
+    """Await ``check`` every 0.2 s until what it gives is true, and return that; fail once ``within_s`` passed."""
+    deadline = time.monotonic() + within_s
+    while not (found := await check()):
+        assert time.monotonic() < deadline, f"{what} did not happen within {within_s}s"
+        await asyncio.sleep(0.2)
+    return found
 
 
 async def wait_for_job(client: httpx.AsyncClient, job_id: str, within_s: float = 120.0) -> dict[str, Any]:
