@@ -52,7 +52,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from consumers.attempts import Abort, AbortSignal, Attempt, AttemptResult
-from consumers.cancellation import CancelLookup, CancelWatch
+from consumers.cancellation import CancelLookup, CancelWatches
 from consumers.coalescing import reusable_result
 from consumers.engine_turns import EngineTurns, HeldTurns
 from consumers.errors import EngineHung
@@ -135,7 +135,7 @@ class SynthWorker(ConsumerRebalanceListener):
         cancels: CancelLookup | None = None,
     ) -> None:
         self.config = config
-        self._cancels = cancels
+        self._cancels = CancelWatches(cancels)  # one query for every claim held, not one per claim
         self._consumer = consumer
         self._runner = runner
         self._lookup = lookup
@@ -469,13 +469,13 @@ class SynthWorker(ConsumerRebalanceListener):
         if outlook.cancelled:
             log.info("the job was cancelled before its claim: not synthesized", job_id=str(view.job_id))
             return False  # its JobCancelled, behind in the partition, ends the job in the ledger when read
-        watch = CancelWatch(self._cancels, view.job_id, view.fingerprint)
         number = view.attempt + 1
-        attempt = Attempt(view, request, number, ledger, turns.abort, watch, False, turns, waited)
-        try:
-            result = await self._keepalive(self._runner.run(attempt), attempt)
-        finally:
-            self._resolve_acknowledged()  # the attempt's waits may have told how earlier completions went
+        with self._cancels.watch(view.job_id, view.fingerprint) as watch:
+            attempt = Attempt(view, request, number, ledger, turns.abort, watch, False, turns, waited)
+            try:
+                result = await self._keepalive(self._runner.run(attempt), attempt)
+            finally:
+                self._resolve_acknowledged()  # the attempt's waits may have told how earlier completions went
         return self._defer_unacknowledged(tp, offset, view.job_id, result)
 
     def _defer_unacknowledged(self, tp: TopicPartition, offset: int, job_id: uuid.UUID, result: AttemptResult) -> bool:

@@ -11,7 +11,7 @@ per segment waited for a connection that could not be made).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -68,6 +68,15 @@ _OUTLOOK = (
     " FROM (SELECT 1) AS one LEFT JOIN result_cache r ON r.fingerprint = $2 AND r.expires_at > $3"
 )
 
+# The latest segment of each key: a lateral read per key, by the key's index (as one key's own query was).
+_SEGMENTS = (
+    "SELECT k.segment_key, s.audio_sha256, s.audio_uri, s.duration_ms, s.byte_length, s.sample_rate,"
+    " s.span_start, s.span_text, s.words"
+    " FROM unnest($1::text[]) AS k(segment_key)"
+    " CROSS JOIN LATERAL (SELECT * FROM segments WHERE segments.segment_key = k.segment_key"
+    " ORDER BY produced_at DESC LIMIT 1) AS s"
+)
+
 
 class PostgresResultLookup:
     def __init__(self, pool: asyncpg.Pool, outage: Outage | None = None) -> None:
@@ -110,12 +119,18 @@ class PostgresResultLookup:
             )
         return [AudioRef(sha256=r["audio_sha256"], uri=r["audio_uri"]) for r in rows]
 
-    async def cancelled(self, job_id: uuid.UUID) -> bool:
+    async def cancelled_among(self, job_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``job_ids`` that are cancelled: one statement for every job a worker holds."""
+        if not job_ids:
+            return set()
         async with self._reading():
-            state = await self._pool.fetchval(
-                "SELECT state FROM jobs WHERE job_id = $1", job_id, timeout=QUERY_TIMEOUT_S
+            rows = await self._pool.fetch(
+                "SELECT job_id FROM jobs WHERE job_id = ANY($1::uuid[]) AND state = $2",
+                list(job_ids),
+                JobState.CANCELLED.value,
+                timeout=QUERY_TIMEOUT_S,
             )
-        return bool(state == JobState.CANCELLED.value)
+        return {row["job_id"] for row in rows}
 
     async def wanted_elsewhere(self, fingerprint: str, job_id: uuid.UUID) -> bool:
         async with self._reading():
@@ -127,19 +142,18 @@ class PostgresResultLookup:
             )
         return bool(found)
 
-    async def segment(self, key: str) -> ReusableSegment | None:
-        """A segment of ``key`` some job produced (its blob may be gone since: the caller touches it)."""
+    async def segments(self, keys: Collection[str]) -> dict[str, ReusableSegment]:
+        """The latest segment some job produced of each of ``keys`` found (its blob may be gone since: the
+        caller touches it), in one statement: each key's latest by the key's index, as a single key's was."""
+        if not keys:
+            return {}
         async with self._reading():
-            row = await self._pool.fetchrow(
-                "SELECT audio_sha256, audio_uri, duration_ms, byte_length, sample_rate, span_start, span_text, words"
-                " FROM segments"
-                " WHERE segment_key = $1 ORDER BY produced_at DESC LIMIT 1",
-                key,
-                timeout=QUERY_TIMEOUT_S,
-            )
-        if row is None:
-            return None
-        audio = AudioRef(sha256=row["audio_sha256"], uri=row["audio_uri"])
-        words = shifted(words_of(row["words"]), -row["span_start"])
-        text = row["span_text"]
-        return ReusableSegment(audio, row["duration_ms"], row["byte_length"], row["sample_rate"], text, words)
+            rows = await self._pool.fetch(_SEGMENTS, list(keys), timeout=QUERY_TIMEOUT_S)
+        found = {}
+        for row in rows:
+            audio = AudioRef(sha256=row["audio_sha256"], uri=row["audio_uri"])
+            words = shifted(words_of(row["words"]), -row["span_start"])
+            text = row["span_text"]
+            segment = ReusableSegment(audio, row["duration_ms"], row["byte_length"], row["sample_rate"], text, words)
+            found[row["segment_key"]] = segment
+        return found

@@ -1,10 +1,13 @@
-"""The worker's one read before a claim (PostgresResultLookup.outlook) against the real projection."""
+"""The worker's reads of the projection (PostgresResultLookup: the one read before a claim, the cancellations
+of the jobs it holds, the segments it may reuse) against the real projection."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
 
+from contracts import AudioRef, SegmentProduced
+from contracts.events import TextSpan
 from foundation.kafka import RecordPosition
 from projections.batch_apply import apply_events
 from projections.reads.worker import Outlook, PostgresResultLookup
@@ -38,3 +41,42 @@ async def test_the_outlook_tells_a_cancelled_job_and_a_live_result_of_its_finger
     assert stopped == Outlook(cancelled=True, result=None)
     assert unknown == Outlook()  # not projected yet: neither cancelled nor reusable
     assert expired.result is None
+
+
+async def test_the_cancellations_of_every_held_job_come_in_one_read(pool):
+    jobs = [_Builder(uuid.UUID(int=10 + n), request_text=f"Sentence {n}.") for n in range(4)]
+    running, queued, cancelled, cancelled_running = jobs
+    await project(pool, *(job.queued() for job in jobs), running.claimed(1), cancelled_running.claimed(1))
+    await project(pool, cancelled.cancelled(), cancelled_running.cancelled())
+    lookup = PostgresResultLookup(pool)
+    not_projected = uuid.UUID(int=99)
+
+    found = await lookup.cancelled_among([job.job_id for job in jobs] + [not_projected])
+
+    assert found == {cancelled.job_id, cancelled_running.job_id}
+    assert await lookup.cancelled_among([running.job_id, queued.job_id]) == set()
+    assert await lookup.cancelled_among([]) == set()
+
+
+def keyed_segment(job: _Builder, index: int, key: str, sha: str) -> SegmentProduced:
+    made = job.segment(1, index)
+    audio = AudioRef(sha256=sha, uri=f"file:///blobs/{sha}.wav")
+    span = TextSpan(start=10, end=14, text=f"S{index}.")
+    payload = made.payload.model_copy(update={"segment_key": key, "audio": audio, "span": span})
+    return made.model_copy(update={"payload": payload})
+
+
+async def test_the_segments_a_forward_may_reuse_come_in_one_read_each_the_latest_of_its_key(pool):
+    earlier, later = _Builder(uuid.UUID(int=21), request_text="A. B."), _Builder(uuid.UUID(int=22), request_text="C.")
+    later.clock = 1_000  # its segments were produced after the earlier job's
+    await project(pool, earlier.queued(), earlier.claimed(1), keyed_segment(earlier, 0, "k1", "a" * 64))
+    await project(pool, later.queued(), later.claimed(1), keyed_segment(later, 0, "k1", "b" * 64))
+    await project(pool, keyed_segment(later, 1, "k2", "c" * 64))
+    lookup = PostgresResultLookup(pool)
+
+    found = await lookup.segments(["k1", "k2", "never said"])
+
+    assert sorted(found) == ["k1", "k2"]
+    assert found["k1"].audio.sha256 == "b" * 64, "the latest segment of its key"
+    assert (found["k2"].audio.sha256, found["k2"].text, found["k2"].duration_ms) == ("c" * 64, "S1.", 100)
+    assert await lookup.segments([]) == {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from consumers.attempts import Abort, AbortSignal, Attempt
-from consumers.cancellation import CancelWatch
+from consumers.cancellation import CancelWatch, CancelWatches
 from consumers.errors import InputRejected, TransientEngineError
 from consumers.job_runner import CLAIM_RIDES_ALONG_S, JobRunner, RetryPolicy
 from consumers.ledger import Ledger
@@ -321,9 +322,9 @@ class CancelledAfterFirstSegment:
     def __init__(self, waiting: bool) -> None:
         self.asked, self.waiting = 0, waiting
 
-    async def cancelled(self, job_id) -> bool:
+    async def cancelled_among(self, job_ids) -> set:
         self.asked += 1
-        return self.asked > 1
+        return set(job_ids) if self.asked > 1 else set()
 
     async def wanted_elsewhere(self, fingerprint, job_id) -> bool:
         return self.waiting
@@ -339,17 +340,17 @@ class CountingEngine(FakeEngine):
         return super().render(segment, voice, speed)
 
 
-def watched_attempt(ledger, view, lookup) -> Attempt:
-    return Attempt(
-        view, view.request, 1, ledger, cancel=CancelWatch(lookup, view.job_id, view.fingerprint, every_s=0.0)
-    )
+def watched(view, lookup) -> AbstractContextManager[CancelWatch]:
+    """``view``'s job watched by a worker's shared watch that asks at every boundary."""
+    return CancelWatches(lookup, every_s=0.0).watch(view.job_id, view.fingerprint)
 
 
 async def test_a_job_cancelled_mid_synthesis_stops_at_the_next_segment_boundary_and_records_nothing_more():
     engine = CountingEngine()
     runner, log, ledger, _, _ = setup(engine=engine)
     view = ledger.observe(_Builder(uuid.UUID(int=11), request_text="Three short words.").queued(), 1)
-    result = await runner.run(watched_attempt(ledger, view, CancelledAfterFirstSegment(waiting=False)))
+    with watched(view, CancelledAfterFirstSegment(waiting=False)) as watch:
+        result = await runner.run(Attempt(view, view.request, 1, ledger, cancel=watch))
     assert (result.kind, result.segments) == ("cancelled", 1)
     assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1)]
     assert engine.rendered == [0]
@@ -364,7 +365,8 @@ async def test_a_cancelled_job_that_a_duplicate_waits_for_renders_the_rest_witho
     )  # fmt: skip
     ledger = Ledger(timedelta(minutes=10))
     view = ledger.observe(_Builder(uuid.UUID(int=12), request_text="Three short words.").queued(), 0)
-    result = await runner.run(watched_attempt(ledger, view, CancelledAfterFirstSegment(waiting=True)))
+    with watched(view, CancelledAfterFirstSegment(waiting=True)) as watch:
+        result = await runner.run(Attempt(view, view.request, 1, ledger, cancel=watch))
     assert (result.kind, result.segments) == ("cancelled", 3)
     assert engine.rendered == [0, 1, 2], "rendered for the duplicate, which reuses it"
     assert kinds(log) == [("JobClaimed", 1), ("SegmentProduced", 1)], "nothing after the cancellation is recorded"

@@ -20,11 +20,11 @@ class DownPool:
         self.tries = 0
         self.up = False
 
-    async def fetchval(self, *args: object, **kwargs: object) -> object:
+    async def fetch(self, *args: object, **kwargs: object) -> list[object]:
         self.tries += 1
         if not self.up:
             raise ConnectionRefusedError("connection refused")
-        return "queued"
+        return []  # none of them cancelled
 
 
 async def test_regression_while_postgresql_is_down_a_lookup_is_not_tried_again_before_the_backoff():
@@ -34,11 +34,11 @@ async def test_regression_while_postgresql_is_down_a_lookup_is_not_tried_again_b
     job = uuid.uuid4()
     for _ in range(50):  # fifty segment boundaries, each asking whether the job was cancelled
         with pytest.raises(ProjectionUnavailable):
-            await lookup.cancelled(job)
+            await lookup.cancelled_among([job])
     assert pool.tries == 1, "one try, then none until the backoff's delay is over"
     clock.now += outage.delay_s  # the delay is over
     pool.up = True
-    assert await lookup.cancelled(job) is False
+    assert await lookup.cancelled_among([job]) == set()
     assert said.events() == [
         "waiting for PostgreSQL (the worker's lookups)",
         "PostgreSQL (the worker's lookups) available again",
