@@ -7,11 +7,16 @@ the end-to-end tests start instead of ``voxlog`` is this entry point, the only r
 - ``VOXLOG_BENCH_SYNTH_MS`` (default 0): milliseconds the engine sleeps per segment;
 - ``VOXLOG_BENCH_MS_PER_CHAR`` (default 0): and per character of a segment (a segment's synthesis time
   grows with its text, as a model's does);
+- ``VOXLOG_BENCH_BATCH_MS`` and ``VOXLOG_BENCH_MS_PER_ID`` (default 0): the batched pace instead (a GPU's,
+  issue 41): a forward of up to ``VOXLOG_BENCH_MAX_BATCH`` segments (default 0: 32) costs ``BATCH_MS`` plus
+  ``MS_PER_ID`` per phoneme id of its segments; a worker batches so on a ``cuda:N`` device;
 - ``VOXLOG_BENCH_FAULT`` (fault tests only): ``hang:TEXT`` or ``fail:TEXT`` makes the engine hang on, or
   fail, segments containing TEXT; ``gate:TEXT@FIFO`` holds the first until a test opens the named pipe.
 
 It installs that engine's maker (``tts_node.bench_sleep.make_with``), then runs ``voxlog`` with the
-arguments it was given: every other engine is as ``voxlog`` runs it.
+arguments it was given: every other engine is as ``voxlog`` runs it. The engines it makes are counted on the
+process's ``/metrics`` (:class:`EngineCounters`): the seconds they spent in forwards, their forwards and the
+segments in them, which the benchmarks read for an engine's busy share and its batches.
 
 It is also where those tests and campaigns make voxlog's own clocks faster, so that what they wait for (a
 silent worker released, a sweep, a lag sample, a revoked key refused) happens in seconds: the intervals and
@@ -26,9 +31,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
+from prometheus_client import REGISTRY
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -74,16 +82,65 @@ class BenchEngineSettings(BaseSettings):
     ms_per_char: float = Field(
         0.0, ge=0, description="Milliseconds it sleeps per character of a segment, on top of synth_ms."
     )
+    batch_ms: float = Field(
+        0.0, ge=0, description="The batched pace: milliseconds a forward of up to max_batch segments costs."
+    )
+    ms_per_id: float = Field(0.0, ge=0, description="And per phoneme id of the forward's segments, on top of batch_ms.")
+    max_batch: int = Field(0, ge=0, description="Segments a forward takes at the batched pace (0: 32).")
     fault: str = Field("", description="hang:TEXT, fail:TEXT or gate:TEXT@FIFO (fault tests only).")
 
     def engine(self, device: str) -> BenchSleepEngine:
-        return BenchSleepEngine(self.synth_ms, device=device, fault=self.fault, ms_per_char=self.ms_per_char)
+        return BenchSleepEngine(
+            self.synth_ms,
+            device=device,
+            fault=self.fault,
+            ms_per_char=self.ms_per_char,
+            batch_ms=self.batch_ms,
+            ms_per_id=self.ms_per_id,
+            max_batch=self.max_batch,
+        )
+
+
+BUSY: Final = "voxlog_bench_engine_busy_seconds"
+FORWARDS: Final = "voxlog_bench_engine_forwards"
+FORWARD_SEGMENTS: Final = "voxlog_bench_engine_forward_segments"
+
+
+class EngineCounters(Collector):
+    """The process's bench-sleep engines' own counts, as Prometheus counters: seconds in forwards, forwards, and
+    segments in them (read from the engines when scraped, so nothing is counted twice)."""
+
+    def __init__(self) -> None:
+        self.engines: list[BenchSleepEngine] = []
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        engines = list(self.engines)
+        for name, what, value in (
+            (BUSY, "Seconds the benchmark engine spent in forwards (its busy time).", lambda e: e.busy_s),
+            (FORWARDS, "Forwards (engine calls) the benchmark engine made.", lambda e: e.forwards),
+            (FORWARD_SEGMENTS, "Segments in the benchmark engine's forwards.", lambda e: e.forward_segments),
+        ):
+            yield CounterMetricFamily(name, what, value=float(sum(value(e) for e in engines)))
+
+
+COUNTERS: Final = EngineCounters()
+_registered: list[bool] = []
 
 
 def install(settings: BenchEngineSettings | None = None) -> Maker:
-    """This process's bench-sleep engine is paced by ``settings`` (by default, this process's environment);
-    returns the maker it replaces."""
-    return make_with((settings or BenchEngineSettings()).engine)
+    """This process's bench-sleep engine is paced by ``settings`` (by default, this process's environment), and
+    counted on its ``/metrics`` (:data:`COUNTERS`); returns the maker it replaces."""
+    if not _registered:
+        REGISTRY.register(COUNTERS)
+        _registered.append(True)
+    chosen = settings or BenchEngineSettings()
+
+    def counted(device: str) -> BenchSleepEngine:
+        engine = chosen.engine(device)
+        COUNTERS.engines.append(engine)
+        return engine
+
+    return make_with(counted)
 
 
 def tune(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> dict[str, float]:

@@ -52,6 +52,11 @@ class Profile:
     ten_gap_s: float = 0.3
     ten_paced_synth_ms: float = 20.0  # and at the pace of (j): synthesis, not orchestration, is the work
     ten_paced_ms_per_char: float = 2.0
+    gpu_pace_workers: int = 4  # (n) GPU pace: a forward of up to 32 segments in 8 ms + 0.02 ms a phoneme id
+    gpu_pace_jobs: int = 4000
+    gpu_pace_batch_ms: float = 8.0
+    gpu_pace_ms_per_id: float = 0.02
+    gpu_pace_max_batch: int = 32
 
 
 FULL = Profile(
@@ -103,4 +108,5 @@ QUICK = Profile(
     ten_a_batch=1000,
     ten_b_interactive=5,
     ten_b_batch=20,
+    gpu_pace_jobs=400,
 )

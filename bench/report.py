@@ -12,8 +12,9 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from bench.report_fairness import fairness_goals, short_behind_long, tenants
-from bench.report_goals import batches, goals, head_of_line, priorities
+from bench.report_goals import CPU_ROWS, batches, cpu_rows, goals, head_of_line, priorities
 from bench.report_gpu import gpu_section
+from bench.report_gpu_pace import gpu_pace, gpu_pace_goals
 
 SYSTEMS = ("voxlog", "baseline")
 LIGHT_ROWS = (
@@ -94,14 +95,9 @@ def _throughput(s: dict[str, Any]) -> list[str]:
     return _table(header, rows)
 
 
-CPU_ROWS = ("api", "projector", "workers", "kafka", "postgres", "client")
-
-
 def _cpu(s: dict[str, Any]) -> list[str]:
     runs = [(n, w, s["throughput"][n][w]["cpu_ms_per_job"]) for w in s["throughput"]["voxlog"] for n in SYSTEMS]
-    rows = [[name, *(f"{cpu[name]:.1f}" if name in cpu else "n/a" for _, _, cpu in runs)] for name in CPU_ROWS]
-    totals = [f"**{sum(cpu.get(name, 0.0) for name in CPU_ROWS):.1f}**" for _, _, cpu in runs]
-    rows.append(["**all**", *totals])
+    rows = cpu_rows([cpu for _, _, cpu in runs])
     return _table(["CPU ms per job", *(f"{n}, {w} worker(s)" for n, w, _ in runs)], rows)
 
 
@@ -406,8 +402,10 @@ METHOD = """\
 - **The benchmark engine** `bench-sleep` splits text as the real engines do
   (one character standing in for one phoneme id), sleeps a fixed time per
   segment (0, 100 or 200 ms; no scenario here adds a time per character) and
-  returns a tone about as long as the segment would take to say; it exists
-  for these benchmarks only and is never a default. Scenarios (c) and (f) use
+  returns a tone about as long as the segment would take to say; in (n) it
+  takes a GPU's batched pace instead (a time per forward of up to 32 segments
+  and per phoneme id in it). It exists for these benchmarks only and is never
+  a default. Scenarios (c) and (f) use
   the real kokoro-onnx int8 model.
 - **Clocks.** Submission time is the client's clock before the HTTP request;
   "visible" is the commit time of the row the API reads
@@ -573,10 +571,10 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "",
         "## Goals",
         "",
-        "Issue 14's goals, issue 15's priorities figure and issue 27's scheduling goals, beside this run's figures"
-        " (each scenario's section says how it is measured).",
+        "Issue 14's goals, issue 15's priorities figure, issue 27's scheduling goals and issue 41's GPU pace,"
+        " beside this run's figures (each scenario's section says how it is measured).",
         "",
-        *goals(s, fairness_goals(s)),
+        *goals(s, [*fairness_goals(s), *gpu_pace_goals(s)]),
         "",
         "## Summary",
         "",
@@ -675,6 +673,10 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "## (m) Tenants",
         "",
         *tenants(s),
+        "",
+        "## (n) GPU pace",
+        "",
+        *gpu_pace(s),
         *([""] if results.get("gpu") else []),
         *gpu_section(results.get("gpu")),
     ]

@@ -6,11 +6,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 CPU_SERVER: Final = ("api", "projector", "workers", "kafka", "postgres")  # everything but the benchmark client
+CPU_ROWS: Final = (*CPU_SERVER, "client")
 BATCH_GOAL_JOBS_PER_S: Final = 1500.0
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def cpu_rows(cpus: Sequence[dict[str, float]]) -> list[list[str]]:
+    """CPU ms per job by process, a column for each run in ``cpus``, and a bold row of their sums."""
+    rows = [[name, *(f"{cpu[name]:.1f}" if name in cpu else "n/a" for cpu in cpus)] for name in CPU_ROWS]
+    rows.append(["**all**", *(f"**{sum(cpu.get(name, 0.0) for name in CPU_ROWS):.1f}**" for cpu in cpus)])
+    return rows
 
 
 def _server_cpu(cpu: dict[str, float]) -> float:

@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,6 +22,7 @@ from bench.cpu import descendants
 from bench.deploy import ROOT
 from bench.environment import describe
 from bench.fairness import short_behind_long, tenants
+from bench.gpu_pace import gpu_pace
 from bench.mixed_load import batch_submission, head_of_line
 from bench.priorities import priorities
 from bench.profiles import FULL, QUICK
@@ -74,7 +75,35 @@ SCENARIO_GROUPS: Final = (
     "batches",
     "priorities",
     "fairness",
+    "gpu_pace",
 )
+
+
+def _groups(ctx: Context, reference: EngineLoop) -> dict[str, Callable[[], Awaitable[dict[str, Any]]]]:
+    """Each scenario group's run, in the order they run: what it adds to the results' scenarios."""
+
+    def named(name: str, scenario: Callable[[Context], Awaitable[dict[str, Any]]]) -> Callable[[], Awaitable[Any]]:
+        async def one() -> dict[str, Any]:
+            return {name: await scenario(ctx)}
+
+        return one
+
+    async def fairness() -> dict[str, Any]:
+        return {"short_behind_long": await short_behind_long(ctx), "tenants": await tenants(ctx)}
+
+    groups: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
+        "throughput": lambda: light_and_throughput(ctx),
+        "coalescing": named("coalescing", coalescing),
+        "scale_out": named("scale_out", scale_out),
+        "real_model": lambda: saturation_and_first_audio(ctx, reference),
+        "replay": named("replay", replay_speed),
+        "head_of_line": named("head_of_line", head_of_line),
+        "batches": named("batches", batch_submission),
+        "priorities": named("priorities", priorities),
+        "fairness": fairness,
+        "gpu_pace": named("gpu_pace", gpu_pace),
+    }
+    return groups
 
 
 async def run(
@@ -102,25 +131,9 @@ async def run(
         results: dict[str, Any] = {"profile": profile.name, "environment": await describe(ROOT, stack.database_url)}
         results["warm_up"] = await warm_up(ctx)
         scenarios: dict[str, Any] = {}
-        if "throughput" in only:
-            scenarios.update(await light_and_throughput(ctx))
-        if "coalescing" in only:
-            scenarios["coalescing"] = await coalescing(ctx)
-        if "scale_out" in only:
-            scenarios["scale_out"] = await scale_out(ctx)
-        if "real_model" in only:
-            scenarios.update(await saturation_and_first_audio(ctx, EngineLoop(engine)))
-        if "replay" in only:
-            scenarios["replay"] = await replay_speed(ctx)
-        if "head_of_line" in only:
-            scenarios["head_of_line"] = await head_of_line(ctx)
-        if "batches" in only:
-            scenarios["batches"] = await batch_submission(ctx)
-        if "priorities" in only:
-            scenarios["priorities"] = await priorities(ctx)
-        if "fairness" in only:
-            scenarios["short_behind_long"] = await short_behind_long(ctx)
-            scenarios["tenants"] = await tenants(ctx)
+        for group, scenario in _groups(ctx, EngineLoop(engine)).items():
+            if group in only:
+                scenarios.update(await scenario())
         results["scenarios"] = scenarios
         results["profile_sizes"] = profile.__dict__
         results["duration_s"] = time.monotonic() - say.started

@@ -25,6 +25,15 @@ say (``CHARS_PER_AUDIO_S`` characters a second at speed 1, at least
 ``MIN_AUDIO_S``). The tone's pitch depends on the text, so that segments
 differ and the blob store writes each one, as it would for speech.
 
+The *batched pace* (``batch_ms``, ``ms_per_id``: a GPU's, issue 41) replaces that per-segment
+one: a forward of up to ``max_batch`` segments (:data:`BATCHED_MAX`, 32, unless said) costs
+``batch_ms`` plus ``ms_per_id`` per phoneme id of all its segments (:func:`forward_seconds`), and
+``speak_batch`` makes one forward per ``max_batch`` requests in order. A worker forms batches of an
+engine by its device (``voxlog.composition.configs.batch_and_claims``: 32 segments a forward on a
+``cuda:N`` device, the batched pace's default), so the batched pace runs on ``cuda:N``. Whatever the
+pace, the engine counts its forwards, their segments and the seconds it spent in them (``busy_s``:
+what a benchmark divides by the wall time for the engine's busy share).
+
 For fault tests only, ``fault`` makes a segment misbehave: ``hang:TEXT``
 never returns from a segment containing TEXT (a hung engine), ``fail:TEXT``
 raises a transient failure for one (an engine error a retry may cure), and
@@ -55,6 +64,7 @@ MIN_AUDIO_S = 0.25
 LANGUAGES = ("en-us", "en-gb")
 VOICES = ("bench_tone",)
 _FAULTS = ("hang", "fail", "gate")
+BATCHED_MAX = 32  # segments a forward takes at the batched pace unless said: the GPU batch of configs.GPU_BATCH
 
 
 def char_ids(piece: str) -> list[int]:
@@ -62,6 +72,11 @@ def char_ids(piece: str) -> list[int]:
     if not any(c.isalnum() for c in piece):
         return []
     return [ord(c) for c in piece]
+
+
+def forward_seconds(batch_ms: float, ms_per_id: float, ids: int) -> float:
+    """One forward's seconds at the batched pace: ``batch_ms`` plus ``ms_per_id`` per phoneme id of the batch."""
+    return (batch_ms + ms_per_id * ids) / 1000
 
 
 def audio_seconds(text: str, speed: float = 1.0) -> float:
@@ -73,12 +88,29 @@ class BenchSleepEngine:
     """Segments like the real engines; ``synthesize`` sleeps ``synth_ms + ms_per_char * len(text)``."""
 
     def __init__(
-        self, synth_ms: float = 0.0, device: str = "cpu", fault: str = "", *, ms_per_char: float = 0.0
+        self,
+        synth_ms: float = 0.0,
+        device: str = "cpu",
+        fault: str = "",
+        *,
+        ms_per_char: float = 0.0,
+        batch_ms: float = 0.0,
+        ms_per_id: float = 0.0,
+        max_batch: int = 0,
     ) -> None:
-        if not (math.isfinite(synth_ms) and synth_ms >= 0):
-            raise ValueError("synth_ms must be a finite number >= 0")
-        if not (math.isfinite(ms_per_char) and ms_per_char >= 0):
-            raise ValueError("ms_per_char must be a finite number >= 0")
+        for name, value in (
+            ("synth_ms", synth_ms),
+            ("ms_per_char", ms_per_char),
+            ("batch_ms", batch_ms),
+            ("ms_per_id", ms_per_id),
+        ):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0")
+        self.batched = bool(batch_ms or ms_per_id)
+        if self.batched and (synth_ms or ms_per_char):
+            raise ValueError("a pace is per segment (synth_ms, ms_per_char) or batched (batch_ms, ms_per_id), not both")
+        if max_batch < 0 or (max_batch and not self.batched):
+            raise ValueError("max_batch is the batched pace's, a number >= 1 (0: 32)")
         kind, _, marker = fault.partition(":")
         if fault and (kind not in _FAULTS or not marker):
             raise ValueError(f"fault must be hang:TEXT, fail:TEXT or gate:TEXT@PATH, not {fault!r}")
@@ -92,9 +124,19 @@ class BenchSleepEngine:
         self._unhang = threading.Event()  # nothing sets it but release_hung: a hung call stays hung
         self._synth_s = synth_ms / 1000
         self._s_per_char = ms_per_char / 1000
+        self._batch_ms, self._ms_per_id = batch_ms, ms_per_id
+        # The most segments one forward takes: at the batched pace, max_batch (32 unless said); else any number,
+        # in one sleep as long as the longest item's (None).
+        self.max_batch: int | None = (max_batch or BATCHED_MAX) if self.batched else None
+        self.busy_s = 0.0  # seconds spent in forwards (asked of the clock), whatever the pace
+        self.forwards = 0
+        self.forward_segments = 0
         # Without a per-character cost the version is what it always was, so that existing
         # fingerprints, consumer groups and benchmark results keep meaning the same engine.
-        version = f"sleep-{synth_ms:g}ms" + (f"-{ms_per_char:g}mspc" if ms_per_char else "")
+        if self.batched:
+            version = f"sleep-batch-{batch_ms:g}ms-{ms_per_id:g}msid-x{self.max_batch}"
+        else:
+            version = f"sleep-{synth_ms:g}ms" + (f"-{ms_per_char:g}mspc" if ms_per_char else "")
         self._info = EngineInfo(
             name=NAME,
             model_version=version,
@@ -127,14 +169,33 @@ class BenchSleepEngine:
         return tuple(ord(c) for c in phonemes)
 
     def seconds_for(self, segment: Segment) -> float:
-        """How long ``synthesize`` sleeps for ``segment``."""
+        """How long ``synthesize`` sleeps for ``segment`` (at the batched pace: a forward of it alone)."""
+        if self.batched:
+            return forward_seconds(self._batch_ms, self._ms_per_id, len(segment.token_ids))
         return self._synth_s + self._s_per_char * len(segment.text)
+
+    def forwards_for(self, segments: Sequence[Segment]) -> list[float]:
+        """The seconds of each forward ``speak_batch`` makes for ``segments``: at the batched pace, one per
+        ``max_batch`` of them in order, each ``batch_ms + ms_per_id * (its phoneme ids)``; else one, as long as
+        the longest segment's alone."""
+        if not segments:
+            return []
+        if self.max_batch is None:
+            return [max(self.seconds_for(s) for s in segments)]
+        chunks = (segments[i : i + self.max_batch] for i in range(0, len(segments), self.max_batch))
+        return [forward_seconds(self._batch_ms, self._ms_per_id, sum(len(s.token_ids) for s in c)) for c in chunks]
+
+    def _forward(self, seconds: float, segments: int) -> None:
+        """One forward of ``segments`` that takes ``seconds``: slept, and counted."""
+        if seconds > 0:
+            time.sleep(seconds)
+        self.busy_s += seconds
+        self.forwards += 1
+        self.forward_segments += segments
 
     def synthesize(self, segment: Segment, voice: str, speed: float) -> Audio:
         self._misbehave(segment, voice, speed)
-        seconds = self.seconds_for(segment)
-        if seconds > 0:
-            time.sleep(seconds)
+        self._forward(self.seconds_for(segment), 1)
         return _tone(segment, speed)
 
     def speak(self, segment: Segment, voice: str, speed: float) -> Speech:
@@ -143,13 +204,16 @@ class BenchSleepEngine:
         return _speech(segment, self.synthesize(segment, voice, speed))
 
     def speak_batch(self, requests: Sequence[SpeechRequest]) -> list[Speech]:
-        """One sleep for the whole batch, as long as its longest item's alone: a GPU's batched forward over
-        segments of similar length costs about what one of them does. Each item is what ``speak`` gives."""
+        """Each item as ``speak`` gives it, from the forwards :meth:`forwards_for` says: at the batched pace,
+        one per ``max_batch`` items, each costing its fixed time plus its phoneme ids'; else one sleep as long
+        as the longest item's alone (a GPU's batched forward over segments of similar length costs about what
+        one of them does)."""
         for request in requests:
             self._misbehave(request.segment, request.voice, request.speed)
-        seconds = max((self.seconds_for(r.segment) for r in requests), default=0.0)
-        if seconds > 0:
-            time.sleep(seconds)
+        seconds = self.forwards_for([r.segment for r in requests])
+        size = self.max_batch or len(requests)
+        for index, forward in enumerate(seconds):
+            self._forward(forward, min(size, len(requests) - index * size))
         return [_speech(r.segment, _tone(r.segment, r.speed)) for r in requests]
 
     def _misbehave(self, segment: Segment, voice: str, speed: float) -> None:

@@ -23,7 +23,7 @@ from foundation.logging import configure_logging
 from foundation.metrics import serve_metrics
 from producers.requests import Limits
 from tts_node.fifo import SynthesisQueue
-from voxlog.composition.configs import MAX_SPEED, MIN_SPEED
+from voxlog.composition.configs import MAX_SPEED, MIN_SPEED, batch_and_claims
 from voxlog.composition.resources import load_configured_engine
 from voxlog.engine_adapter import TtsNodeSpeechEngine
 
@@ -66,8 +66,9 @@ async def run_worker(settings: BaselineWorkerSettings) -> None:
     try:
         queue = BaselineQueue(pool)
         await queue.announce(worker_id, engine.description)
+        batch, _ = batch_and_claims(settings, model.info.device)  # as voxlog's worker batches: 32 on a GPU
         config = BaselineWorkerConfig(
-            worker_id, settings.baseline_poll_s, settings.baseline_stale_s, settings.max_attempts
+            worker_id, settings.baseline_poll_s, settings.baseline_stale_s, settings.max_attempts, batch
         )
         log.info("baseline worker started", worker_id=worker_id, engine=engine.description.name)
         await BaselineWorker(config, queue, engine, LocalBlobStore(settings.blob_dir), fifo.call).run(listener, stop)

@@ -43,6 +43,14 @@ _CLAIM = (
     " LIMIT 1 FOR UPDATE SKIP LOCKED) next"
     " WHERE j.job_id = next.job_id RETURNING j.job_id, j.fingerprint, j.request, j.attempts"
 )
+# Up to $2 jobs in one statement, the oldest first (a batching worker's claim: one forward for them all).
+_CLAIM_MANY = (
+    "UPDATE bl_jobs j SET state = 'claimed', attempts = j.attempts + 1, worker_id = $1,"
+    " claimed_at = clock_timestamp(), heartbeat_at = clock_timestamp()"
+    " FROM (SELECT job_id FROM bl_jobs WHERE state = 'queued' ORDER BY submitted_at"
+    " LIMIT $2 FOR UPDATE SKIP LOCKED) next"
+    " WHERE j.job_id = next.job_id RETURNING j.job_id, j.fingerprint, j.request, j.attempts, j.submitted_at"
+)
 _SEGMENT = (
     "WITH owner AS (UPDATE bl_jobs SET heartbeat_at = clock_timestamp()"
     " WHERE job_id = $1 AND worker_id = $2 AND state = 'claimed' RETURNING job_id)"
@@ -162,6 +170,11 @@ class BaselineQueue:
             return None
         r = rows[0]
         return ClaimedJob(r["job_id"], r["fingerprint"], json.loads(r["request"]), r["attempts"])
+
+    async def claim_many(self, worker_id: str, limit: int) -> list[ClaimedJob]:
+        """Up to ``limit`` queued jobs claimed in one ``FOR UPDATE SKIP LOCKED`` statement, oldest first."""
+        rows = sorted(await self._fetch(_CLAIM_MANY, worker_id, limit), key=lambda r: r["submitted_at"])
+        return [ClaimedJob(r["job_id"], r["fingerprint"], json.loads(r["request"]), r["attempts"]) for r in rows]
 
     async def put_segment(
         self,

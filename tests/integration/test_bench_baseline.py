@@ -126,3 +126,39 @@ async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(queue, stack, b
         await asyncio.wait_for(task, 10)
         await listener.close()
         await fifo.stop(grace_s=1)
+
+
+async def test_a_batching_worker_claims_up_to_its_batch_in_one_statement_and_speaks_them_in_one_call(
+    queue, stack, tmp_path
+):
+    """At a GPU's batched pace (scenario (n)): 40 queued jobs, one of two segments, a batch of 32: the first
+    claim takes the 32 oldest, one engine call speaks their first segments and one more the second."""
+    jobs = [uuid.uuid4() for _ in range(40)]
+    for i, job_id in enumerate(jobs):
+        text = f"Job number {i} here." + (" And a second sentence." if i == 0 else "")
+        assert await queue.submit(job_id, f"fp-batch-{i}", {**REQUEST, "text": text}) is None
+    claimed = await queue.claim_many("w0", 32)
+    assert [job.job_id for job in claimed] == jobs[:32]  # the oldest, in submission order
+    assert await queue.requeue_stale(0.0) == 32  # back in the queue for the worker below
+
+    engine = BenchSleepEngine(batch_ms=1.0, ms_per_id=0.001)
+    fifo = SynthesisQueue(engine)
+    await fifo.start()
+    listener = await asyncpg.connect(stack.database_url)
+    stop = asyncio.Event()
+    config = BaselineWorkerConfig("w1", poll_s=60.0, batch=32)
+    worker = BaselineWorker(config, queue, TtsNodeSpeechEngine(engine), LocalBlobStore(tmp_path), fifo.call)
+    task = asyncio.create_task(worker.run(listener, stop))
+    try:
+        deadline = time.monotonic() + 30
+        while {(await queue.status(job_id))["state"] for job_id in jobs} != {"completed"}:
+            assert time.monotonic() < deadline, "not all completed"
+            await asyncio.sleep(0.05)
+        assert (await queue.status(jobs[0]))["segment_count"] == 2
+        # 32 first segments, then the first job's second alone, then the 8 left: 3 forwards, 41 segments.
+        assert (engine.forwards, engine.forward_segments) == (3, 41)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await listener.close()
+        await fifo.stop(grace_s=1)

@@ -8,6 +8,7 @@ import pytest
 
 from bench.measure import summarize
 from bench.report import write_docs
+from tests.unit.test_bench_gpu_pace import scenario as gpu_pace_scenario
 
 
 def _summary(*seconds: float) -> dict[str, float]:
@@ -103,6 +104,23 @@ def test_the_page_shows_the_run_and_every_scenario(tmp_path):
     assert [p.name for p in plots] == ["throughput.png", "latency.png"]
     for plot in plots:
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_page_has_section_n_and_its_goal_row_measured_or_not(tmp_path):
+    results = _results()
+    text = write_docs(results, tmp_path)[0].read_text()
+    assert "## (n) GPU pace\n\nNot measured in this run." in text
+    assert (
+        "| (n) GPU pace | jobs/s >= the baseline's; engine busy >= 90% of what the machine's cores allow | not " in text
+    )
+    results["scenarios"]["gpu_pace"] = gpu_pace_scenario()
+    text = write_docs(results, tmp_path)[0].read_text()
+    assert "issue 41's GPU pace" in text
+    assert (
+        "| (n) GPU pace | jobs/s >= the baseline's; engine busy >= 90% of what the machine's cores allow | 95 jobs/s"
+        in text
+    )
+    assert "## (n) GPU pace\n\n400 one-sentence jobs" in text
 
 
 def test_summaries_report_median_and_p99_in_milliseconds():
