@@ -25,11 +25,12 @@ say which jobs took the engine while it waited and by which rule
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -128,11 +129,21 @@ class Turn:
 
 
 class TurnLog:
-    """The worker's last ``capacity`` engine turns: what a job waited behind is read from here."""
+    """The worker's last ``capacity`` engine turns: what a job waited behind is read from here.
+
+    Asked once a claim, over the turns since its job was read: behind a deep backlog, hundreds. So each job's
+    turns and each one's latest are kept by job as well, and a question costs the jobs that took more than one
+    turn, and the :data:`MAX_NAMED` latest others, not every turn since."""
 
     def __init__(self, policy: Policy, capacity: int = 8192) -> None:
+        if capacity < 1:
+            raise ValueError("a turn log holds at least one turn")
         self._policy = policy
-        self._turns: deque[Turn] = deque(maxlen=capacity)
+        self._capacity = capacity
+        self._turns: deque[Turn] = deque()
+        self._of_job: dict[uuid.UUID, list[Turn]] = {}  # each job's turns in the log, earliest first
+        self._latest: list[int] = []  # the number of each job's latest turn in the log, ascending
+        self._repeated: set[uuid.UUID] = set()  # the jobs with more than one turn in the log
         self.count = 0  # turns taken since the worker started
 
     def record(self, job: Contender, now: float) -> None:
@@ -140,22 +151,66 @@ class TurnLog:
         snapshot = Contender(
             job.job_id, job.fingerprint, job.tenant, job.priority, job.remaining_chars, job.seq, job.since
         )
-        self._turns.append(Turn(self.count, snapshot, now))
+        turn = Turn(self.count, snapshot, now)
+        if len(self._turns) == self._capacity:
+            self._forget(self._turns.popleft())
+        self._turns.append(turn)
+        own = self._of_job.setdefault(job.job_id, [])
+        if own:
+            self._drop_latest(own[-1].number)
+            self._repeated.add(job.job_id)
+        own.append(turn)
+        self._latest.append(turn.number)  # the log's latest turn: the greatest number
+
+    def _forget(self, turn: Turn) -> None:
+        """``turn``, the log's earliest, drops out of it."""
+        job_id = turn.job.job_id
+        own = self._of_job[job_id]
+        own.pop(0)
+        if not own:  # it was the job's latest as well
+            del self._of_job[job_id]
+            self._drop_latest(turn.number)
+        if len(own) < 2:
+            self._repeated.discard(job_id)
+
+    def _drop_latest(self, number: int) -> None:
+        del self._latest[bisect.bisect_left(self._latest, number)]
+
+    def _since(self, job_id: uuid.UUID, since_turn: int) -> tuple[Turn, int] | None:
+        """``job_id``'s earliest turn after ``since_turn`` in the log, and its turns since (``None``: none)."""
+        own = self._of_job.get(job_id, [])
+        first = bisect.bisect_right(own, since_turn, key=lambda turn: turn.number)
+        return (own[first], len(own) - first) if first < len(own) else None
 
     def behind(self, waiter: Contender, since_turn: int, waited_s: float) -> WaitedBehind | None:
         """What ``waiter`` waited behind from turn ``since_turn`` on (``None``: nothing took the engine)."""
-        complete = not self._turns or self._turns[0].number <= since_turn + 1
-        counts: dict[uuid.UUID, tuple[Turn, int]] = {}
-        for turn in reversed(self._turns):
-            if turn.number <= since_turn:
-                break
-            if turn.job.job_id == waiter.job_id:
-                continue
-            segments = counts.get(turn.job.job_id, (turn, 0))[1]
-            counts[turn.job.job_id] = (turn, segments + 1)  # its earliest turn since: the rule as it stood
-        if not counts:
+        if not self._turns:
             return None
-        ranked: Sequence[tuple[Turn, int]] = sorted(counts.values(), key=lambda item: -item[1])
+        complete = self._turns[0].number <= since_turn + 1
+        own = self._since(waiter.job_id, since_turn)
+        own_turns = own[1] if own is not None else 0
+        turns = self.count - max(since_turn, self._turns[0].number - 1)
+        jobs = len(self._latest) - bisect.bisect_right(self._latest, since_turn) - (1 if own is not None else 0)
+        if jobs <= 0:
+            return None
+        # Ranked by segments, then by their latest turn, the latest first: the jobs with more than one turn,
+        # and of the others (one turn each) the MAX_NAMED latest, as no other of those can rank before them.
+        ranked: list[tuple[int, int, Turn]] = []  # (segments, latest turn's number, earliest turn since)
+        for job_id in self._repeated:
+            found = self._since(job_id, since_turn) if job_id != waiter.job_id else None
+            if found is not None:
+                ranked.append((found[1], self._of_job[job_id][-1].number, found[0]))
+        singles = 0
+        first = self._turns[0].number
+        for number in reversed(self._latest):
+            if number <= since_turn or singles == MAX_NAMED:
+                break
+            turn = self._turns[number - first]
+            if turn.job.job_id in self._repeated or turn.job.job_id == waiter.job_id:
+                continue
+            ranked.append((1, number, turn))
+            singles += 1
+        ranked.sort(key=lambda item: (-item[0], -item[1]))
         named = tuple(
             EngineTurns(
                 job_id=turn.job.job_id,
@@ -164,13 +219,13 @@ class TurnLog:
                 segments=segments,
                 rule=self._policy.rule(turn.job, waiter, turn.at),
             )
-            for turn, segments in ranked[:MAX_NAMED]
+            for segments, _, turn in ranked[:MAX_NAMED]
         )
         return WaitedBehind(
             policy=self._policy.name,
             jobs=named,
-            job_count=len(counts),
-            segment_count=sum(segments for _, segments in counts.values()),
+            job_count=jobs,
+            segment_count=turns - own_turns,
             waited_ms=max(0, round(1000 * waited_s)),
             complete=complete,
         )

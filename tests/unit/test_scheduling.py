@@ -4,6 +4,8 @@ goes next, and what each job is told it waited behind. No services: the real run
 from __future__ import annotations
 
 import asyncio
+import collections
+import random
 import time
 import uuid
 from datetime import timedelta
@@ -16,8 +18,9 @@ from consumers.engine_turns import EngineTurns, HeldTurns, TurnWithdrawn
 from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.ledger import Ledger
 from consumers.run_queue import RunQueue, Waiting
-from consumers.scheduling import Contender, FairShares, Policy, TurnLog
+from consumers.scheduling import Contender, FairShares, Policy, Turn, TurnLog
 from contracts import JobClaimed, Producer, SegmentProduced
+from contracts.scheduling import MAX_NAMED
 from tests.support.job_logs import _Builder
 from tests.unit.test_job_runner import Blobs, FakeEngine, Log
 
@@ -318,3 +321,45 @@ async def test_regression_a_claim_cancelled_just_as_its_turn_came_does_not_keep_
     assert turns.running is None
     async with first.engine():
         assert turns.running == first.job.job_id
+
+
+def _behind_by_scanning(turns, policy_, waiter, since_turn):
+    """What a claim waited behind, read turn by turn (the turn log's answer as it was first written)."""
+    counts: dict[uuid.UUID, tuple[object, int]] = {}
+    for turn in reversed(turns):
+        if turn.number <= since_turn:
+            break
+        if turn.job.job_id == waiter.job_id:
+            continue
+        counts[turn.job.job_id] = (turn, counts.get(turn.job.job_id, (turn, 0))[1] + 1)
+    ranked = sorted(counts.values(), key=lambda item: -item[1])
+    named = [(t.job.job_id, n, policy_.rule(t.job, waiter, t.at)) for t, n in ranked[:MAX_NAMED]]
+    return named, len(counts), sum(n for _, n in counts.values())
+
+
+@pytest.mark.parametrize("capacity", [3, 40, 8192])
+def test_what_a_job_waited_behind_is_what_reading_every_turn_since_says(capacity):
+    """Behind a deep backlog a claim waited hundreds of turns: the log answers from its jobs' turns, without
+    reading each turn since, and says the same as reading them (jobs of one turn and of many, the waiter's own
+    turns, a log that no longer reaches back)."""
+    rng = random.Random(capacity)
+    p = policy()
+    log = TurnLog(p, capacity=capacity)
+    kept: collections.deque = collections.deque(maxlen=capacity)
+    jobs = [job(n, chars=rng.choice([10, 100, 1000]), tenant=rng.choice("ab")) for n in range(1, 120)]
+    for step in range(600):
+        picked = rng.choice(jobs[:8]) if rng.random() < 0.4 else jobs[step % len(jobs)]
+        log.record(picked, now=float(step))
+        kept.append(Turn(log.count, picked, float(step)))
+        if step % 7:
+            continue
+        waiter, since = rng.choice(jobs), rng.randrange(0, log.count + 1)
+        behind = log.behind(waiter, since, waited_s=0.5)
+        named, job_count, segment_count = _behind_by_scanning(kept, p, waiter, since)
+        if not job_count:
+            assert behind is None
+            continue
+        assert behind is not None
+        assert [(j.job_id, j.segments, j.rule) for j in behind.jobs] == named
+        assert (behind.job_count, behind.segment_count) == (job_count, segment_count)
+        assert behind.complete == (kept[0].number <= since + 1)
