@@ -57,6 +57,8 @@ class HeldTurns:
     """The claims whose segments went while this one waited for the engine, and the rule (as it stood then)."""
     counted_turn: int = 0  # the last engine turn counted in ``passed``: a turn that passed it counts once
     forward: int = 0  # the engine call its latest segment rode in (EngineTurns.forwards)
+    last_segment: bool = False
+    """The segment it asks a turn for is its attempt's last: no place is kept for it in the next forward."""
 
     def waited(self) -> WaitedBehind | None:
         """What this claim waited behind since it was taken."""
@@ -272,7 +274,7 @@ class EngineTurns:
                 engine_s = forward.engine_s / len(forward.requests)  # the batch's time, shared by its segments
             forward.places.discard(job_id)
             forward.pending.discard(job_id)
-            if claim.job.remaining_chars > 0:
+            if claim.job.remaining_chars > 0 and not claim.last_segment:
                 forward.releasers.append(claim)
         self.policy.shares.charge(claim.job.tenant, engine_s, now)
         self._holders.pop(job_id, None)

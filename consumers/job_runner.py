@@ -262,6 +262,8 @@ class JobRunner:
             return ended
         started_ns, started = tracing.now_ns(), time.perf_counter()
         attempt = progress.attempt
+        if attempt.turns is not None:  # its work left counts down only once it is made: told apart here
+            attempt.turns.last_segment = segment is progress.plan[-1]
         try:
             audio = await self._audio.make(segment, attempt.request, attempt.job.job_id, attempt.turns)
         except TurnWithdrawn:  # given back while it waited for the engine: released here

@@ -7,6 +7,7 @@ about time: who waited, who rode together, who joined and who left between forwa
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from datetime import timedelta
 
@@ -22,7 +23,7 @@ from consumers.ports import PlannedSegment, Rendering
 from consumers.scheduling import Contender, TurnLog
 from contracts import Producer, SegmentProduced
 from tests.support.job_logs import _Builder
-from tests.unit.test_job_runner import Blobs, FakeEngine, Log
+from tests.unit.test_job_runner import Blobs, CountingEngine, FakeEngine, Log
 from tests.unit.test_scheduling import job, policy
 
 pytestmark = pytest.mark.unit
@@ -287,3 +288,49 @@ async def test_an_interactive_claim_is_never_put_off_for_its_length():
     gate.open(3)
     await asyncio.gather(first, *tasks)
     assert engine.calls[1] == ["short", long_text], "the interactive claims rode first, whatever their lengths"
+
+
+class HeldBlobs(Blobs):
+    """A blob store whose writes wait until the test lets them through (they run off the loop)."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.writing = 0
+
+    def put(self, data: bytes, suffix: str):
+        self.writing += 1
+        self.open.wait(10)
+        return super().put(data, suffix)
+
+
+async def test_a_claim_whose_last_segment_was_made_keeps_no_place_in_the_next_forward():
+    """A one-sentence job's work left counts down only once its segment is stored: its place in the next
+    forward was kept for it (read first, it was put first) while it stored it, and given up only when it
+    ended, the engine idle meanwhile. Its last segment made, no place is kept for it: the next forward goes
+    with the claims that wait while it stores its audio."""
+    log, engine, blobs = Log(), CountingEngine(), HeldBlobs()
+    runner = JobRunner(
+        engine, blobs, log, Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), gated_call
+    )
+    turns = EngineTurns(policy(), TurnLog(policy()), batch=2)
+    ledger = Ledger(timedelta(minutes=10))
+    attempts = []
+    for n in (1, 2, 3):
+        text = f"sentence{n}"  # one segment
+        view = ledger.observe(_Builder(uuid.UUID(int=n), request_text=text).queued(), n)
+        contender = Contender(view.job_id, view.fingerprint, "default", "batch", len(text), n)
+        held = HeldTurns(turns, contender, AbortSignal())
+        attempts.append(Attempt(view, view.request, 1, ledger, held.abort, turns=held, wait_for_completion=True))
+    runs = [asyncio.create_task(runner.run(attempt)) for attempt in attempts]
+    try:
+        for _ in range(2000):  # the first claim's segment alone on the idle engine, then the other two together
+            if len(engine.rendered) == 3:
+                break
+            await asyncio.sleep(0.001)
+        assert len(engine.rendered) == 3, "the next forward waited for a claim storing its last segment"
+        assert turns.forwards == 2
+    finally:
+        blobs.open.set()
+    outcomes = await asyncio.gather(*runs)
+    assert [o.kind for o in outcomes] == ["completed"] * 3
+    assert not turns._reserved
