@@ -18,6 +18,9 @@ from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
 from tts_node.kokoro_torch import WEIGHTS_NAME, load_kmodel
 from tts_node.random_checkpoint import kokoro_config
 
+# The file's forwards are made in its first test's setup (module fixtures): minutes where this runs at a low
+# priority beside two other sessions, longest files first (it came first and passed the unit timeout, 120 s).
+pytestmark = pytest.mark.timeout(400)
 TOLERANCE = 1e-4
 TEXTS = ("Hi there.", "A longer sentence, with a clause or two in it.", "Yes.", "Numbers like forty-two stay.")
 
