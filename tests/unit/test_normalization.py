@@ -704,10 +704,13 @@ def test_normalize_never_raises(text: str, lang: str) -> None:
     assert isinstance(normalize(text, lang), str)
 
 
+# Not a word the abbreviation rule writes out ("approx." is "approximately": a fresh-clone run drew it), nor
+# a word of one of two words ("et al.").
+_ABBREVIATED = frozenset(part for abbreviation in words.ABBREVIATIONS for part in abbreviation.split())
 WORD = st.one_of(
     st.from_regex(r"[A-Z]?[a-z]{2,11}", fullmatch=True),
     st.text(alphabet=st.characters(categories=["Ll"]), min_size=1, max_size=8),
-).filter(lambda word: word not in {"vs", "Mrs"})
+).filter(lambda word: word not in _ABBREVIATED)
 SEPARATOR = st.sampled_from([" ", ", ", "; ", ". ", "? ", "! ", " - ", "\n"])
 
 
@@ -717,6 +720,13 @@ def test_plain_words_are_left_unchanged(words: list[tuple[str, str]], end: str) 
     text = "".join(word + separator for word, separator in words).rstrip() + end
     assert normalize(text, "a") == text
     assert normalize(text, "b") == text
+
+
+def test_regression_the_plain_words_drawn_included_abbreviations_the_rules_write_out():
+    """test_plain_words_are_left_unchanged drew "a approx." in a fresh-clone run: its words now leave out
+    every word of the abbreviation rule's, which the rule does write out."""
+    assert normalize("a approx.", "a") == "a approximately."
+    assert {"approx", "vs", "Mrs", "et", "al", "Jr"} <= _ABBREVIATED
 
 
 # Work linear in the text: counted (regex steps in the engine's step model, lines of Python), never timed,

@@ -29,6 +29,8 @@ _WEEKDAYS: Final = frozenset({"Mon", "Tue", "Tues", "Wed", "Thu", "Thur", "Thurs
 _NUMBERED_PLACES: Final = {"Apt": "Apartment", "Bldg": "Building", "Rm": "Room", "Ste": "Suite"}
 _PLACE_OR_PERSON: Final = {"Dr": ("Doctor", "Drive"), "St": ("Saint", "Street")}
 _DOTTED_WORDS: Final = sorted([*_INTRODUCING, *_CLOSING, *_PLACE_OR_PERSON], key=len, reverse=True)
+ABBREVIATIONS: Final = frozenset(_DOTTED_WORDS)
+"""What the abbreviation rule writes out when a period follows (some also undotted before a name)."""
 _ABBREVIATION: Final = re.compile(
     rf"(?<![\w.])(?P<word>{'|'.join(re.escape(word) for word in _DOTTED_WORDS)})\."
     # British style drops the period after a contraction (Dr, Mr, St): undotted before a name.
