@@ -18,17 +18,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
 from consumers.errors import BlobWriteFailed
 from consumers.ports import AudioSink, PlannedSegment, SegmentReuse, SpeechEngine
 from consumers.segment_reuse import LOOKUP_WORTH_S
+from consumers.segment_stores import SegmentStores
 from consumers.worker_activity import Activity
 from contracts import AudioRef, SynthesisRequest, WordTiming
 from contracts.fingerprint import segment_key
 from contracts.word_timings import shifted
-from foundation.audio import encode_wav
 from foundation.metrics import SEGMENTS_REUSED
 from projections.reads.worker import ReusableSegment
 
@@ -59,6 +56,7 @@ class SegmentMaker:
     ) -> None:
         self._engine = engine
         self._blobs = blobs
+        self._stores = SegmentStores(blobs)
         self._call = call
         self._activity = activity
         self._segments = segments
@@ -111,8 +109,8 @@ class SegmentMaker:
                 self._activity.running = None
             self._activity.rendered(job_id, time.perf_counter() - rendering)
         samples = rendered.samples
-        try:  # encoded and written in one hop off the loop
-            ref, byte_length = await asyncio.to_thread(self._store, samples, sample_rate)
+        try:  # encoded and written off the loop, in one hop with the forward's other segments
+            ref, byte_length = await self._stores.store(samples, sample_rate)
         except OSError as exc:
             raise BlobWriteFailed(f"cannot store segment {segment.index}'s audio: {exc}") from exc
         duration_ms = round(1000 * len(samples) / sample_rate)
@@ -135,7 +133,3 @@ class SegmentMaker:
             ids=segment.ids,
             cache_scope=request.cache_scope,  # a tenant's own under VOXLOG_CACHE_SCOPE=tenant
         )
-
-    def _store(self, samples: npt.NDArray[np.float32], sample_rate: int) -> tuple[AudioRef, int]:
-        wav = encode_wav(samples, sample_rate)
-        return self._blobs.put(wav, ".wav"), len(wav)

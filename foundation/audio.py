@@ -11,6 +11,7 @@ by the length of the answer.
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Iterator
 from typing import Final
 
@@ -74,8 +75,42 @@ def encode_file(
 
 
 def encode_wav(samples: Samples, sample_rate: int) -> bytes:
-    """Float samples in [-1, 1] as a 16-bit PCM WAV file."""
-    return encode_file(np.clip(samples, -1.0, 1.0), sample_rate, container="WAV", subtype="PCM_16")
+    """Float samples in [-1, 1] (mono) as a 16-bit PCM WAV file: the bytes libsndfile writes for them.
+
+    Written with numpy, not through libsndfile: the worker encodes every segment it makes, and at a GPU's
+    pace libsndfile's virtual I/O into a ``BytesIO`` was a fifth of the worker's pool threads' time
+    (docs/profile.md, "At GPU pace"); this costs a third of that (0.24 → 0.09 ms for 2 s of audio). The
+    samples are libsndfile's own: its float-to-16-bit conversion rounds to 32 bits and keeps the top 16
+    (tests compare the two byte for byte), so a segment's blob, and its hash, did not change with the
+    encoder. NaN is silence.
+    """
+    frames = np.asarray(samples, dtype=np.float32)
+    if frames.ndim == 2 and frames.shape[1] == 1:
+        frames = frames[:, 0]
+    if frames.ndim != 1:
+        raise ValueError(f"encode_wav writes mono samples, not an array of shape {frames.shape}")
+    # libsndfile's conversion: each sample rounded to 32 bits, then its top 16 bits (an arithmetic shift,
+    # so a floor). Scaling by powers of two is exact in float32, so it is done there, in place.
+    scaled = np.clip(np.nan_to_num(frames, nan=0.0), -1.0, 1.0) * np.float32(2.0**31)
+    np.rint(scaled, out=scaled)
+    scaled *= np.float32(2.0**-16)
+    np.floor(scaled, out=scaled)
+    pcm = np.minimum(scaled, np.float32(32767.0), out=scaled).astype("<i2")  # 1.0 is 32767, as there
+    data = pcm.tobytes()
+    return _wav_header(len(data), sample_rate) + data
+
+
+def _wav_header(data_bytes: int, sample_rate: int) -> bytes:
+    """The canonical 44-byte RIFF header of mono 16-bit PCM (``WAV_HEADER_BYTES``)."""
+    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)  # PCM, mono, rate, bytes/s, align, bits
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + data_bytes)
+        + b"WAVEfmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + (b"data" + struct.pack("<I", data_bytes))
+    )
 
 
 def wav_seconds(byte_length: int, sample_rate: int) -> float:

@@ -61,6 +61,10 @@ class LocalBlobStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+        # Directories this store made or found: a new blob's directory is asked for once, not on every put (a
+        # mkdir per segment was a visible share of the worker's threads at a GPU's pace). A directory removed
+        # behind its back is made again when the temp file cannot be created in it.
+        self._made: set[Path] = set()
 
     def path_for(self, sha256: str, suffix: str) -> Path:
         return self.root / sha256[:2] / sha256[2:4] / f"{sha256}{suffix}"
@@ -73,8 +77,7 @@ class LocalBlobStore:
         try:
             os.utime(path)  # same bytes, same name: a rewrite would change nothing
         except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            fd, tmp = self._temp_file(path.parent)
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
@@ -85,6 +88,16 @@ class LocalBlobStore:
                 Path(tmp).unlink(missing_ok=True)
                 raise
         return AudioRef(sha256=digest, uri=path.as_uri())
+
+    def _temp_file(self, directory: Path) -> tuple[int, str]:
+        if directory not in self._made:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._made.add(directory)
+        try:
+            return tempfile.mkstemp(dir=directory, prefix=".tmp-")
+        except FileNotFoundError:  # removed since it was made
+            directory.mkdir(parents=True, exist_ok=True)
+            return tempfile.mkstemp(dir=directory, prefix=".tmp-")
 
     def _own_path(self, ref: AudioRef) -> Path | None:
         """Where ``ref``'s blob lies in this store, or ``None`` when its URI names anything else.

@@ -78,3 +78,15 @@ def test_a_link_out_of_the_store_is_not_followed(store, tmp_path):
         store.get(linked)
     assert not store.remove_unused(linked, idle_s=0)
     assert target.exists()
+
+
+def test_a_blobs_directory_removed_behind_the_stores_back_is_made_again(tmp_path: Path) -> None:
+    """The store remembers the directories it made (one ``mkdir`` per directory, not per blob): one removed
+    since, by hand or by a cleanup, is made again when a blob is next written there."""
+    store = LocalBlobStore(tmp_path)
+    first = store.put(b"one", ".wav")
+    directory = store.path_for(first.sha256, ".wav").parent
+    for path in directory.iterdir():
+        path.unlink()
+    directory.rmdir()
+    assert store.get(store.put(b"one", ".wav")) == b"one"
