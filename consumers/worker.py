@@ -58,6 +58,7 @@ from consumers.engine_turns import EngineTurns, HeldTurns
 from consumers.errors import EngineHung
 from consumers.job_runner import JobRunner
 from consumers.ledger import JobView, Ledger
+from consumers.outlooks import GroupedOutlooks, OutlookLookup, OutlookSource
 from consumers.partitions import Partitions, TailScanner
 from consumers.ports import DeadLetter, ResultLookup
 from consumers.recovery import LEDGER_TYPES, find_request, scan_tails
@@ -133,9 +134,12 @@ class SynthWorker(ConsumerRebalanceListener):
         dead_letter: DeadLetter,
         scan_tails: TailScanner | None = None,
         cancels: CancelLookup | None = None,
+        outlooks: OutlookLookup | None = None,
     ) -> None:
         self.config = config
         self._cancels = CancelWatches(cancels)  # one query for every claim held, not one per claim
+        # Claims taken together read their outlooks in one query; without ``outlooks``, one read per claim.
+        self._outlooks: OutlookSource = lookup if outlooks is None else GroupedOutlooks(outlooks)
         self._consumer = consumer
         self._runner = runner
         self._lookup = lookup
@@ -455,7 +459,7 @@ class SynthWorker(ConsumerRebalanceListener):
             return False  # another engine's or model version's job: its own group acts on it
         now = utc_now()
         try:  # one read for both questions the projection answers before a claim
-            outlook = await self._lookup.outlook(view.job_id, view.fingerprint, now)
+            outlook = await self._outlooks.outlook(view.job_id, view.fingerprint, now)
         except ProjectionUnavailable:  # coalescing from the ledger only (the lookup says when PostgreSQL is back)
             outlook = Outlook()  # not known to be cancelled: at worst wasted work, its events fenced
         cached = await reusable_result(view, ledger, outlook.result, self._lookup, self._runner.blobs, now)

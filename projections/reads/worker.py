@@ -61,11 +61,13 @@ class Outlook:
     result: CachedResult | None = None  # a live result of the job's fingerprint, which it may reuse
 
 
-# One row whatever is found: the job's state (null before it is projected) beside its fingerprint's live result.
-_OUTLOOK = (
-    "SELECT (SELECT state FROM jobs WHERE job_id = $1) AS state,"
-    " r.job_id, r.segment_count, r.total_duration_ms, r.expires_at"
-    " FROM (SELECT 1) AS one LEFT JOIN result_cache r ON r.fingerprint = $2 AND r.expires_at > $3"
+# One row per job asked whatever is found: its state (null before it is projected) beside its fingerprint's live
+# result (result_cache is keyed by fingerprint: one at most). Several jobs' claims come together under a backlog.
+_OUTLOOKS = (
+    "SELECT a.job_id AS asked, j.state, r.job_id, r.segment_count, r.total_duration_ms, r.expires_at"
+    " FROM unnest($1::uuid[], $2::text[]) AS a(job_id, fingerprint)"
+    " LEFT JOIN jobs j ON j.job_id = a.job_id"
+    " LEFT JOIN result_cache r ON r.fingerprint = a.fingerprint AND r.expires_at > $3"
 )
 
 # The latest segment of each key: a lateral read per key, by the key's index (as one key's own query was).
@@ -98,12 +100,16 @@ class PostgresResultLookup:
         self._outage.recovered()
 
     async def outlook(self, job_id: uuid.UUID, fingerprint: str, now: datetime) -> Outlook:
+        return (await self.outlooks([(job_id, fingerprint)], now))[job_id]
+
+    async def outlooks(self, asked: Collection[tuple[uuid.UUID, str]], now: datetime) -> dict[uuid.UUID, Outlook]:
+        """The outlook of each (job, fingerprint) ``asked``, every one answered, in one statement."""
+        if not asked:
+            return {}
+        job_ids, fingerprints = [job_id for job_id, _ in asked], [fingerprint for _, fingerprint in asked]
         async with self._reading():
-            row = await self._pool.fetchrow(_OUTLOOK, job_id, fingerprint, now, timeout=QUERY_TIMEOUT_S)
-        result = None
-        if row is not None and row["job_id"] is not None:
-            result = CachedResult(row["job_id"], row["segment_count"], row["total_duration_ms"], row["expires_at"])
-        return Outlook(cancelled=row is not None and row["state"] == JobState.CANCELLED.value, result=result)
+            rows = await self._pool.fetch(_OUTLOOKS, job_ids, fingerprints, now, timeout=QUERY_TIMEOUT_S)
+        return {row["asked"]: _outlook_of(row) for row in rows}
 
     async def request_of(self, job_id: uuid.UUID) -> SynthesisRequest | None:
         async with self._reading():
@@ -157,3 +163,10 @@ class PostgresResultLookup:
             segment = ReusableSegment(audio, row["duration_ms"], row["byte_length"], row["sample_rate"], text, words)
             found[row["segment_key"]] = segment
         return found
+
+
+def _outlook_of(row: asyncpg.Record) -> Outlook:
+    result = None
+    if row["job_id"] is not None:
+        result = CachedResult(row["job_id"], row["segment_count"], row["total_duration_ms"], row["expires_at"])
+    return Outlook(cancelled=row["state"] == JobState.CANCELLED.value, result=result)

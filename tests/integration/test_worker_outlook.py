@@ -1,5 +1,5 @@
-"""The worker's reads of the projection (PostgresResultLookup: the one read before a claim, the cancellations
-of the jobs it holds, the segments it may reuse) against the real projection."""
+"""The worker's reads of the projection (PostgresResultLookup: the one read before a claim, or claims taken together,
+the cancellations of the jobs it holds, the segments it may reuse) against the real projection."""
 
 from __future__ import annotations
 
@@ -80,3 +80,28 @@ async def test_the_segments_a_forward_may_reuse_come_in_one_read_each_the_latest
     assert found["k1"].audio.sha256 == "b" * 64, "the latest segment of its key"
     assert (found["k2"].audio.sha256, found["k2"].text, found["k2"].duration_ms) == ("c" * 64, "S1.", 100)
     assert await lookup.segments([]) == {}
+
+
+async def test_the_outlooks_of_claims_taken_together_come_in_one_read_each_as_the_job_alone_would(pool):
+    done = _Builder(uuid.UUID(int=31), request_text="Said once.")
+    duplicate = _Builder(uuid.UUID(int=32), request_text="Said once.")
+    cancelled = _Builder(uuid.UUID(int=33), request_text="Never said.")
+    fresh = _Builder(uuid.UUID(int=34), request_text="Said now.")
+    await project(pool, done.queued(), done.claimed(1), done.segment(1, 0), done.completed(1, 1))
+    await project(pool, duplicate.queued(), cancelled.queued(), cancelled.cancelled(), fresh.queued())
+    lookup = PostgresResultLookup(pool)
+    now = T0 + timedelta(seconds=1)
+    not_projected = (uuid.UUID(int=35), "no such fingerprint")
+    asked = [(job.job_id, job.fingerprint) for job in (duplicate, cancelled, fresh)] + [not_projected]
+
+    found = await lookup.outlooks(asked, now)
+
+    assert set(found) == {job_id for job_id, _ in asked}, "every job asked is answered, projected or not"
+    assert found[duplicate.job_id].result is not None
+    assert (found[duplicate.job_id].result.job_id, found[duplicate.job_id].cancelled) == (done.job_id, False)
+    assert found[cancelled.job_id] == Outlook(cancelled=True, result=None)
+    assert found[fresh.job_id] == found[not_projected[0]] == Outlook()
+    expired = await lookup.outlooks(asked, now + TTL)
+    assert all(outlook.result is None for outlook in expired.values()), "a result lives until it expires"
+    assert expired[cancelled.job_id].cancelled
+    assert await lookup.outlooks([], now) == {}

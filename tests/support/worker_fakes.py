@@ -27,18 +27,19 @@ def record(event, offset: int) -> ConsumerRecord:
     return record_of(event, TP.topic, TP.partition, offset)
 
 
-def make_worker(consumer, runner, lookup, scan_tails=None, **fields) -> SynthWorker:
+def make_worker(consumer, runner, lookup, scan_tails=None, outlooks=None, **fields) -> SynthWorker:
     """A worker over fakes, configured as the composition root would, then with ``fields``: a worker setting
     (held_claims) as the settings say it, anything else as its config's field (commit_interval_s,
     interactive_per_batch, rebalance_grace_s: constants of the composition, no settings; issue 38, item 3). The
-    grace period is long so that no test depends on timing out."""
+    grace period is long so that no test depends on timing out. ``outlooks``: the lookup the worker reads its
+    claims' outlooks from grouped (consumers.outlooks), as the composition root gives it; none, one read a claim."""
     settings = {name: value for name, value in fields.items() if name in WorkerSettings.model_fields}
     config = worker_config(
         WorkerSettings(worker_id="w", kafka_bootstrap_servers="unused:9092", jobs_topic="jobs", **settings)
     )
     # replace() refuses a name WorkerConfig lacks: a field a test sets is never silently dropped.
     config = replace(config, **{"rebalance_grace_s": 30, **{k: v for k, v in fields.items() if k not in settings}})
-    return SynthWorker(config, consumer, runner, lookup, dead_letter=None, scan_tails=scan_tails)  # type: ignore[arg-type]
+    return SynthWorker(config, consumer, runner, lookup, dead_letter=None, scan_tails=scan_tails, outlooks=outlooks)  # type: ignore[arg-type]
 
 
 async def run_until(worker: SynthWorker, done: asyncio.Event, within_s: float = 30.0) -> None:

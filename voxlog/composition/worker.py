@@ -102,7 +102,7 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
             rebalance_timeout_ms=int((config.rebalance_grace_s + 60) * 1000),
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
-        worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup)
+        worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup, outlooks=lookup)
         shutdown.holds("the job in hand", lambda: _in_hand(activity))
         shutdown.holds("offsets", worker.partitions.describe_uncommitted)
         log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
