@@ -57,6 +57,9 @@ class Profile:
     gpu_pace_batch_ms: float = 8.0
     gpu_pace_ms_per_id: float = 0.02
     gpu_pace_max_batch: int = 32
+    zipf_requests: int = 1000  # (o) duplicates under a Zipf load: the 1,000 requests over 161 texts
+    zipf_texts: int = 161
+    zipf_clients: int = 20
 
 
 FULL = Profile(
@@ -109,4 +112,6 @@ QUICK = Profile(
     ten_b_interactive=5,
     ten_b_batch=20,
     gpu_pace_jobs=400,
+    zipf_requests=120,
+    zipf_texts=20,
 )

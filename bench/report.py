@@ -15,6 +15,7 @@ from bench.report_fairness import fairness_goals, short_behind_long, tenants
 from bench.report_goals import CPU_ROWS, batches, cpu_rows, goals, head_of_line, priorities
 from bench.report_gpu import gpu_section
 from bench.report_gpu_pace import gpu_pace, gpu_pace_goals
+from bench.report_zipf_load import zipf_goals, zipf_load
 
 SYSTEMS = ("voxlog", "baseline")
 LIGHT_ROWS = (
@@ -571,10 +572,10 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "",
         "## Goals",
         "",
-        "Issue 14's goals, issue 15's priorities figure, issue 27's scheduling goals and issue 41's GPU pace,"
-        " beside this run's figures (each scenario's section says how it is measured).",
+        "Issue 14's goals, issue 15's priorities figure, issue 27's scheduling goals and issue 41's GPU pace"
+        " and duplicates, beside this run's figures (each scenario's section says how it is measured).",
         "",
-        *goals(s, [*fairness_goals(s), *gpu_pace_goals(s)]),
+        *goals(s, [*fairness_goals(s), *gpu_pace_goals(s), *zipf_goals(s)]),
         "",
         "## Summary",
         "",
@@ -677,6 +678,10 @@ def write_docs(results: dict[str, Any], docs: Path) -> list[Path]:
         "## (n) GPU pace",
         "",
         *gpu_pace(s),
+        "",
+        "## (o) Duplicates under a Zipf load",
+        "",
+        *zipf_load(s),
         *([""] if results.get("gpu") else []),
         *gpu_section(results.get("gpu")),
     ]

@@ -37,6 +37,7 @@ from bench.scenarios import (
     scale_out,
     warm_up,
 )
+from bench.zipf_load import zipf_load
 from foundation.kafka_access import KafkaAccess
 from foundation.settings import default_cache_root, default_state_root
 from infra.stack import DevStack
@@ -76,6 +77,7 @@ SCENARIO_GROUPS: Final = (
     "priorities",
     "fairness",
     "gpu_pace",
+    "zipf",
 )
 
 
@@ -91,6 +93,9 @@ def _groups(ctx: Context, reference: EngineLoop) -> dict[str, Callable[[], Await
     async def fairness() -> dict[str, Any]:
         return {"short_behind_long": await short_behind_long(ctx), "tenants": await tenants(ctx)}
 
+    async def zipf() -> dict[str, Any]:
+        return {"zipf_load": await zipf_load(ctx, reference)}
+
     groups: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "throughput": lambda: light_and_throughput(ctx),
         "coalescing": named("coalescing", coalescing),
@@ -102,6 +107,7 @@ def _groups(ctx: Context, reference: EngineLoop) -> dict[str, Callable[[], Await
         "priorities": named("priorities", priorities),
         "fairness": fairness,
         "gpu_pace": named("gpu_pace", gpu_pace),
+        "zipf": zipf,
     }
     return groups
 
