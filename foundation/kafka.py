@@ -38,6 +38,13 @@ from foundation.kafka_access import KafkaAccess
 log = structlog.get_logger("voxlog.kafka")
 
 
+# The most bytes of one partition's records in one produce batch (aiokafka's default is 16 KiB). A worker
+# at a GPU's pace ends a forward's claims together, and their claims' and completions' records carry what
+# each waited behind (up to about 4 KB a record): at 16 KiB a batch held a few of them, and the rest of the
+# burst waited for the next requests. Measured in scenario (n) (docs/profile.md, "Kafka's produce batches").
+PRODUCE_BATCH_BYTES: Final = 128 * 1024
+
+
 @dataclass(frozen=True)
 class RecordPosition:
     """Where a record sits in the log."""
@@ -63,6 +70,7 @@ class KafkaEventPublisher:
             # request is in flight are batched anyway, so lingering only adds latency
             # (bench: 2 ms of linger cost ~1.5 ms per publish, four publishes per job).
             linger_ms=0,
+            max_batch_size=PRODUCE_BATCH_BYTES,
             request_timeout_ms=request_timeout_ms,
         )
         self.unacknowledged = 0  # records handed to the producer whose acknowledgement has not come
