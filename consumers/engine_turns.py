@@ -59,6 +59,10 @@ class HeldTurns:
     forward: int = 0  # the engine call its latest segment rode in (EngineTurns.forwards)
     last_segment: bool = False
     """The segment it asks a turn for is its attempt's last: no place is kept for it in the next forward."""
+    engine_share_s: float | None = None
+    """Its last segment's share of its batched forward's engine time (``None``: rendered alone, timed by
+    whoever called): each place of a forward waits for the whole forward, but the engine spent that time on
+    all of them."""
 
     def waited(self) -> WaitedBehind | None:
         """What this claim waited behind since it was taken."""
@@ -169,6 +173,7 @@ class EngineTurns:
         """``segment`` rendered in the forward ``claim`` holds a place in (inside its turn): alone, the call is
         made here as ever; beside others, once every place has asked, one batched call for them all."""
         forward, job_id = self._forward, claim.job.job_id
+        claim.engine_share_s = None
         if forward is None or job_id not in forward.pending:  # no place in a forward being formed: alone
             rendering: Rendering = await call(engine.render, segment, voice, speed)
             return rendering
@@ -183,11 +188,14 @@ class EngineTurns:
         if not forward.pending:
             self._start(forward)
         try:
-            return await result
+            rendering = await result
         except asyncio.CancelledError:  # its attempt is over (a hung engine): the others still want theirs
             if forward.task is not None and all(r.result.done() for r in forward.requests.values()):
                 forward.task.cancel()
             raise
+        if forward.engine_s is not None:
+            claim.engine_share_s = forward.engine_s / len(forward.requests)
+        return rendering
 
     def _start(self, forward: Forward) -> None:
         forward.started = True

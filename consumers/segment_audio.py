@@ -107,7 +107,13 @@ class SegmentMaker:
                     rendered = await self._call(self._engine.render, segment, request.voice, speed)
             finally:
                 self._activity.running = None
-            self._activity.rendered(job_id, time.perf_counter() - rendering)
+            engine_s = time.perf_counter() - rendering
+            if turns is not None and turns.engine_share_s is not None:
+                # Batched: its share of the forward, not the whole forward it waited for. The node's measured
+                # speed (and so the backlog the API admits by) counted each of a forward's segments as taking
+                # all of it: a GPU worker looked as many times slower as its batches were large.
+                engine_s = turns.engine_share_s
+            self._activity.rendered(job_id, engine_s)
         samples = rendered.samples
         try:  # encoded and written off the loop, in one hop with the forward's other segments
             ref, byte_length = await self._stores.store(samples, sample_rate)

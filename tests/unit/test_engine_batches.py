@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import types
 import uuid
 from datetime import timedelta
 
@@ -334,3 +335,32 @@ async def test_a_claim_whose_last_segment_was_made_keeps_no_place_in_the_next_fo
     outcomes = await asyncio.gather(*runs)
     assert [o.kind for o in outcomes] == ["completed"] * 3
     assert not turns._reserved
+
+
+async def test_regression_a_batched_segment_was_charged_its_whole_forward_in_the_nodes_speed(monkeypatch):
+    """Each place of a batched forward waits for the whole forward; the worker's activity counted that whole
+    wait as the segment's engine time, so the node's measured speed (the backlog the API admits by) was as
+    many times too slow as the forwards were large. A segment is charged its share of the forward."""
+    ticks = iter(range(0, 1_000_000, 6))  # every forward takes 6 "seconds" of the forwards' clock
+
+    monkeypatch.setattr("consumers.forwards.time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    log, engine = Log(), RecordingEngine()
+    runner = JobRunner(
+        engine, Blobs(), log, Producer(service="worker", instance="w"), "w", RetryPolicy(3, 0.0), gated_call
+    )
+    turns = EngineTurns(policy(), TurnLog(policy()), batch=3)
+    ledger = Ledger(timedelta(minutes=10))
+    attempts = []
+    for n in (1, 2, 3):
+        view = ledger.observe(_Builder(uuid.UUID(int=n), request_text=f"one{n} two{n} three{n}").queued(), n)
+        contender = Contender(view.job_id, view.fingerprint, "default", "interactive", len(view.request.text), n)
+        held = HeldTurns(turns, contender, AbortSignal())
+        attempts.append(Attempt(view, view.request, 1, ledger, held.abort, turns=held, wait_for_completion=True))
+    await asyncio.gather(*(runner.run(attempt) for attempt in attempts))
+    batched = [size for size in engine.batches if size > 1]
+    assert batched, "no forward was batched"
+    # Each batched forward is 6 s of the forwards' clock, shared by its segments, so they add up to 6 s a
+    # forward; the segments rendered alone are timed by the real clock (microseconds here). Timed by each
+    # place's own wait, as before the fix, the batched segments added up to the real microseconds instead
+    # (on a real engine: the whole forward for each of them).
+    assert runner.activity.busy_s == pytest.approx(6.0 * len(batched), abs=0.5)
