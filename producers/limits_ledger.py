@@ -1,7 +1,9 @@
 """PostgreSQL's side of the limits, shared by every API instance: token buckets, and what was admitted.
 
 ``rate_buckets`` holds a token bucket per API key, refilled and taken from in
-one statement by the database's clock (API instances' clocks may disagree).
+one statement by the database's clock (API instances' clocks may disagree),
+a block of tokens at a time that an API instance gives out and puts back what
+it did not (:mod:`producers.rate_leases`).
 ``admissions`` holds the jobs an API admitted, until the projection shows
 them ended: a tenant's standing (its usage by day, its keys' live jobs) is the
 projection's plus the admitted jobs it does not show yet, and its audio the
@@ -40,17 +42,20 @@ DELETE FROM admissions a WHERE a.tenant = $1
 AND (a.admitted_at < now() - interval '{ABANDONED_AFTER}' OR {job_ended_sql("a")})
 """
 
-_TAKE_SQL: Final = """
-UPDATE rate_buckets b SET tokens = CASE WHEN r.refilled >= 1 THEN r.refilled - 1 ELSE r.refilled END,
-                          updated_at = r.at
+_LEASE_SQL: Final = """
+UPDATE rate_buckets b SET tokens = r.refilled - r.granted, updated_at = r.at
 FROM (
-    SELECT key_id, clock_timestamp() AS at,
-           LEAST($3::float8, tokens + $2::float8 * EXTRACT(EPOCH FROM clock_timestamp() - updated_at)::float8)
-               AS refilled
-    FROM rate_buckets WHERE key_id = $1 FOR UPDATE
+    SELECT key_id, at, refilled, LEAST($4::integer, GREATEST(0, floor(refilled)))::integer AS granted
+    FROM (
+        SELECT key_id, clock_timestamp() AS at,
+               LEAST($3::float8,
+                     tokens + $5::float8 + $2::float8 * EXTRACT(EPOCH FROM clock_timestamp() - updated_at)::float8)
+                   AS refilled
+        FROM rate_buckets WHERE key_id = $1 FOR UPDATE
+    ) s
 ) r
 WHERE b.key_id = r.key_id
-RETURNING r.refilled >= 1 AS granted, b.tokens
+RETURNING r.granted, b.tokens
 """
 
 _CHARGE_SQL: Final = """
@@ -67,6 +72,14 @@ RETURNING tokens
 class Bucket:
     granted: bool
     tokens: float  # left after this request (when granted), or what there was (when not)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Tokens taken from a key's bucket at once, for an API instance to give out (:mod:`producers.rate_leases`)."""
+
+    granted: int  # as many as were asked for, or as many whole tokens as the bucket held (0: none)
+    tokens: float  # what the bucket holds after
 
 
 @dataclass(frozen=True)
@@ -103,11 +116,14 @@ class PgLedger:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def take(self, key_id: str, rate_per_s: float, burst: int) -> Bucket:
-        """One token of ``key_id``'s bucket, if it has one."""
+    async def lease(self, key_id: str, want: int, returned: float, rate_per_s: float, burst: int) -> Block:
+        """Up to ``want`` whole tokens of ``key_id``'s bucket, once ``returned`` tokens an instance did not give
+        out are put back (never past ``burst``), in one statement by the database's clock. ``want`` 0 only
+        gives back."""
+        args = (key_id, rate_per_s, float(burst), want, returned)
         async with reading("the rate limits", ProjectionUnavailable), self._pool.acquire() as conn:
-            row = await conn.fetchrow(_TAKE_SQL, key_id, rate_per_s, float(burst), timeout=QUERY_TIMEOUT_S)
-            if row is None:  # the key's first request: a full bucket, less this one
+            row = await conn.fetchrow(_LEASE_SQL, *args, timeout=QUERY_TIMEOUT_S)
+            if row is None:  # the key's first request: a full bucket
                 await conn.execute(
                     "INSERT INTO rate_buckets (key_id, tokens, updated_at) VALUES ($1, $2, clock_timestamp())"
                     " ON CONFLICT (key_id) DO NOTHING",
@@ -115,10 +131,10 @@ class PgLedger:
                     float(burst),
                     timeout=QUERY_TIMEOUT_S,
                 )
-                row = await conn.fetchrow(_TAKE_SQL, key_id, rate_per_s, float(burst), timeout=QUERY_TIMEOUT_S)
+                row = await conn.fetchrow(_LEASE_SQL, *args, timeout=QUERY_TIMEOUT_S)
         if row is None:  # deleted between the two statements: judged next time
-            return Bucket(True, float(burst))
-        return Bucket(bool(row["granted"]), float(row["tokens"]))
+            return Block(min(want, 1), float(burst))
+        return Block(int(row["granted"]), float(row["tokens"]))
 
     async def charge(self, key_id: str, tokens: float, rate_per_s: float, burst: int) -> float | None:
         """Take ``tokens`` more from ``key_id``'s bucket, into debt if it has fewer: what it holds then (``None``:

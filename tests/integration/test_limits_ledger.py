@@ -20,6 +20,7 @@ from producers.api_keys import Principal
 from producers.errors import Rejected
 from producers.limits_ledger import Admitted, PgLedger
 from producers.quotas import Quotas
+from producers.rate_leases import LeasedBuckets
 from producers.tenant_limits import Policies, TenantLimits
 from projections.batch_apply import apply_events
 from projections.errors import ProjectionUnavailable
@@ -34,27 +35,49 @@ KEY = Principal("acme", "0123456789ab", frozenset({"submit"}))
 
 async def test_a_bucket_gives_its_burst_then_refuses_until_time_refills_it(pool, pg):
     ledger = PgLedger(pool)
-    taken = [await ledger.take("k1", rate_per_s=1.0, burst=3) for _ in range(4)]
-    assert [b.granted for b in taken] == [True, True, True, False]
+    taken = [await ledger.lease("k1", 1, 0, rate_per_s=1.0, burst=3) for _ in range(4)]
+    assert [b.granted for b in taken] == [1, 1, 1, 0]
     assert taken[2].tokens < 1
     # The database's clock refills it: ten seconds ago, as far as the bucket knows.
     await pg.execute("UPDATE rate_buckets SET updated_at = updated_at - interval '10 seconds' WHERE key_id = 'k1'")
-    again = await ledger.take("k1", rate_per_s=1.0, burst=3)
-    assert again.granted
+    again = await ledger.lease("k1", 1, 0, rate_per_s=1.0, burst=3)
+    assert again.granted == 1
     assert again.tokens == pytest.approx(2, abs=0.1), "refilled to the burst, never past it, less this request"
-    other = await ledger.take("k2", rate_per_s=1.0, burst=3)
-    assert other.granted, "each key has its own bucket"
+    other = await ledger.lease("k2", 1, 0, rate_per_s=1.0, burst=3)
+    assert other.granted == 1, "each key has its own bucket"
 
 
-async def test_two_apis_taking_from_one_bucket_at_once_give_exactly_its_burst(stack, schema):
+async def test_a_block_is_as_many_whole_tokens_as_the_bucket_holds_and_tokens_come_back_to_the_burst(pool, pg):
+    ledger = PgLedger(pool)
+    first = await ledger.lease("k1", 8, 0, rate_per_s=0.001, burst=10)
+    assert (first.granted, round(first.tokens)) == (8, 2)
+    short = await ledger.lease("k1", 8, 0, rate_per_s=0.001, burst=10)
+    assert short.granted == 2, "what was left: whole tokens only"
+    assert short.tokens < 1
+    back = await ledger.lease("k1", 0, 6, rate_per_s=0.001, burst=10)
+    assert back.granted == 0
+    assert back.tokens == pytest.approx(6, abs=0.01)
+    full = await ledger.lease("k1", 0, 50, rate_per_s=0.001, burst=10)
+    assert full.tokens == pytest.approx(10), "never past the burst"
+
+
+async def test_two_apis_taking_blocks_from_one_bucket_at_once_give_exactly_its_burst(stack, schema):
     pools = [await open_pool(stack.database_url, schema, min_size=1, max_size=4) for _ in range(2)]
     try:
-        ledgers = [PgLedger(p) for p in pools]
-        taken = await asyncio.gather(*(ledgers[i % 2].take("shared", rate_per_s=0.001, burst=10) for i in range(30)))
+        # Blocks of 10 (the rate is so slow that nothing refills while the test runs).
+        apis = [LeasedBuckets(PgLedger(p), lease_s=1000.0) for p in pools]
+        taken = await asyncio.gather(*(apis[i % 2].take("shared", rate_per_s=0.01, burst=40) for i in range(60)))
+        assert sum(b.granted for b in taken) == 40
+        assert sum(api.round_trips for api in apis) <= 6, "four blocks, and one refusal each"
+        # What an instance holds and does not give out goes back at its close, for the other to give.
+        again = await asyncio.gather(*(apis[0].take("mine", rate_per_s=0.01, burst=40) for i in range(3)))
+        assert all(b.granted for b in again)
+        await apis[0].close()
+        others = [await apis[1].take("mine", rate_per_s=0.01, burst=40) for _ in range(40)]
+        assert sum(b.granted for b in others) == 37
     finally:
         for p in pools:
             await p.close()
-    assert sum(b.granted for b in taken) == 10
 
 
 async def test_a_quota_holds_when_two_apis_admit_at_once(stack, schema):
@@ -101,21 +124,21 @@ async def test_a_ledger_whose_database_is_gone_says_so_in_our_terms(stack, schem
     ledger_pool = await open_pool(stack.database_url, schema, min_size=0, max_size=1)
     await ledger_pool.close()
     with pytest.raises(ProjectionUnavailable):
-        await PgLedger(ledger_pool).take("k", 1.0, 1)
+        await PgLedger(ledger_pool).lease("k", 1, 0, 1.0, 1)
 
 
 async def test_a_batch_charged_by_its_jobs_leaves_the_bucket_in_debt_until_time_pays_it(pool, pg):
     """Issue 40, item 4: a batch of 10,000 cost one token of the rate."""
     ledger = PgLedger(pool)
-    assert (await ledger.take("k1", rate_per_s=1.0, burst=3)).granted
+    assert (await ledger.lease("k1", 1, 0, rate_per_s=1.0, burst=3)).granted
     assert await ledger.charge("nobody", 5, 1.0, 3) is None, "a key with no bucket yet: its first request makes one"
     left = await ledger.charge("k1", 9, rate_per_s=1.0, burst=3)
     assert left == pytest.approx(2 - 9, abs=0.1)
-    refused = await ledger.take("k1", rate_per_s=1.0, burst=3)
+    refused = await ledger.lease("k1", 1, 0, rate_per_s=1.0, burst=3)
     assert not refused.granted
     assert refused.tokens < 0, "the debt is what Retry-After is computed from"
     await pg.execute("UPDATE rate_buckets SET updated_at = updated_at - interval '9 seconds' WHERE key_id = 'k1'")
-    assert (await ledger.take("k1", rate_per_s=1.0, burst=3)).granted, "paid for: 9 s at 1 a second"
+    assert (await ledger.lease("k1", 1, 0, rate_per_s=1.0, burst=3)).granted, "paid for: 9 s at 1 a second"
 
 
 async def test_regression_an_admission_counts_while_the_projector_lags_past_ten_minutes(pool, pg):

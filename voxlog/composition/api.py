@@ -37,6 +37,7 @@ from producers.parse_slots import TenantParseSlots
 from producers.placement import BalancedPlacement
 from producers.ports import LogAudit
 from producers.quotas import Quotas
+from producers.rate_leases import LeasedBuckets
 from producers.rate_limit import RateLimiter
 from producers.submission import Submissions
 from producers.submission_log import SubmissionLog
@@ -126,6 +127,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
         producer = Producer(service="api", instance=instance_name())
         api_limits = limits(settings)
         ledger, policies = PgLedger(pool), tenant_policies(settings)
+        rate_buckets = LeasedBuckets(ledger)  # each key's tokens, a block at a time (given back at shutdown)
         # Documents and large submissions are parsed and validated in processes of their own (their fork
         # server imports these modules once), never on the event loop.
         offload = Offload(offload_budget(settings), settings.offload_processes, OFFLOADED_MODULES)
@@ -177,7 +179,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             openai_voices={**OPENAI_VOICES, **settings.openai_voices},  # the names it gives replace theirs
             documents=DocumentReader(pool),
             keys=keys,
-            limiter=RateLimiter(ledger, policies) if keys is not None else None,
+            limiter=RateLimiter(rate_buckets, policies) if keys is not None else None,
             policies=policies,
             document_parser=DocumentParser(
                 offload,
@@ -201,6 +203,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             tasks.start(lag.run(stop_lag), "consumer lag")
             tasks.start(changes.run(stop_lag), "job changes")
             tasks.start(WorkerCensus(reader.live_workers, reader.worker_queues).run(stop_lag), "worker census")
+            tasks.start(rate_buckets.run(stop_lag), "rate tokens given back")
 
         async def stop_lag_monitor() -> None:
             stop_lag.set()
