@@ -38,9 +38,24 @@ from projections.reads.standing import Standing, read_standing
 
 ABANDONED_AFTER: Final = "32 days"  # past the month a quota counts
 _PRUNE_SQL: Final = f"""
+WITH expired AS (DELETE FROM admission_leases WHERE tenant = $1 AND expires_at < clock_timestamp())
 DELETE FROM admissions a WHERE a.tenant = $1
 AND (a.admitted_at < now() - interval '{ABANDONED_AFTER}' OR {job_ended_sql("a")})
 """
+_INSERT_ADMISSIONS: Final = """
+INSERT INTO admissions (job_id, tenant, key_id, chars, live, audio_ms)
+SELECT unnest($1::uuid[]), $2, $3, unnest($4::integer[]), unnest($5::boolean[]), unnest($6::integer[])
+ON CONFLICT (job_id) DO NOTHING
+"""
+# A submission's admissions and, when the instance takes one, its new lease: one statement.
+_ADMIT_SQL: Final = (
+    "WITH lease AS (INSERT INTO admission_leases (lease_id, tenant, key_id, chars, audio_ms, live, expires_at)"
+    " SELECT $7::uuid, $2, $3, $8, $9, $10, clock_timestamp() + make_interval(secs => $11)"
+    " WHERE $7::uuid IS NOT NULL)" + _INSERT_ADMISSIONS
+)
+# A lease's jobs recorded as admitted and the lease gone, in one statement: the standing never counts less
+# than the jobs admitted (they were at most what the lease held), so it needs no lock.
+_SETTLE_SQL: Final = "WITH settled AS (DELETE FROM admission_leases WHERE lease_id = $7)" + _INSERT_ADMISSIONS
 
 _LEASE_SQL: Final = """
 UPDATE rate_buckets b SET tokens = r.refilled - r.granted, updated_at = r.at
@@ -90,26 +105,48 @@ class Admitted:
     audio_ms: int = 0  # the audio it is expected to make (contracts.audio_estimate)
 
 
+@dataclass(frozen=True)
+class Reserve:
+    """What a lease holds of a tenant's limits, for its API instance to admit jobs by (0: none of that)."""
+
+    chars: int = 0
+    audio_ms: int = 0
+    live: int = 0
+
+
+_NONE: Final = Reserve()
+
+
+def _admissions(jobs: Sequence[Admitted]) -> tuple[list[uuid.UUID], list[int], list[bool], list[int]]:
+    return [j.job_id for j in jobs], [j.chars for j in jobs], [j.live for j in jobs], [j.audio_ms for j in jobs]
+
+
 class Held:
-    """A tenant's standing, read under its lock; :meth:`admit` records jobs before the lock is let go."""
+    """A tenant's lock; under it, :meth:`standing` reads its use and :meth:`admit` records jobs (and a lease)
+    before the lock is let go."""
 
-    def __init__(self, conn: asyncpg.Connection, tenant: str, key_id: str | None, standing: Standing) -> None:
-        self._conn, self._tenant, self._key_id = conn, tenant, key_id
-        self.standing = standing
+    def __init__(self, conn: asyncpg.Connection, tenant: str, key_id: str | None, today: date) -> None:
+        self._conn, self._tenant, self._key_id, self._today = conn, tenant, key_id, today
 
-    async def admit(self, jobs: Sequence[Admitted]) -> None:
+    async def standing(self) -> Standing:
+        return await read_standing(self._conn, self._tenant, self._key_id, self._today, QUERY_TIMEOUT_S)
+
+    async def settle(self, lease_id: uuid.UUID, jobs: Sequence[Admitted]) -> None:
+        """Replace lease ``lease_id`` by the jobs admitted under it."""
+        ids, chars, live, audio = _admissions(jobs)
         await self._conn.execute(
-            "INSERT INTO admissions (job_id, tenant, key_id, chars, live, audio_ms)"
-            " SELECT unnest($1::uuid[]), $2, $3, unnest($4::integer[]), unnest($5::boolean[]), unnest($6::integer[])"
-            " ON CONFLICT (job_id) DO NOTHING",
-            [j.job_id for j in jobs],
-            self._tenant,
-            self._key_id,
-            [j.chars for j in jobs],
-            [j.live for j in jobs],
-            [j.audio_ms for j in jobs],
-            timeout=QUERY_TIMEOUT_S,
+            _SETTLE_SQL, ids, self._tenant, self._key_id, chars, live, audio, lease_id, timeout=QUERY_TIMEOUT_S
         )
+
+    async def admit(
+        self, jobs: Sequence[Admitted], lease_id: uuid.UUID | None = None, reserve: Reserve = _NONE, ttl_s: float = 0
+    ) -> None:
+        """Record ``jobs`` as admitted, and with ``lease_id`` a lease of ``reserve`` counted for ``ttl_s``."""
+        ids, chars, live, audio = _admissions(jobs)
+        await self._conn.execute(
+            _ADMIT_SQL, ids, self._tenant, self._key_id, chars, live, audio,
+            lease_id, reserve.chars, reserve.audio_ms, reserve.live, ttl_s, timeout=QUERY_TIMEOUT_S,
+        )  # fmt: skip
 
 
 class PgLedger:
@@ -157,8 +194,12 @@ class PgLedger:
                 timeout=QUERY_TIMEOUT_S,
             )
             await conn.execute(_PRUNE_SQL, tenant, timeout=QUERY_TIMEOUT_S)
-            standing = await read_standing(conn, tenant, key_id, today, QUERY_TIMEOUT_S)
-            yield Held(conn, tenant, key_id, standing)
+            yield Held(conn, tenant, key_id, today)
+
+    async def settle(self, tenant: str, key_id: str | None, lease_id: uuid.UUID, jobs: Sequence[Admitted]) -> None:
+        """Replace lease ``lease_id`` by the jobs admitted under it (no lock: the standing can only go down)."""
+        async with reading("the admissions", ProjectionUnavailable), self._pool.acquire() as conn:
+            await Held(conn, tenant, key_id, date.min).settle(lease_id, jobs)
 
     async def forget(self, job_ids: Sequence[uuid.UUID]) -> None:
         """Drop admissions whose jobs the log did not take (their submission failed)."""

@@ -2,7 +2,8 @@
 
 Its usage by day (``usage_daily``) and its key's live jobs (``jobs``) as the
 projection shows them, plus the jobs the API admitted (``admissions``, the
-API's own table) that the projection does not show yet. Read on the ledger's
+API's own table) that the projection does not show yet, plus what the API
+instances hold in leases not expired (``admission_leases``: producers.quota_leases). Read on the ledger's
 connection, inside the transaction that holds the tenant's advisory lock, so
 that two API instances cannot both admit the last of a quota: the caller
 passes the connection, and the standing is one statement of that
@@ -42,11 +43,17 @@ WITH usage AS (
     WHERE a.tenant = $1
 ), projected AS (
     SELECT count(*) AS live FROM jobs WHERE $3::text IS NOT NULL AND key_id = $3 AND state IN ({LIVE_SQL})
+), leased AS (
+    SELECT coalesce(sum(chars), 0)::bigint AS chars, coalesce(sum(audio_ms), 0)::bigint AS audio_ms,
+           coalesce(sum(live) FILTER (WHERE key_id = $3), 0)::bigint AS live
+    FROM admission_leases WHERE tenant = $1 AND expires_at > clock_timestamp()
 )
-SELECT u.chars_today + p.chars AS chars_today, u.chars_month + p.chars AS chars_month,
-       u.audio_ms_today + p.audio_ms AS audio_ms_today, u.audio_ms_month + p.audio_ms AS audio_ms_month,
-       (j.live + p.live)::bigint AS live_jobs
-FROM usage u, pending p, projected j
+SELECT u.chars_today + p.chars + l.chars AS chars_today, u.chars_month + p.chars + l.chars AS chars_month,
+       u.audio_ms_today + p.audio_ms + l.audio_ms AS audio_ms_today,
+       u.audio_ms_month + p.audio_ms + l.audio_ms AS audio_ms_month,
+       (j.live + p.live + l.live)::bigint AS live_jobs,
+       l.chars AS leased_chars, l.audio_ms AS leased_audio_ms, l.live AS leased_live
+FROM usage u, pending p, projected j, leased l
 """
 
 
@@ -59,6 +66,9 @@ class Standing:
     audio_ms_today: int
     audio_ms_month: int
     live_jobs: int  # of the key
+    leased_chars: int = 0  # of the above, what API instances hold in leases (room again once they settle)
+    leased_audio_ms: int = 0
+    leased_live: int = 0
 
 
 async def read_standing(
@@ -74,4 +84,7 @@ async def read_standing(
         audio_ms_today=row["audio_ms_today"],
         audio_ms_month=row["audio_ms_month"],
         live_jobs=row["live_jobs"],
+        leased_chars=row["leased_chars"],
+        leased_audio_ms=row["leased_audio_ms"],
+        leased_live=row["leased_live"],
     )

@@ -18,7 +18,7 @@ from foundation.db import open_pool
 from foundation.kafka import RecordPosition
 from producers.api_keys import Principal
 from producers.errors import Rejected
-from producers.limits_ledger import Admitted, PgLedger
+from producers.limits_ledger import Admitted, PgLedger, Reserve
 from producers.quotas import Quotas
 from producers.rate_leases import LeasedBuckets
 from producers.tenant_limits import Policies, TenantLimits
@@ -80,8 +80,9 @@ async def test_two_apis_taking_blocks_from_one_bucket_at_once_give_exactly_its_b
             await p.close()
 
 
-async def test_a_quota_holds_when_two_apis_admit_at_once(stack, schema):
-    """Each admits 10-character jobs against 100 characters a day: whatever the interleaving, exactly ten."""
+async def test_a_quota_holds_when_two_apis_admit_at_once(stack, schema, pg):
+    """Each admits 10-character jobs against 100 characters a day, with leases: whatever the interleaving, never
+    more than ten at once, and once the leases are settled exactly ten in all."""
     pools = [await open_pool(stack.database_url, schema, min_size=1, max_size=4) for _ in range(2)]
     policies = Policies(replace(TenantLimits(), chars_per_day=100), {})
     try:
@@ -95,10 +96,47 @@ async def test_a_quota_holds_when_two_apis_admit_at_once(stack, schema):
             return 202
 
         admitted = await asyncio.gather(*(submit(i) for i in range(25)))
+        assert 1 <= admitted.count(202) <= 10
+        assert set(admitted) <= {202, 429}
+        for api in apis:
+            await api.close()
+        assert await pg.fetchval("SELECT count(*) FROM admission_leases") == 0, "settled"
+        assert await pg.fetchval("SELECT count(*) FROM admissions") == admitted.count(202), "every job admitted"
+        later = [await submit(0) for _ in range(12)]
     finally:
         for p in pools:
             await p.close()
-    assert sorted(admitted) == [202] * 10 + [429] * 15
+    assert admitted.count(202) + later.count(202) == 10
+    assert later[-2:] == [429, 429]
+
+
+async def test_a_lease_counts_for_every_instance_until_settled_or_expired(pool, pg):
+    ledger = PgLedger(pool)
+    today = datetime.now(UTC).date()
+    lease_id, job = uuid.uuid4(), uuid.uuid4()
+    async with ledger.hold("acme", KEY.key_id, today) as held:
+        await held.admit([Admitted(job, 7, True, 700)], lease_id, Reserve(chars=50, audio_ms=5000, live=3), 60)
+    async with ledger.hold("acme", KEY.key_id, today) as held:
+        standing = await held.standing()
+    assert (standing.chars_today, standing.audio_ms_month, standing.live_jobs) == (57, 5700, 4)
+    assert (standing.leased_chars, standing.leased_audio_ms, standing.leased_live) == (50, 5000, 3)
+    other_key = await read_standing(pg, "acme", "another-key", today, 5)
+    assert (other_key.chars_today, other_key.live_jobs) == (57, 0), "characters are the tenant's, live jobs a key's"
+    settled = [Admitted(uuid.uuid4(), 20, True, 2000), Admitted(uuid.uuid4(), 5, False, 100)]
+    await ledger.settle("acme", KEY.key_id, lease_id, settled)
+    after = await read_standing(pg, "acme", KEY.key_id, today, 5)
+    assert (after.chars_today, after.audio_ms_today, after.live_jobs) == (32, 2800, 2), "the lease became its jobs"
+    assert after.leased_chars == 0
+    # An instance that died holding a lease: counted until it expires, then pruned with the next hold.
+    gone = uuid.uuid4()
+    async with ledger.hold("acme", KEY.key_id, today) as held:
+        await held.admit([], gone, Reserve(chars=1000), 60)
+    assert (await read_standing(pg, "acme", KEY.key_id, today, 5)).chars_today == 1032
+    await pg.execute("UPDATE admission_leases SET expires_at = now() - interval '1 second'")
+    assert (await read_standing(pg, "acme", KEY.key_id, today, 5)).chars_today == 32
+    async with ledger.hold("acme", KEY.key_id, today):
+        pass
+    assert await pg.fetchval("SELECT count(*) FROM admission_leases") == 0
 
 
 async def test_admitted_jobs_count_until_projected_and_then_by_the_projection(pool, pg):
@@ -106,14 +144,16 @@ async def test_admitted_jobs_count_until_projected_and_then_by_the_projection(po
     today = datetime.now(UTC).date()
     job = uuid.uuid4()
     async with ledger.hold("acme", "0123456789ab", today) as held:
-        assert held.standing.live_jobs == 0
+        assert (await held.standing()).live_jobs == 0
         await held.admit([Admitted(job, 40, True), Admitted(uuid.uuid4(), 5, False)])
     async with ledger.hold("acme", "0123456789ab", today) as held:
-        assert (held.standing.chars_today, held.standing.live_jobs) == (45, 1)
+        standing = await held.standing()
+    assert (standing.chars_today, standing.live_jobs) == (45, 1)
     # The projection shows the first job (queued, by this key) and its usage: it is counted once.
     await project_queued(pg, job, "0123456789ab", "x" * 40)
     async with ledger.hold("acme", "0123456789ab", today) as held:
-        live, chars = held.standing.live_jobs, held.standing.chars_today
+        standing = await held.standing()
+    live, chars = standing.live_jobs, standing.chars_today
     assert live == 1, "the projected job counts once, as the projection's"
     assert chars == 40 + 5, "the usage row, and the admitted job the projection does not show yet"
     await ledger.forget([job])
@@ -151,17 +191,18 @@ async def test_regression_an_admission_counts_while_the_projector_lags_past_ten_
         await held.admit([Admitted(job, 40, True, audio_ms=3_000)])
     await pg.execute("UPDATE admissions SET admitted_at = now() - interval '1 hour'")
     async with ledger.hold("acme", "0123456789ab", today) as held:
-        standing = held.standing
+        standing = await held.standing()
     assert (standing.chars_today, standing.live_jobs, standing.audio_ms_today) == (40, 1, 3_000)
     # Projected and still queued: its characters and live job are the projection's, its expected audio the
     # admission's until the job ends.
     await project_queued(pg, job, "0123456789ab", "x" * 40)
     async with ledger.hold("acme", "0123456789ab", today) as held:
-        standing = held.standing
+        standing = await held.standing()
     assert (standing.chars_today, standing.live_jobs, standing.audio_ms_today) == (40, 1, 3_000)
     await pg.execute("UPDATE jobs SET state = 'cancelled' WHERE job_id = $1", job)
     async with ledger.hold("acme", "0123456789ab", today) as held:
-        assert (held.standing.live_jobs, held.standing.audio_ms_today) == (0, 0)
+        standing = await held.standing()
+    assert (standing.live_jobs, standing.audio_ms_today) == (0, 0)
     assert await pg.fetchval("SELECT count(*) FROM admissions") == 0, "dropped once its job ended"
 
 

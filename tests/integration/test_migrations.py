@@ -34,6 +34,7 @@ TABLES = {
     "usage_daily",
     "rate_buckets",
     "admissions",
+    "admission_leases",
     "lexicon",
     "webhook_endpoints",
     "webhook_deliveries",

@@ -14,7 +14,7 @@ import pytest
 from foundation.settings import ApiSettings
 from producers.api_keys import Principal
 from producers.errors import Rejected
-from producers.limits_ledger import Admitted, Bucket, Standing
+from producers.limits_ledger import Admitted, Bucket, Reserve, Standing
 from producers.quotas import Quotas
 from producers.rate_limit import RateLimiter
 from producers.tenant_limits import Policies, TenantLimits
@@ -32,19 +32,54 @@ NOON = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 class Held:
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self.standing = ledger.standing
 
-    async def admit(self, jobs: Sequence[Admitted]) -> None:
+    async def standing(self) -> Standing:
+        return self._ledger.current()
+
+    async def settle(self, lease_id: uuid.UUID, jobs: Sequence[Admitted]) -> None:
+        self._ledger.settle_now(lease_id, jobs)
+
+    async def admit(
+        self,
+        jobs: Sequence[Admitted],
+        lease_id: uuid.UUID | None = None,
+        reserve: Reserve | None = None,
+        ttl_s: float = 0,
+    ) -> None:
         self._ledger.admitted += jobs
+        if lease_id is not None:
+            self._ledger.leases[lease_id] = reserve or Reserve()
 
 
 class Ledger:
-    def __init__(self, standing: Standing | None = None, down: bool = False) -> None:
+    """The ledger in memory: its standing is ``standing``, plus (``counting``) what was admitted and leased."""
+
+    def __init__(self, standing: Standing | None = None, down: bool = False, counting: bool = False) -> None:
         self.standing = standing or Standing(0, 0, 0, 0, 0)
         self.admitted: list[Admitted] = []
+        self.leases: dict[uuid.UUID, Reserve] = {}
         self.forgotten: list[uuid.UUID] = []
         self.down = down
+        self.counting = counting
         self.days: list[date] = []
+
+    def current(self) -> Standing:
+        if not self.counting:
+            return self.standing
+        chars = sum(j.chars for j in self.admitted) + sum(r.chars for r in self.leases.values())
+        audio = sum(j.audio_ms for j in self.admitted) + sum(r.audio_ms for r in self.leases.values())
+        live = sum(j.live for j in self.admitted) + sum(r.live for r in self.leases.values())
+        s, leased = self.standing, list(self.leases.values())
+        return Standing(
+            s.chars_today + chars, s.chars_month + chars, s.audio_ms_today + audio, s.audio_ms_month + audio,
+            s.live_jobs + live, sum(r.chars for r in leased), sum(r.audio_ms for r in leased),
+            sum(r.live for r in leased),
+        )  # fmt: skip
+
+    def settle_now(self, lease_id: uuid.UUID, jobs: Sequence[Admitted]) -> None:
+        reserve = self.leases.pop(lease_id)
+        assert sum(j.chars for j in jobs) <= reserve.chars or not reserve.chars, "a lease's jobs are what it held"
+        self.admitted += jobs
 
     @asynccontextmanager
     async def hold(self, tenant: str, key_id: str | None, today: date) -> AsyncIterator[Held]:
@@ -52,6 +87,11 @@ class Ledger:
             raise ProjectionUnavailable("cannot read the tenant's usage")
         self.days.append(today)
         yield Held(self)
+
+    async def settle(self, tenant: str, key_id: str | None, lease_id: uuid.UUID, jobs: Sequence[Admitted]) -> None:
+        if self.down:
+            raise ProjectionUnavailable("cannot write the admissions")
+        self.settle_now(lease_id, jobs)
 
     async def forget(self, job_ids: Sequence[uuid.UUID]) -> None:
         self.forgotten += job_ids

@@ -128,6 +128,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
         api_limits = limits(settings)
         ledger, policies = PgLedger(pool), tenant_policies(settings)
         rate_buckets = LeasedBuckets(ledger)  # each key's tokens, a block at a time (given back at shutdown)
+        quotas = Quotas(ledger, policies)  # judged with a lease of each tenant's room (settled at shutdown)
         # Documents and large submissions are parsed and validated in processes of their own (their fork
         # server imports these modules once), never on the event loop.
         offload = Offload(offload_budget(settings), settings.offload_processes, OFFLOADED_MODULES)
@@ -142,7 +143,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             admission=Admission(reader, settings.max_backlog_s),
             cache_scope=settings.cache_scope,
             offload=offload,
-            quotas=Quotas(ledger, policies),
+            quotas=quotas,
             degraded=DegradedSettings(
                 settings.degraded_sample_rate, settings.degraded_speed_factor, api_limits.max_speed
             ),
@@ -204,6 +205,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
             tasks.start(changes.run(stop_lag), "job changes")
             tasks.start(WorkerCensus(reader.live_workers, reader.worker_queues).run(stop_lag), "worker census")
             tasks.start(rate_buckets.run(stop_lag), "rate tokens given back")
+            tasks.start(quotas.run(stop_lag), "quota leases settled")
 
         async def stop_lag_monitor() -> None:
             stop_lag.set()
