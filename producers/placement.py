@@ -41,35 +41,27 @@ import random
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Protocol
 
 import asyncpg
 
-from contracts import JobQueued
+from contracts import JobQueued, SynthesisRequest
 from foundation.db import reading
+from foundation.errors import BrokerUnavailable
 from foundation.kafka_groups import synth_group
 from foundation.metrics import JOBS_PLACED
 from foundation.outages import Outage
-from producers.ports import JobLog
+from producers.ports import JobLog, PlacementDraft
 from projections.errors import ProjectionUnavailable
-from projections.reads.placement import partitions_work, projected_jobs
+from projections.reads.placement import PLACE_SQL, partitions_work, projected_jobs
 
 REFRESH_S: Final = 0.2
 JOB_COST_CHARS: Final = 64
 """A job's cost beyond its text (a claim, a completion, the engine's call), in characters of text."""
 QUERY_TIMEOUT_S: Final = 2.0
-_PLACE: Final = (
-    "INSERT INTO placements AS r (fingerprint, kafka_partition, expires_at)"
-    " SELECT f, p, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::int[]) AS u(f, p)"
-    " ON CONFLICT (fingerprint) DO UPDATE SET expires_at = excluded.expires_at,"
-    # An expired placement, or one in a partition the topic no longer has, is made anew.
-    " kafka_partition = CASE WHEN r.expires_at < now() OR r.kafka_partition >= $4"
-    " THEN excluded.kafka_partition ELSE r.kafka_partition END"
-    " RETURNING fingerprint, kafka_partition"
-)
 UNSEEN_FOR_S: Final = 30.0
 """Placed work the projection has not shown for this long is forgotten (its publish failed, say)."""
 REMEMBERED: Final = 100_000
@@ -144,6 +136,11 @@ class _Loads:
         return work
 
 
+def _reserved(draft: PlacementDraft) -> dict[str, _Placed]:
+    reserved: dict[str, _Placed] = draft.reserved  # type: ignore[assignment]  # its own, from propose
+    return reserved
+
+
 class WorkerShares(Protocol):
     """The partitions each member of a consumer group owns (``foundation.kafka_groups.GroupShares``); empty
     when it cannot tell."""
@@ -181,9 +178,7 @@ class BalancedPlacement:
         if not jobs:
             return []
         try:
-            count = self._count or await self._log.partition_count()
-            self._count = count
-            self._refresh_soon(count)
+            count = await self._partition_count()
             placed_in = await self._place_new(jobs, count)
         except ProjectionUnavailable as exc:
             # What this API placed itself it still knows (a retry with the same Idempotency-Key names the same
@@ -193,23 +188,61 @@ class BalancedPlacement:
             JOBS_PLACED.labels("key").inc(sum(1 for p in known if p is None))
             self._outage.failed(exc)
             return known
+        self._remember(placed_in, len(jobs))
+        return [placed_in[job.fingerprint] for job in jobs]
+
+    async def propose(self, entries: Sequence[tuple[uuid.UUID, str, SynthesisRequest]]) -> PlacementDraft | None:
+        """Partitions for new jobs (job id, fingerprint, request), their work counted at once, for the submission's
+        lookup to upsert (:class:`producers.ports.PlacementDraft`); ``None`` when the log cannot say how many
+        partitions it has (the jobs are placed at publish, which fails then anyway)."""
+        if not entries:
+            return None
+        try:
+            count = await self._partition_count()
+        except BrokerUnavailable:
+            return None
+        fingerprints, proposed, reserved = await self._propose(entries, count)
+        return PlacementDraft(
+            tuple(fingerprints), tuple(proposed), count, self._ttl_s, dict(zip(fingerprints, reserved, strict=True))
+        )
+
+    def kept(self, draft: PlacementDraft, placed_in: Mapping[str, int]) -> None:
+        reserved = _reserved(draft)
+        for fingerprint, placed in reserved.items():
+            placed.partition = placed_in[fingerprint]  # a known fingerprint keeps its partition
+        self._remember(placed_in, sum(len(placed.job_ids) for placed in reserved.values()))
+
+    def release(self, draft: PlacementDraft, fingerprints: Collection[str]) -> None:
+        reserved = _reserved(draft)
+        for fingerprint in fingerprints:
+            if fingerprint in reserved:
+                reserved[fingerprint].cost = 0.0
+
+    async def _partition_count(self) -> int:
+        count = self._count or await self._log.partition_count()
+        self._count = count
+        self._refresh_soon(count)
+        return count
+
+    def _remember(self, placed_in: Mapping[str, int], jobs: int) -> None:
         self._outage.recovered()
-        JOBS_PLACED.labels("balanced").inc(len(jobs))
-        for fingerprint in dict.fromkeys(job.fingerprint for job in jobs):
-            self._known[fingerprint] = placed_in[fingerprint]
+        JOBS_PLACED.labels("balanced").inc(jobs)
+        for fingerprint, partition in placed_in.items():
+            self._known[fingerprint] = partition
             self._known.move_to_end(fingerprint)
         while len(self._known) > REMEMBERED:
             self._known.popitem(last=False)
-        return [placed_in[job.fingerprint] for job in jobs]
 
-    async def _place_new(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:
+    async def _propose(
+        self, entries: Sequence[tuple[uuid.UUID, str, SynthesisRequest]], count: int
+    ) -> tuple[list[str], list[int], list[_Placed]]:
+        """A partition for each distinct fingerprint of ``entries``, its work counted from now."""
         by_group: dict[str, dict[str, float]] = {}  # the workers of an engine and model version take its jobs
         ids: dict[str, tuple[uuid.UUID, ...]] = {}
-        for job in jobs:  # a fingerprint twice in one batch is one placement (and one synthesis)
-            request = job.payload.request
+        for job_id, fingerprint, request in entries:  # a fingerprint twice is one placement (and one synthesis)
             costs = by_group.setdefault(synth_group(self._group_base, request.engine, request.model_version), {})
-            costs[job.fingerprint] = costs.get(job.fingerprint, 0) + len(request.text) + JOB_COST_CHARS
-            ids[job.fingerprint] = (*ids.get(job.fingerprint, ()), job.job_id)
+            costs[fingerprint] = costs.get(fingerprint, 0) + len(request.text) + JOB_COST_CHARS
+            ids[fingerprint] = (*ids.get(fingerprint, ()), job_id)
         fingerprints: list[str] = []
         proposed: list[int] = []
         reserved: list[_Placed] = []
@@ -224,10 +257,15 @@ class BalancedPlacement:
             fingerprints += costs
             proposed += chosen
             reserved += placed
+        return fingerprints, proposed, reserved
+
+    async def _place_new(self, jobs: Sequence[JobQueued], count: int) -> dict[str, int]:
+        entries = [(job.job_id, job.fingerprint, job.payload.request) for job in jobs]
+        fingerprints, proposed, reserved = await self._propose(entries, count)
         try:
             async with reading("the placements", ProjectionUnavailable):
                 rows = await self._pool.fetch(
-                    _PLACE, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S
+                    PLACE_SQL, fingerprints, proposed, self._ttl_s, count, timeout=QUERY_TIMEOUT_S
                 )
         except ProjectionUnavailable:
             for unplaced in reserved:

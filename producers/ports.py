@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from contracts import DocumentSubmitted, JobCancelled, JobQueued, ServiceMode
+from contracts import DocumentSubmitted, JobCancelled, JobQueued, ServiceMode, SynthesisRequest
 from foundation.errors import BrokerUnavailable
 from producers.errors import LogUnreadable
 
@@ -57,6 +58,35 @@ class Placement(Protocol):
     ``None`` for its fingerprint's own. Never raises: a placement that cannot be had is ``None``."""
 
     async def place(self, jobs: Sequence[JobQueued]) -> list[int | None]: ...
+
+
+@dataclass(frozen=True)
+class PlacementDraft:
+    """New fingerprints' partitions as an API proposes them, before PostgreSQL keeps each or names the one it
+    has (the submission's live-result lookup carries the upsert: ``ProjectionReader.cached_results_placed``)."""
+
+    fingerprints: tuple[str, ...]  # distinct
+    proposed: tuple[int, ...]  # in the same order
+    partitions: int  # the jobs topic's
+    ttl_s: float  # how long a placement lives from its last use
+    reserved: object  # the placement's own record of the work it counted for them
+
+
+class PlacementDrafts(Protocol):
+    """Placement in two steps (``producers.placement.BalancedPlacement``): propose, with the work counted at
+    once, then keep PostgreSQL's answer, or release what is not published."""
+
+    async def propose(self, entries: Sequence[tuple[uuid.UUID, str, SynthesisRequest]]) -> PlacementDraft | None:
+        """A draft for the new jobs ``entries`` (job id, fingerprint, request); ``None``: place them at publish."""
+        ...
+
+    def kept(self, draft: PlacementDraft, placed_in: Mapping[str, int]) -> None:
+        """PostgreSQL's answer: each fingerprint's partition."""
+        ...
+
+    def release(self, draft: PlacementDraft, fingerprints: Collection[str]) -> None:
+        """The draft's ``fingerprints`` are not published (refused, or placed again after a rewrite)."""
+        ...
 
 
 class DocumentLog(Protocol):

@@ -25,7 +25,12 @@ every route:
    backlog limit, 503 in cache-only mode), and the new jobs together against
    the key's and the tenant's limits (:mod:`producers.quotas`: 429 over one,
    413 for a submission that alone is over one);
-4. **place** each new job in a partition (:mod:`producers.placement`);
+4. **place** each new job in a partition (:mod:`producers.placement`): with
+   balanced placement the partitions are proposed before step 2 and upserted
+   by its live-result lookup, in the same statement (a new request costs one
+   round trip for both; what is then refused is released from the
+   partitions' counted work); a job whose request degraded mode rewrote is
+   placed as it is published;
 5. **publish** (:mod:`producers.submission_log`) the record that names the
    items (a document), then the jobs, once every record is checked against
    the largest the log takes (413 before anything is sent), and return once
@@ -49,7 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -80,7 +85,7 @@ from producers.errors import Rejected
 from producers.idempotency import client_key, item_key, job_id_for
 from producers.lexicon import Lexicon
 from producers.limits_ledger import Admitted
-from producers.ports import OffLoop
+from producers.ports import OffLoop, PlacementDraft, PlacementDrafts
 from producers.quotas import Quotas
 from producers.requests import JobRequest, Limits, Refused, validate_all
 from producers.submission_log import SubmissionLog, cache_hit
@@ -150,6 +155,15 @@ class Submitted:
 
 
 @dataclass(frozen=True)
+class _NewJobs:
+    queued: list[JobQueued]
+    completions: dict[int, JobCompleted]  # by position in queued
+    degraded: dict[int, DegradedFrom]  # by item
+    cached: dict[int, LiveResult]  # by item
+    admitted: list[uuid.UUID]  # recorded by the limits (forgotten if the log does not take them)
+
+
+@dataclass(frozen=True)
 class InvalidItem:
     index: int
     status: int
@@ -183,6 +197,7 @@ class Submissions:
         quotas: Quotas | None = None,
         degraded: DegradedSettings | None = None,
         lexicon: Lexicon | None = None,
+        drafts: PlacementDrafts | None = None,
     ) -> None:
         self._reader = reader
         self._log = log_
@@ -195,6 +210,7 @@ class Submissions:
         self._quotas = quotas  # per-key live jobs, per-tenant quotas (producers.quotas)
         self._degraded = degraded  # what degraded mode makes of a new synthesis (None: it is never degraded)
         self._lexicon = lexicon  # the server's pronunciations (producers.lexicon; None: there is none)
+        self._drafts = drafts  # placement proposed before the lookup, upserted by it (None: placed at publish)
 
     async def submit(self, submission: Submission) -> Submitted:
         requests = await self._validate(submission)
@@ -202,33 +218,27 @@ class Submissions:
         keys = [self._key_of(submission, i) for i in range(len(requests))]
         fingerprints = [request.fingerprint() for request in requests]
         answered = await self._known(submission, keys, fingerprints)
-        live = await self._live_results([fp for i, fp in enumerate(fingerprints) if i not in answered])
-        degraded = await self._degrade(requests, fingerprints, answered, live)
-        if degraded:
-            live |= await self._live_results([fingerprints[i] for i in degraded])
-        cached = await self._cached(fingerprints, live, answered) if submission.from_cache else {}
-        queued: list[JobQueued] = []
-        completions: dict[int, JobCompleted] = {}
-        for i, item in enumerate(submission.items):
-            if i in answered:
-                continue
-            event = self._queued(requests[i], item, keys[i], submission.principal, degraded.get(i))
-            if i in cached:
-                completions[len(queued)] = cache_hit(event, cached[i])
-            queued.append(event)
-        await self._admit(queued, live)
-        admitted = await self._judge_limits(submission.principal, queued, completions)
+        pending = [i for i in range(len(requests)) if i not in answered]
+        draft = await self._draft(submission, requests, keys, fingerprints, pending)
+        live, placed = await self._look_up([fingerprints[i] for i in pending], draft)
+        try:
+            new = await self._new_jobs(submission, requests, keys, fingerprints, answered, live)
+        except Rejected:
+            self._release(draft, draft.fingerprints if draft is not None else ())  # not its partitions' work
+            raise
+        if new.degraded and draft is not None:  # placed again, by their new fingerprints
+            self._release(draft, set(draft.fingerprints) - {e.fingerprint for e in new.queued})
         record = submission.record(asked) if submission.record is not None else None
         try:
-            await self._log.publish(queued, completions, record, client_key(submission.key))
+            await self._log.publish(new.queued, new.completions, record, client_key(submission.key), placed)
         except Exception:
             if self._quotas is not None:
-                await self._quotas.forget(admitted)
+                await self._quotas.forget(new.admitted)
             raise
-        answers = self._answers(len(requests), answered, queued, cached, completions)
+        answers = self._answers(len(requests), answered, new.queued, new.cached, new.completions)
         for answer in answers:
             SUBMISSIONS.labels(answer.answer.value).inc()
-        SUBMISSIONS_DEGRADED.inc(len(degraded))
+        SUBMISSIONS_DEGRADED.inc(len(new.degraded))
         return Submitted(answers, submission.key, requests)
 
     async def _validate(self, submission: Submission) -> list[SynthesisRequest]:
@@ -284,6 +294,70 @@ class Submissions:
         for job_id, job in by_id.items():
             answered[fixed[job_id]] = Answered(fixed[job_id], job_id, job.fingerprint, Answer.KNOWN, job)
         return answered
+
+    async def _new_jobs(
+        self,
+        submission: Submission,
+        requests: list[SynthesisRequest],
+        keys: list[str | None],
+        fingerprints: list[str],
+        answered: dict[int, Answered],
+        live: dict[str, LiveResult],
+    ) -> _NewJobs:
+        """Degrade, answer from the cache, admit and judge the limits of what needs a new job (steps 2 to 3)."""
+        degraded = await self._degrade(requests, fingerprints, answered, live)
+        if degraded:
+            live |= await self._live_results([fingerprints[i] for i in degraded])
+        cached = await self._cached(fingerprints, live, answered) if submission.from_cache else {}
+        queued: list[JobQueued] = []
+        completions: dict[int, JobCompleted] = {}
+        for i, item in enumerate(submission.items):
+            if i in answered:
+                continue
+            event = self._queued(requests[i], item, keys[i], submission.principal, degraded.get(i))
+            if i in cached:
+                completions[len(queued)] = cache_hit(event, cached[i])
+            queued.append(event)
+        await self._admit(queued, live)
+        admitted = await self._judge_limits(submission.principal, queued, completions)
+        return _NewJobs(queued, completions, degraded, cached, admitted)
+
+    def _release(self, draft: PlacementDraft | None, fingerprints: Collection[str]) -> None:
+        if draft is not None and self._drafts is not None:
+            self._drafts.release(draft, fingerprints)
+
+    async def _draft(
+        self,
+        submission: Submission,
+        requests: list[SynthesisRequest],
+        keys: list[str | None],
+        fingerprints: list[str],
+        pending: list[int],
+    ) -> PlacementDraft | None:
+        """Partitions proposed for the items that may become new jobs, for the lookup to place them by."""
+        if self._drafts is None or not pending:
+            return None
+        entries = [
+            (_job_id(submission.items[i], keys[i], fingerprints[i]), fingerprints[i], requests[i]) for i in pending
+        ]
+        return await self._drafts.propose(entries)
+
+    async def _look_up(
+        self, fingerprints: list[str], draft: PlacementDraft | None
+    ) -> tuple[dict[str, LiveResult], dict[str, int]]:
+        """The live results of ``fingerprints`` and, with a draft, the partition of each: one round trip."""
+        if draft is None or self._drafts is None:
+            return await self._live_results(fingerprints), {}
+        try:
+            live, placed = await self._reader.cached_results_placed(
+                list(draft.fingerprints), list(draft.proposed), draft.ttl_s, draft.partitions
+            )
+        except ProjectionUnavailable as exc:  # placed at publish instead (by what this API knows, else by key)
+            log.warning("submitting without the result cache", error=str(exc))
+            self._drafts.release(draft, draft.fingerprints)
+            return {}, {}
+        self._drafts.kept(draft, placed)
+        return live, placed
 
     async def _live_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         """Of ``fingerprints``, those with a live result (none while PostgreSQL is down)."""
@@ -365,7 +439,7 @@ class Submissions:
         principal: Principal,
         degraded_from: DegradedFrom | None = None,
     ) -> JobQueued:
-        job_id = item.job_id or job_id_for(key or "", request.fingerprint())
+        job_id = _job_id(item, key, request.fingerprint())
         now = utc_now()
         payload = JobQueuedPayload(
             request=request,
@@ -407,3 +481,8 @@ class Submissions:
                 )
             )  # fmt: skip
         return answers
+
+
+def _job_id(item: Item, key: str | None, fingerprint: str) -> uuid.UUID:
+    """The id of the job ``item`` becomes: its fixed one, else named by its key and fingerprint."""
+    return item.job_id or job_id_for(key or "", fingerprint)

@@ -12,7 +12,7 @@ sent that the broker would refuse (a 413 before the first is sent).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from contracts import (
@@ -102,9 +102,11 @@ class SubmissionLog:
         completions: dict[int, JobCompleted],
         record: DocumentSubmitted | None,
         client_key: str,
+        placed: Mapping[str, int] | None = None,
     ) -> None:
         """``queued`` (each followed by its completion in ``completions``, by position, if it has one) after
-        ``record``; :class:`Unrecorded` when the log does not take them all."""
+        ``record``; :class:`Unrecorded` when the log does not take them all. A job whose fingerprint ``placed``
+        names goes to that partition (placed by the submission's lookup); the others are placed here."""
         self._check_sizes(queued, record)
         sent = False
         try:
@@ -114,10 +116,13 @@ class SubmissionLog:
                 sent = True
                 await self._document_log.publish(record)
             if queued:
-                placed = await self._placement.place(queued) if self._placement is not None else [None] * len(queued)
+                placed_in = placed or {}
+                rest = [event for event in queued if event.fingerprint not in placed_in]
+                others = iter(await self._placement.place(rest) if self._placement is not None else [None] * len(rest))
+                where = [placed_in[e.fingerprint] if e.fingerprint in placed_in else next(others) for e in queued]
                 events: list[JobEvent] = []
                 partitions: list[int | None] = []
-                for i, (event, partition) in enumerate(zip(queued, placed, strict=True)):
+                for i, (event, partition) in enumerate(zip(queued, where, strict=True)):
                     events.append(event)
                     partitions.append(partition)
                     if i in completions:

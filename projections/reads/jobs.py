@@ -18,12 +18,12 @@ from typing import Final
 import asyncpg
 import msgspec
 
-from contracts import AudioRef
 from foundation.db import reading
 from projections.errors import ProjectionUnavailable
 from projections.reads.activity import ActivityRows, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
 from projections.reads.backlog import Backlog, read_backlog
 from projections.reads.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
+from projections.reads.live_results import live_results, live_results_placed
 from projections.reads.queue_place import QueueRow, queue_row
 from projections.reads.rows import (
     JOB_COLUMNS,
@@ -237,24 +237,15 @@ class ProjectionReader:
     async def cached_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         """Of ``fingerprints``, those with a live result: the completed job that holds it, and its blobs."""
         async with _reading("the result cache"):
-            rows = await self._pool.fetch(
-                "SELECT rc.fingerprint, rc.job_id, rc.segment_count, rc.total_duration_ms,"
-                " array_remove(array_agg(s.audio_sha256), NULL) AS shas,"
-                " array_remove(array_agg(s.audio_uri), NULL) AS uris"
-                " FROM result_cache rc LEFT JOIN segments s ON s.job_id = rc.job_id"
-                " WHERE rc.fingerprint = ANY($1::text[]) AND rc.expires_at > now() GROUP BY rc.fingerprint",
-                list(set(fingerprints)),
-                timeout=QUERY_TIMEOUT_S,
-            )
-        return {
-            row["fingerprint"]: LiveResult(
-                job_id=row["job_id"],
-                refs=tuple(AudioRef(sha256=sha, uri=uri) for sha, uri in zip(row["shas"], row["uris"], strict=True)),
-                segment_count=row["segment_count"],
-                total_duration_ms=row["total_duration_ms"],
-            )
-            for row in rows
-        }
+            return await live_results(self._pool, fingerprints, QUERY_TIMEOUT_S)
+
+    async def cached_results_placed(
+        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int
+    ) -> tuple[dict[str, LiveResult], dict[str, int]]:
+        """:meth:`cached_results` of ``fingerprints`` (distinct), and in the same statement the partition each is
+        placed in (``proposed`` for one placed now: :mod:`projections.reads.live_results`)."""
+        async with _reading("the result cache and the placements"):
+            return await live_results_placed(self._pool, fingerprints, proposed, ttl_s, partitions, QUERY_TIMEOUT_S)
 
     async def backlog(self) -> Backlog:
         """The work ahead of a new submission (see :mod:`projections.reads.backlog`)."""

@@ -1,4 +1,4 @@
-"""What the API's placement of new jobs (:mod:`producers.placement`) reads of the projection.
+"""What the API's placement of new jobs (:mod:`producers.placement`) reads of the projection, and its upsert.
 
 The work of each partition: the text of its live jobs (queued, claimed or
 released for a retry) plus a fixed cost a job, found through ``placements``
@@ -24,6 +24,18 @@ _WORK: Final = (
     f" WHERE j.state IN ({LIVE_SQL}) GROUP BY r.kafka_partition"
 )
 _PROJECTED: Final = "SELECT job_id FROM jobs WHERE job_id = ANY($1::uuid[])"
+PLACE_SQL: Final = (
+    "INSERT INTO placements AS r (fingerprint, kafka_partition, expires_at)"
+    " SELECT f, p, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::int[]) AS u(f, p)"
+    " ON CONFLICT (fingerprint) DO UPDATE SET expires_at = excluded.expires_at,"
+    # An expired placement, or one in a partition the topic no longer has, is made anew.
+    " kafka_partition = CASE WHEN r.expires_at < now() OR r.kafka_partition >= $4"
+    " THEN excluded.kafka_partition ELSE r.kafka_partition END"
+    " RETURNING fingerprint, kafka_partition"
+)
+"""The partition of each fingerprint ``$1`` (distinct): the one it has (its use renewed for ``$3`` seconds), or
+the one proposed for it (``$2``, in the same order) when it has none, or an expired one, or one of a partition
+the topic (of ``$4`` partitions) no longer has. Every API places by it, so duplicates meet."""
 
 
 async def partitions_work(pool: asyncpg.Pool, job_cost_chars: int, timeout_s: float) -> dict[int, float]:

@@ -9,9 +9,11 @@ from datetime import timedelta
 
 import pytest
 
+from contracts import JobQueued
 from foundation.kafka import RecordPosition
 from producers.placement import BalancedPlacement
 from projections.batch_apply import apply_events
+from projections.reads.jobs import ProjectionReader
 from tests.support.job_logs import _Builder
 
 pytestmark = pytest.mark.integration
@@ -88,3 +90,41 @@ async def test_regression_placed_work_was_forgotten_before_the_projection_showed
         await api.refresh(2)  # a reading of the projection, which shows none of it yet
         placed += await api.place([_Builder(uuid.UUID(int=n), request_text=f"Short {n}.").queued()])
     assert placed == [1 - busy] * 3
+
+
+async def test_the_lookup_places_new_fingerprints_keeps_known_ones_and_finds_live_results_in_one_statement(pool):
+    made = _Builder(uuid.UUID(int=5), request_text="Said once.")
+    async with pool.acquire() as conn:  # cached for as long as the test's events are old, and more
+        events = (made.queued(), made.claimed(1), made.segment(1, 0), made.completed(1, 1))
+        await apply_events(
+            conn, [(e, RecordPosition("jobs", 3, i)) for i, e in enumerate(events)], timedelta(days=9999)
+        )
+    before = _Builder(uuid.UUID(int=6), request_text="Placed before.").queued()
+    [kept] = await BalancedPlacement(pool, Topic(24), 3600.0).place([before])  # type: ignore[arg-type]
+    new = _Builder(uuid.UUID(int=7), request_text="Never seen.").queued()
+    fingerprints = [made.queued().fingerprint, before.fingerprint, new.fingerprint]
+    live, placed = await ProjectionReader(pool).cached_results_placed(fingerprints, [7, (kept + 1) % 24, 9], 60.0, 24)
+    assert list(live) == [made.queued().fingerprint]
+    assert live[made.queued().fingerprint].job_id == uuid.UUID(int=5)
+    assert placed == {made.queued().fingerprint: 7, before.fingerprint: kept, new.fingerprint: 9}
+    rows = await pool.fetch("SELECT fingerprint, kafka_partition FROM placements")
+    assert {r["fingerprint"]: r["kafka_partition"] for r in rows} == placed
+
+
+async def test_two_apis_placing_by_their_lookups_put_every_copy_of_a_text_in_one_partition(pool):
+    apis = [BalancedPlacement(pool, Topic(24), 3600.0) for _ in range(2)]  # type: ignore[arg-type]
+    reader = ProjectionReader(pool)
+    copies = [_Builder(uuid.uuid4(), request_text="The same words, looked up forty times.").queued() for _ in range(40)]
+
+    async def look_up(api: BalancedPlacement, job: JobQueued) -> int:
+        draft = await api.propose([(job.job_id, job.fingerprint, job.payload.request)])
+        assert draft is not None
+        _, placed = await reader.cached_results_placed(
+            list(draft.fingerprints), list(draft.proposed), draft.ttl_s, draft.partitions
+        )
+        api.kept(draft, placed)
+        return placed[job.fingerprint]
+
+    partitions = set(await asyncio.gather(*(look_up(apis[i % 2], job) for i, job in enumerate(copies))))
+    assert len(partitions) == 1
+    assert await pool.fetchval("SELECT count(*) FROM placements") == 1

@@ -122,6 +122,8 @@ class Reader:
         self.down = down
         self.jobs: dict[uuid.UUID, JobRecord] = {}
         self.cached: dict[str, LiveResult] = {}
+        self.placements: dict[str, int] = {}  # by fingerprint, as cached_results_placed upserts them
+        self.placed_lookups = 0
         self.script: list[tuple[JobStateRow | None, list[SegmentRow]] | Exception] = []
         self.progress_reads: list[int] = []
         self.usage_rows: list[UsageRow] = []
@@ -186,6 +188,16 @@ class Reader:
     async def cached_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         self._raise_if_down()
         return {fp: found for fp, found in self.cached.items() if fp in fingerprints}
+
+    async def cached_results_placed(
+        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int
+    ) -> tuple[dict[str, LiveResult], dict[str, int]]:
+        """The lookup with the placements' upsert: a fingerprint placed before keeps its partition."""
+        self._raise_if_down()
+        self.placed_lookups += 1
+        for fingerprint, partition in zip(fingerprints, proposed, strict=True):
+            self.placements.setdefault(fingerprint, partition)
+        return await self.cached_results(fingerprints), {fp: self.placements[fp] for fp in fingerprints}
 
     async def progress(self, job_id: uuid.UUID, since: int) -> tuple[JobStateRow | None, list[SegmentRow]]:
         self.progress_reads.append(since)
@@ -308,6 +320,7 @@ def deps(
         quotas=fields.pop("quotas", None),
         degraded=fields.pop("degraded", None),
         lexicon=fields.pop("lexicon", None),
+        drafts=fields.pop("drafts", None),
     )
     return ApiDeps(
         reader=reader,  # type: ignore[arg-type]

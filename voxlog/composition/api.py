@@ -148,6 +148,7 @@ async def _api(settings: ApiSettings, shutdown: Shutdown, document_gate: str) ->
                 settings.degraded_sample_rate, settings.degraded_speed_factor, api_limits.max_speed
             ),
             lexicon=Lexicon(reader, LEXICON_CACHE_S),
+            drafts=placement,  # placed by the submission's lookup (None, by key: at publish)
         )
         if settings.auth == "off":
             log.warning("VOXLOG_AUTH=off: anyone who reaches the API can read and cancel every job; for a laptop only")
