@@ -97,13 +97,19 @@ async def until_status(env: dict[str, str], wanted: str, test: object, within_s:
             raise AssertionError(f"dev status did not show {wanted} within {within_s:.0f}s: {status}")
 
 
-async def partitions(kafka: KafkaAccess, topic: str) -> list[dict[str, object]]:
+async def partitions(kafka: KafkaAccess, topic: str, within_s: float = 30.0) -> list[dict[str, object]]:
+    """The topic's partitions, once a broker knows them (a broker asked right after the topic's creation may
+    answer with none: CI saw an empty list, as for ``min_insync``)."""
     admin = kafka.admin()
     await admin.start()
     try:
-        [described] = await admin.describe_topics([topic])
-        found: list[dict[str, object]] = described["partitions"]
-        return found
+        deadline = time.monotonic() + within_s
+        while True:
+            [described] = await admin.describe_topics([topic])
+            found: list[dict[str, object]] = described["partitions"]
+            if found or time.monotonic() > deadline:
+                return found
+            await asyncio.sleep(0.2)
     finally:
         await admin.close()
 
