@@ -46,6 +46,7 @@ from typing import Protocol
 import structlog
 
 from contracts import utc_now
+from foundation.lifecycle import wait_for_stop
 from foundation.metrics import LIMITED, LIMITS_UNJUDGED
 from producers.api_keys import Principal
 from producers.errors import RETRY_AFTER_S, Rejected
@@ -178,11 +179,8 @@ class Quotas:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Settle, every lease's time, the leases past it, until ``stop``; then every lease."""
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=LEASE_S)
-            except TimeoutError:
-                await self._settle(lambda lease: self._monotonic() - lease.at >= LEASE_S)
+        while not await wait_for_stop(stop, LEASE_S):
+            await self._settle(lambda lease: self._monotonic() - lease.at >= LEASE_S)
         await self.close()
 
     async def close(self) -> None:

@@ -27,6 +27,7 @@ from typing import Final, Protocol
 
 import structlog
 
+from foundation.lifecycle import wait_for_stop
 from producers.limits_ledger import Block, Bucket
 from projections.errors import ProjectionUnavailable
 
@@ -123,11 +124,8 @@ class LeasedBuckets:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Give back, every ``lease_s``, what each old lease did not give out, until ``stop``; then all of it."""
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self._lease_s)
-            except TimeoutError:
-                await self._give_back(lambda lease: self._clock() - lease.at >= self._lease_s)
+        while not await wait_for_stop(stop, self._lease_s):
+            await self._give_back(lambda lease: self._clock() - lease.at >= self._lease_s)
         await self.close()
 
     async def close(self) -> None:
