@@ -12,7 +12,9 @@ and on real segments of the corpus cut by voxlog's own G2P and segmenter (``benc
   batches formed between forwards, interactive requests first, each segment's audio written to a
   content-addressed blob directory; the interactive requests' first-segment latency under that backlog
   against an idle device;
-- the device memory each batch size takes (peak allocated).
+- the device memory each batch size takes (peak allocated);
+- the worker's own start-up measurement (``tts_node.batch_sizing``): the curve it reads and the forward
+  sizes it chooses from it (segments, padded ids), and how long it took.
 
 Figures go to ``--out`` (JSON) and to standard output as the rows of docs/benchmarks.md's GPU section.
 """
@@ -180,11 +182,41 @@ def run(device: str, *, tiny: bool, model_dir: Path | None) -> dict[str, Any]:
             figures["sentences_tf32"] = [_throughput(torch, engine, sentences, best, seconds, warm)]
             figures["documents_tf32"] = [_throughput(torch, engine, documents, max(doc_sizes), seconds, warm)]
             torch.backends.cuda.matmul.allow_tf32 = False
+        figures["sizing"] = _sizing(engine, tiny)
         batch = 2 if tiny else max(figures["sentences"], key=lambda row: row["audio_s_per_s"])["batch"]
         figures["loop"] = backlog_loop(
             engine, sentences, documents, max_batch=batch, tiny=tiny, blobs=Path(tmp) / "blobs", sync=_sync(torch)
         )
     return figures
+
+
+def _sizing(engine: Any, tiny: bool) -> dict[str, Any]:
+    """What a worker on this device measures at start-up and chooses (on a GPU, with ``VOXLOG_BATCH_SEGMENTS``
+    and ``VOXLOG_BATCH_IDS`` at 0)."""
+    from tts_node.batch_sizing import choose_limits, measurable, measure_curve
+
+    model = measurable(engine)
+    assert model is not None, "the torch engine tells its device"
+    started = time.perf_counter()
+    curve = measure_curve(model, batches=(1, 2), lengths=(4, 8), rounds=1) if tiny else measure_curve(model)
+    took = time.perf_counter() - started
+    limits = choose_limits(curve)
+    return {
+        "seconds": round(took, 1),
+        "segments": limits.segments,
+        "padded_ids": limits.padded_ids,
+        "free_mib": None if curve.free_bytes is None else round(curve.free_bytes / 2**20),
+        "stopped": curve.stopped,
+        "points": [
+            {
+                "ids": p.ids,
+                "batch": p.batch,
+                "audio_s_per_s": round(p.audio_s_per_s, 3),
+                "peak_mib": None if p.peak_bytes is None else round(p.peak_bytes / 2**20),
+            }
+            for p in curve.points
+        ],
+    }
 
 
 def _kokoro_model_only() -> None:

@@ -32,7 +32,7 @@ from bench.paced import BUSY, FORWARD_SEGMENTS, FORWARDS
 from bench.report_goals import _server_cpu
 from bench.scenarios import BENCH_ENGINE, DONE_WITHIN_S, SYSTEMS, Context, _backlog, _voice, backlog_figures
 from foundation.metrics import parse_totals
-from voxlog.composition.configs import GPU_BATCH
+from voxlog.composition.batch_sizes import GPU_BATCH
 
 DEVICE = "cuda:0"  # a GPU's device: where a worker batches (no GPU is touched: the engine only sleeps)
 

@@ -45,7 +45,8 @@ def gpu_section(g: dict[str, Any] | None) -> list[str]:
         "document jobs of 8 parts among one-sentence requests), batches of up to",
         f"{loop['max_batch']} formed between forwards, interactive requests arriving every 0.25 s taken into",
         "the next forward, each segment's audio written to a content-addressed directory while the next",
-        "forward runs. It stands in for the worker's scheduler, which does not batch yet.",
+        "forward runs. It stands in for the worker's scheduler (`consumers.engine_turns`), without its log or",
+        "database.",
         "",
         *_table(
             ["audio s/s", "wall s", "forwards", "batch p50", "padding", "interactive first segment p50 / max"],
@@ -61,6 +62,7 @@ def gpu_section(g: dict[str, Any] | None) -> list[str]:
                 ]
             ],
         ),
+        *_sizing(g.get("sizing")),
         "",
         "Against issue 37's goals for one H200:",
         "",
@@ -84,6 +86,33 @@ def gpu_section(g: dict[str, Any] | None) -> list[str]:
                     f"{slowdown:.1f}x",
                     "yes" if slowdown <= INTERACTIVE_GOAL else "no",
                 ],
+            ],
+        ),
+    ]
+
+
+def _sizing(sizing: dict[str, Any] | None) -> list[str]:
+    """The worker's own start-up measurement (``tts_node.batch_sizing``), where the run made it."""
+    if not sizing:
+        return []
+    bound = f"{sizing['padded_ids']:,} padded ids" if sizing["padded_ids"] else "no bound on padded ids"
+    return [
+        "",
+        "A worker on this device measures its forward sizes at start-up (`tts_node.batch_sizing`): here in",
+        f"{sizing['seconds']:g} s it chose {sizing['segments']} segments a forward and {bound} (the knee of each",
+        "curve: the smallest batch within 5% of the best; padded ids are a forward's segments times its longest).",
+        *([f"It stopped early: {sizing['stopped']}."] if sizing["stopped"] else []),
+        "",
+        *_table(
+            ["ids a segment", "batch", "audio s/s", "peak MiB"],
+            [
+                [
+                    str(p["ids"]),
+                    str(p["batch"]),
+                    f"{p['audio_s_per_s']:.0f}",
+                    "" if p["peak_mib"] is None else f"{p['peak_mib']:,}",
+                ]
+                for p in sizing["points"]
             ],
         ),
     ]

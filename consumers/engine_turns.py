@@ -127,12 +127,18 @@ LENGTH_BUCKET = 2.0
 
 
 class EngineTurns:
-    def __init__(self, policy: Policy, log: TurnLog, batch: int = 1) -> None:
-        if batch < 1:
+    """``batch``: the most segments a forward carries; ``padded_ids``: the most padded ids (its segments times
+    its longest, as each claim told by :meth:`HeldTurns.asking`; 0: no bound), the device's memory and its
+    curve's knee (``tts_node.batch_sizing``). A forward always takes its first segment. A claim whose place
+    is kept for its next segment is counted at the length of the one it just made."""
+
+    def __init__(self, policy: Policy, log: TurnLog, batch: int = 1, padded_ids: int = 0) -> None:
+        if batch < 1 or padded_ids < 0:
             raise ValueError("a forward carries at least one segment")
         self.policy = policy
         self.log = log
         self.batch = batch
+        self.padded_ids = padded_ids
         self._holders: dict[uuid.UUID, HeldTurns] = {}  # granted a place in the forward, not released yet
         self._waiting: dict[uuid.UUID, tuple[HeldTurns, asyncio.Future[None]]] = {}
         self._interactive_in_a_row = 0
@@ -245,7 +251,7 @@ class EngineTurns:
         if forward is None:  # the engine is idle: a forward of its own, at once
             self._grant(claim, self._new_forward())
             return True
-        if forward.room:  # joins the forward being formed
+        if forward.room and self._fits(list(forward.places), claim.job):  # joins the forward being formed
             self._grant(claim, forward)
             return True
         return False
@@ -317,8 +323,7 @@ class EngineTurns:
             self._start(forward)
 
     def _fill(self, forward: Forward, now: float) -> None:
-        free = forward.size - len(forward.places)
-        for job in self._choose([held.job for held, _ in self._waiting.values()], now)[:free]:
+        for job in self._choose([held.job for held, _ in self._waiting.values()], now, list(forward.places)):
             claim, granted = self._waiting.pop(job.job_id)
             self._grant(claim, forward)
             granted.set_result(None)
@@ -351,25 +356,43 @@ class EngineTurns:
             self._grant(claim, forward, passed)
             future.set_result(None)
 
-    def _choose(self, contenders: list[Contender], now: float) -> list[Contender]:
-        """Up to ``batch`` contenders, each the one the policy puts first among those left, as turns in a row;
-        when more want places than there are, a batch claim whose next segment is of another length bucket than
-        the first pick's waits for a later forward (padding to the longest item is the batch's waste), unless
-        places would be left empty. An interactive claim is never put off for the length."""
+    def _choose(
+        self, contenders: list[Contender], now: float, placed: list[uuid.UUID] | None = None
+    ) -> list[Contender]:
+        """Up to ``batch`` contenders beside those ``placed`` already, each the one the policy puts first among
+        those left, as turns in a row; when more want places than there are, a batch claim whose next segment is
+        of another length bucket than the first pick's waits for a later forward (padding to the longest item
+        is the batch's waste), unless places would be left empty. An interactive claim is never put off for the
+        length; any claim whose segment would take the forward past ``padded_ids`` waits for a later one."""
+        taken = list(placed or ())
         chosen: list[Contender] = []
         put_off: list[Contender] = []
         in_a_row = self._interactive_in_a_row
-        while contenders and len(chosen) < self.batch:
+        while contenders and len(taken) < self.batch:
             pick = self.policy.pick(contenders, in_a_row, now)
             if pick is None:
                 break
             contenders = [c for c in contenders if c is not pick]
+            if not self._fits(taken, pick):
+                continue
             if chosen and pick.priority != "interactive" and not self._alike(chosen[0], pick):
                 put_off.append(pick)
                 continue
             chosen.append(pick)
+            taken.append(pick.job_id)
             in_a_row = in_a_row + 1 if pick.priority == "interactive" else 0
-        return chosen + put_off[: self.batch - len(chosen)]
+        for pick in put_off:
+            if len(taken) < self.batch and self._fits(taken, pick):
+                chosen.append(pick)
+                taken.append(pick.job_id)
+        return chosen
+
+    def _fits(self, taken: list[uuid.UUID], other: Contender) -> bool:
+        """Whether ``other``'s next segment beside those of ``taken`` keeps the forward within ``padded_ids``."""
+        if not self.padded_ids or not taken:
+            return True
+        longest = max(self._next_size.get(job_id, 0) for job_id in [*taken, other.job_id])
+        return (len(taken) + 1) * longest <= self.padded_ids
 
     def _alike(self, first: Contender, other: Contender) -> bool:
         """Whether ``other``'s next segment is within a factor of ``LENGTH_BUCKET`` of ``first``'s (unknown: yes)."""

@@ -149,7 +149,9 @@ class SynthWorker(ConsumerRebalanceListener):
         shares = FairShares(config.tenant_weights, config.fair_share_half_life_s)
         self.policy = Policy(shares, config.interactive_per_batch, config.aging_s)
         self.waiting = RunQueue(self.policy, config.batch_lookahead)
-        self.turns = EngineTurns(self.policy, TurnLog(self.policy), batch=config.batch)
+        self.turns = EngineTurns(
+            self.policy, TurnLog(self.policy), batch=config.batch, padded_ids=config.batch_padded_ids
+        )
         self._held: dict[uuid.UUID, _Held] = {}
         self._seq = 0  # the order records were read in: the policy's last rule
         self._backlog: deque[tuple[TopicPartition, ConsumerRecord]] = deque()

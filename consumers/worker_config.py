@@ -25,6 +25,7 @@ class WorkerConfig:
     batch_lookahead: int = 5000  # jobs waiting for a claim at most (consumers.run_queue), before it reads further
     held_claims: int = 4  # claims held at once, their segments interleaved (consumers.engine_turns)
     batch: int = 1  # segments one engine call carries at most, of as many held claims (consumers.engine_turns)
+    batch_padded_ids: int = 0  # padded ids one engine call carries at most: its segments times its longest (0: any)
     tenant_weights: Mapping[str, float] = field(default_factory=dict)  # a tenant's share of the engine (default 1)
     fair_share_half_life_s: float = 60.0  # how fast a tenant's use of the engine is forgotten
     aging_s: float = 30.0  # a job's work counts as divided by 1 + waited / aging_s (shorter first, aged)

@@ -128,6 +128,12 @@ WORKER_QUEUE_JOBS = Gauge(
     ["worker", "tenant", "priority"],
 )
 ENGINE_QUEUE_DEPTH = Gauge("voxlog_engine_queue_depth", "Synthesis calls waiting for the engine (the FIFO).")
+FORWARD_LIMIT = Gauge(
+    "voxlog_worker_forward_limit",
+    "What one forward carries at most (segments; padded_ids, 0: unbounded) and the claims the worker holds,"
+    " as set or measured at start-up.",
+    ["limit"],
+)
 REAL_TIME_FACTOR = Histogram(
     "voxlog_real_time_factor",
     "Engine seconds per second of audio, per segment (below 1: faster than real time).",

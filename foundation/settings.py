@@ -805,9 +805,20 @@ class WorkerSchedulingSettings(_Settings):
         ge=0,
         le=256,
         description="Segments one engine call (forward) carries at most, each the next segment of another held "
-        "claim, chosen by the scheduling policy between forwards. 0: by the device, 1 on a CPU (batching the "
-        "model on 2 cores was slower) and 32 on a GPU (the best sentence batch measured on an H200, "
-        "docs/benchmarks.md).",
+        "claim, chosen by the scheduling policy between forwards. 0: by the device: on a GPU measured at start-up "
+        "(the knee of the engine's throughput curve on sentence-length segments; 32 where the engine cannot be "
+        "measured), 1 on a CPU (batching the model on 2 cores was slower; python -m bench.gpu --device cpu "
+        "measures it).",
+    )
+    batch_ids: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Padded phoneme ids one forward carries at most: its segments times its longest (a batch "
+        "is padded to it, and its frames and memory follow), so long document parts ride fewer to a forward "
+        "than sentences. 0: measured at start-up with VOXLOG_BATCH_SEGMENTS (the knee on document-length "
+        "segments, under 80% of the device memory free at start) on a GPU, else no bound. With both sizes set "
+        "nothing is measured.",
     )
     tenant_weights: dict[str, float] = Field(
         default_factory=dict,

@@ -76,6 +76,15 @@ class KokoroTorchEngine:
     def info(self) -> EngineInfo:
         return self._info
 
+    @property
+    def max_ids(self) -> int:
+        """The most phoneme ids one segment may have (the model's context, less its two boundary pads)."""
+        return self._max_tokens
+
+    def device_memory(self) -> TorchDeviceMemory:
+        """The model's device, as measuring its forward's sizes sees it (``tts_node.batch_sizing``)."""
+        return TorchDeviceMemory(self._device)
+
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
         return self._phonemizer.segment(text, lang, self._max_tokens, normalize=normalize)
@@ -122,6 +131,35 @@ class KokoroTorchEngine:
         pack = self._voices.resolve(request.voice).reshape(-1, 256)
         style = torch.from_numpy(pack[min(len(ids), len(pack) - 1)].copy())
         return BatchItem(ids, style, speed, segment_seed(ids, request.voice, speed))
+
+
+class TorchDeviceMemory:
+    """A CUDA device's memory and queue (``tts_node.batch_sizing.DeviceMemory``); on a CPU, nothing is told."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device.type == "cuda"
+        self._device = device
+
+    def synchronize(self) -> None:
+        if self._cuda:
+            torch.cuda.synchronize(self._device)
+
+    def reset_peak(self) -> None:
+        if self._cuda:
+            torch.cuda.reset_peak_memory_stats(self._device)
+
+    def peak_bytes(self) -> int | None:
+        return int(torch.cuda.max_memory_allocated(self._device)) if self._cuda else None
+
+    def free_bytes(self) -> int | None:
+        return int(torch.cuda.mem_get_info(self._device)[0]) if self._cuda else None
+
+    def allocated_bytes(self) -> int | None:
+        return int(torch.cuda.memory_allocated(self._device)) if self._cuda else None
+
+    def release(self) -> None:
+        if self._cuda:
+            torch.cuda.empty_cache()
 
 
 def hf_snapshot_dir() -> Path:

@@ -63,3 +63,7 @@ async def test_the_api_projector_and_worker_export_what_they_see(apps):
     assert 'voxlog_job_phase_seconds_count{phase="first_segment"} 2.0' in worker_text
     assert worker["voxlog_real_time_factor_count"] >= 2
     assert "voxlog_engine_queue_depth 0.0" in worker_text
+    # The sizes it runs with: a CPU's, one segment a forward, no padded-id bound, four claims held.
+    assert 'voxlog_worker_forward_limit{limit="segments"} 1.0' in worker_text
+    assert 'voxlog_worker_forward_limit{limit="padded_ids"} 0.0' in worker_text
+    assert 'voxlog_worker_forward_limit{limit="held_claims"} 4.0' in worker_text

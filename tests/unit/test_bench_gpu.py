@@ -56,6 +56,11 @@ def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures, writ
     assert loop["interactive_first_ms_p50"] > 0
     assert loop["interactive_idle_ms_p50"] > 0
     assert "sentences_tf32" not in f  # TF32 is a CUDA setting
+    sizing = f["sizing"]  # the worker's own start-up measurement (tts_node.batch_sizing), tiny
+    assert [(p["ids"], p["batch"]) for p in sizing["points"]] == [(4, 1), (4, 2), (8, 1), (8, 2)]
+    assert sizing["segments"] in (1, 2)
+    assert sizing["free_mib"] is None
+    assert not sizing["stopped"]
 
 
 def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
@@ -63,6 +68,7 @@ def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
     page = "\n".join(lines)
     assert lines[0] == "## GPU: one model, batched forwards"
     assert f"| 2 | {tiny_figures['sentences'][1]['audio_s_per_s']:.0f} |" in page
+    assert f"it chose {tiny_figures['sizing']['segments']} segments a forward" in page
     # A CPU is nowhere near an H200's throughput goals; the interactive goal is judged on the figures.
     *throughput, interactive = [line for line in lines if line.startswith("| ") and line.endswith(" |")][-3:]
     assert all(row.endswith("| no |") for row in throughput), throughput
@@ -73,6 +79,11 @@ def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
 
 def test_no_figures_no_section():
     assert gpu_section(None) == []
+
+
+def test_a_run_made_before_the_worker_measured_its_sizes_renders_without_them(tiny_figures):
+    older = {key: value for key, value in tiny_figures.items() if key != "sizing"}
+    assert "measures its forward sizes" not in "\n".join(gpu_section(older))
 
 
 def test_the_segments_file_is_what_the_corpus_cuts(tmp_path, monkeypatch):

@@ -22,7 +22,8 @@ from foundation.settings import WorkerSettings
 from tts_node import bench_sleep, load_engine
 from tts_node.bench_sleep import BATCHED_MAX, BenchSleepEngine, forward_seconds
 from tts_node.engine import SpeechRequest
-from voxlog.composition.configs import GPU_BATCH, batch_and_claims
+from voxlog.composition.batch_sizes import GPU_BATCH
+from voxlog.composition.configs import batch_and_claims
 
 GPU_PACE = {"batch_ms": 8.0, "ms_per_id": 0.02}
 

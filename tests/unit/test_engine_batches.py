@@ -291,6 +291,50 @@ async def test_an_interactive_claim_is_never_put_off_for_its_length():
     assert engine.calls[1] == ["short", long_text], "the interactive claims rode first, whatever their lengths"
 
 
+async def test_a_forward_carries_no_more_padded_ids_than_the_device_takes():
+    """Issue 37, item 3: a forward is bounded by its segments times its longest (the measured knee, the
+    device's memory) as well as by its count: three 10-id segments where 20 padded ids fit go two and one."""
+    turns, gate, engine = EngineTurns(policy(), TurnLog(policy()), batch=4, padded_ids=20), Gate(), BatchingEngine()
+    first = asyncio.create_task(say(claim(turns, job(1, 0)), gate, engine, "first"))
+    await until(lambda: gate.entered == 1, "the engine is busy")
+    texts = ("ten chars1", "ten chars2", "ten chars3")
+    tasks = [asyncio.create_task(say(claim(turns, job(n, 50)), gate, engine, t)) for n, t in enumerate(texts, 2)]
+    await until(lambda: len(turns.waiting()) == 3, "three wait")
+    gate.open(3)
+    await asyncio.gather(first, *tasks)
+    assert [len(call) for call in engine.calls] == [1, 2, 1]
+    assert sorted(text for call in engine.calls[1:] for text in call) == sorted(texts)
+
+
+async def test_short_segments_fill_the_places_a_long_one_leaves_within_the_padded_ids():
+    turns, gate, engine = EngineTurns(policy(), TurnLog(policy()), batch=4, padded_ids=20), Gate(), BatchingEngine()
+    first = asyncio.create_task(say(claim(turns, job(1, 0)), gate, engine, "first"))
+    await until(lambda: gate.entered == 1, "the engine is busy")
+    texts = {2: "a segment of 20 ids..", 3: "five1", 4: "five2", 5: "five3", 6: "five4"}
+    tasks = [asyncio.create_task(say(claim(turns, job(n, 10 * n)), gate, engine, t)) for n, t in texts.items()]
+    await until(lambda: len(turns.waiting()) == 5, "five wait")
+    gate.open(3)
+    await asyncio.gather(first, *tasks)
+    assert engine.calls[1] == [texts[2]], "the long one, first in the policy's order, rode alone"
+    assert engine.calls[2] == ["five1", "five2", "five3", "five4"], "four of five ids make 20"
+
+
+async def test_a_claim_too_long_for_the_forward_being_formed_waits_for_the_next():
+    turns, gate, engine = EngineTurns(policy(), TurnLog(policy()), batch=3, padded_ids=20), Gate(), BatchingEngine()
+    a = claim(turns, job(1, 100))
+    first = asyncio.create_task(say(a, gate, engine, "a-one-long", last=False))
+    await until(lambda: gate.entered == 1, "a's segment is on the engine")
+    gate.open(1)
+    await first  # a has work left: the next forward is formed with a's place kept (10 ids)
+    joiner = asyncio.create_task(say(claim(turns, job(2, 50)), gate, engine, "joiner is long"))
+    await until(lambda: len(turns.waiting()) == 1, "the joiner waits: beside a, 2 x 14 ids are past 20")
+    assert not turns._holders
+    a.finished()  # a's attempt ends instead of coming back: the next forward is the joiner's
+    gate.open(1)
+    await joiner
+    assert engine.calls == [["a-one-long"], ["joiner is long"]]
+
+
 class HeldBlobs(Blobs):
     """A blob store whose writes wait until the test lets them through (they run off the loop)."""
 

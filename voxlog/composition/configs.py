@@ -27,6 +27,7 @@ from foundation.settings import ApiSettings, ProjectorSettings, SweeperSettings,
 from producers.tenant_limits import Policies, TenantLimits
 from projections.linger import Linger
 from projections.projector import ProjectorConfig
+from voxlog.composition.batch_sizes import ForwardSizes, forward_sizes
 
 if TYPE_CHECKING:
     from producers.document_parsing import DocumentBudget
@@ -137,16 +138,14 @@ def offload_budget(settings: ApiSettings) -> Budget:
     return Budget(cpu_s=settings.offload_cpu_s, memory_bytes=settings.offload_memory_mb * 2**20)
 
 
-GPU_BATCH = 32  # the best sentence batch measured on one H200 (docs/benchmarks.md, GPU section)
-CPU_HELD_CLAIMS = 4  # ADR 0002: a short job waits at most about a segment of each of the others
-
-
 def worker_id_of(settings: WorkerSettings) -> str:
     return settings.worker_id or f"{socket.gethostname()}-{settings.device}"
 
 
-def worker_config(settings: WorkerSettings, engine: EngineInfo | None = None) -> WorkerConfig:
-    batch, held = batch_and_claims(settings, engine.device if engine else settings.device)
+def worker_config(
+    settings: WorkerSettings, engine: EngineInfo | None = None, sizes: ForwardSizes | None = None
+) -> WorkerConfig:
+    sizes = sizes or forward_sizes(settings, engine.device if engine else settings.device)
     return WorkerConfig(
         worker_id=worker_id_of(settings),
         host=socket.gethostname(),
@@ -160,8 +159,9 @@ def worker_config(settings: WorkerSettings, engine: EngineInfo | None = None) ->
         watchdog_min_s=WATCHDOG_MIN_S,
         interactive_per_batch=INTERACTIVE_PER_BATCH,
         batch_lookahead=BATCH_LOOKAHEAD,
-        held_claims=held,
-        batch=batch,
+        held_claims=sizes.held,
+        batch=sizes.segments,
+        batch_padded_ids=sizes.padded_ids,
         tenant_weights=settings.tenant_weights,
         fair_share_half_life_s=FAIR_SHARE_HALF_LIFE_S,
         aging_s=SCHEDULING_AGING_S,
@@ -171,12 +171,9 @@ def worker_config(settings: WorkerSettings, engine: EngineInfo | None = None) ->
 
 
 def batch_and_claims(settings: WorkerSettings, device: str) -> tuple[int, int]:
-    """Segments a forward carries and claims held: as set, or by the device (one at a time on a CPU, where
-    batching was slower; batches on a GPU, with twice as many claims held as a batch takes)."""
-    gpu = device.startswith("cuda")
-    batch = settings.batch_segments or (GPU_BATCH if gpu else 1)
-    held = settings.held_claims or (2 * batch if gpu else CPU_HELD_CLAIMS)
-    return batch, held
+    """Segments a forward carries and claims held where nothing was measured (``batch_sizes.forward_sizes``)."""
+    sizes = forward_sizes(settings, device)
+    return sizes.segments, sizes.held
 
 
 def retry_policy(settings: WorkerSettings) -> RetryPolicy:

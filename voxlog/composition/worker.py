@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AsyncExitStack
 from typing import Final
 
@@ -25,6 +26,8 @@ from foundation.readiness import mark_started
 from foundation.settings import WorkerSettings
 from foundation.shutdown import Shutdown
 from projections.reads.worker import PostgresResultLookup
+from voxlog.composition.batch_sizes import forward_sizes, measure_forwards
+from voxlog.composition.batch_sizes import publish as publish_sizes
 from voxlog.composition.configs import retry_policy, worker_config
 from voxlog.composition.resources import (
     export_spans,
@@ -58,7 +61,11 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
         export_spans(resources, settings, "worker", shutdown)
         model = await load_configured_engine(settings)
         engine = TtsNodeSpeechEngine(model)
-        config = worker_config(settings, engine.description)
+        # Before the FIFO, the broker and the database: nothing else calls the engine while it is measured.
+        measured = await asyncio.to_thread(measure_forwards, settings, model)
+        sizes = forward_sizes(settings, engine.description.device, measured)
+        publish_sizes(sizes)
+        config = worker_config(settings, engine.description, sizes)
         producer = Producer(service="worker", instance=config.worker_id)
         fifo = await open_fifo(resources, model, settings.shutdown_grace_s, shutdown)
         ENGINE_QUEUE_DEPTH.set_function(lambda: fifo.depth)
@@ -105,7 +112,15 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
         worker = SynthWorker(config, consumer, runner, lookup, dead_letter, cancels=lookup, outlooks=lookup)
         shutdown.holds("the job in hand", lambda: _in_hand(activity))
         shutdown.holds("offsets", worker.partitions.describe_uncommitted)
-        log.info("worker started", worker_id=config.worker_id, engine=engine.description.name, device=settings.device)
+        log.info(
+            "worker started",
+            worker_id=config.worker_id,
+            engine=engine.description.name,
+            device=settings.device,
+            forward_segments=sizes.segments,
+            forward_padded_ids=sizes.padded_ids,
+            held_claims=sizes.held,
+        )
         mark_started()
         started_at = utc_now()
 
