@@ -29,7 +29,7 @@ from consumers.errors import ConsumerError
 from consumers.forwards import Asked, Forward, run_forward
 from consumers.ports import PlannedSegment, Rendering, SpeechEngine
 from consumers.scheduling import Contender, Policy, TurnLog
-from contracts.scheduling import MAX_NAMED, SchedulingRule, WaitedBehind
+from contracts.scheduling import NAMED, SchedulingRule, WaitedBehind
 from contracts.scheduling import EngineTurns as EngineTurns_
 
 
@@ -75,7 +75,7 @@ class HeldTurns:
                 EngineTurns_(
                     job_id=p.job.job_id, tenant=p.job.tenant, priority=p.job.priority, segments=p.segments, rule=p.rule
                 )
-                for p in ranked[:MAX_NAMED]
+                for p in ranked[:NAMED]
             ),
             job_count=len(ranked),
             segment_count=sum(p.segments for p in ranked),

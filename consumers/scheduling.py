@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from contracts import Priority
-from contracts.scheduling import MAX_NAMED, EngineTurns, SchedulingRule, WaitedBehind
+from contracts.scheduling import NAMED, EngineTurns, SchedulingRule, WaitedBehind
 
 POLICY_NAME: Final = "fair-srpt"
 
@@ -133,7 +133,7 @@ class TurnLog:
 
     Asked once a claim, over the turns since its job was read: behind a deep backlog, hundreds. So each job's
     turns and each one's latest are kept by job as well, and a question costs the jobs that took more than one
-    turn, and the :data:`MAX_NAMED` latest others, not every turn since."""
+    turn, and the :data:`~contracts.scheduling.NAMED` latest others, not every turn since."""
 
     def __init__(self, policy: Policy, capacity: int = 8192) -> None:
         if capacity < 1:
@@ -194,7 +194,7 @@ class TurnLog:
         if jobs <= 0:
             return None
         # Ranked by segments, then by their latest turn, the latest first: the jobs with more than one turn,
-        # and of the others (one turn each) the MAX_NAMED latest, as no other of those can rank before them.
+        # and of the others (one turn each) the NAMED latest, as no other of those can rank before them.
         ranked: list[tuple[int, int, Turn]] = []  # (segments, latest turn's number, earliest turn since)
         for job_id in self._repeated:
             found = self._since(job_id, since_turn) if job_id != waiter.job_id else None
@@ -203,7 +203,7 @@ class TurnLog:
         singles = 0
         first = self._turns[0].number
         for number in reversed(self._latest):
-            if number <= since_turn or singles == MAX_NAMED:
+            if number <= since_turn or singles == NAMED:
                 break
             turn = self._turns[number - first]
             if turn.job.job_id in self._repeated or turn.job.job_id == waiter.job_id:
@@ -219,7 +219,7 @@ class TurnLog:
                 segments=segments,
                 rule=self._policy.rule(turn.job, waiter, turn.at),
             )
-            for segments, _, turn in ranked[:MAX_NAMED]
+            for segments, _, turn in ranked[:NAMED]
         )
         return WaitedBehind(
             policy=self._policy.name,

@@ -20,7 +20,8 @@ from consumers.ledger import Ledger
 from consumers.run_queue import RunQueue, Waiting
 from consumers.scheduling import Contender, FairShares, Policy, Turn, TurnLog
 from contracts import JobClaimed, Producer, SegmentProduced
-from contracts.scheduling import MAX_NAMED
+from contracts.scheduling import MAX_NAMED, NAMED, WaitedBehind
+from contracts.scheduling import EngineTurns as EngineTurns_
 from tests.support.job_logs import _Builder
 from tests.unit.test_job_runner import Blobs, FakeEngine, Log
 
@@ -134,6 +135,34 @@ def test_what_a_job_waited_behind_names_each_job_its_segments_and_the_rule():
     assert [(j.job_id.int, j.segments, j.rule) for j in behind.jobs] == [(1, 3, "shorter_first"), (2, 1, "fair_share")]
     assert (behind.job_count, behind.segment_count, behind.waited_ms, behind.complete) == (2, 4, 1500, True)
     assert log.behind(waiter, log.count, 0.0) is None
+
+
+def test_a_worker_names_the_jobs_that_held_the_engine_most_and_counts_the_rest():
+    """Issue 41: a claim and a completion each named up to 32 jobs (3.9 KB) under a backlog; a worker now
+    names the NAMED that took the most segments, and counts them all."""
+    p = policy()
+    log = TurnLog(p)
+    waiter = job(99, 500)
+    start = log.count
+    for n in range(1, 21):
+        for _ in range(n):  # job n takes n segments: jobs 20 down to 13 took the most
+            log.record(job(n, 20), now=0.0)
+    behind = log.behind(waiter, start, waited_s=1.0)
+    assert behind is not None
+    assert NAMED == 8
+    assert [(j.job_id.int, j.segments) for j in behind.jobs] == [(n, n) for n in range(20, 12, -1)]
+    assert (behind.job_count, behind.segment_count) == (20, sum(range(1, 21)))
+
+
+def test_regression_a_record_naming_32_jobs_as_workers_wrote_them_before_stays_readable():
+    named = tuple(
+        EngineTurns_(job_id=uuid.UUID(int=n), tenant="a", priority="batch", segments=1, rule="log_order")
+        for n in range(1, MAX_NAMED + 1)
+    )
+    behind = WaitedBehind(policy="fair-srpt", jobs=named, job_count=40, segment_count=40)
+    assert WaitedBehind.model_validate_json(behind.model_dump_json()).jobs == named
+    with pytest.raises(ValueError, match="at most 32"):
+        WaitedBehind(policy="fair-srpt", jobs=(*named, named[0]))
 
 
 def test_a_turn_log_that_no_longer_reaches_back_says_so():
@@ -333,7 +362,7 @@ def _behind_by_scanning(turns, policy_, waiter, since_turn):
             continue
         counts[turn.job.job_id] = (turn, counts.get(turn.job.job_id, (turn, 0))[1] + 1)
     ranked = sorted(counts.values(), key=lambda item: -item[1])
-    named = [(t.job.job_id, n, policy_.rule(t.job, waiter, t.at)) for t, n in ranked[:MAX_NAMED]]
+    named = [(t.job.job_id, n, policy_.rule(t.job, waiter, t.at)) for t, n in ranked[:NAMED]]
     return named, len(counts), sum(n for _, n in counts.values())
 
 
