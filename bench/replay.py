@@ -1,6 +1,6 @@
 """(g) Replay: the live projector and `voxlog replay` on the same log, events per second.
 
-A log of completed jobs (queued, claimed, a segment, completed: four events
+A log of completed jobs (queued, claimed, completed with its one segment: three events
 each) is written straight to a fresh topic. The live projector then applies
 it from offset 0, timed until its stored offsets reach the log's end; then
 the replay rebuilds the same projection into a fresh schema. The baseline has
@@ -37,7 +37,6 @@ from contracts import (
     JobQueued,
     JobQueuedPayload,
     Producer,
-    SegmentProduced,
     SegmentProducedPayload,
     SynthesisRequest,
     TextSpan,
@@ -77,11 +76,11 @@ def job_events(i: int) -> list[JobEvent]:
         byte_length=48044,
     )  # fmt: skip
     queued = JobQueuedPayload(request=request, submitted_at=now)
-    completed = JobCompletedPayload(segment_count=1, total_duration_ms=1000)
+    # As a worker records a one-segment job: its segment rides in its completion (JobCompleted 3).
+    completed = JobCompletedPayload(segment_count=1, total_duration_ms=1000, segment=segment)
     return [
         job_event(JobQueued, job, fp, 0, PRODUCER, queued, at=now),
         job_event(JobClaimed, job, fp, 1, PRODUCER, claim, at=now),
-        job_event(SegmentProduced, job, fp, 1, PRODUCER, segment, 0, at=now),
         job_event(JobCompleted, job, fp, 1, PRODUCER, completed, at=now),
     ]
 

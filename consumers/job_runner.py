@@ -7,7 +7,8 @@ returns what happened (:class:`~consumers.attempts.AttemptResult`). Engine calls
 ``call``: the node's FIFO, whose one thread runs the model, so the event loop
 keeps heartbeating and polling while the model works, and a node never runs
 two syntheses at once. Each segment's audio is in the blob store before its
-``SegmentProduced`` is published; every event id is derived from the job,
+``SegmentProduced`` is published (the last segment's rides in the attempt's
+``JobCompleted``, version 3); every event id is derived from the job,
 attempt and index, so a repeated emission is applied once.
 
 Synthesis is a plan, then one step per segment (:meth:`JobRunner._step`): at
@@ -114,6 +115,7 @@ class _Progress:
     total_ms: int = 0
     for_duplicate: bool = False  # cancelled, but a duplicate waits: render the rest for it, record nothing
     remaining_chars: int = 0  # the text of the segments not made yet: the work left, to the scheduler
+    last: SegmentProducedPayload | None = None  # the last segment, recorded with the completion (one record)
 
 
 class JobRunner:
@@ -312,6 +314,8 @@ class JobRunner:
         return None
 
     async def _emit_segment(self, progress: _Progress, segment: PlannedSegment, audio: SegmentAudio) -> None:
+        """Hand the segment's event to the log; the attempt's last rides in its completion instead (one record
+        fewer: a one-sentence job is its claim and its completion)."""
         attempt = progress.attempt
         payload = SegmentProducedPayload(
             index=segment.index,
@@ -324,9 +328,12 @@ class JobRunner:
             reused=audio.reused,
             words=audio.words,
         )
-        await self._emit(
-            attempt.ledger, SegmentProduced, attempt.job, attempt.number, payload, segment.index, wait=False
-        )
+        if segment is progress.plan[-1]:
+            progress.last = payload
+        else:
+            await self._emit(
+                attempt.ledger, SegmentProduced, attempt.job, attempt.number, payload, segment.index, wait=False
+            )
         if segment is progress.plan[0]:
             JOB_PHASE_SECONDS.labels("first_segment").observe(time.perf_counter() - progress.claimed_at)
 
@@ -335,7 +342,10 @@ class JobRunner:
         if progress.for_duplicate:
             return await self._cancelled(attempt, segments, segments)
         payload = JobCompletedPayload(
-            segment_count=segments, total_duration_ms=total_ms, waited=attempt.waited_while_claimed()
+            segment_count=segments,
+            total_duration_ms=total_ms,
+            waited=attempt.waited_while_claimed(),
+            segment=progress.last,
         )
         wait = attempt.wait_for_completion
         recorded = await self._emit(attempt.ledger, JobCompleted, attempt.job, attempt.number, payload, wait=wait)

@@ -90,6 +90,7 @@ from contracts.events import (
     document_part_job_id,
     job_event,
     node_event,
+    recorded_segment,
     type_name,
     utc_now,
 )
@@ -216,6 +217,7 @@ __all__ = [
     "parse_traceparent",
     "record_key",
     "record_trace",
+    "recorded_segment",
     "span_id_of",
     "status_implied_by",
     "trace_of_job",

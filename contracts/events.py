@@ -188,6 +188,10 @@ class JobCompletedPayload(_Frozen):
     waited: WaitedBehind | None = None
     """Version 2: the other jobs whose segments the worker made between this job's claim and its completion
     (:mod:`contracts.scheduling`); ``None`` when none did, or in a completion recorded before version 2."""
+    segment: SegmentProducedPayload | None = None
+    """Version 3: the attempt's last segment, recorded with its completion: one record where there were two
+    (a one-sentence job is its claim and its completion). ``None`` in a completion from the cache, and in
+    one recorded before version 3, whose last segment is a ``SegmentProduced`` of its own."""
 
 
 ReleaseReason = Literal["transient", "shutdown", "rebalance", "stale"]
@@ -275,8 +279,10 @@ class SegmentProduced(_Envelope):
 
 
 class JobCompleted(_Envelope):
+    """Version 2 added ``waited``; version 3 ``segment``, the attempt's last segment."""
+
     type: Literal["JobCompleted"] = "JobCompleted"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     payload: JobCompletedPayload
 
 
@@ -657,6 +663,16 @@ JOB_EVENT_TYPES: Final = frozenset(type_name(cls) for cls in EVENT_CLASSES)
 CURRENT_SCHEMA_VERSIONS: Final[dict[str, int]] = {
     type_name(cls): cls.model_fields["schema_version"].default for cls in (*EVENT_CLASSES, *NODE_EVENT_CLASSES)
 }
+
+
+def recorded_segment(event: JobEvent) -> SegmentProducedPayload | None:
+    """The segment a job's record carries: a ``SegmentProduced``'s, or the attempt's last segment in its
+    ``JobCompleted`` (version 3); ``None`` for any other record."""
+    if isinstance(event, SegmentProduced):
+        return event.payload
+    if isinstance(event, JobCompleted):
+        return event.payload.segment
+    return None
 
 
 def derive_event_id(job_id: uuid.UUID, event_type: str, attempt: int, *parts: str | int) -> uuid.UUID:

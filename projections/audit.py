@@ -199,6 +199,8 @@ def _record(history: JobHistory, event: JobEvent, before: JobStatus | None, curr
             if current is not None:
                 current.segments += 1
         case JobCompleted():
+            if event.payload.segment is not None and current is not None:  # its last segment (version 3)
+                current.segments += 1
             if event.payload.waited is not None:
                 history.waited.append(WaitedStretch(event.attempt, "claimed", event.payload.waited))
             history.reused_from = event.payload.source_job_id if event.payload.cache_hit else None

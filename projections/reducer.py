@@ -41,6 +41,7 @@ from contracts import (
     NodeEvent,
     NodeHeartbeat,
     SegmentProduced,
+    SegmentProducedPayload,
     ServiceModeSet,
     WebhookDeliveryRecorded,
     WebhookEndpointRemoved,
@@ -234,7 +235,7 @@ class Projection:
                 row.last_event_id, row.release_reason, row.not_before = event.event_id, None, None
                 self._drop_segments(event.job_id, lambda attempt: attempt < event.attempt)
             case SegmentProduced():
-                self._segment(event)
+                self._segment(event, event.payload)
             case JobCompleted():
                 assert row is not None
                 self._completed(row, event)
@@ -262,8 +263,7 @@ class Projection:
                 if cached is not None and cached.job_id == event.job_id:
                     del self.cache[event.fingerprint]
 
-    def _segment(self, e: SegmentProduced) -> None:
-        p = e.payload
+    def _segment(self, e: SegmentProduced | JobCompleted, p: SegmentProducedPayload) -> None:
         rows = self.segments.setdefault(e.job_id, {})
         known = rows.get(p.index)
         if known is None or known.attempt < e.attempt:
@@ -274,8 +274,10 @@ class Projection:
             )  # fmt: skip
 
     def _completed(self, row: JobRow, e: JobCompleted) -> None:
-        accounts.completed(self.usage, row, e)
         p = e.payload
+        if p.segment is not None:  # the attempt's last segment rides in its completion (version 3)
+            self._segment(e, p.segment)
+        accounts.completed(self.usage, row, e)
         row.state = JobState.COMPLETED.value
         row.segment_count, row.total_duration_ms = p.segment_count, p.total_duration_ms
         row.cache_hit, row.source_job_id = p.cache_hit, p.source_job_id

@@ -171,6 +171,8 @@ def _entry_line(entry: AuditEntry, history: JobHistory) -> str:
     event, at = entry.logged.event, entry.logged.position
     attempt = history.attempts.get(event_attempt(event))
     name = event.type + (f" #{event.payload.index}" if isinstance(event, SegmentProduced) else "")
+    if isinstance(event, JobCompleted) and event.payload.segment is not None:  # its attempt's last, carried
+        name += f" +#{event.payload.segment.index}"
     by = f"{event.producer.service}/{event.producer.instance}"
     if attempt is not None and event.producer.service == "worker":
         by += f" ({attempt.host or 'host not recorded'}, {attempt.engine}, {attempt.device})"

@@ -198,6 +198,8 @@ class Canary:
                 moments["first segment"] = event.occurred_at
             elif event.type == "JobCompleted":
                 moments["completed"] = event.occurred_at
+                if "first segment" not in moments:  # a one-segment job's segment rides in its completion
+                    moments = {"claimed": moments["claimed"], "first segment": event.occurred_at, **moments}
         for phase, at in moments.items():
             if at is not None:
                 run.phases[phase] = (at - sent_at).total_seconds()

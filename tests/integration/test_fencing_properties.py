@@ -31,6 +31,7 @@ from contracts import (
     NodeHeartbeat,
     ServiceModeSet,
     fold,
+    recorded_segment,
 )
 from contracts.job_state import Fenced, transition
 from projections.projector import Projector, ProjectorConfig
@@ -58,8 +59,9 @@ def expected_segments(events: list[JobEvent]) -> dict[uuid.UUID, dict[int, int]]
         if isinstance(outcome, Fenced):
             continue
         statuses[event.job_id] = outcome
-        if event.type == "SegmentProduced":
-            kept[event.job_id][event.payload.index] = event.attempt
+        segment = recorded_segment(event)  # its own record's, or the last riding in a completion (version 3)
+        if segment is not None:
+            kept[event.job_id][segment.index] = event.attempt
         elif event.type == "JobClaimed" or outcome.state is JobState.RELEASED:
             kept[event.job_id] = {}
     return {job_id: segments for job_id, segments in kept.items() if segments}

@@ -45,6 +45,7 @@ from contracts import (
     derive_event_id,
     node_event,
 )
+from contracts.events import recorded_segment
 from contracts.scheduling import HeldClaim, QueueCount, QueuedJob
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -246,3 +247,26 @@ def key_issued(
 def key_revoked(key_id: str = "0123456789ab", tenant: str = "acme", at: datetime = T0) -> ApiKeyRevoked:
     payload = ApiKeyRevokedPayload(key_id=key_id, tenant=tenant, revoked_at=at, reason="rotated")
     return node_event(ApiKeyRevoked, PRODUCER, payload, at=at)
+
+
+def segments_recorded(events: list[JobEvent]) -> list[SegmentProduced]:
+    """Every segment ``events`` record, as ``SegmentProduced`` events: those of their own, and the last of an
+    attempt, which rides in its ``JobCompleted`` (version 3) and is read here as its own record would be."""
+    found = []
+    for event in events:
+        segment = recorded_segment(event)
+        if isinstance(event, SegmentProduced):
+            found.append(event)
+        elif segment is not None:
+            found.append(
+                SegmentProduced(
+                    event_id=event.event_id,
+                    occurred_at=event.occurred_at,
+                    producer=event.producer,
+                    job_id=event.job_id,
+                    fingerprint=event.fingerprint,
+                    attempt=event.attempt,
+                    payload=segment,
+                )
+            )
+    return found

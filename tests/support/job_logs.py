@@ -109,12 +109,14 @@ class _Builder:
         )
         return SegmentProduced(payload=payload, **self._common("SegmentProduced", attempt, index))
 
-    def completed(self, attempt: int, segments: int, *, cache_hit: bool = False) -> JobCompleted:
+    def completed(self, attempt: int, segments: int, *, cache_hit: bool = False, last: bool = False) -> JobCompleted:
+        """``last``: the attempt's last segment rides in it (``JobCompleted`` 3, as workers record it now)."""
         payload = JobCompletedPayload(
             segment_count=segments,
             total_duration_ms=100 * segments,
             cache_hit=cache_hit,
             source_job_id=uuid.UUID(int=1) if cache_hit else None,
+            segment=self.segment(attempt, segments - 1).payload if last else None,
         )
         return JobCompleted(payload=payload, **self._common("JobCompleted", attempt, *(["cache"] if cache_hit else [])))
 
@@ -162,11 +164,12 @@ def _realistic_job(draw: st.DrawFn) -> list[JobEvent]:  # noqa: C901 - listed in
             attempt += 1
             log.append(job.claimed(attempt))
             done = draw(st.integers(0, 3))
-            for index in range(done):
-                log.append(job.segment(attempt, index))
             ending = draw(st.sampled_from(["complete", "fail", "release", "release", "vanish", "stall"]))
+            carried = ending == "complete" and done > 0 and draw(st.booleans())  # the last rides in the completion
+            for index in range(done - 1 if carried else done):
+                log.append(job.segment(attempt, index))
             if ending == "complete":
-                log.append(job.completed(attempt, done))
+                log.append(job.completed(attempt, done, last=carried))
                 break
             if ending == "fail":
                 log.append(job.failed(attempt))

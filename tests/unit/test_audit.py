@@ -57,6 +57,20 @@ def test_a_retried_job_shows_each_attempt_how_it_ended_and_the_stalled_attempts_
     assert body["events"][0]["producer"]["engine"] is None, "JobQueued comes from the API, before any claim"
 
 
+def test_a_completion_carrying_its_last_segment_counts_it_in_its_attempt_and_says_so():
+    """Issue 41, item 2: an attempt's last segment rides in its ``JobCompleted`` (version 3)."""
+    from voxlog.audit_cli import job_report
+
+    job = _Builder(uuid.UUID(int=6))
+    events = [job.queued(), job.claimed(1), job.segment(1, 0), job.completed(1, 2, last=True)]
+    history = history_of(job.job_id, logged(events))
+    attempt = history.attempts[1]
+    assert (attempt.ended_by, attempt.segments) == ("completed", 2)
+    lines = job_report(history)
+    assert any("SegmentProduced #0" in line for line in lines)
+    assert any("JobCompleted +#1" in line for line in lines), lines
+
+
 def test_a_cache_served_job_names_the_job_whose_audio_it_reused():
     job = _Builder(uuid.UUID(int=6))
     history = history_of(job.job_id, logged([job.queued(), job.completed(0, 1, cache_hit=True)]))

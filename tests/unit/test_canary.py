@@ -160,6 +160,18 @@ def test_the_log_says_when_the_job_was_claimed_produced_and_completed():
     assert run.phases["completed"] == pytest.approx(started + 0.003)
 
 
+def test_a_one_segment_jobs_first_segment_is_its_completion_which_carries_it():
+    """Issue 41, item 2: the last segment rides in the ``JobCompleted`` (version 3); a one-segment job has no
+    ``SegmentProduced`` of its own, and its first audio is its completion's."""
+    body = history_body(JOB_ID, "One sentence.")
+    body["events"] = [e for e in body["events"] if e["type"] != "SegmentProduced"]
+    run = run_against(FakeApi(answers={f"GET /v1/jobs/{JOB_ID}/events": [httpx.Response(200, json=body)]}))
+    assert run.passed, run.failures
+    started = run.phases["claimed"] - 0.001
+    assert run.phases["first segment"] == pytest.approx(started + 0.003) == run.phases["completed"]
+    assert list(run.phases).index("first segment") < list(run.phases).index("completed")
+
+
 def test_without_the_log_the_projections_timings_are_reported():
     api = FakeApi(answers={f"GET /v1/jobs/{JOB_ID}/events": [error(404, f"no event of job {JOB_ID} in the log")]})
     run = run_against(api)

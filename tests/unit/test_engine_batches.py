@@ -22,7 +22,8 @@ from consumers.job_runner import JobRunner, RetryPolicy
 from consumers.ledger import Ledger
 from consumers.ports import PlannedSegment, Rendering
 from consumers.scheduling import Contender, TurnLog
-from contracts import Producer, SegmentProduced
+from contracts import Producer
+from tests.support.events import segments_recorded
 from tests.support.job_logs import _Builder
 from tests.unit.test_job_runner import Blobs, CountingEngine, FakeEngine, Log
 from tests.unit.test_scheduling import job, policy
@@ -252,7 +253,7 @@ async def test_held_claims_of_a_runner_complete_with_their_segments_batched():
         attempts.append(Attempt(view, view.request, 1, ledger, held.abort, turns=held, wait_for_completion=True))
     outcomes = await asyncio.gather(*(runner.run(attempt) for attempt in attempts))
     assert [o.kind for o in outcomes] == ["completed"] * 3
-    produced = [e for e in log.events if isinstance(e, SegmentProduced)]
+    produced = segments_recorded(log.events)
     assert sorted((e.job_id.int, e.payload.index) for e in produced) == [(n, i) for n in (1, 2, 3) for i in range(3)]
     assert max(engine.batches, default=1) > 1, "no two claims' segments ever shared an engine call"
 

@@ -20,7 +20,7 @@ def _completed(source: str) -> float:
 def test_a_batch_is_counted_by_type_and_outcome() -> None:
     jobs = [job_events(i) for i in range(3)]
     seen = [(event, Outcome.APPLIED) for events in jobs for event in events]
-    seen += [(jobs[0][1], Outcome.DUPLICATE), (jobs[1][3], Outcome.FENCED)]
+    seen += [(jobs[0][1], Outcome.DUPLICATE), (jobs[1][2], Outcome.FENCED)]  # queued, claimed, completed
     before = {
         "queued": _events("JobQueued", Outcome.APPLIED),
         "completed": _events("JobCompleted", Outcome.APPLIED),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from datetime import timedelta
@@ -28,6 +29,7 @@ from foundation.kafka import RecordPosition
 from projections.reducer import Outcome, Projection, builds_on
 from projections.rows import TABLES, JobRow, array_literal
 from tests.support.events import PRODUCER, T0, heartbeat, key_issued, mode_set, node_announced, one_of_each, request
+from tests.support.job_logs import _Builder
 
 AT = RecordPosition("nodes", 0, 0)
 
@@ -225,3 +227,41 @@ def test_a_delivery_is_its_newest_record_and_a_second_copy_changes_nothing():
         projection.apply_node(event, RecordPosition("nodes", 0, n))
     row = projection.deliveries[uuid.UUID(int=5)]
     assert (row.state, row.attempts, row.last_event_id) == ("delivered", 2, delivered.event_id)
+
+
+def _folded(log: list) -> Projection:
+    projection = Projection(timedelta(hours=1))
+    for offset, event in enumerate(log):
+        assert projection.apply(event, RecordPosition("jobs", 0, offset)) is Outcome.APPLIED
+    return projection
+
+
+def test_a_completion_carrying_its_last_segment_folds_as_the_segment_and_the_completion_apart():
+    """Issue 41, item 2: a worker records an attempt's last segment in its ``JobCompleted`` (version 3), one
+    record where there were two; every table but the events' is what the two records made."""
+    apart_job, together_job = _Builder(uuid.UUID(int=71)), _Builder(uuid.UUID(int=71))
+    apart = [apart_job.queued(), apart_job.claimed(1), apart_job.segment(1, 0), apart_job.segment(1, 1)]
+    apart.append(apart_job.completed(1, 2))
+    together = [together_job.queued(), together_job.claimed(1), together_job.segment(1, 0)]
+    together.append(together_job.completed(1, 2, last=True))
+    a, b = _folded(apart), _folded(together)
+    for table in TABLES:
+        if table.name in ("job_events", "projection_offsets"):
+            continue
+        rows_a, rows_b = list(a.rows(table.name)), list(b.rows(table.name))  # type: ignore[call-overload]
+        if table.name == "segments":  # made at the moment its record says: the completion's, here
+            rows_a = [dataclasses.replace(r, produced_at=None) for r in rows_a]
+            rows_b = [dataclasses.replace(r, produced_at=None) for r in rows_b]
+            assert [r.segment_index for r in rows_b] == [0, 1]
+        if table.name in ("jobs", "result_cache"):  # completed a record earlier in the log's clock
+            rows_a = [_without_times(r) for r in rows_a]
+            rows_b = [_without_times(r) for r in rows_b]
+        assert rows_a == rows_b, table.name
+    assert [r.type for r in b.rows("job_events")] == ["JobQueued", "JobClaimed", "SegmentProduced", "JobCompleted"]
+    cached = next(iter(b.rows("result_cache")))
+    assert cached.total_bytes == 2 * 4844, "the carried segment counts in the cached result's bytes"
+
+
+def _without_times(row: object) -> object:
+    times = {f.name: None for f in dataclasses.fields(row) if f.name.endswith("_at")}  # type: ignore[arg-type]
+    return dataclasses.replace(row, **times)  # type: ignore[type-var]

@@ -18,6 +18,7 @@ from contracts import Producer, SegmentProduced, WordTiming
 from contracts.engine_info import EngineInfo
 from contracts.fingerprint import segment_key
 from foundation.blobs import LocalBlobStore
+from tests.support.events import segments_recorded
 from tests.support.job_logs import _Builder
 from tests.unit.test_job_runner import Log, call
 
@@ -58,7 +59,7 @@ async def run(
     request = queued.payload.request.model_copy(update={"voice": voice, "cache_scope": scope})
     view = ledger.observe(queued.model_copy(update={"payload": queued.payload.model_copy(update={"request": request})}))
     assert (await runner.run(Attempt(view, view.request, 1, ledger))).kind == "completed"
-    return [e for e in log.events[before:] if isinstance(e, SegmentProduced)]
+    return segments_recorded(log.events[before:])
 
 
 class LoggedRunner(JobRunner):

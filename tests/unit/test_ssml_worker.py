@@ -17,6 +17,7 @@ from consumers.ledger import Ledger
 from contracts import AudioRef, Producer, SegmentProduced
 from contracts.ssml import parse
 from foundation.audio import WAV_HEADER_BYTES
+from tests.support.events import segments_recorded
 from tests.support.job_logs import _Builder
 from tests.unit.test_job_runner import Log, call
 from tts_node.bench_sleep import SAMPLE_RATE, BenchSleepEngine, audio_seconds
@@ -67,7 +68,7 @@ async def run_ssml(ssml: str, speed: float = 1.0) -> tuple[list[SegmentProduced]
     view = ledger.observe(job.queued(), 0)
     outcome = await runner.run(Attempt(view, view.request, 1, ledger))
     assert outcome.kind == "completed", log.events[-1]
-    return [e for e in log.events if isinstance(e, SegmentProduced)], blobs, log
+    return segments_recorded(log.events), blobs, log
 
 
 async def test_an_ssml_job_is_its_pieces_and_its_pauses_exact_samples_of_silence():

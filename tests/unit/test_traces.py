@@ -216,10 +216,12 @@ async def test_an_attempt_is_a_span_of_its_jobs_trace_with_one_span_per_record(s
     assert run.context.trace_id == CLIENT_TRACE
     assert run.attributes["voxlog.outcome"] == "completed"
     assert run.attributes["voxlog.engine"] == "fake"
-    claim, first, second, completion = log.events
+    claim, first, completion = log.events  # the last segment rides in the completion (JobCompleted 3)
+    assert completion.payload.segment.index == 1
     assert [s.context.span_id for s in spans.named("claim")] == [span_id_of(claim.event_id)]
     segments = spans.named("segment synthesis")
-    assert [s.context.span_id for s in segments] == [span_id_of(first.event_id), span_id_of(second.event_id)]
+    second = derive_event_id(completion.job_id, "SegmentProduced", 1, 1)  # a span of its own, as ever
+    assert [s.context.span_id for s in segments] == [span_id_of(first.event_id), span_id_of(second)]
     assert [s.attributes["voxlog.segment.chars"] for s in segments] == [3, 6]  # "Two", "words."
     assert all(s.attributes["voxlog.segment.rtf"] >= 0 for s in segments)
     [done] = spans.named("completion")
