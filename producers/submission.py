@@ -217,10 +217,7 @@ class Submissions:
         asked = list(requests)  # degraded mode may rewrite some of requests: a document records what was asked
         keys = [self._key_of(submission, i) for i in range(len(requests))]
         fingerprints = [request.fingerprint() for request in requests]
-        answered = await self._known(submission, keys, fingerprints)
-        pending = [i for i in range(len(requests)) if i not in answered]
-        draft = await self._draft(submission, requests, keys, fingerprints, pending)
-        live, placed = await self._look_up([fingerprints[i] for i in pending], draft)
+        answered, draft, live, placed = await self._answer_and_look_up(submission, requests, keys, fingerprints)
         try:
             new = await self._new_jobs(submission, requests, keys, fingerprints, answered, live)
         except Rejected:
@@ -267,6 +264,31 @@ class Submissions:
             return None
         return submission.key if len(submission.items) == 1 else item_key(submission.key, index)
 
+    async def _answer_and_look_up(
+        self, submission: Submission, requests: list[SynthesisRequest], keys: list[str | None], fingerprints: list[str]
+    ) -> tuple[dict[int, Answered], PlacementDraft | None, dict[str, LiveResult], dict[str, int]]:
+        """The items answered by the jobs their keys named (:meth:`_known`), the live results and placements of
+        the others: with balanced placement, one round trip, the keys' lookup in the same statement (step 1)."""
+        named = {key: i for i, key in enumerate(keys) if key is not None} if submission.client_sent_key else {}
+        fixed = any(item.job_id is not None for item in submission.items)
+        if not named or fixed or self._drafts is None:
+            answered = await self._known(submission, keys, fingerprints)
+            pending = [i for i in range(len(requests)) if i not in answered]
+            draft = await self._draft(submission, requests, keys, fingerprints, pending)
+            live, placed = await self._look_up([fingerprints[i] for i in pending], draft)
+            return answered, draft, live, placed
+        draft = await self._draft(submission, requests, keys, fingerprints, list(range(len(requests))))
+        live, placed, by_key = await self._look_up_known(draft, list(named))
+        try:
+            answered = self._answered(by_key, named, fingerprints)
+        except Rejected:
+            self._release(draft, draft.fingerprints if draft is not None else ())
+            raise
+        # An item its key answers is no new work: what placement counted for it is given back.
+        new = {fingerprints[i] for i in range(len(requests)) if i not in answered}
+        self._release(draft, {fingerprints[i] for i in answered} - new)
+        return answered, draft, live, placed
+
     async def _known(
         self, submission: Submission, keys: list[str | None], fingerprints: list[str]
     ) -> dict[int, Answered]:
@@ -283,6 +305,14 @@ class Submissions:
         except ProjectionUnavailable as exc:
             log.warning("submitting without the projection", error=str(exc))
             return {}
+        answered = self._answered(by_key, named, fingerprints)
+        for job_id, job in by_id.items():
+            answered[fixed[job_id]] = Answered(fixed[job_id], job_id, job.fingerprint, Answer.KNOWN, job)
+        return answered
+
+    @staticmethod
+    def _answered(by_key: dict[str, JobRecord], named: dict[str, int], fingerprints: list[str]) -> dict[int, Answered]:
+        """The items the jobs their keys named answer (409 where a key named another request's job)."""
         answered = {}
         for key, job in by_key.items():
             index = named[key]
@@ -291,8 +321,6 @@ class Submissions:
                     "this Idempotency-Key was used for another request; send a new key with a new request", 409
                 )
             answered[index] = Answered(index, job.job_id, job.fingerprint, Answer.KNOWN, job)
-        for job_id, job in by_id.items():
-            answered[fixed[job_id]] = Answered(fixed[job_id], job_id, job.fingerprint, Answer.KNOWN, job)
         return answered
 
     async def _new_jobs(
@@ -358,6 +386,23 @@ class Submissions:
             return {}, {}
         self._drafts.kept(draft, placed)
         return live, placed
+
+    async def _look_up_known(
+        self, draft: PlacementDraft | None, keys: list[str]
+    ) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
+        """:meth:`_look_up` of the draft's fingerprints, and the jobs ``keys`` named, in one round trip."""
+        if draft is None or self._drafts is None:
+            return {}, {}, {}
+        try:
+            live, placed, known = await self._reader.cached_results_placed_known(
+                list(draft.fingerprints), list(draft.proposed), draft.ttl_s, draft.partitions, keys
+            )
+        except ProjectionUnavailable as exc:  # as each lookup alone: placed at publish, no key answered
+            log.warning("submitting without the projection", error=str(exc))
+            self._drafts.release(draft, draft.fingerprints)
+            return {}, {}, {}
+        self._drafts.kept(draft, placed)
+        return live, placed, known
 
     async def _live_results(self, fingerprints: list[str]) -> dict[str, LiveResult]:
         """Of ``fingerprints``, those with a live result (none while PostgreSQL is down)."""

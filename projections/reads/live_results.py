@@ -1,4 +1,5 @@
-"""The live results a submission is answered from, and, in the same statement, its new jobs' placements.
+"""The live results a submission is answered from, and, in the same statement, its new jobs' placements
+(and the jobs its idempotency keys named before).
 
 A live result is a completed job whose audio the cache still holds
 (``result_cache``), with its segments' blobs. A submission looks its
@@ -18,7 +19,7 @@ import asyncpg
 
 from contracts import AudioRef
 from projections.reads.placement import PLACE_SQL
-from projections.reads.rows import LiveResult
+from projections.reads.rows import JOB_COLUMNS, JobRecord, LiveResult
 
 _LIVE: Final = (
     "SELECT rc.fingerprint, rc.job_id, rc.segment_count, rc.total_duration_ms,"
@@ -32,6 +33,21 @@ _LIVE_AND_PLACED: Final = (
     f"WITH placed AS ({PLACE_SQL}), live AS ({_LIVE})"
     " SELECT p.fingerprint, p.kafka_partition, l.job_id, l.segment_count, l.total_duration_ms, l.shas, l.uris"
     " FROM placed p LEFT JOIN live l ON l.fingerprint = p.fingerprint"
+)
+
+
+# The first job each idempotency key of $5 named, in the same result: its rows have no placement, the
+# placements' rows no job (a full join on false is both sides, each padded with the other's nulls).
+_KNOWN: Final = (
+    f"SELECT DISTINCT ON (idempotency_key) {JOB_COLUMNS} FROM jobs"
+    " WHERE idempotency_key = ANY($5::text[]) ORDER BY idempotency_key, submitted_at"
+)
+_LIVE_PLACED_AND_KNOWN: Final = (
+    f"WITH placed AS ({PLACE_SQL}), live AS ({_LIVE}), known AS ({_KNOWN})"
+    " SELECT p.fingerprint AS placed_fingerprint, p.kafka_partition AS placed_partition, l.job_id AS live_job_id,"
+    " l.segment_count AS live_segment_count, l.total_duration_ms AS live_total_duration_ms,"
+    " l.shas AS live_shas, l.uris AS live_uris, k.*"
+    " FROM (placed p LEFT JOIN live l ON l.fingerprint = p.fingerprint) FULL JOIN known k ON false"
 )
 
 
@@ -61,3 +77,36 @@ async def live_results_placed(
     rows = await pool.fetch(_LIVE_AND_PLACED, list(fingerprints), list(proposed), ttl_s, partitions, timeout=timeout_s)
     live = {row["fingerprint"]: _result(row) for row in rows if row["job_id"] is not None}
     return live, {row["fingerprint"]: row["kafka_partition"] for row in rows}
+
+
+async def live_results_placed_known(
+    pool: asyncpg.Pool,
+    fingerprints: Sequence[str],
+    proposed: Sequence[int],
+    ttl_s: float,
+    partitions: int,
+    keys: Sequence[str],
+    timeout_s: float,
+) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
+    """:func:`live_results_placed`, and in the same statement the first job each of ``keys`` (idempotency keys,
+    scoped) named: a client that sends a key costs no round trip more."""
+    rows = await pool.fetch(
+        _LIVE_PLACED_AND_KNOWN, list(fingerprints), list(proposed), ttl_s, partitions, list(keys), timeout=timeout_s
+    )
+    live, placed, known = {}, {}, {}
+    for row in rows:
+        if row["placed_fingerprint"] is None:
+            known[row["idempotency_key"]] = JobRecord.from_mapping(row)
+            continue
+        placed[row["placed_fingerprint"]] = row["placed_partition"]
+        if row["live_job_id"] is not None:
+            refs = tuple(
+                AudioRef(sha256=sha, uri=uri) for sha, uri in zip(row["live_shas"], row["live_uris"], strict=True)
+            )
+            live[row["placed_fingerprint"]] = LiveResult(
+                job_id=row["live_job_id"],
+                refs=refs,
+                segment_count=row["live_segment_count"],
+                total_duration_ms=row["live_total_duration_ms"],
+            )
+    return live, placed, known

@@ -128,3 +128,29 @@ async def test_two_apis_placing_by_their_lookups_put_every_copy_of_a_text_in_one
     partitions = set(await asyncio.gather(*(look_up(apis[i % 2], job) for i, job in enumerate(copies))))
     assert len(partitions) == 1
     assert await pool.fetchval("SELECT count(*) FROM placements") == 1
+
+
+async def test_the_lookup_reads_the_jobs_idempotency_keys_named_in_the_same_statement(pool):
+    """Issue 41, item 1: the lookup, the placements' upsert and the keys' jobs are one round trip."""
+    made = _Builder(uuid.UUID(int=15), request_text="Said once, with a key.")
+    queued = made.queued()
+    keyed = queued.model_copy(update={"payload": queued.payload.model_copy(update={"idempotency_key": "t/k1"})})
+    async with pool.acquire() as conn:
+        events = (keyed, made.claimed(1), made.segment(1, 0), made.completed(1, 1))
+        await apply_events(
+            conn, [(e, RecordPosition("jobs", 3, i)) for i, e in enumerate(events)], timedelta(days=9999)
+        )
+    new = _Builder(uuid.UUID(int=16), request_text="Never seen, with a key.").queued()
+    fingerprints = [keyed.fingerprint, new.fingerprint]
+    reader = ProjectionReader(pool)
+    live, placed, known = await reader.cached_results_placed_known(fingerprints, [7, 9], 60.0, 24, ["t/k1", "t/k2"])
+    assert list(known) == ["t/k1"], "a key that named no job is not there"
+    assert (known["t/k1"].job_id, known["t/k1"].fingerprint) == (uuid.UUID(int=15), keyed.fingerprint)
+    assert known["t/k1"].state.value == "completed"
+    assert known == await reader.jobs_by_keys(["t/k1", "t/k2"]), "as the keys' own lookup reads them"
+    assert list(live) == [keyed.fingerprint]
+    assert live[keyed.fingerprint].job_id == uuid.UUID(int=15)
+    assert len(live[keyed.fingerprint].refs) == 1
+    assert placed == {keyed.fingerprint: 7, new.fingerprint: 9}
+    _, placed_alone, none = await reader.cached_results_placed_known([new.fingerprint], [3], 60.0, 24, ["t/none"])
+    assert (placed_alone, none) == ({new.fingerprint: 9}, {}), "placed before: kept"

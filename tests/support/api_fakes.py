@@ -124,6 +124,7 @@ class Reader:
         self.cached: dict[str, LiveResult] = {}
         self.placements: dict[str, int] = {}  # by fingerprint, as cached_results_placed upserts them
         self.placed_lookups = 0
+        self.key_reads = 0  # jobs_by_keys calls: a round trip of their own
         self.script: list[tuple[JobStateRow | None, list[SegmentRow]] | Exception] = []
         self.progress_reads: list[int] = []
         self.usage_rows: list[UsageRow] = []
@@ -175,6 +176,7 @@ class Reader:
 
     async def jobs_by_keys(self, keys: list[str]) -> dict[str, JobRecord]:
         self._raise_if_down()
+        self.key_reads += 1
         found: dict[str, JobRecord] = {}
         for job in sorted(self.jobs.values(), key=lambda j: j.submitted_at):
             if job.idempotency_key in keys:
@@ -198,6 +200,17 @@ class Reader:
         for fingerprint, partition in zip(fingerprints, proposed, strict=True):
             self.placements.setdefault(fingerprint, partition)
         return await self.cached_results(fingerprints), {fp: self.placements[fp] for fp in fingerprints}
+
+    async def cached_results_placed_known(
+        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int, keys: list[str]
+    ) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
+        """The lookup with the placements' upsert and the keys' jobs: one round trip (counted as a placed lookup)."""
+        live, placed = await self.cached_results_placed(fingerprints, proposed, ttl_s, partitions)
+        known: dict[str, JobRecord] = {}
+        for job in sorted(self.jobs.values(), key=lambda j: j.submitted_at):
+            if job.idempotency_key in keys:
+                known.setdefault(job.idempotency_key, job)
+        return live, placed, known
 
     async def progress(self, job_id: uuid.UUID, since: int) -> tuple[JobStateRow | None, list[SegmentRow]]:
         self.progress_reads.append(since)

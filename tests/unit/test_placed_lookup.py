@@ -109,3 +109,41 @@ async def test_while_postgres_is_down_the_job_is_placed_as_it_is_published_by_ke
     assert answer.answers[0].answer.value == "queued"
     assert log.partitions == [None], "its fingerprint's own partition"
     assert sum(placement._loads.work(24)) == 0
+
+
+async def test_a_request_with_an_idempotency_key_costs_the_one_lookup_its_key_read_in_it():
+    """Issue 41, item 1: a client that sends an Idempotency-Key (voxlog's own client always does) cost one
+    round trip more, the lookup of the job its key named; the key is now read in the lookup's statement."""
+    reader, pool = Reader(), Pool()
+    submissions, _, log = pipeline(reader, pool)
+    answer = await submissions.submit(one("Sent with a key of its own.", key="anon/first"))
+    assert answer.answers[0].answer.value == "queued"
+    assert (reader.placed_lookups, reader.key_reads) == (1, 0)
+    assert log.partitions == [reader.placements[answer.answers[0].fingerprint]]
+
+
+async def test_a_retry_with_its_key_is_answered_by_the_job_it_named_and_counts_no_new_work():
+    reader, pool = Reader(), Pool()
+    submissions, placement, log = pipeline(reader, pool)
+    first = await submissions.submit(one("Retried by its client.", key="anon/retried"))
+    reader.project(log.published[0])  # the projector has the job now
+    work = sum(placement._loads.work(24))
+    again = await submissions.submit(one("Retried by its client.", key="anon/retried"))
+    assert again.answers[0].answer.value == "known"
+    assert again.answers[0].job_id == first.answers[0].job_id
+    assert len(log.published) == 1, "nothing sent again"
+    assert (reader.placed_lookups, reader.key_reads) == (2, 0)
+    assert sum(placement._loads.work(24)) == work, "the retry's placement counted no work"
+
+
+async def test_a_key_used_for_another_request_is_a_409_and_its_placement_counts_nothing():
+    reader, pool = Reader(), Pool()
+    submissions, placement, log = pipeline(reader, pool)
+    await submissions.submit(one("The first request.", key="anon/reused"))
+    reader.project(log.published[0])
+    work = sum(placement._loads.work(24))
+    with pytest.raises(Rejected) as refused:
+        await submissions.submit(one("Another request under the same key.", key="anon/reused"))
+    assert refused.value.status == 409
+    assert len(log.published) == 1
+    assert sum(placement._loads.work(24)) == work
