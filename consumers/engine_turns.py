@@ -29,6 +29,7 @@ from consumers.errors import ConsumerError
 from consumers.forwards import Asked, Forward, run_forward
 from consumers.ports import PlannedSegment, Rendering, SpeechEngine
 from consumers.scheduling import Contender, Policy, TurnLog
+from contracts.engine_info import BatchLimits
 from contracts.scheduling import NAMED, SchedulingRule, WaitedBehind
 from contracts.scheduling import EngineTurns as EngineTurns_
 
@@ -138,7 +139,7 @@ class EngineTurns:
         self.policy = policy
         self.log = log
         self.batch = batch
-        self.padded_ids = padded_ids
+        self.limits = BatchLimits(batch, padded_ids)
         self._holders: dict[uuid.UUID, HeldTurns] = {}  # granted a place in the forward, not released yet
         self._waiting: dict[uuid.UUID, tuple[HeldTurns, asyncio.Future[None]]] = {}
         self._interactive_in_a_row = 0
@@ -389,10 +390,10 @@ class EngineTurns:
 
     def _fits(self, taken: list[uuid.UUID], other: Contender) -> bool:
         """Whether ``other``'s next segment beside those of ``taken`` keeps the forward within ``padded_ids``."""
-        if not self.padded_ids or not taken:
+        if not self.limits.padded_ids or not taken:
             return True
         longest = max(self._next_size.get(job_id, 0) for job_id in [*taken, other.job_id])
-        return (len(taken) + 1) * longest <= self.padded_ids
+        return self.limits.fits(len(taken) + 1, longest)
 
     def _alike(self, first: Contender, other: Contender) -> bool:
         """Whether ``other``'s next segment is within a factor of ``LENGTH_BUCKET`` of ``first``'s (unknown: yes)."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from contracts.engine_info import EngineInfo
+from contracts.engine_info import BatchLimits, EngineInfo
 from tts_node.engine import Segment, Speech, SpeechRequest
 from tts_node.errors import TtsNodeError
 
@@ -37,21 +37,6 @@ PHONEMES = (
     "pˈɜːs, ænd nˈʌθɪŋ pɚtˈɪkjʊlɚ tʊ ˈɪntɹɛst mˌiː ˌɔn ʃˈɔːɹ, I θˈɔːt I wʊd sˈAl ɐbˌWt ɐ lˈɪɾəl ænd sˈiː ðə "  # noqa: RUF001
     "wˈɔːɾɚɹi pˈɑːɹt ʌvðə wˈɜːld. "  # noqa: RUF001
 )
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """What one forward carries at most: ``segments``, and ``padded_ids`` (its count times its longest
-    segment's ids; 0: unbounded). A forward always takes its first segment, whatever its length."""
-
-    segments: int
-    padded_ids: int = 0
-
-    def fits(self, count: int, longest: int) -> bool:
-        """Whether ``count`` segments padded to ``longest`` ids are within both bounds."""
-        if count <= 1:
-            return True
-        return count <= self.segments and (not self.padded_ids or count * longest <= self.padded_ids)
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from contracts.engine_info import EngineInfo
+from contracts.engine_info import BatchLimits, EngineInfo
 from tts_node.batch_sizing import (
     PHONEMES,
     BatchCurve,
-    BatchLimits,
     CurvePoint,
     choose_limits,
     measurable,

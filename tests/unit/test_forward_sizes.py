@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.engine_info import BatchLimits
 from foundation.settings import WorkerSettings
 from tests.unit.test_batch_sizing import CostedEngine
-from tts_node.batch_sizing import BatchLimits
 from voxlog.composition.batch_sizes import CPU_HELD_CLAIMS, GPU_BATCH, ForwardSizes, forward_sizes, measure_forwards
 from voxlog.composition.configs import worker_config
 

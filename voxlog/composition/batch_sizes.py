@@ -9,10 +9,11 @@ from typing import Final
 
 import structlog
 
+from contracts.engine_info import BatchLimits
 from foundation.metrics import FORWARD_LIMIT
 from foundation.settings import WorkerSettings
 from tts_node import Engine
-from tts_node.batch_sizing import BatchLimits, choose_limits, measurable, measure_curve
+from tts_node.batch_sizing import choose_limits, measurable, measure_curve
 
 log = structlog.get_logger("voxlog")
 
