@@ -275,10 +275,10 @@ class Submissions:
             answered = await self._known(submission, keys, fingerprints)
             pending = [i for i in range(len(requests)) if i not in answered]
             draft = await self._draft(submission, requests, keys, fingerprints, pending)
-            live, placed = await self._look_up([fingerprints[i] for i in pending], draft)
+            live, placed, _ = await self._look_up([fingerprints[i] for i in pending], draft)
             return answered, draft, live, placed
         draft = await self._draft(submission, requests, keys, fingerprints, list(range(len(requests))))
-        live, placed, by_key = await self._look_up_known(draft, list(named))
+        live, placed, by_key = await self._look_up(fingerprints, draft, list(named))
         try:
             answered = self._answered(by_key, named, fingerprints)
         except Rejected:
@@ -371,33 +371,17 @@ class Submissions:
         return await self._drafts.propose(entries)
 
     async def _look_up(
-        self, fingerprints: list[str], draft: PlacementDraft | None
-    ) -> tuple[dict[str, LiveResult], dict[str, int]]:
-        """The live results of ``fingerprints`` and, with a draft, the partition of each: one round trip."""
-        if draft is None or self._drafts is None:
-            return await self._live_results(fingerprints), {}
-        try:
-            live, placed = await self._reader.cached_results_placed(
-                list(draft.fingerprints), list(draft.proposed), draft.ttl_s, draft.partitions
-            )
-        except ProjectionUnavailable as exc:  # placed at publish instead (by what this API knows, else by key)
-            log.warning("submitting without the result cache", error=str(exc))
-            self._drafts.release(draft, draft.fingerprints)
-            return {}, {}
-        self._drafts.kept(draft, placed)
-        return live, placed
-
-    async def _look_up_known(
-        self, draft: PlacementDraft | None, keys: list[str]
+        self, fingerprints: list[str], draft: PlacementDraft | None, keys: list[str] | None = None
     ) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
-        """:meth:`_look_up` of the draft's fingerprints, and the jobs ``keys`` named, in one round trip."""
+        """The live results of ``fingerprints`` and, with a draft, the partition of each and the jobs ``keys``
+        named: one round trip."""
         if draft is None or self._drafts is None:
-            return {}, {}, {}
+            return await self._live_results(fingerprints), {}, {}
         try:
-            live, placed, known = await self._reader.cached_results_placed_known(
+            live, placed, known = await self._reader.cached_results_placed(
                 list(draft.fingerprints), list(draft.proposed), draft.ttl_s, draft.partitions, keys
             )
-        except ProjectionUnavailable as exc:  # as each lookup alone: placed at publish, no key answered
+        except ProjectionUnavailable as exc:  # placed at publish instead (by what this API knows, else by key)
             log.warning("submitting without the projection", error=str(exc))
             self._drafts.release(draft, draft.fingerprints)
             return {}, {}, {}

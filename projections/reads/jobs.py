@@ -23,7 +23,7 @@ from projections.errors import ProjectionUnavailable
 from projections.reads.activity import ActivityRows, NodeLiveness, WorkerQueues, activity, live_workers, worker_queues
 from projections.reads.backlog import Backlog, read_backlog
 from projections.reads.live_jobs import LIVE_SQL, WANTED_ELSEWHERE, job_partition_sql
-from projections.reads.live_results import live_results, live_results_placed, live_results_placed_known
+from projections.reads.live_results import live_results, live_results_placed
 from projections.reads.queue_place import QueueRow, queue_row
 from projections.reads.rows import (
     JOB_COLUMNS,
@@ -240,20 +240,14 @@ class ProjectionReader:
             return await live_results(self._pool, fingerprints, QUERY_TIMEOUT_S)
 
     async def cached_results_placed(
-        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int
-    ) -> tuple[dict[str, LiveResult], dict[str, int]]:
-        """:meth:`cached_results` of ``fingerprints`` (distinct), and in the same statement the partition each is
-        placed in (``proposed`` for one placed now: :mod:`projections.reads.live_results`)."""
-        async with _reading("the result cache and the placements"):
-            return await live_results_placed(self._pool, fingerprints, proposed, ttl_s, partitions, QUERY_TIMEOUT_S)
-
-    async def cached_results_placed_known(
-        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int, keys: list[str]
+        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int, keys: list[str] | None = None
     ) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
-        """:meth:`cached_results_placed` and :meth:`jobs_by_keys` of ``keys`` in one statement."""
-        async with _reading("the result cache, the placements and the idempotency keys"):
-            return await live_results_placed_known(
-                self._pool, fingerprints, proposed, ttl_s, partitions, keys, QUERY_TIMEOUT_S
+        """:meth:`cached_results` of ``fingerprints`` (distinct), and in the same statement the partition each is
+        placed in (``proposed`` for one placed now) and :meth:`jobs_by_keys` of ``keys``
+        (:mod:`projections.reads.live_results`)."""
+        async with _reading("the result cache and the placements"):
+            return await live_results_placed(
+                self._pool, fingerprints, proposed, ttl_s, partitions, QUERY_TIMEOUT_S, keys or ()
             )
 
     async def backlog(self) -> Backlog:

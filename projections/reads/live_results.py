@@ -51,10 +51,14 @@ _LIVE_PLACED_AND_KNOWN: Final = (
 )
 
 
-def _result(row: asyncpg.Record) -> LiveResult:
-    refs = tuple(AudioRef(sha256=sha, uri=uri) for sha, uri in zip(row["shas"], row["uris"], strict=True))
+def _result(row: asyncpg.Record, prefix: str = "") -> LiveResult:
+    """The live result in ``row``, its columns named with ``prefix``."""
+    shas, uris = row[f"{prefix}shas"], row[f"{prefix}uris"]
     return LiveResult(
-        job_id=row["job_id"], refs=refs, segment_count=row["segment_count"], total_duration_ms=row["total_duration_ms"]
+        job_id=row[f"{prefix}job_id"],
+        refs=tuple(AudioRef(sha256=sha, uri=uri) for sha, uri in zip(shas, uris, strict=True)),
+        segment_count=row[f"{prefix}segment_count"],
+        total_duration_ms=row[f"{prefix}total_duration_ms"],
     )
 
 
@@ -71,42 +75,22 @@ async def live_results_placed(
     ttl_s: float,
     partitions: int,
     timeout_s: float,
-) -> tuple[dict[str, LiveResult], dict[str, int]]:
-    """Of ``fingerprints`` (distinct), those with a live result, and the partition of each: the one it was placed
-    in, or ``proposed`` (in the same order) for one placed now."""
-    rows = await pool.fetch(_LIVE_AND_PLACED, list(fingerprints), list(proposed), ttl_s, partitions, timeout=timeout_s)
-    live = {row["fingerprint"]: _result(row) for row in rows if row["job_id"] is not None}
-    return live, {row["fingerprint"]: row["kafka_partition"] for row in rows}
-
-
-async def live_results_placed_known(
-    pool: asyncpg.Pool,
-    fingerprints: Sequence[str],
-    proposed: Sequence[int],
-    ttl_s: float,
-    partitions: int,
-    keys: Sequence[str],
-    timeout_s: float,
+    keys: Sequence[str] = (),
 ) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
-    """:func:`live_results_placed`, and in the same statement the first job each of ``keys`` (idempotency keys,
-    scoped) named: a client that sends a key costs no round trip more."""
+    """Of ``fingerprints`` (distinct), those with a live result, and the partition of each: the one it was placed
+    in, or ``proposed`` (in the same order) for one placed now; with ``keys`` (idempotency keys, scoped), in the
+    same statement the first job each named (a client that sends a key costs no round trip more)."""
+    if not keys:
+        rows = await pool.fetch(
+            _LIVE_AND_PLACED, list(fingerprints), list(proposed), ttl_s, partitions, timeout=timeout_s
+        )
+        live = {row["fingerprint"]: _result(row) for row in rows if row["job_id"] is not None}
+        return live, {row["fingerprint"]: row["kafka_partition"] for row in rows}, {}
     rows = await pool.fetch(
         _LIVE_PLACED_AND_KNOWN, list(fingerprints), list(proposed), ttl_s, partitions, list(keys), timeout=timeout_s
     )
-    live, placed, known = {}, {}, {}
-    for row in rows:
-        if row["placed_fingerprint"] is None:
-            known[row["idempotency_key"]] = JobRecord.from_mapping(row)
-            continue
-        placed[row["placed_fingerprint"]] = row["placed_partition"]
-        if row["live_job_id"] is not None:
-            refs = tuple(
-                AudioRef(sha256=sha, uri=uri) for sha, uri in zip(row["live_shas"], row["live_uris"], strict=True)
-            )
-            live[row["placed_fingerprint"]] = LiveResult(
-                job_id=row["live_job_id"],
-                refs=refs,
-                segment_count=row["live_segment_count"],
-                total_duration_ms=row["live_total_duration_ms"],
-            )
+    placed_rows = [row for row in rows if row["placed_fingerprint"] is not None]
+    live = {row["placed_fingerprint"]: _result(row, "live_") for row in placed_rows if row["live_job_id"] is not None}
+    placed = {row["placed_fingerprint"]: row["placed_partition"] for row in placed_rows}
+    known = {row["idempotency_key"]: JobRecord.from_mapping(row) for row in rows if row["placed_fingerprint"] is None}
     return live, placed, known

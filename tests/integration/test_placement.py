@@ -103,7 +103,9 @@ async def test_the_lookup_places_new_fingerprints_keeps_known_ones_and_finds_liv
     [kept] = await BalancedPlacement(pool, Topic(24), 3600.0).place([before])  # type: ignore[arg-type]
     new = _Builder(uuid.UUID(int=7), request_text="Never seen.").queued()
     fingerprints = [made.queued().fingerprint, before.fingerprint, new.fingerprint]
-    live, placed = await ProjectionReader(pool).cached_results_placed(fingerprints, [7, (kept + 1) % 24, 9], 60.0, 24)
+    live, placed, _ = await ProjectionReader(pool).cached_results_placed(
+        fingerprints, [7, (kept + 1) % 24, 9], 60.0, 24
+    )
     assert list(live) == [made.queued().fingerprint]
     assert live[made.queued().fingerprint].job_id == uuid.UUID(int=5)
     assert placed == {made.queued().fingerprint: 7, before.fingerprint: kept, new.fingerprint: 9}
@@ -119,7 +121,7 @@ async def test_two_apis_placing_by_their_lookups_put_every_copy_of_a_text_in_one
     async def look_up(api: BalancedPlacement, job: JobQueued) -> int:
         draft = await api.propose([(job.job_id, job.fingerprint, job.payload.request)])
         assert draft is not None
-        _, placed = await reader.cached_results_placed(
+        _, placed, _ = await reader.cached_results_placed(
             list(draft.fingerprints), list(draft.proposed), draft.ttl_s, draft.partitions
         )
         api.kept(draft, placed)
@@ -143,7 +145,7 @@ async def test_the_lookup_reads_the_jobs_idempotency_keys_named_in_the_same_stat
     new = _Builder(uuid.UUID(int=16), request_text="Never seen, with a key.").queued()
     fingerprints = [keyed.fingerprint, new.fingerprint]
     reader = ProjectionReader(pool)
-    live, placed, known = await reader.cached_results_placed_known(fingerprints, [7, 9], 60.0, 24, ["t/k1", "t/k2"])
+    live, placed, known = await reader.cached_results_placed(fingerprints, [7, 9], 60.0, 24, ["t/k1", "t/k2"])
     assert list(known) == ["t/k1"], "a key that named no job is not there"
     assert (known["t/k1"].job_id, known["t/k1"].fingerprint) == (uuid.UUID(int=15), keyed.fingerprint)
     assert known["t/k1"].state.value == "completed"
@@ -152,5 +154,5 @@ async def test_the_lookup_reads_the_jobs_idempotency_keys_named_in_the_same_stat
     assert live[keyed.fingerprint].job_id == uuid.UUID(int=15)
     assert len(live[keyed.fingerprint].refs) == 1
     assert placed == {keyed.fingerprint: 7, new.fingerprint: 9}
-    _, placed_alone, none = await reader.cached_results_placed_known([new.fingerprint], [3], 60.0, 24, ["t/none"])
+    _, placed_alone, none = await reader.cached_results_placed([new.fingerprint], [3], 60.0, 24, ["t/none"])
     assert (placed_alone, none) == ({new.fingerprint: 9}, {}), "placed before: kept"

@@ -192,25 +192,20 @@ class Reader:
         return {fp: found for fp, found in self.cached.items() if fp in fingerprints}
 
     async def cached_results_placed(
-        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int
-    ) -> tuple[dict[str, LiveResult], dict[str, int]]:
-        """The lookup with the placements' upsert: a fingerprint placed before keeps its partition."""
+        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int, keys: list[str] | None = None
+    ) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
+        """The lookup with the placements' upsert and the keys' jobs: a fingerprint placed before keeps its
+        partition (one round trip, counted)."""
         self._raise_if_down()
         self.placed_lookups += 1
         for fingerprint, partition in zip(fingerprints, proposed, strict=True):
             self.placements.setdefault(fingerprint, partition)
-        return await self.cached_results(fingerprints), {fp: self.placements[fp] for fp in fingerprints}
-
-    async def cached_results_placed_known(
-        self, fingerprints: list[str], proposed: list[int], ttl_s: float, partitions: int, keys: list[str]
-    ) -> tuple[dict[str, LiveResult], dict[str, int], dict[str, JobRecord]]:
-        """The lookup with the placements' upsert and the keys' jobs: one round trip (counted as a placed lookup)."""
-        live, placed = await self.cached_results_placed(fingerprints, proposed, ttl_s, partitions)
         known: dict[str, JobRecord] = {}
         for job in sorted(self.jobs.values(), key=lambda j: j.submitted_at):
-            if job.idempotency_key in keys:
+            if job.idempotency_key in (keys or ()):
                 known.setdefault(job.idempotency_key, job)
-        return live, placed, known
+        placed = {fp: self.placements[fp] for fp in fingerprints}
+        return await self.cached_results(fingerprints), placed, known
 
     async def progress(self, job_id: uuid.UUID, since: int) -> tuple[JobStateRow | None, list[SegmentRow]]:
         self.progress_reads.append(since)
