@@ -184,7 +184,11 @@ class Canary:
 
     def _log_phases(self, run: CanaryRun, traced: Mapping[str, str], job: JobView, sent_at: datetime) -> None:
         """Claimed, first segment and completed, from the job's events (else its projected timings)."""
-        moments: dict[str, datetime | None] = {"claimed": job.timings.claimed_at, "completed": job.timings.completed_at}
+        moments: dict[str, datetime | None] = {
+            "claimed": job.timings.claimed_at,
+            "first segment": None,  # the log's alone
+            "completed": job.timings.completed_at,
+        }
         try:
             history = self._send(ops.events(job.job_id), traced)
         except ApiError as exc:
@@ -194,12 +198,12 @@ class Canary:
         for event in history.events if history is not None else ():
             if event.type == "JobClaimed":
                 moments["claimed"] = event.occurred_at
-            elif event.type == "SegmentProduced" and "first segment" not in moments:
+            elif event.type == "SegmentProduced" and moments["first segment"] is None:
                 moments["first segment"] = event.occurred_at
             elif event.type == "JobCompleted":
                 moments["completed"] = event.occurred_at
-                if "first segment" not in moments:  # a one-segment job's segment rides in its completion
-                    moments = {"claimed": moments["claimed"], "first segment": event.occurred_at, **moments}
+                if moments["first segment"] is None:  # a one-segment job's segment rides in its completion
+                    moments["first segment"] = event.occurred_at
         for phase, at in moments.items():
             if at is not None:
                 run.phases[phase] = (at - sent_at).total_seconds()
