@@ -1,6 +1,7 @@
 """The device check: how much audio one model on one device makes a second, one segment at a time and batched.
 
-``python -m bench.gpu --device cuda:0`` (about 5 minutes on one H200; ``--tiny --device cpu`` in seconds here)
+``python -m bench.gpu --device cuda:0`` (about 5 minutes on one H200 before the decoder's compilations, 8 at
+most; ``--tiny --device cpu`` in seconds here)
 needs neither Kafka nor PostgreSQL. It measures, on the Kokoro-82M architecture (a random checkpoint whose
 duration head makes a phoneme last about 3.3 frames, as in speech, unless ``--model-dir`` names real weights)
 and on real segments of the corpus cut by voxlog's own G2P and segmenter (``bench/gpu_segments.json``):
@@ -14,7 +15,10 @@ and on real segments of the corpus cut by voxlog's own G2P and segmenter (``benc
   against an idle device;
 - the device memory each batch size takes (peak allocated);
 - the worker's own start-up measurement (``tts_node.batch_sizing``): the curve it reads and the forward
-  sizes it chooses from it (segments, padded ids), and how long it took.
+  sizes it chooses from it (segments, padded ids), and how long it took;
+- the decoder eager, under ``torch.compile`` and from CUDA graphs (``tts_node.decoder_choice``, what
+  ``VOXLOG_DECODER=auto`` measures at start-up), and where one is kept, the document parts and the loop
+  again with it.
 
 Figures go to ``--out`` (JSON) and to standard output as the rows of docs/benchmarks.md's GPU section.
 """
@@ -187,6 +191,15 @@ def run(device: str, *, tiny: bool, model_dir: Path | None) -> dict[str, Any]:
         figures["loop"] = backlog_loop(
             engine, sentences, documents, max_batch=batch, tiny=tiny, blobs=Path(tmp) / "blobs", sync=_sync(torch)
         )
+        figures["decoders"] = _decoders(engine, tiny)
+        if figures["decoders"]["chosen"] != "eager":
+            # What a worker with VOXLOG_DECODER=auto runs: the loop and the document parts again, compiled.
+            figures["documents_decoder"] = [
+                _throughput(torch, engine, documents, max(doc_sizes), seconds, warm),
+            ]
+            figures["loop_decoder"] = backlog_loop(
+                engine, sentences, documents, max_batch=batch, tiny=tiny, blobs=Path(tmp) / "blobs2", sync=_sync(torch)
+            )
     return figures
 
 
@@ -215,6 +228,32 @@ def _sizing(engine: Any, tiny: bool) -> dict[str, Any]:
                 "peak_mib": None if p.peak_bytes is None else round(p.peak_bytes / 2**20),
             }
             for p in curve.points
+        ],
+    }
+
+
+def _decoders(engine: Any, tiny: bool) -> dict[str, Any]:
+    """What a worker with ``VOXLOG_DECODER=auto`` measures at start-up (``tts_node.decoder_choice``): eager,
+    ``torch.compile`` and CUDA graphs on the batches a worker forms, and the one it keeps (the engine is left
+    running it). The tiny check measures eager alone: inductor's compilation takes minutes on 2 cores."""
+    from tts_node.decoder_choice import SwitchableEngine, choose_decoder
+
+    model = getattr(engine, "inner", engine)
+    assert isinstance(model, SwitchableEngine), "the torch engine runs its decoder more than one way"
+    started = time.perf_counter()
+    choice = choose_decoder(model, (), shapes=((4, 1), (8, 2)), rounds=1) if tiny else choose_decoder(model)
+    return {
+        "seconds": round(time.perf_counter() - started, 1),
+        "chosen": choice.mode,
+        "trials": [
+            {
+                "mode": t.mode,
+                "audio_s_per_s": round(t.audio_s_per_s, 3),
+                "seconds": round(t.seconds, 1),
+                "max_difference": t.max_difference if t.max_difference != float("inf") else None,
+                "failure": t.failure,
+            }
+            for t in choice.trials
         ],
     }
 

@@ -48,6 +48,7 @@ def load_engine(
     cache_dir: Path | None = None,
     model_dir: Path | None = None,
     voices_dir: Path | None = None,
+    decoder: str = "eager",
 ) -> Engine:
     """Load, verify and warm up engine ``name``; raises ``TtsNodeError`` on bad settings. It takes every
     speed of ``contracts.speed.SPEED_RANGE``: beyond the model's own, time-stretched (``tts_node.stretching``).
@@ -55,10 +56,11 @@ def load_engine(
     ``kokoro-onnx`` uses ``cache_dir`` (assembled weights) and ``voices_dir``
     (extra voice packs); ``kokoro`` reads ``model_dir`` (config.json, the .pth
     weights, voices/*.pt), or the local Hugging Face cache when it is None.
+    ``decoder`` is how ``kokoro`` runs its decoder (``tts_node.kokoro_compile``: eager, compile, graphs).
     ``bench-sleep`` (benchmarks only) is made as the process's entry point said: untimed unless
     ``bench.paced`` set its pace (see :mod:`tts_node.bench_sleep`).
     """
-    return SpeedRange(_load(name, device, threads, cache_dir, model_dir, voices_dir))
+    return SpeedRange(_load(name, device, threads, cache_dir, model_dir, voices_dir, decoder))
 
 
 def _load(
@@ -68,11 +70,14 @@ def _load(
     cache_dir: Path | None,
     model_dir: Path | None,
     voices_dir: Path | None,
+    decoder: str,
 ) -> Engine:
     if name not in ENGINES:
         raise TtsNodeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
     if not _DEVICE_RES[name].fullmatch(device):
         raise TtsNodeError(f"engine {name!r} runs on {', '.join(DEVICES[name])}, not {device!r}")
+    if decoder != "eager" and name != "kokoro":
+        raise TtsNodeError(f"decoder {decoder!r} is the kokoro (torch) engine's; engine {name!r} runs its own")
     # Imported here so that importing tts_node loads neither onnxruntime nor torch.
     if name == "bench-sleep":
         from tts_node.bench_sleep import made
@@ -81,7 +86,7 @@ def _load(
     if name == "kokoro":
         from tts_node.kokoro_torch import KokoroTorchEngine
 
-        return KokoroTorchEngine(model_dir, device=device, threads=threads, voices_dir=voices_dir)
+        return KokoroTorchEngine(model_dir, device=device, threads=threads, voices_dir=voices_dir, decoder=decoder)
     from tts_node.kokoro_onnx import KokoroOnnxEngine
 
     return KokoroOnnxEngine(cache_dir=cache_dir, threads=threads, voices_dir=voices_dir)

@@ -125,7 +125,7 @@ def measure_curve(
                 stopped.append(f"the time given was spent before a batch of {batch} x {length} ids")
                 break
             try:
-                point = _point(engine, memory, ids, batch, rounds, clock)
+                point = measure_point(engine, memory, ids, batch, rounds, clock)
             except TtsNodeError as exc:  # out of memory, or any other reason it cannot take the batch
                 memory.release()
                 stopped.append(f"a batch of {batch} x {length} ids failed: {exc}")
@@ -140,7 +140,7 @@ def measure_curve(
     return BatchCurve(tuple(points), free, base, "; ".join(stopped))
 
 
-def _point(
+def measure_point(
     engine: MeasurableEngine,
     memory: DeviceMemory,
     ids: tuple[int, ...],
@@ -148,6 +148,8 @@ def _point(
     rounds: int,
     clock: Callable[[], float],
 ) -> CurvePoint:
+    """``engine``'s audio seconds a second on batches of ``batch`` segments of ``ids``: one forward not timed
+    (the shape's kernels and allocations: its compilation, where the decoder is compiled), then ``rounds``."""
     voices = engine.info.voices
 
     def requests(round_: int) -> list[SpeechRequest]:

@@ -28,7 +28,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from tts_node.kokoro_masked import Frames, decode, packed_lstm, prosody
+from tts_node.kokoro_compile import EAGER, Decoding
+from tts_node.kokoro_masked import Frames, packed_lstm, prosody
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,9 @@ def samples_per_frame(model: Any) -> int:
     return 2 * int(model.decoder.generator.m_source.l_sin_gen.upsample_scale)
 
 
-def forward_batch(model: Any, items: Sequence[BatchItem]) -> list[ItemOutput]:
-    """Each item's audio and durations from one forward of ``model`` (in inference mode, on its device)."""
+def forward_batch(model: Any, items: Sequence[BatchItem], decoding: Decoding = EAGER) -> list[ItemOutput]:
+    """Each item's audio and durations from one forward of ``model`` (in inference mode, on its device), its
+    decoder run by ``decoding`` (``tts_node.kokoro_compile``: eager, compiled, or CUDA graphs)."""
     if not items:
         return []
     device = model.device
@@ -84,13 +86,13 @@ def forward_batch(model: Any, items: Sequence[BatchItem]) -> list[ItemOutput]:
     pred_dur = torch.round(duration).clamp(min=1).long() * (~padding)
     ends = pred_dur.cumsum(dim=1)
     frame_counts = ends[:, -1].tolist()  # the one wait on the device before the decoder's shapes are known
-    frames = Frames.of(frame_counts, max(frame_counts), device)
+    frames = Frames.of(frame_counts, decoding.frames_for(max(frame_counts)), device)
     steps = torch.arange(frames.size, device=device).view(1, 1, -1)
     alignment = ((steps >= (ends - pred_dur).unsqueeze(-1)) & (steps < ends.unsqueeze(-1))).float()
     en = d.transpose(-1, -2) @ alignment
     f0, noise = prosody(model.predictor, en, s, frames)
     asr = model.text_encoder(ids, tokens.lengths, padding) @ alignment
-    audio = decode(model.decoder, asr, f0, noise, styles[:, :128], frames, [item.seed for item in items])
+    audio = decoding.decode(model.decoder, asr, f0, noise, styles[:, :128], frames, [item.seed for item in items])
     samples = audio.float().cpu().numpy()
     durations = pred_dur.cpu().tolist()
     per_frame = samples_per_frame(model)

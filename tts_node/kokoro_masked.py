@@ -126,6 +126,14 @@ def prosody(predictor: Any, en: torch.Tensor, s: torch.Tensor, frames: Frames) -
     return curves[0], curves[1]
 
 
+@dataclass(frozen=True)
+class SourceDraws:
+    """The random numbers the harmonic source takes for a batch, each item's drawn from its own seed."""
+
+    initial: torch.Tensor  # [B, harmonics]: initial phases (the fundamental's is 0)
+    noise: torch.Tensor  # [B, L, harmonics]: zero past an item's own samples
+
+
 def decode(
     decoder: Any,
     asr: torch.Tensor,
@@ -137,6 +145,48 @@ def decode(
 ) -> torch.Tensor:
     """``Decoder.forward`` on ``[B, C, T]`` features and ``[B, 2T]`` curves: ``[B, samples]`` audio, zero past an
     item's end. ``seeds`` fix each item's harmonic-source noise."""
+    har, spec_frames = source_spectrum(decoder.generator, f0, frames, seeds)
+    spec, phase = decode_body(decoder, asr, f0, noise, s, frames, har)
+    return waveform(decoder.generator, spec, phase, spec_frames)
+
+
+def source_spectrum(
+    generator: Any, f0: torch.Tensor, frames: Frames, seeds: Sequence[int]
+) -> tuple[torch.Tensor, Frames]:
+    """The harmonic source's STFT (magnitudes, then phases) that the generator's noise convolutions read, and
+    its frames (``frames``: the decoder's input's). Each item's noise is drawn from its seed."""
+    curve = frames.scaled(f0.shape[-1] // frames.size)
+    scale = int(generator.m_source.l_sin_gen.upsample_scale)
+    samples = curve.scaled(scale)
+    draws = source_draws(generator.m_source, curve, seeds, f0.device)
+    f0_up = generator.f0_upsamp(f0[:, None]).transpose(1, 2)
+    source = harmonic_source(generator.m_source, f0_up, curve, draws)
+    if not curve.full:
+        source = _reflect_past_end(source, samples.lengths, generator.stft.filter_length // 2)
+    spec, phase = generator.stft.transform(source)
+    spec_frames = spectrum_frames(generator, curve)
+    return spec_frames.clip(torch.cat([spec, phase], dim=1)), spec_frames
+
+
+def spectrum_frames(generator: Any, curve: Frames) -> Frames:
+    """The frames of the source's STFT, and of the generator's output, for an F0 curve's ``curve``: a centred
+    STFT has one frame more than hops (the count the last upsampling's reflection pad makes)."""
+    scale = int(generator.m_source.l_sin_gen.upsample_scale)
+    return curve.scaled(scale // generator.stft.hop_length, extra=1)
+
+
+def decode_body(
+    decoder: Any,
+    asr: torch.Tensor,
+    f0: torch.Tensor,
+    noise: torch.Tensor,
+    s: torch.Tensor,
+    frames: Frames,
+    har: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decoder's blocks and the generator's, from features to the output's spectrum (magnitudes, phases):
+    tensors in, tensors out, nothing drawn or read back from the device (what ``tts_node.kokoro_compile``
+    compiles; ``frames.counts`` is not read)."""
     f0_down = frames.clip(decoder.F0_conv(f0.unsqueeze(1)))
     n_down = frames.clip(decoder.N_conv(noise.unsqueeze(1)))
     x, x_frames = adain_resblk(decoder.encode, torch.cat([asr, f0_down, n_down], dim=1), s, frames)
@@ -148,25 +198,15 @@ def decode(
         x, x_frames = adain_resblk(block, x, s, x_frames)
         if block.upsample_type != "none":
             residual = False
-    return generate(decoder.generator, x, s, f0, x_frames, seeds)
+    return generate(decoder.generator, x, s, x_frames, har)
 
 
 def generate(
-    generator: Any, x: torch.Tensor, s: torch.Tensor, f0: torch.Tensor, frames: Frames, seeds: Sequence[int]
-) -> torch.Tensor:
-    """iSTFTNet's ``Generator.forward``: ``frames`` are the ``[B, C, 2T]`` input's; audio ``[B, 600 T]``."""
-    hop = generator.stft.hop_length
-    scale = int(generator.m_source.l_sin_gen.upsample_scale)
-    samples = frames.scaled(scale)
-    with torch.no_grad():
-        f0_up = generator.f0_upsamp(f0[:, None]).transpose(1, 2)
-        source = harmonic_source(generator.m_source, f0_up, frames, seeds)
-        if not frames.full:
-            source = _reflect_past_end(source, samples.lengths, generator.stft.filter_length // 2)
-        spec, phase = generator.stft.transform(source)
-        # A centred STFT has one frame more than hops: the count the last upsampling's reflection pad makes.
-        spec_frames = frames.scaled(scale // hop, extra=1)
-        har = spec_frames.clip(torch.cat([spec, phase], dim=1))
+    generator: Any, x: torch.Tensor, s: torch.Tensor, frames: Frames, har: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """iSTFTNet's ``Generator.forward`` to its spectrum: ``frames`` are the ``[B, C, 2T]`` input's, ``har`` the
+    source's (:func:`source_spectrum`); magnitudes and phases ``[B, n_fft / 2 + 1, 120 T + 1]``."""
+    spec_frames = spectrum_frames(generator, frames)
     layer_frames = frames
     for i in range(generator.num_upsamples):
         x = F.leaky_relu(x, negative_slope=0.1)
@@ -188,36 +228,48 @@ def generate(
         x = total / generator.num_kernels
     x = generator.conv_post(F.leaky_relu(x))
     half = generator.post_n_fft // 2 + 1
-    spec_out = spec_frames.clip(torch.exp(x[:, :half, :]))
-    phase_out = torch.sin(x[:, half:, :])
+    return spec_frames.clip(torch.exp(x[:, :half, :])), torch.sin(x[:, half:, :])
+
+
+def waveform(generator: Any, spec: torch.Tensor, phase: torch.Tensor, spec_frames: Frames) -> torch.Tensor:
+    """The generator's inverse STFT: audio ``[B, hop * (frames - 1)]``, zero past an item's end."""
     if spec_frames.full:
-        return generator.stft.inverse(spec_out, phase_out).squeeze(1)
-    return istft(spec_out, phase_out, spec_frames.lengths, generator.stft)
+        return generator.stft.inverse(spec, phase).squeeze(1)
+    return istft(spec, phase, spec_frames.lengths, generator.stft)
 
 
-def harmonic_source(source: Any, f0: torch.Tensor, frames: Frames, seeds: Sequence[int]) -> torch.Tensor:
-    """``SourceModuleHnNSF``'s harmonic branch on ``[B, L, 1]`` F0: ``[B, L]``, its noise drawn per item.
+def source_draws(source: Any, frames: Frames, seeds: Sequence[int], device: torch.device) -> SourceDraws:
+    """What ``SourceModuleHnNSF``'s harmonic branch draws for each item, from a generator seeded with its seed.
 
-    Each item draws, from a generator seeded with its seed, what the library draws from the global one
-    (its initial phases, then its noise, in that order and shape), so an item alone under
-    ``torch.manual_seed(seed)`` and in any batch gets the same numbers. ``frames`` are ``f0``'s at
-    1/``upsample_scale`` of its resolution."""
+    An item draws what the library draws from the global generator (its initial phases, then its noise, in
+    that order and shape), so an item alone under ``torch.manual_seed(seed)`` and in any batch gets the same
+    numbers. ``frames`` are the F0 curve's, at 1/``upsample_scale`` of the source's resolution."""
+    gen = source.l_sin_gen
+    scale = int(gen.upsample_scale)
+    dim = gen.harmonic_num + 1
+    initial = torch.zeros(len(seeds), dim, device=device)
+    noise = torch.zeros(len(seeds), frames.size * scale, dim, device=device)
+    for b, seed in enumerate(seeds):
+        rng = torch.Generator(device=device).manual_seed(seed)
+        initial[b] = torch.rand(1, dim, generator=rng, device=device)[0]
+        own = frames.counts[b] * scale
+        # The library's randn_like fills a tensor laid out as its sines are (harmonic-major, transposed), and
+        # torch draws other numbers into such a tensor than into a contiguous one: draw into the same layout.
+        drawn = torch.empty(1, dim, own, device=device).transpose(1, 2).normal_(generator=rng)
+        noise[b, :own] = drawn[0]
+    initial[:, 0] = 0
+    return SourceDraws(initial, noise)
+
+
+def harmonic_source(source: Any, f0: torch.Tensor, frames: Frames, draws: SourceDraws) -> torch.Tensor:
+    """``SourceModuleHnNSF``'s harmonic branch on ``[B, L, 1]`` F0: ``[B, L]``, with each item's own random
+    numbers (:func:`source_draws`). ``frames`` are ``f0``'s at 1/``upsample_scale`` of its resolution."""
     gen = source.l_sin_gen
     scale = int(gen.upsample_scale)
     harmonics = torch.arange(1, gen.harmonic_num + 2, dtype=f0.dtype, device=f0.device).view(1, 1, -1)
     fn = f0 * harmonics
-    batch, _, dim = fn.shape
-    initial = torch.zeros(batch, dim, device=f0.device)
-    noise = torch.zeros_like(fn)
-    for b, seed in enumerate(seeds):
-        rng = torch.Generator(device=f0.device).manual_seed(seed)
-        initial[b] = torch.rand(1, dim, generator=rng, device=f0.device)[0]
-        own = frames.counts[b] * scale
-        # The library's randn_like fills a tensor laid out as its sines are (harmonic-major, transposed), and
-        # torch draws other numbers into such a tensor than into a contiguous one: draw into the same layout.
-        drawn = torch.empty(1, dim, own, device=f0.device).transpose(1, 2).normal_(generator=rng)
-        noise[b, :own] = drawn[0]
-    initial[:, 0] = 0
+    dim = fn.shape[-1]
+    initial, noise = draws.initial, draws.noise
     rad = (fn / gen.sampling_rate) % 1
     rad[:, 0, :] = rad[:, 0, :] + initial
     rad = F.interpolate(rad.transpose(1, 2), scale_factor=1 / scale, mode="linear").transpose(1, 2)

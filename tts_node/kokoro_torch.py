@@ -23,6 +23,7 @@ from tts_node.engine import Audio, EngineInfo, Segment, Speech, SpeechRequest
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
 from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
+from tts_node.kokoro_compile import COMPILE_MODES, EAGER, Decoding, decoding_for
 from tts_node.model_files import _sha256_of
 from tts_node.segmenter import MAX_TOKENS
 from tts_node.voices import VoiceBank, model_version
@@ -40,10 +41,20 @@ class KokoroTorchEngine:
     """Kokoro-82M weights run by PyTorch on ``cpu`` or ``cuda:N``."""
 
     def __init__(
-        self, model_dir: Path | None, device: str = "cpu", threads: int = 2, *, voices_dir: Path | None = None
+        self,
+        model_dir: Path | None,
+        device: str = "cpu",
+        threads: int = 2,
+        *,
+        voices_dir: Path | None = None,
+        decoder: str = "eager",
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
+        if decoder not in COMPILE_MODES:
+            raise TtsNodeError(f"decoder must be one of {', '.join(COMPILE_MODES)}, not {decoder!r}")
+        if decoder == "graphs" and not device.startswith("cuda"):
+            raise TtsNodeError("the graphs decoder (CUDA graphs) runs on a cuda:N device only")
         self._device = _torch_device(device)
         directory = model_dir.expanduser() if model_dir is not None else hf_snapshot_dir()
         config_path, weights_path, _ = find_model_files(directory)
@@ -53,6 +64,8 @@ class KokoroTorchEngine:
         if device == "cpu":
             torch.set_num_threads(threads)  # process-wide: torch has no per-model setting
         self._model = load_kmodel(config, weights_path, self._device)
+        self._decoding: Decoding = EAGER
+        self._decodings: dict[str, Decoding] = {"eager": EAGER}  # each compiled once, whatever switches back
         self._max_tokens = min(MAX_TOKENS, int(self._model.context_length) - 2)
         # The same VoiceBank as kokoro-onnx: .pt/.npy/.bin packs, extras, and weighted mixes.
         bank = VoiceBank.from_dir(directory / "voices")
@@ -71,6 +84,7 @@ class KokoroTorchEngine:
         # the model runs no G2P (a device image may carry the model without the espeak data).
         warm_up = Segment(0, 0, len(_WARM_UP_TEXT), _WARM_UP_TEXT, self.phoneme_ids(_WARM_UP_PHONEMES), _WARM_UP_TEXT)
         self.synthesize(warm_up, self._info.voices[0], 1.0)
+        self.use_decoder(decoder)
 
     @property
     def info(self) -> EngineInfo:
@@ -84,6 +98,20 @@ class KokoroTorchEngine:
     def device_memory(self) -> TorchDeviceMemory:
         """The model's device, as measuring its forward's sizes sees it (``tts_node.batch_sizing``)."""
         return TorchDeviceMemory(self._device)
+
+    @property
+    def decoder(self) -> str:
+        """How the decoder runs now (``tts_node.kokoro_compile``): eager, compile or graphs; eager after a
+        compiled decoder failed."""
+        return self._decoding.mode
+
+    def use_decoder(self, mode: str) -> None:
+        """Run the decoder ``mode``'s way from the next forward on (compiling, if it does, at that forward)."""
+        if mode == "graphs" and self._device.type != "cuda":
+            raise TtsNodeError("the graphs decoder (CUDA graphs) runs on a cuda:N device only")
+        if mode not in self._decodings:
+            self._decodings[mode] = decoding_for(self._model.decoder, mode)
+        self._decoding = self._decodings[mode]
 
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""
@@ -109,7 +137,7 @@ class KokoroTorchEngine:
         items = [self._item(r) for r in requests]
         try:
             with torch.inference_mode():
-                outputs = forward_batch(self._model, items)
+                outputs = forward_batch(self._model, items, self._decoding)
         except Exception as exc:
             indexes = ", ".join(str(r.segment.index) for r in requests)
             raise EngineFailure(f"torch failed on segment(s) {indexes}: {exc}") from exc

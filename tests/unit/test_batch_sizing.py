@@ -7,26 +7,19 @@ it stopped, not about time), and once on the random Kokoro checkpoint on the CPU
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
 import pytest
 
-from contracts.engine_info import BatchLimits, EngineInfo
+from contracts.engine_info import BatchLimits
+from tests.support.costed_engine import GIB, CostedEngine
 from tts_node.batch_sizing import (
-    PHONEMES,
     BatchCurve,
     CurvePoint,
     choose_limits,
     measurable,
     measure_curve,
 )
-from tts_node.engine import Speech, SpeechRequest
-from tts_node.errors import EngineFailure
 
 pytestmark = pytest.mark.unit
-
-GIB = 2**30
 
 
 def curve(rows: dict[int, dict[int, float]], *, peak_per_id: int | None = None, free: int | None = None) -> BatchCurve:
@@ -79,62 +72,6 @@ def test_a_forward_always_takes_its_first_segment():
     assert BatchLimits(1).fits(1, 10)
     assert not BatchLimits(1).fits(2, 10)
     assert BatchLimits(8).fits(8, 10_000)  # no padded-id bound
-
-
-class CostedEngine:
-    """A measurable engine whose forward costs ``fixed + per_id * count * longest`` seconds of a fake clock
-    and takes ``per_id`` bytes of device memory a padded id; a forward of ``fails_at`` segments or more fails
-    as an out-of-memory would."""
-
-    def __init__(self, *, fixed: float, per_id: float, fails_at: int = 10**9, max_ids: int = 510) -> None:
-        self.now, self.fixed, self.per_id, self.fails_at = 0.0, fixed, per_id, fails_at
-        self.info = EngineInfo(
-            name="costed", model_version="1", sample_rate=1000, voices=("a", "b"), languages=("en-us",), device="cuda:0"
-        )
-        self.max_ids = max_ids
-        self.calls: list[tuple[int, int]] = []
-        self.memory = FakeMemory()
-        self.vocab = {ch: n for n, ch in enumerate(sorted(set(PHONEMES)), 1)}
-
-    def phoneme_ids(self, phonemes: str) -> tuple[int, ...]:
-        return tuple(self.vocab[ch] for ch in phonemes)
-
-    def device_memory(self) -> FakeMemory:
-        return self.memory
-
-    def speak_batch(self, requests: Sequence[SpeechRequest]) -> list[Speech]:
-        count, longest = len(requests), max(len(r.segment.token_ids) for r in requests)
-        assert all(set(r.segment.token_ids) <= set(self.vocab.values()) for r in requests)
-        self.calls.append((count, longest))
-        if count >= self.fails_at:
-            raise EngineFailure("CUDA out of memory")
-        self.now += self.fixed + self.per_id * count * longest
-        self.memory.peak = max(self.memory.peak, 10**9 + 1000 * count * longest)
-        # A second of audio an id: the rate is ids over the forward's time.
-        return [Speech(np.zeros(len(r.segment.token_ids) * 1000, dtype=np.float32), None) for r in requests]
-
-
-class FakeMemory:
-    def __init__(self) -> None:
-        self.peak, self.released = 10**9, 0
-
-    def synchronize(self) -> None:
-        pass
-
-    def reset_peak(self) -> None:
-        self.peak = 10**9
-
-    def peak_bytes(self) -> int:
-        return self.peak
-
-    def free_bytes(self) -> int:
-        return 80 * GIB
-
-    def allocated_bytes(self) -> int:
-        return 10**9
-
-    def release(self) -> None:
-        self.released += 1
 
 
 def test_measuring_doubles_the_batch_until_the_gain_stops():

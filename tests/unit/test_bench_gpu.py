@@ -61,6 +61,11 @@ def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures, writ
     assert sizing["segments"] in (1, 2)
     assert sizing["free_mib"] is None
     assert not sizing["stopped"]
+    decoders = f["decoders"]  # what VOXLOG_DECODER=auto measures; tiny: eager alone (inductor takes minutes here)
+    assert [t["mode"] for t in decoders["trials"]] == ["eager"]
+    assert decoders["trials"][0]["audio_s_per_s"] > 0
+    assert decoders["chosen"] == "eager"
+    assert "loop_decoder" not in f, "the loop runs again only with a decoder kept"
 
 
 def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
@@ -75,6 +80,33 @@ def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
     loop = tiny_figures["loop"]
     met = loop["interactive_first_ms_p50"] / loop["interactive_idle_ms_p50"] <= 2.0
     assert interactive.endswith("| yes |" if met else "| no |"), interactive
+
+
+def test_a_kept_decoder_is_shown_and_the_goals_count_what_a_worker_runs_with_it(tiny_figures):
+    faster = {**tiny_figures["loop"], "audio_s_per_s": 900.0}
+    figures = {
+        **tiny_figures,
+        "decoders": {
+            "seconds": 95.0,
+            "chosen": "graphs",
+            "trials": [
+                {"mode": "eager", "audio_s_per_s": 600.0, "seconds": 5.0, "max_difference": 0.0, "failure": ""},
+                {"mode": "compile", "audio_s_per_s": 700.0, "seconds": 60.0, "max_difference": 2e-6, "failure": ""},
+                {"mode": "graphs", "audio_s_per_s": 800.0, "seconds": 30.0, "max_difference": 2e-6, "failure": ""},
+            ],
+        },
+        "loop_decoder": faster,
+        "documents_decoder": [{**tiny_figures["documents"][0], "audio_s_per_s": 870.0}],
+    }
+    lines = gpu_section(figures)
+    page = "\n".join(lines)
+    assert "Kept: **graphs**" in page
+    assert "| compile | 700.0 | 60 | 2e-06 |  |" in page
+    assert "Document parts with it: batch 2: 870 audio s/s." in page
+    assert any(line.startswith("| graphs | 900 |") for line in lines), "the loop again, with the kept decoder"
+    loop_goal, documents_goal, _ = [line for line in lines if line.startswith("| ") and line.endswith(" |")][-3:]
+    assert loop_goal.endswith("| 900 | yes |"), loop_goal
+    assert documents_goal.endswith("| 870 | yes |"), documents_goal
 
 
 def test_no_figures_no_section():

@@ -1,4 +1,5 @@
-"""A worker's forward sizes: as set, or measured on its device at start-up (:mod:`tts_node.batch_sizing`)."""
+"""A worker's forward sizes and its decoder: as set, or measured on its device at start-up
+(:mod:`tts_node.batch_sizing`, :mod:`tts_node.decoder_choice`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from foundation.metrics import FORWARD_LIMIT
 from foundation.settings import WorkerSettings
 from tts_node import Engine
 from tts_node.batch_sizing import choose_limits, measurable, measure_curve
+from tts_node.decoder_choice import SwitchableEngine, choose_decoder
 
 log = structlog.get_logger("voxlog")
 
@@ -66,6 +68,23 @@ def measure_forwards(
         stopped=curve.stopped or None,
     )
     return limits
+
+
+def choose_decoder_at_start(engine: Engine) -> str:
+    """``VOXLOG_DECODER=auto``: eager and each compiled decoder measured on ``engine``'s device, the winner kept
+    and logged with every trial (an engine with one way to run, eager). Blocking: compilations, on a GPU tens
+    of seconds each."""
+    inner = getattr(engine, "inner", engine)
+    if not isinstance(inner, SwitchableEngine):
+        return "eager"
+    choice = choose_decoder(inner)
+    log.info(
+        "decoder chosen",
+        device=inner.info.device,
+        decoder=choice.mode,
+        trials=[(t.mode, round(t.audio_s_per_s, 2), round(t.seconds, 1), t.failure or None) for t in choice.trials],
+    )
+    return choice.mode
 
 
 def publish(sizes: ForwardSizes) -> None:

@@ -27,6 +27,7 @@ from projections.errors import DatabaseUnavailable, MigrationsPending
 from projections.migrations import check_migrated, migrate_database
 from tts_node import Engine, load_engine
 from tts_node.fifo import SynthesisQueue
+from voxlog.composition.batch_sizes import choose_decoder_at_start
 from voxlog.instance import instance_name
 
 log = structlog.get_logger("voxlog")
@@ -116,7 +117,7 @@ async def load_configured_engine(settings: EngineSettings) -> Engine:
     """The one model of this process, on its device, loaded and warmed up off the event loop."""
     if settings.nice:
         os.nice(settings.nice)  # synthesis should yield the CPU to the broker and the API
-    return await asyncio.to_thread(
+    engine = await asyncio.to_thread(
         load_engine,
         settings.engine,
         device=settings.device,
@@ -124,7 +125,11 @@ async def load_configured_engine(settings: EngineSettings) -> Engine:
         cache_dir=settings.model_cache_dir,
         model_dir=settings.kokoro_dir,
         voices_dir=settings.voices_dir,
+        decoder="eager" if settings.decoder == "auto" else settings.decoder,
     )
+    if settings.decoder == "auto":
+        await asyncio.to_thread(choose_decoder_at_start, engine)
+    return engine
 
 
 async def open_fifo(resources: AsyncExitStack, model: Engine, grace_s: float, shutdown: Shutdown) -> SynthesisQueue:

@@ -1,0 +1,145 @@
+"""Kokoro's decoder compiled, or replayed from CUDA graphs over bucketed frames, speaks what the eager one
+speaks (``tts_node.kokoro_compile``), and hands over to it when it fails.
+
+The compiled path is traced by torch's compiler (TorchDynamo) with its ``eager`` backend: the code voxlog
+hands the compiler, its graph breaks and guards, run as traced. Inductor's code generation is torch's own and
+costs minutes on 2 cores; ``python -m bench.gpu`` measures it where it runs in service.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from tts_node import TtsNodeError, load_engine
+from tts_node.engine import SpeechRequest, speak_batch
+from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
+from tts_node.kokoro_compile import EAGER, CompiledDecoding, frame_bucket
+from tts_node.kokoro_torch import WEIGHTS_NAME, load_kmodel
+from tts_node.random_checkpoint import kokoro_config
+
+pytestmark = pytest.mark.timeout(400)  # the model's forwards, made once in the module's fixtures
+TOLERANCE = 1e-4  # of full scale per sample, as a batch against each item alone (tests/unit/test_kokoro_batch.py)
+TEXTS = ("Hi there.", "A longer sentence, with a clause or two in it.", "Yes.")
+
+
+@pytest.fixture(scope="module")
+def model(random_kokoro):
+    return load_kmodel(kokoro_config(), random_kokoro / WEIGHTS_NAME, torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def items(random_kokoro, random_kokoro_engine):
+    """Three segments of mixed lengths: a batch with padding every layer must ignore."""
+    pack = torch.load(random_kokoro / "voices" / "af_one.pt", weights_only=True).reshape(-1, 256)
+    ids = [random_kokoro_engine.segment(text, "en-us")[0].token_ids for text in TEXTS]
+    return [BatchItem(i, pack[len(i)], 1.0, segment_seed(i, "af_one", 1.0)) for i in ids]
+
+
+@pytest.fixture(autouse=True)
+def fresh_compiler():
+    """Each test's compilations its own: the compiler keeps a few per function and then runs it uncompiled."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _forward(model, items, decoding):
+    with torch.inference_mode():
+        return forward_batch(model, items, decoding)
+
+
+@pytest.fixture(scope="module")
+def eager(model, items):
+    return _forward(model, items, EAGER)
+
+
+def _assert_same_speech(outputs, expected) -> None:
+    for ours, theirs in zip(outputs, expected, strict=True):
+        assert ours.durations == theirs.durations
+        assert ours.audio.shape == theirs.audio.shape
+        assert float(np.abs(ours.audio - theirs.audio).max()) < TOLERANCE
+
+
+def test_a_compiled_decoder_speaks_what_the_eager_one_speaks(model, items, eager):
+    decoding = CompiledDecoding(model.decoder, "compile", backend="eager")
+    outputs = _forward(model, items, decoding)
+    assert decoding.failure is None
+    assert decoding.mode == "compile"
+    assert decoding.frames_for(101) == 101
+    _assert_same_speech(outputs, eager)
+    # A lone item too: the compiled body masks a batch of one, where eager runs the library's kernels.
+    (alone,) = _forward(model, items[1:2], decoding)
+    _assert_same_speech([alone], eager[1:2])
+
+
+def test_the_graphs_decoder_pads_frames_to_a_bucket_that_the_masks_keep_silent(model, items, eager):
+    longest = max(sum(output.durations) for output in eager)
+    assert frame_bucket(longest) > longest, "the test's batch must be padded to show anything"
+    decoding = CompiledDecoding(model.decoder, "graphs", backend="eager")
+    assert decoding.frames_for(longest) == frame_bucket(longest)
+    _assert_same_speech(_forward(model, items, decoding), eager)
+    assert decoding.failure is None
+    assert decoding.mode == "graphs"
+
+
+def test_a_compiled_decoder_that_fails_hands_every_forward_to_the_eager_one(model, items, eager, caplog):
+    compilations = []
+
+    def failing(graph, example_inputs):
+        compilations.append(graph)
+        raise RuntimeError("this backend cannot take it")
+
+    decoding = CompiledDecoding(model.decoder, "graphs", backend=failing)
+    with caplog.at_level(logging.WARNING, logger="tts_node.kokoro_compile"):
+        outputs = _forward(model, items, decoding)
+    assert compilations, "the compiler was asked"
+    assert decoding.mode == "eager"
+    assert "cannot take it" in (decoding.failure or "")
+    assert "the graphs decoder failed; eager from now on" in caplog.text
+    _assert_same_speech(outputs, eager)
+    # From then on eager's own frames (no bucket), and the compiler is not asked again.
+    assert decoding.frames_for(101) == 101
+    asked = len(compilations)
+    _assert_same_speech(_forward(model, items, decoding), eager)
+    assert len(compilations) == asked
+
+
+def test_frames_are_padded_by_an_eighth_at_most_to_a_few_dozen_sizes():
+    sizes = set()
+    for frames in range(1, 3_000):
+        bucket = frame_bucket(frames)
+        assert bucket >= frames
+        assert bucket <= frames + max(1, frames // 8)
+        assert frame_bucket(bucket) == bucket
+        sizes.add(bucket)
+    # From a word (about 10 frames) to a document part (about 1,000): what a worker meets.
+    assert len({frame_bucket(n) for n in range(10, 1_200)}) < 70
+    assert len(sizes) < 110
+
+
+def test_graphs_need_cuda_and_other_engines_take_eager_only(random_kokoro):
+    with pytest.raises(TtsNodeError, match=r"graphs decoder .* cuda:N device only"):
+        load_engine("kokoro", model_dir=random_kokoro, decoder="graphs")
+    with pytest.raises(TtsNodeError, match=r"decoder 'compile' is the kokoro \(torch\) engine's"):
+        load_engine("kokoro-onnx", decoder="compile")
+    with pytest.raises(TtsNodeError, match="decoder must be one of eager, compile, graphs, not 'fast'"):
+        load_engine("kokoro", model_dir=random_kokoro, decoder="fast")
+
+
+def test_the_engine_switches_its_decoder_between_forwards(random_kokoro_engine, items):
+    inner = random_kokoro_engine.inner
+    request = SpeechRequest(random_kokoro_engine.segment(TEXTS[0], "en-us")[0], "af_one", 1.0)
+    try:
+        before = speak_batch(random_kokoro_engine, [request])[0].audio
+        inner._decodings["compile"] = CompiledDecoding(inner._model.decoder, "compile", backend="eager")
+        inner.use_decoder("compile")
+        assert inner.decoder == "compile"
+        after = speak_batch(random_kokoro_engine, [request])[0].audio
+    finally:
+        inner.use_decoder("eager")
+    assert inner.decoder == "eager"
+    assert float(np.abs(after - before).max()) < TOLERANCE

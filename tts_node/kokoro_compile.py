@@ -1,0 +1,185 @@
+"""Kokoro's decoder eager, compiled by ``torch.compile``, or replayed from bucketed CUDA graphs.
+
+The decoder (iSTFTNet) is most of a forward's time: 73% of a batch of sentences
+and 83% of document parts on an H200. It is a long chain of small element-wise
+operations (instance norms, Snake activations, masks) between convolutions, the
+kind of code a compiler fuses and CUDA graphs launch at once. What is compiled is
+``kokoro_masked.decode_body``, the decoder's and the generator's convolution stacks:
+tensors in, tensors out, nothing read back from the device inside. The harmonic
+source (each item's random numbers, drawn from its seed) and the STFTs on either
+side stay eager: torch's compiler does not take ``torch.stft`` over dynamic
+shapes, and they are a small part of the time.
+
+- ``eager``: the library's modules, masked (``tts_node.kokoro_masked``).
+- ``compile``: ``torch.compile`` (inductor), shapes dynamic: one compilation for
+  every batch size and length after the first few.
+- ``graphs``: the same with ``mode="reduce-overhead"``, which on CUDA records a
+  graph for each shape it meets; a batch's frames are padded up to a bucket (eight
+  to an octave: at most 12.5% more frames, which the masks make silent), so a
+  worker meets tens of shapes, not thousands.
+
+A compiled decoder that fails (a compiler error, an unsupported operation) logs it
+once and hands every later forward to the eager path: the fallback. Running out of
+device memory is not a failure of the compiler and is raised, as the eager path
+would (``tts_node.batch_sizing`` relies on it).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol
+
+import torch
+
+from tts_node.kokoro_masked import Frames, decode, decode_body, source_spectrum, waveform
+
+COMPILE_MODES: Final = ("eager", "compile", "graphs")
+BUCKETS_PER_OCTAVE: Final = 8
+_log = logging.getLogger(__name__)
+
+
+class Decoding(Protocol):
+    """How a forward runs the decoder: its frames' padded size, then the decoder itself."""
+
+    @property
+    def mode(self) -> str: ...
+
+    def frames_for(self, longest: int) -> int:
+        """The padded frame count of a batch whose longest item has ``longest`` frames."""
+        ...
+
+    def decode(
+        self,
+        decoder: Any,
+        asr: torch.Tensor,
+        f0: torch.Tensor,
+        noise: torch.Tensor,
+        s: torch.Tensor,
+        frames: Frames,
+        seeds: Sequence[int],
+    ) -> torch.Tensor: ...
+
+
+class EagerDecoding:
+    """The library's modules, masked, run as they are."""
+
+    mode = "eager"
+
+    def frames_for(self, longest: int) -> int:
+        return longest
+
+    def decode(
+        self,
+        decoder: Any,
+        asr: torch.Tensor,
+        f0: torch.Tensor,
+        noise: torch.Tensor,
+        s: torch.Tensor,
+        frames: Frames,
+        seeds: Sequence[int],
+    ) -> torch.Tensor:
+        return decode(decoder, asr, f0, noise, s, frames, seeds)
+
+
+EAGER: Final = EagerDecoding()
+
+
+class CompiledDecoding:
+    """``decode_body`` under ``torch.compile`` (``graphs``: CUDA graphs over bucketed frames), eager after a
+    failure. ``backend`` is inductor in service; tests trace with torch's ``eager`` backend (no code made)."""
+
+    def __init__(self, decoder: Any, mode: str, *, backend: str | Callable[..., Any] = "inductor") -> None:
+        if mode not in ("compile", "graphs"):
+            raise ValueError(f"a compiled decoder is 'compile' or 'graphs', not {mode!r}")
+        self._mode = mode
+        self._graphs = mode == "graphs"
+        # CUDA graphs are inductor's (mode="reduce-overhead"); another backend (a test's) compiles as asked.
+        compile_mode = "reduce-overhead" if self._graphs and backend == "inductor" else None
+        self._compiled = torch.compile(_DecoderBody(decoder), dynamic=True, mode=compile_mode, backend=backend)
+        self.failure: str | None = None
+
+    @property
+    def mode(self) -> str:
+        """What runs now: the mode asked for, or ``eager`` once it failed."""
+        return "eager" if self.failure is not None else self._mode
+
+    def frames_for(self, longest: int) -> int:
+        return frame_bucket(longest) if self._graphs and self.failure is None else longest
+
+    def decode(
+        self,
+        decoder: Any,
+        asr: torch.Tensor,
+        f0: torch.Tensor,
+        noise: torch.Tensor,
+        s: torch.Tensor,
+        frames: Frames,
+        seeds: Sequence[int],
+    ) -> torch.Tensor:
+        if self.failure is None:
+            har, spec_frames = source_spectrum(decoder.generator, f0, frames, seeds)
+            try:
+                spec, phase = self._run(asr, f0, noise, s, frames.lengths, har)
+            except torch.cuda.OutOfMemoryError:
+                raise
+            except Exception as exc:  # the compiler's, whatever its type: the eager path serves from now on
+                self.failure = f"{type(exc).__name__}: {exc}"
+                _log.warning("the %s decoder failed; eager from now on: %s", self._mode, self.failure, exc_info=exc)
+            else:
+                return waveform(decoder.generator, spec, phase, spec_frames)
+        return decode(decoder, asr, f0, noise, s, frames, seeds)
+
+    def _run(
+        self,
+        asr: torch.Tensor,
+        f0: torch.Tensor,
+        noise: torch.Tensor,
+        s: torch.Tensor,
+        lengths: torch.Tensor,
+        har: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._graphs:
+            # A new step: the last replay's outputs (already read by then) may be overwritten.
+            torch.compiler.cudagraph_mark_step_begin()
+        spec, phase = self._compiled(asr, f0, noise, s, lengths, har)
+        return (spec.clone(), phase.clone()) if self._graphs else (spec, phase)
+
+
+class _DecoderBody(torch.nn.Module):
+    """``decode_body`` as a module of plain tensors: every item masked (the library's unmasked kernels for a
+    lone full item would be one more graph, for no gain once compiled)."""
+
+    def __init__(self, decoder: Any) -> None:
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(
+        self,
+        asr: torch.Tensor,
+        f0: torch.Tensor,
+        noise: torch.Tensor,
+        s: torch.Tensor,
+        lengths: torch.Tensor,
+        har: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        size = asr.shape[-1]
+        mask = (torch.arange(size, device=lengths.device)[None, :] < lengths[:, None]).float().unsqueeze(1)
+        return decode_body(self.decoder, asr, f0, noise, s, Frames((), lengths, mask, full=False), har)
+
+
+def frame_bucket(frames: int) -> int:
+    """``frames`` rounded up to one of ``BUCKETS_PER_OCTAVE`` sizes an octave (16 and under: to a multiple of
+    2): at most an eighth more, and a few dozen sizes from a word to a document part."""
+    if frames <= 16:
+        return frames + frames % 2
+    step = 2 ** (math.floor(math.log2(frames)) - int(math.log2(BUCKETS_PER_OCTAVE)))
+    return -(-frames // step) * step
+
+
+def decoding_for(decoder: Any, mode: str) -> Decoding:
+    """The decoding ``mode`` names (one of ``COMPILE_MODES``) for ``decoder``."""
+    if mode == "eager":
+        return EAGER
+    return CompiledDecoding(decoder, mode)
