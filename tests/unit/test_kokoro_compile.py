@@ -64,26 +64,21 @@ def _assert_same_speech(outputs, expected) -> None:
         assert float(np.abs(ours.audio - theirs.audio).max()) < TOLERANCE
 
 
-def test_a_compiled_decoder_speaks_what_the_eager_one_speaks(model, items, eager):
-    decoding = CompiledDecoding(model.decoder, "compile", backend="eager")
-    outputs = _forward(model, items, decoding)
-    assert decoding.failure is None
-    assert decoding.mode == "compile"
-    assert decoding.frames_for(101) == 101
-    _assert_same_speech(outputs, eager)
-    # A lone item too: the compiled body masks a batch of one, where eager runs the library's kernels.
-    (alone,) = _forward(model, items[1:2], decoding)
-    _assert_same_speech([alone], eager[1:2])
-
-
-def test_the_graphs_decoder_pads_frames_to_a_bucket_that_the_masks_keep_silent(model, items, eager):
+def test_a_compiled_decoder_speaks_what_the_eager_one_speaks_over_frames_padded_to_a_bucket(model, items, eager):
+    """The graphs decoder is the compiled one over bucketed frames (CUDA graphs are inductor's, on CUDA): a
+    batch of mixed lengths padded past its longest item, and a lone item, equal eager's."""
     longest = max(sum(output.durations) for output in eager)
     assert frame_bucket(longest) > longest, "the test's batch must be padded to show anything"
     decoding = CompiledDecoding(model.decoder, "graphs", backend="eager")
     assert decoding.frames_for(longest) == frame_bucket(longest)
     _assert_same_speech(_forward(model, items, decoding), eager)
+    # A lone item: the compiled body masks a batch of one, where eager runs the library's own kernels.
+    (alone,) = _forward(model, items[1:2], decoding)
+    _assert_same_speech([alone], eager[1:2])
     assert decoding.failure is None
     assert decoding.mode == "graphs"
+    # The compile decoder runs the batch's own frames, unpadded.
+    assert CompiledDecoding(model.decoder, "compile", backend="eager").frames_for(longest) == longest
 
 
 def test_a_compiled_decoder_that_fails_hands_every_forward_to_the_eager_one(model, items, eager, caplog):
