@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,10 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.merge:
         merge(args.merge, commit=args.commit, date=args.date)
         return 0
-    figures = run(args.device, tiny=args.tiny, model_dir=args.model_dir)
+    out: Path | None = args.out
+
+    def save(figures: dict[str, Any]) -> None:
+        if out is not None:
+            out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+    figures = run(args.device, tiny=args.tiny, model_dir=args.model_dir, save=save)
     print(json.dumps(figures, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
@@ -144,7 +148,11 @@ def _commit() -> str:
     return found.stdout.strip()
 
 
-def run(device: str, *, tiny: bool, model_dir: Path | None) -> dict[str, Any]:
+def run(
+    device: str, *, tiny: bool, model_dir: Path | None, save: Callable[[dict[str, Any]], None] = lambda _: None
+) -> dict[str, Any]:
+    """Every figure, ``save``d after each part as well: a run stopped at a device session's limit keeps what it
+    measured (the decoder's compilations, last, are the part most likely to be cut)."""
     import torch
 
     from bench.gpu_loop import backlog_loop
@@ -186,12 +194,15 @@ def run(device: str, *, tiny: bool, model_dir: Path | None) -> dict[str, Any]:
             figures["sentences_tf32"] = [_throughput(torch, engine, sentences, best, seconds, warm)]
             figures["documents_tf32"] = [_throughput(torch, engine, documents, max(doc_sizes), seconds, warm)]
             torch.backends.cuda.matmul.allow_tf32 = False
+        save(figures)
         figures["sizing"] = _sizing(engine, tiny)
         batch = 2 if tiny else max(figures["sentences"], key=lambda row: row["audio_s_per_s"])["batch"]
         figures["loop"] = backlog_loop(
             engine, sentences, documents, max_batch=batch, tiny=tiny, blobs=Path(tmp) / "blobs", sync=_sync(torch)
         )
+        save(figures)
         figures["decoders"] = _decoders(engine, tiny)
+        save(figures)
         if figures["decoders"]["chosen"] != "eager":
             # What a worker with VOXLOG_DECODER=auto runs: the loop and the document parts again, compiled.
             figures["documents_decoder"] = [
@@ -200,6 +211,7 @@ def run(device: str, *, tiny: bool, model_dir: Path | None) -> dict[str, Any]:
             figures["loop_decoder"] = backlog_loop(
                 engine, sentences, documents, max_batch=batch, tiny=tiny, blobs=Path(tmp) / "blobs2", sync=_sync(torch)
             )
+            save(figures)
     return figures
 
 

@@ -141,8 +141,8 @@ def _decoders(decoders: dict[str, Any] | None, documents: list[dict[str, Any]] |
     if not decoders:
         return [
             "",
-            "This run predates the decoder's compiled ways (`VOXLOG_DECODER`: `torch.compile`, CUDA graphs):",
-            "they have not been measured on a GPU yet, and the figures here are the eager decoder's.",
+            "This run did not measure the decoder's compiled ways (`VOXLOG_DECODER`: `torch.compile`, CUDA",
+            "graphs; it predates them): the figures here are the eager decoder's.",
         ]
     return [
         "",

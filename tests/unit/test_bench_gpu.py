@@ -23,7 +23,12 @@ def written() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def tiny_figures(random_kokoro, written):
+def saved() -> list[dict[str, Any]]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def tiny_figures(random_kokoro, written, saved):
     """The check as ``--tiny`` runs it, which writes a random checkpoint: here the session's is linked in its
     place (writing one is most of this check's time; tests/unit/conftest.py), and what it asked is kept."""
 
@@ -36,7 +41,7 @@ def tiny_figures(random_kokoro, written):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tts_node.random_checkpoint, "write_random_checkpoint", link_the_sessions)
-        return gpu.run("cpu", tiny=True, model_dir=None)
+        return gpu.run("cpu", tiny=True, model_dir=None, save=lambda f: saved.append(json.loads(json.dumps(f))))
 
 
 def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures, written):
@@ -66,6 +71,14 @@ def test_the_tiny_device_check_measures_every_part_on_the_cpu(tiny_figures, writ
     assert decoders["trials"][0]["audio_s_per_s"] > 0
     assert decoders["chosen"] == "eager"
     assert "loop_decoder" not in f, "the loop runs again only with a decoder kept"
+
+
+def test_the_figures_are_saved_after_each_part_so_a_run_cut_short_keeps_them(tiny_figures, saved):
+    """A device session ends at its limit: the decoder's compilations, last, are what a cut run loses."""
+    assert [sorted(set(f) - set(saved[0])) for f in saved[1:]] == [["loop", "sizing"], ["decoders", "loop", "sizing"]]
+    assert {"sentences", "documents"} <= set(saved[0])
+    assert saved[-1] == json.loads(json.dumps(tiny_figures))
+    assert "did not measure the decoder's compiled ways" in "\n".join(gpu_section(saved[1])), "a cut run renders"
 
 
 def test_the_section_renders_the_figures_and_judges_the_goals(tiny_figures):
