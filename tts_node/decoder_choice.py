@@ -81,8 +81,8 @@ def choose_decoder(
     reference: list[np.ndarray] = []
     for mode in ("eager", *modes):
         started = clock()
-        engine.use_decoder(mode)
         try:
+            engine.use_decoder(mode)
             heard = [speech.audio for speech in engine.speak_batch(check)]
             rates = [
                 measure_point(engine, engine.device_memory(), _cycled(source, n), batch, rounds, clock).audio_s_per_s

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from contracts.ssml import MODEL_SPEED_RANGE
+from tts_node.batch_sizing import DOCUMENT_IDS, PHONEMES
 from tts_node.engine import Audio, EngineInfo, Segment, Speech, SpeechRequest
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
@@ -106,12 +107,33 @@ class KokoroTorchEngine:
         return self._decoding.mode
 
     def use_decoder(self, mode: str) -> None:
-        """Run the decoder ``mode``'s way from the next forward on (compiling, if it does, at that forward)."""
+        """Run the decoder ``mode``'s way from the next forward on; a compiled one is compiled here, the first
+        time it is asked for (its shapes warmed: ``_warm``)."""
         if mode == "graphs" and self._device.type != "cuda":
             raise TtsNodeError("the graphs decoder (CUDA graphs) runs on a cuda:N device only")
         if mode not in self._decodings:
-            self._decodings[mode] = decoding_for(self._model.decoder, mode)
+            decoding = decoding_for(self._model.decoder, mode)
+            if mode != "eager":
+                self._warm(decoding)
+            self._decodings[mode] = decoding
         self._decoding = self._decodings[mode]
+
+    def _warm(self, decoding: Decoding) -> None:
+        """Compile at start-up, not under a request: a forward of each shape torch's compiler guards on (one
+        item, or several: batch 16 too on a GPU; frames under and over the thresholds of its code). On the
+        2-core CPU a shape past those is a compilation of a minute, which a request would wait behind."""
+        source = self.phoneme_ids(PHONEMES)
+        voice = self._info.voices[0]
+        batches = (1, 2, 16) if self._device.type == "cuda" else (1, 2)
+        try:
+            with torch.inference_mode():
+                for length in (8, min(DOCUMENT_IDS, self._max_tokens)):
+                    ids = tuple(source[k % len(source)] for k in range(length))
+                    for batch in batches:
+                        requests = [SpeechRequest(Segment(k, 0, 0, "", ids), voice, 1.0) for k in range(batch)]
+                        forward_batch(self._model, [self._item(r) for r in requests], decoding)
+        except torch.cuda.OutOfMemoryError as exc:
+            raise EngineFailure(f"warming the {decoding.mode} decoder ran out of device memory: {exc}") from exc
 
     def segment(self, text: str, lang: str, *, normalize: bool = True) -> list[Segment]:
         """Model-sized segments of ``text`` (see ``tts_node.segmenter``), normalized before G2P unless not asked."""

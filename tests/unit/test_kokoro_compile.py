@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import tts_node.kokoro_torch
 from tts_node import TtsNodeError, load_engine
 from tts_node.engine import SpeechRequest, speak_batch
 from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
@@ -125,16 +126,32 @@ def test_graphs_need_cuda_and_other_engines_take_eager_only(random_kokoro):
         load_engine("kokoro", model_dir=random_kokoro, decoder="fast")
 
 
-def test_the_engine_switches_its_decoder_between_forwards(random_kokoro_engine, items):
+def test_the_engine_compiles_its_decoder_at_the_switch_not_under_a_request(random_kokoro_engine, monkeypatch):
+    """Switching to a compiled decoder warms its shapes (one item and several, short and long): the forwards
+    after it meet compiled code, and the engine speaks what it spoke eager."""
     inner = random_kokoro_engine.inner
-    request = SpeechRequest(random_kokoro_engine.segment(TEXTS[0], "en-us")[0], "af_one", 1.0)
+    compiled: list[object] = []  # each graph the compiler was handed
+
+    def counting(graph, example_inputs):
+        compiled.append(graph)
+        return graph.forward
+
+    made = lambda decoder, mode: CompiledDecoding(decoder, mode, backend=counting)  # noqa: E731
+    monkeypatch.setattr(tts_node.kokoro_torch, "decoding_for", made)
+    request = SpeechRequest(random_kokoro_engine.segment(TEXTS[1], "en-us")[0], "af_one", 1.0)
+    before = speak_batch(random_kokoro_engine, [request, request])
     try:
-        before = speak_batch(random_kokoro_engine, [request])[0].audio
-        inner._decodings["compile"] = CompiledDecoding(inner._model.decoder, "compile", backend="eager")
         inner.use_decoder("compile")
         assert inner.decoder == "compile"
-        after = speak_batch(random_kokoro_engine, [request])[0].audio
+        warmed = list(compiled)
+        assert len(warmed) >= 2, "one item (a graph of its own: torch specializes a size of 1) and several"
+        after = speak_batch(random_kokoro_engine, [request, request])
+        assert compiled == warmed, "no compilation under a request: the warm-up made it"
     finally:
         inner.use_decoder("eager")
+        inner._decodings.pop("compile", None)
     assert inner.decoder == "eager"
-    assert float(np.abs(after - before).max()) < TOLERANCE
+    for ours, theirs in zip(after, before, strict=True):
+        assert ours.words == theirs.words
+        assert ours.audio.shape == theirs.audio.shape
+        assert float(np.abs(ours.audio - theirs.audio).max()) < TOLERANCE
