@@ -11,8 +11,9 @@ side stay eager: torch's compiler does not take ``torch.stft`` over dynamic
 shapes, and they are a small part of the time.
 
 - ``eager``: the library's modules, masked (``tts_node.kokoro_masked``).
-- ``compile``: ``torch.compile`` (inductor), shapes dynamic: one compilation for
-  every batch size and length after the first few.
+- ``compile``: ``torch.compile`` (inductor), shapes dynamic: a compilation for each
+  range of sizes the compiler's code guards on (one segment or several; frames
+  under or over a few thresholds), all made at start-up by :meth:`CompiledDecoding.warm`.
 - ``graphs``: the same with ``mode="reduce-overhead"``, which on CUDA records a
   graph for each shape it meets; a batch's frames are padded up to a bucket (eight
   to an octave: at most 12.5% more frames, which the masks make silent), so a
@@ -37,6 +38,7 @@ from tts_node.kokoro_masked import Frames, decode, decode_body, source_spectrum,
 
 COMPILE_MODES: Final = ("eager", "compile", "graphs")
 BUCKETS_PER_OCTAVE: Final = 8
+RECOMPILE_LIMIT: Final = 64
 _log = logging.getLogger(__name__)
 
 
@@ -97,6 +99,10 @@ class CompiledDecoding:
         self._graphs = mode == "graphs"
         # CUDA graphs are inductor's (mode="reduce-overhead"); another backend (a test's) compiles as asked.
         compile_mode = "reduce-overhead" if self._graphs and backend == "inductor" else None
+        # Past this many graphs of one function torch stops compiling it and runs it uncompiled, silently: a
+        # device's thresholds times one-or-several segments are more than its default 8 (six on this CPU for one
+        # segment), and each is compiled once, at the warm-up. The setting is the process's: its one model's.
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
         self._compiled = torch.compile(_DecoderBody(decoder), dynamic=True, mode=compile_mode, backend=backend)
         self.failure: str | None = None
 
@@ -131,6 +137,42 @@ class CompiledDecoding:
                 return waveform(decoder.generator, spec, phase, spec_frames)
         return decode(decoder, asr, f0, noise, s, frames, seeds)
 
+    def warm(self, decoder: Any, batches: Sequence[int], most_frames: int, device: torch.device) -> int:
+        """Compile now, not under a request: the decoder's body on silent inputs of each of ``batches`` and a
+        doubling ladder of frame counts up to ``most_frames``. Torch's compiler guards on a size against
+        thresholds of the code it made (on this CPU, at 34, 39 and 204 frames, and for a batch of one), and a
+        shape past one is a new compilation, seconds to a minute that every claim would wait behind. Returns the
+        shapes run; with the decoder failed, none."""
+        ran = 0
+        frames = 8
+        ladder = []
+        while frames < most_frames:
+            ladder.append(frames)
+            frames *= 2
+        ladder.append(self.frames_for(most_frames))
+        for size in ladder:
+            for batch in batches:
+                if self.failure is not None:
+                    return ran
+                self._warm_one(decoder, batch, size, device)
+                ran += 1
+        return ran
+
+    def _warm_one(self, decoder: Any, batch: int, size: int, device: torch.device) -> None:
+        frames = Frames.of([size] * batch, size, device)
+        asr = torch.zeros(batch, decoder.asr_res[0].in_channels, size, device=device)
+        # F0 and noise curves apart: the compiler guards on which inputs alias each other, too.
+        f0, noise = (torch.zeros(batch, 2 * size, device=device) for _ in range(2))
+        s = torch.zeros(batch, decoder.encode.norm1.fc.in_features, device=device)
+        har, _ = source_spectrum(decoder.generator, f0, frames, list(range(batch)))
+        try:
+            self._run(asr, f0, noise, s, frames.lengths, har)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # as in decode: the compiler's failure, eager from now on
+            self.failure = f"{type(exc).__name__}: {exc}"
+            _log.warning("the %s decoder failed; eager from now on: %s", self._mode, self.failure, exc_info=exc)
+
     def _run(
         self,
         asr: torch.Tensor,
@@ -143,7 +185,8 @@ class CompiledDecoding:
         if self._graphs:
             # A new step: the last replay's outputs (already read by then) may be overwritten.
             torch.compiler.cudagraph_mark_step_begin()
-        spec, phase = self._compiled(asr, f0, noise, s, lengths, har)
+        inputs = (asr, f0, noise, s, lengths, har)
+        spec, phase = self._compiled(*(_packed(t) for t in inputs))
         return (spec.clone(), phase.clone()) if self._graphs else (spec, phase)
 
 
@@ -167,6 +210,17 @@ class _DecoderBody(torch.nn.Module):
         size = asr.shape[-1]
         mask = (torch.arange(size, device=lengths.device)[None, :] < lengths[:, None]).float().unsqueeze(1)
         return decode_body(self.decoder, asr, f0, noise, s, Frames((), lengths, mask, full=False), har)
+
+
+def _packed(t: torch.Tensor) -> torch.Tensor:
+    """``t`` laid out row-major, whatever view the caller holds (a style row's half, a squeezed curve): the
+    compiler guards on strides, and a warmed shape must be the shape a forward meets. (``contiguous`` keeps a
+    view whose odd stride is a size-1 dimension's.)"""
+    expected, step = [], 1
+    for size in reversed(t.shape):
+        expected.append(step)
+        step *= size
+    return t if t.stride() == tuple(reversed(expected)) else t.clone(memory_format=torch.contiguous_format)
 
 
 def frame_bucket(frames: int) -> int:

@@ -19,12 +19,11 @@ import numpy as np
 import torch
 
 from contracts.ssml import MODEL_SPEED_RANGE
-from tts_node.batch_sizing import DOCUMENT_IDS, PHONEMES
 from tts_node.engine import Audio, EngineInfo, Segment, Speech, SpeechRequest
 from tts_node.errors import EngineFailure, EngineInputError, ModelUnavailable, TtsNodeError
 from tts_node.g2p import LANGUAGES, Phonemizer, announced_version
 from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
-from tts_node.kokoro_compile import COMPILE_MODES, EAGER, Decoding, decoding_for
+from tts_node.kokoro_compile import COMPILE_MODES, EAGER, CompiledDecoding, Decoding, decoding_for
 from tts_node.model_files import _sha256_of
 from tts_node.segmenter import MAX_TOKENS
 from tts_node.voices import VoiceBank, model_version
@@ -34,6 +33,7 @@ SPEED_RANGE = MODEL_SPEED_RANGE  # what the API lets a request's speed and <pros
 DEVICE_PATTERN = re.compile(r"cpu|cuda:\d+")
 HF_REPO = "hexgrad/Kokoro-82M"
 WEIGHTS_NAME = "kokoro-v1_0.pth"
+WARM_FRAMES = 2_048  # a compiled decoder's shapes warmed up to: 510 ids (the model's most) at 4 frames an id
 _WARM_UP_TEXT = "Hi."
 _WARM_UP_PHONEMES = "h\u02c8I."  # what the G2P makes of it (\u02c8: the stress mark)
 
@@ -113,25 +113,18 @@ class KokoroTorchEngine:
             raise TtsNodeError("the graphs decoder (CUDA graphs) runs on a cuda:N device only")
         if mode not in self._decodings:
             decoding = decoding_for(self._model.decoder, mode)
-            if mode != "eager":
+            if isinstance(decoding, CompiledDecoding):
                 self._warm(decoding)
             self._decodings[mode] = decoding
         self._decoding = self._decodings[mode]
 
-    def _warm(self, decoding: Decoding) -> None:
-        """Compile at start-up, not under a request: a forward of each shape torch's compiler guards on (one
-        item, or several: batch 16 too on a GPU; frames under and over the thresholds of its code). On the
-        2-core CPU a shape past those is a compilation of a minute, which a request would wait behind."""
-        source = self.phoneme_ids(PHONEMES)
-        voice = self._info.voices[0]
-        batches = (1, 2, 16) if self._device.type == "cuda" else (1, 2)
+    def _warm(self, decoding: CompiledDecoding) -> None:
+        """Compile at start-up, not under a request (``CompiledDecoding.warm``), up to the frames of the longest
+        segment: on a GPU one segment and several (2, 16); on a CPU one, as its forwards carry."""
+        batches = (1, 2, 16) if self._device.type == "cuda" else (1,)
         try:
             with torch.inference_mode():
-                for length in (8, min(DOCUMENT_IDS, self._max_tokens)):
-                    ids = tuple(source[k % len(source)] for k in range(length))
-                    for batch in batches:
-                        requests = [SpeechRequest(Segment(k, 0, 0, "", ids), voice, 1.0) for k in range(batch)]
-                        forward_batch(self._model, [self._item(r) for r in requests], decoding)
+                decoding.warm(self._model.decoder, batches, WARM_FRAMES, self._device)
         except torch.cuda.OutOfMemoryError as exc:
             raise EngineFailure(f"warming the {decoding.mode} decoder ran out of device memory: {exc}") from exc
 

@@ -126,9 +126,40 @@ def test_graphs_need_cuda_and_other_engines_take_eager_only(random_kokoro):
         load_engine("kokoro", model_dir=random_kokoro, decoder="fast")
 
 
+def test_warming_runs_each_batch_over_a_doubling_ladder_of_frames_up_to_the_longest(model):
+    shapes: list[tuple[int, int]] = []
+    decoding = CompiledDecoding(model.decoder, "graphs", backend="eager")
+    run = decoding._run
+
+    def seen(asr, *rest):
+        shapes.append((asr.shape[0], asr.shape[-1]))
+        return run(asr, *rest)
+
+    decoding._run = seen  # type: ignore[method-assign]
+    # Every range warmed is a graph of its own: more than torch's default 8, after which it stops compiling.
+    assert torch._dynamo.config.recompile_limit >= 64
+    with torch.inference_mode():
+        assert decoding.warm(model.decoder, (2, 3), 37, torch.device("cpu")) == 8
+    # Doubling from 8 frames, then the longest as a forward of this decoder pads it (graphs: to its bucket).
+    assert shapes == [(b, t) for t in (8, 16, 32, frame_bucket(37)) for b in (2, 3)]
+    assert frame_bucket(37) == 40
+    assert decoding.failure is None
+
+
+def test_a_decoder_that_fails_while_warming_stops_warming_and_runs_eager(model):
+    def failing(graph, example_inputs):
+        raise RuntimeError("this backend cannot take it")
+
+    decoding = CompiledDecoding(model.decoder, "compile", backend=failing)
+    with torch.inference_mode():
+        assert decoding.warm(model.decoder, (1, 2), 64, torch.device("cpu")) == 1
+    assert decoding.mode == "eager"
+    assert "cannot take it" in (decoding.failure or "")
+
+
 def test_the_engine_compiles_its_decoder_at_the_switch_not_under_a_request(random_kokoro_engine, monkeypatch):
-    """Switching to a compiled decoder warms its shapes (one item and several, short and long): the forwards
-    after it meet compiled code, and the engine speaks what it spoke eager."""
+    """Switching to a compiled decoder warms its shapes: the forward after it meets compiled code, and the
+    engine speaks what it spoke eager."""
     inner = random_kokoro_engine.inner
     compiled: list[object] = []  # each graph the compiler was handed
 
@@ -138,20 +169,20 @@ def test_the_engine_compiles_its_decoder_at_the_switch_not_under_a_request(rando
 
     made = lambda decoder, mode: CompiledDecoding(decoder, mode, backend=counting)  # noqa: E731
     monkeypatch.setattr(tts_node.kokoro_torch, "decoding_for", made)
+    monkeypatch.setattr(tts_node.kokoro_torch, "WARM_FRAMES", 64)  # the CPU's ladder, short: 8 to 64 frames
     request = SpeechRequest(random_kokoro_engine.segment(TEXTS[1], "en-us")[0], "af_one", 1.0)
-    before = speak_batch(random_kokoro_engine, [request, request])
+    (before,) = speak_batch(random_kokoro_engine, [request])
     try:
         inner.use_decoder("compile")
         assert inner.decoder == "compile"
         warmed = list(compiled)
-        assert len(warmed) >= 2, "one item (a graph of its own: torch specializes a size of 1) and several"
-        after = speak_batch(random_kokoro_engine, [request, request])
+        assert warmed, "compiled at the switch"
+        (after,) = speak_batch(random_kokoro_engine, [request])
         assert compiled == warmed, "no compilation under a request: the warm-up made it"
     finally:
         inner.use_decoder("eager")
         inner._decodings.pop("compile", None)
     assert inner.decoder == "eager"
-    for ours, theirs in zip(after, before, strict=True):
-        assert ours.words == theirs.words
-        assert ours.audio.shape == theirs.audio.shape
-        assert float(np.abs(ours.audio - theirs.audio).max()) < TOLERANCE
+    assert after.words == before.words
+    assert after.audio.shape == before.audio.shape
+    assert float(np.abs(after.audio - before.audio).max()) < TOLERANCE
