@@ -15,6 +15,7 @@ import torch
 from tts_node import EngineInputError
 from tts_node.engine import SpeechRequest, speak_batch
 from tts_node.kokoro_batch import BatchItem, forward_batch, segment_seed
+from tts_node.kokoro_compile import CompiledDecoding, frame_bucket
 from tts_node.kokoro_torch import WEIGHTS_NAME, load_kmodel
 from tts_node.random_checkpoint import kokoro_config
 
@@ -63,6 +64,32 @@ def test_a_batch_of_mixed_lengths_equals_each_segment_alone(requests, alone, tog
         assert float(np.abs(batched.audio - one.audio).max()) < TOLERANCE
         assert batched.words == one.words  # from the same predicted durations
     assert len(lengths) == len(requests)  # the items really were padded to one another
+
+
+def test_a_compiled_decoder_speaks_what_the_eager_one_speaks_over_frames_padded_to_a_bucket(engine, requests, together):
+    """``tts_node.kokoro_compile``: the decoder's body traced by torch's compiler (TorchDynamo, with its ``eager``
+    backend: the code voxlog hands the compiler, its graph breaks and guards, run as traced; inductor's code
+    generation is torch's own and takes minutes on 2 cores) over frames padded to a bucket, as the graphs decoder
+    runs it. The four segments equal eager's."""
+    inner = engine.inner
+    decoding = CompiledDecoding(inner._model.decoder, "graphs", backend="eager")
+    asked: list[int] = []
+    bucketed = decoding.frames_for
+    decoding.frames_for = lambda longest: asked.append(longest) or bucketed(longest)  # type: ignore[method-assign]
+    torch._dynamo.reset()
+    inner._decoding = decoding  # the graphs decoder needs CUDA to be asked for; its frames and body do not
+    try:
+        compiled = speak_batch(engine, requests)
+    finally:
+        inner.use_decoder("eager")
+        torch._dynamo.reset()
+    assert decoding.failure is None, decoding.failure
+    assert len(asked) == 1
+    assert frame_bucket(asked[0]) > asked[0], "the batch was padded past its longest segment"
+    for ours, theirs in zip(compiled, together, strict=True):
+        assert ours.audio.size == theirs.audio.size
+        assert float(np.abs(ours.audio - theirs.audio).max()) < TOLERANCE
+        assert ours.words == theirs.words
 
 
 def test_a_segment_is_the_same_audio_whatever_rides_beside_it(engine, requests, together):
