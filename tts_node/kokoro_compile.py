@@ -126,21 +126,15 @@ class CompiledDecoding:
     ) -> torch.Tensor:
         if self.failure is None:
             har, spec_frames = source_spectrum(decoder.generator, f0, frames, seeds)
-            try:
-                spec, phase = self._run(asr, f0, noise, s, frames.lengths, har)
-            except torch.cuda.OutOfMemoryError:
-                raise
-            except Exception as exc:  # the compiler's, whatever its type: the eager path serves from now on
-                self.failure = f"{type(exc).__name__}: {exc}"
-                _log.warning("the %s decoder failed; eager from now on: %s", self._mode, self.failure, exc_info=exc)
-            else:
-                return waveform(decoder.generator, spec, phase, spec_frames)
+            spectrum = self._run_or_fail(asr, f0, noise, s, frames.lengths, har)
+            if spectrum is not None:
+                return waveform(decoder.generator, *spectrum, spec_frames)
         return decode(decoder, asr, f0, noise, s, frames, seeds)
 
     def warm(self, decoder: Any, batches: Sequence[int], most_frames: int, device: torch.device) -> int:
         """Compile now, not under a request: the decoder's body on silent inputs of each of ``batches`` and a
         doubling ladder of frame counts up to ``most_frames``. Torch's compiler guards on a size against
-        thresholds of the code it made (on this CPU, at 34, 39 and 204 frames, and for a batch of one), and a
+        thresholds of the code it made (on this CPU at 9, 18, 34, 39 and 204 frames, and for a batch of one), and a
         shape past one is a new compilation, seconds to a minute that every claim would wait behind. Returns the
         shapes run; with the decoder failed, none."""
         ran = 0
@@ -165,13 +159,19 @@ class CompiledDecoding:
         f0, noise = (torch.zeros(batch, 2 * size, device=device) for _ in range(2))
         s = torch.zeros(batch, decoder.encode.norm1.fc.in_features, device=device)
         har, _ = source_spectrum(decoder.generator, f0, frames, list(range(batch)))
+        self._run_or_fail(asr, f0, noise, s, frames.lengths, har)
+
+    def _run_or_fail(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The compiled body's spectrum, or None once it failed: the eager path serves from then on. Out of
+        device memory is raised, as eager would raise it."""
         try:
-            self._run(asr, f0, noise, s, frames.lengths, har)
+            return self._run(*inputs)
         except torch.cuda.OutOfMemoryError:
             raise
-        except Exception as exc:  # as in decode: the compiler's failure, eager from now on
+        except Exception as exc:  # the compiler's, whatever its type (BackendCompilerFailed, an unsupported op)
             self.failure = f"{type(exc).__name__}: {exc}"
             _log.warning("the %s decoder failed; eager from now on: %s", self._mode, self.failure, exc_info=exc)
+            return None
 
     def _run(
         self,

@@ -158,14 +158,15 @@ def source_spectrum(
     curve = frames.scaled(f0.shape[-1] // frames.size)
     scale = int(generator.m_source.l_sin_gen.upsample_scale)
     samples = curve.scaled(scale)
-    draws = source_draws(generator.m_source, curve, seeds, f0.device)
-    f0_up = generator.f0_upsamp(f0[:, None]).transpose(1, 2)
-    source = harmonic_source(generator.m_source, f0_up, curve, draws)
-    if not curve.full:
-        source = _reflect_past_end(source, samples.lengths, generator.stft.filter_length // 2)
-    spec, phase = generator.stft.transform(source)
     spec_frames = spectrum_frames(generator, curve)
-    return spec_frames.clip(torch.cat([spec, phase], dim=1)), spec_frames
+    with torch.no_grad():  # as the library's generator: no gradient through the source, whatever the caller's mode
+        draws = source_draws(generator.m_source, curve, seeds, f0.device)
+        f0_up = generator.f0_upsamp(f0[:, None]).transpose(1, 2)
+        source = harmonic_source(generator.m_source, f0_up, curve, draws)
+        if not curve.full:
+            source = _reflect_past_end(source, samples.lengths, generator.stft.filter_length // 2)
+        spec, phase = generator.stft.transform(source)
+        return spec_frames.clip(torch.cat([spec, phase], dim=1)), spec_frames
 
 
 def spectrum_frames(generator: Any, curve: Frames) -> Frames:

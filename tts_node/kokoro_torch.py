@@ -52,11 +52,8 @@ class KokoroTorchEngine:
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
-        if decoder not in COMPILE_MODES:
-            raise TtsNodeError(f"decoder must be one of {', '.join(COMPILE_MODES)}, not {decoder!r}")
-        if decoder == "graphs" and not device.startswith("cuda"):
-            raise TtsNodeError("the graphs decoder (CUDA graphs) runs on a cuda:N device only")
         self._device = _torch_device(device)
+        _check_decoder(decoder, self._device)  # before the weights load: a bad setting is said at once
         directory = model_dir.expanduser() if model_dir is not None else hf_snapshot_dir()
         config_path, weights_path, _ = find_model_files(directory)
         config = _read_config(config_path)
@@ -109,8 +106,7 @@ class KokoroTorchEngine:
     def use_decoder(self, mode: str) -> None:
         """Run the decoder ``mode``'s way from the next forward on; a compiled one is compiled here, the first
         time it is asked for (its shapes warmed: ``_warm``)."""
-        if mode == "graphs" and self._device.type != "cuda":
-            raise TtsNodeError("the graphs decoder (CUDA graphs) runs on a cuda:N device only")
+        _check_decoder(mode, self._device)
         if mode not in self._decodings:
             decoding = decoding_for(self._model.decoder, mode)
             if isinstance(decoding, CompiledDecoding):
@@ -233,6 +229,13 @@ def find_model_files(directory: Path) -> tuple[Path, Path, dict[str, Path]]:
     if not voices:
         raise ModelUnavailable(f"no voice packs in {directory / 'voices'}")
     return config, weights, voices
+
+
+def _check_decoder(mode: str, device: torch.device) -> None:
+    if mode not in COMPILE_MODES:
+        raise TtsNodeError(f"decoder must be one of {', '.join(COMPILE_MODES)}, not {mode!r}")
+    if mode == "graphs" and device.type != "cuda":
+        raise TtsNodeError("the graphs decoder (CUDA graphs) runs on a cuda:N device only")
 
 
 def _torch_device(device: str) -> torch.device:
