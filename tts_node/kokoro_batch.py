@@ -29,7 +29,7 @@ import numpy.typing as npt
 import torch
 
 from tts_node.kokoro_compile import EAGER, Decoding
-from tts_node.kokoro_masked import Frames, packed_lstm, prosody
+from tts_node.kokoro_masked import Frames, decode, packed_lstm, prosody
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,8 @@ def forward_batch(model: Any, items: Sequence[BatchItem], decoding: Decoding = E
     en = d.transpose(-1, -2) @ alignment
     f0, noise = prosody(model.predictor, en, s, frames)
     asr = model.text_encoder(ids, tokens.lengths, padding) @ alignment
-    audio = decoding.decode(model.decoder, asr, f0, noise, styles[:, :128], frames, [item.seed for item in items])
+    seeds = [item.seed for item in items]
+    audio = decode(model.decoder, asr, f0, noise, styles[:, :128], frames, seeds, decoding.body)
     samples = audio.float().cpu().numpy()
     durations = pred_dur.cpu().tolist()
     per_frame = samples_per_frame(model)

@@ -34,7 +34,7 @@ from typing import Any, Final, Protocol
 
 import torch
 
-from tts_node.kokoro_masked import Frames, decode, decode_body, source_spectrum, waveform
+from tts_node.kokoro_masked import Body, Frames, decode_body, source_spectrum
 
 COMPILE_MODES: Final = ("eager", "compile", "graphs")
 BUCKETS_PER_OCTAVE: Final = 8
@@ -43,7 +43,7 @@ _log = logging.getLogger(__name__)
 
 
 class Decoding(Protocol):
-    """How a forward runs the decoder: its frames' padded size, then the decoder itself."""
+    """How a forward runs the decoder: its frames' padded size, and its body (``kokoro_masked.Body``)."""
 
     @property
     def mode(self) -> str: ...
@@ -52,37 +52,18 @@ class Decoding(Protocol):
         """The padded frame count of a batch whose longest item has ``longest`` frames."""
         ...
 
-    def decode(
-        self,
-        decoder: Any,
-        asr: torch.Tensor,
-        f0: torch.Tensor,
-        noise: torch.Tensor,
-        s: torch.Tensor,
-        frames: Frames,
-        seeds: Sequence[int],
-    ) -> torch.Tensor: ...
+    @property
+    def body(self) -> Body: ...
 
 
 class EagerDecoding:
     """The library's modules, masked, run as they are."""
 
     mode = "eager"
+    body: Body = staticmethod(decode_body)
 
     def frames_for(self, longest: int) -> int:
         return longest
-
-    def decode(
-        self,
-        decoder: Any,
-        asr: torch.Tensor,
-        f0: torch.Tensor,
-        noise: torch.Tensor,
-        s: torch.Tensor,
-        frames: Frames,
-        seeds: Sequence[int],
-    ) -> torch.Tensor:
-        return decode(decoder, asr, f0, noise, s, frames, seeds)
 
 
 EAGER: Final = EagerDecoding()
@@ -114,7 +95,11 @@ class CompiledDecoding:
     def frames_for(self, longest: int) -> int:
         return frame_bucket(longest) if self._graphs and self.failure is None else longest
 
-    def decode(
+    @property
+    def body(self) -> Body:
+        return self._body
+
+    def _body(
         self,
         decoder: Any,
         asr: torch.Tensor,
@@ -122,14 +107,15 @@ class CompiledDecoding:
         noise: torch.Tensor,
         s: torch.Tensor,
         frames: Frames,
-        seeds: Sequence[int],
-    ) -> torch.Tensor:
+        har: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The compiled body's spectrum; after a failure, the eager body's (``frames`` bucketed or not, the
+        masks make it the same)."""
         if self.failure is None:
-            har, spec_frames = source_spectrum(decoder.generator, f0, frames, seeds)
             spectrum = self._run_or_fail(asr, f0, noise, s, frames.lengths, har)
             if spectrum is not None:
-                return waveform(decoder.generator, *spectrum, spec_frames)
-        return decode(decoder, asr, f0, noise, s, frames, seeds)
+                return spectrum
+        return decode_body(decoder, asr, f0, noise, s, frames, har)
 
     def warm(self, decoder: Any, batches: Sequence[int], most_frames: int, device: torch.device) -> int:
         """Compile now, not under a request: the decoder's body on silent inputs of each of ``batches`` and a

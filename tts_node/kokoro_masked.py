@@ -18,7 +18,7 @@ tensor stays masked through them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +134,13 @@ class SourceDraws:
     noise: torch.Tensor  # [B, L, harmonics]: zero past an item's own samples
 
 
+Body = Callable[
+    [Any, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Frames, torch.Tensor],
+    tuple[torch.Tensor, torch.Tensor],
+]
+"""How the decoder's body runs (:func:`decode_body`, or compiled: ``tts_node.kokoro_compile``)."""
+
+
 def decode(
     decoder: Any,
     asr: torch.Tensor,
@@ -142,11 +149,13 @@ def decode(
     s: torch.Tensor,
     frames: Frames,
     seeds: Sequence[int],
+    body: Body | None = None,
 ) -> torch.Tensor:
     """``Decoder.forward`` on ``[B, C, T]`` features and ``[B, 2T]`` curves: ``[B, samples]`` audio, zero past an
-    item's end. ``seeds`` fix each item's harmonic-source noise."""
+    item's end. ``seeds`` fix each item's harmonic-source noise; ``body`` runs the convolution stacks between the
+    source's spectrum and the inverse STFT (:func:`decode_body` unless given)."""
     har, spec_frames = source_spectrum(decoder.generator, f0, frames, seeds)
-    spec, phase = decode_body(decoder, asr, f0, noise, s, frames, har)
+    spec, phase = (body or decode_body)(decoder, asr, f0, noise, s, frames, har)
     return waveform(decoder.generator, spec, phase, spec_frames)
 
 
