@@ -8,6 +8,7 @@ import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,13 +28,56 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now, picked below the ephemeral range.
+class PortLeases:
+    """Ports handed out lately, across processes: one file per port, created exclusively.
+
+    A port is free when nothing listens on it, but it stays free until the service it was picked for binds
+    it, seconds later, and meanwhile any other caller, in this process or another (the CI runs several test
+    sessions side by side), could pick it again: two services of one deployment were handed the same
+    metrics port and the second exited with "Address already in use". A lease keeps a picked port from
+    being picked again until it expires (by then its service has bound it, or has long stopped).
+    """
+
+    def __init__(self, directory: Path, lease_s: float) -> None:
+        self.directory = directory
+        self.lease_s = lease_s
+
+    def take(self, port: int) -> bool:
+        """Lease ``port``: ``False`` when another caller holds an unexpired lease on it."""
+        path = self.directory / str(port)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if self._create(path):
+                return True
+            if time.time() - path.stat().st_mtime < self.lease_s:
+                return False
+            path.unlink(missing_ok=True)  # expired: taken over (one of two takers at once wins the create)
+            return self._create(path)
+        except FileNotFoundError:  # its holder's lease expired and was taken over between our calls
+            return False
+        except OSError:  # no writable temporary directory: no leases, as before they existed
+            return True
+
+    @staticmethod
+    def _create(path: Path) -> bool:
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return False
+        return True
+
+
+LEASES: Final = PortLeases(Path(tempfile.gettempdir()) / "voxlog-port-leases", lease_s=600.0)
+
+
+def free_port(leases: PortLeases = LEASES) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on and no caller was handed lately, below the ephemeral range.
 
     A port the kernel picks (bind to 0) comes from the range it also hands to outgoing connections, and
     between this call and the service's own bind any client connecting anywhere (a Kafka or PostgreSQL
     client, say) could take it: a worker then failed to serve its metrics with "Address already in use".
-    Below the range only another explicit bind can take it.
+    Below the range only another explicit bind can take it, and the lease keeps other callers from
+    picking it for that bind.
     """
     low = _ephemeral_low()
     pick = random.SystemRandom()
@@ -44,6 +88,7 @@ def free_port() -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if leases.take(port):
             return port
     with socket.socket() as sock:  # no room below the range: let the kernel pick
         sock.bind(("127.0.0.1", 0))
