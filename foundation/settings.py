@@ -145,7 +145,9 @@ def _set_in_environment(variable: str) -> str | None:
 
 
 class _Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VOXLOG_", extra="ignore", frozen=True, hide_input_in_errors=True)
+    model_config = SettingsConfigDict(
+        env_prefix="VOXLOG_", extra="ignore", frozen=True, hide_input_in_errors=True, defer_build=True
+    )
     process: ClassVar[str] = ""
     group: ClassVar[Group | None] = None
     """The concern of the fields this class declares itself (each declaring class says its own)."""
