@@ -9,17 +9,16 @@ calls run on one dedicated thread so the event loop keeps serving HTTP.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
 
 from tts_node.engine import Audio, Engine
+from tts_node.engine_thread import EngineThread
 from tts_node.errors import EngineInputError, TtsNodeError
 
 log = structlog.get_logger("voxlog.tts_node")
@@ -120,10 +119,15 @@ class _CallJob(_Job):
 
 
 class SynthesisQueue:
-    """The node's only way to the engine: FIFO, one request at a time, off the event loop."""
+    """The node's only way to the engine: FIFO, one request at a time, off the event loop.
 
-    def __init__(self, engine: Engine) -> None:
+    On ``thread``, the one the process loaded and warmed its engine on (left open at ``stop``: its owner
+    closes it); without it, on a thread of the queue's own.
+    """
+
+    def __init__(self, engine: Engine, thread: EngineThread | None = None) -> None:
         self.engine = engine
+        self._given = thread
         self.submitted = 0
         self.completed = 0
         self.cancelled = 0
@@ -131,7 +135,7 @@ class SynthesisQueue:
         self._waiting: deque[_Job] = deque()
         self._current: _Job | None = None
         self._consumer: asyncio.Task[None] | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread: EngineThread | None = None
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
         self._closing = False
@@ -149,7 +153,7 @@ class SynthesisQueue:
         if self._consumer is not None:
             raise RuntimeError("the synthesis queue is already running")
         self._closing = False
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synth")
+        self._thread = self._given or EngineThread()
         self._consumer = asyncio.create_task(self._consume(), name="synthesis-queue")
         self._consumer.add_done_callback(self._consumer_ended)
 
@@ -174,10 +178,9 @@ class SynthesisQueue:
                 log.warning("synthesis still running at shutdown; abandoning it", grace_s=grace_s)
                 consumer.cancel()
                 await asyncio.wait({consumer})
-        if self._executor is not None:
-            # Without waiting: a cut-off engine call cannot be interrupted and must not block shutdown.
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not self._given:
+            thread.close()  # without waiting: a cut-off engine call cannot be interrupted
 
     async def stream(self, text: str, lang: str, voice: str, speed: float) -> AsyncGenerator[SegmentAudio, None]:
         """Segments as they are synthesized; the request joins the FIFO when iteration starts.
@@ -238,9 +241,9 @@ class SynthesisQueue:
             self._notify()
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._executor is None:
+        if self._thread is None:
             raise QueueClosed("the synthesis queue is not running")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+        return await self._thread.run(fn, *args)
 
     async def _consume(self) -> None:
         while True:

@@ -29,6 +29,7 @@ from foundation.audio import encode_wav
 from foundation.audio_formats import UnsupportedAudio, check, encode, media_type
 from foundation.shutdown import BoundedServer, Shutdown
 from tts_node.engine import Audio, Engine, EngineInfo
+from tts_node.engine_thread import EngineThread
 from tts_node.errors import EngineInputError, TtsNodeError
 from tts_node.fifo import QueueClosed, SegmentAudio, SynthesisQueue
 
@@ -235,10 +236,13 @@ class _NodeServer(BoundedServer):
         await super().shutdown(sockets)
 
 
-async def serve_node(engine: Engine, host: str, port: int, shutdown: Shutdown) -> None:
+async def serve_node(
+    engine: Engine, host: str, port: int, shutdown: Shutdown, thread: EngineThread | None = None
+) -> None:
     """Serve ``engine`` over HTTP until SIGTERM/SIGINT, stopping within ``shutdown``'s time: open responses
-    get half of it, the running request the other half to finish."""
-    queue = SynthesisQueue(engine)
+    get half of it, the running request the other half to finish. Its requests run on ``thread``, the one
+    the engine was loaded on (:mod:`tts_node.engine_thread`), or on a thread of their own."""
+    queue = SynthesisQueue(engine, thread)
     app = create_node_app(queue, engine.info, stop_grace_s=shutdown.timeout_s / 2)
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
     await shutdown.run(_NodeServer(config, queue, shutdown).serve())

@@ -22,6 +22,7 @@ from foundation.lifecycle import stop_on_signals
 from foundation.logging import configure_logging
 from foundation.metrics import serve_metrics
 from producers.requests import Limits
+from tts_node.engine_thread import EngineThread
 from tts_node.fifo import SynthesisQueue
 from voxlog.composition.configs import MAX_SPEED, MIN_SPEED, batch_and_claims
 from voxlog.composition.resources import load_configured_engine
@@ -54,9 +55,10 @@ async def run_api(settings: BaselineApiSettings) -> None:
 
 async def run_worker(settings: BaselineWorkerSettings) -> None:
     worker_id = settings.worker_id or f"{socket.gethostname()}-{settings.device}"
-    model = await load_configured_engine(settings)
+    thread = EngineThread()  # as voxlog's worker: the engine's load and its forwards on one thread
+    model = await load_configured_engine(settings, thread)
     engine = TtsNodeSpeechEngine(model)
-    fifo = SynthesisQueue(model)
+    fifo = SynthesisQueue(model, thread)
     await fifo.start()
     serve_metrics(settings.metrics_host, settings.metrics_port)
     pool = await _pool(settings.database_url.get_secret_value(), settings.database_schema, 2)
@@ -76,6 +78,7 @@ async def run_worker(settings: BaselineWorkerSettings) -> None:
         await listener.close()
         await pool.close()
         await fifo.stop(grace_s=settings.shutdown_grace_s)
+        thread.close()
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ a factor faster or slower: every assertion is about what was measured and kept, 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -16,7 +17,9 @@ from tests.support.costed_engine import CostedEngine
 from tts_node import load_engine
 from tts_node.decoder_choice import GAIN, candidates, choose_decoder
 from tts_node.engine import Speech, SpeechRequest
+from tts_node.engine_thread import EngineThread
 from tts_node.errors import EngineFailure
+from tts_node.fifo import SynthesisQueue
 from voxlog.composition import resources
 from voxlog.composition.batch_sizes import choose_decoder_at_start
 
@@ -129,11 +132,36 @@ def test_an_engine_with_one_way_to_run_keeps_eager_at_start():
     assert choose_decoder_at_start(load_engine("bench-sleep")) == "eager"
 
 
-async def test_auto_loads_the_engine_eager_then_measures_it(monkeypatch):
-    measured: list[object] = []
-    monkeypatch.setattr(resources, "choose_decoder_at_start", lambda engine: measured.append(engine) or "eager")
-    engine = await resources.load_configured_engine(EngineSettings(engine="bench-sleep", decoder="auto"))
-    assert measured == [engine]
-    measured.clear()
-    await resources.load_configured_engine(EngineSettings(engine="bench-sleep"))
-    assert measured == [], "eager, the default, measures nothing"
+async def test_regression_auto_loads_the_engine_eager_then_measures_it_on_the_thread_that_serves_its_forwards(
+    monkeypatch,
+):
+    """It measured on a start-up thread of its own and the FIFO ran the forwards on another: the CUDA graphs
+    a ``graphs`` decoder recorded while it was chosen and warmed (the compiler's graph trees are per thread)
+    were recorded again under the first requests."""
+    loaded_on: list[int] = []
+    measured: list[tuple[object, int]] = []
+
+    def load(*args: object, **kwargs: object) -> object:
+        loaded_on.append(threading.get_ident())
+        return load_engine(*args, **kwargs)
+
+    monkeypatch.setattr(resources, "load_engine", load)
+    monkeypatch.setattr(
+        resources, "choose_decoder_at_start", lambda engine: measured.append((engine, threading.get_ident())) or "eager"
+    )
+    thread = EngineThread()
+    try:
+        engine = await resources.load_configured_engine(EngineSettings(engine="bench-sleep", decoder="auto"), thread)
+        fifo = SynthesisQueue(engine, thread)
+        await fifo.start()
+        served_on = await fifo.call(threading.get_ident)
+        await fifo.stop(grace_s=5)
+        assert not thread.closed, "the queue leaves the thread it was given to its owner"
+        assert measured == [(engine, served_on)]
+        assert loaded_on == [served_on]
+        assert served_on != threading.get_ident(), "off the event loop"
+        measured.clear()
+        await resources.load_configured_engine(EngineSettings(engine="bench-sleep"), thread)
+        assert measured == [], "eager, the default, measures nothing"
+    finally:
+        thread.close()

@@ -26,6 +26,7 @@ from foundation.shutdown import Shutdown
 from projections.errors import DatabaseUnavailable, MigrationsPending
 from projections.migrations import check_migrated, migrate_database
 from tts_node import Engine, load_engine
+from tts_node.engine_thread import EngineThread
 from tts_node.fifo import SynthesisQueue
 from voxlog.composition.batch_sizes import choose_decoder_at_start
 from voxlog.instance import instance_name
@@ -113,11 +114,18 @@ async def open_consumer(
     return consumer
 
 
-async def load_configured_engine(settings: EngineSettings) -> Engine:
-    """The one model of this process, on its device, loaded and warmed up off the event loop."""
+def open_engine_thread(resources: AsyncExitStack) -> EngineThread:
+    """The thread every call of the process's engine runs on (:mod:`tts_node.engine_thread`), closed last."""
+    thread = EngineThread()
+    resources.callback(thread.close)
+    return thread
+
+
+async def load_configured_engine(settings: EngineSettings, thread: EngineThread) -> Engine:
+    """The one model of this process, on its device, loaded, warmed up and its decoder chosen on ``thread``."""
     if settings.nice:
         os.nice(settings.nice)  # synthesis should yield the CPU to the broker and the API
-    engine = await asyncio.to_thread(
+    engine = await thread.run(
         load_engine,
         settings.engine,
         device=settings.device,
@@ -128,12 +136,14 @@ async def load_configured_engine(settings: EngineSettings) -> Engine:
         decoder="eager" if settings.decoder == "auto" else settings.decoder,
     )
     if settings.decoder == "auto":
-        await asyncio.to_thread(choose_decoder_at_start, engine)
+        await thread.run(choose_decoder_at_start, engine)
     return engine
 
 
-async def open_fifo(resources: AsyncExitStack, model: Engine, grace_s: float, shutdown: Shutdown) -> SynthesisQueue:
-    fifo = SynthesisQueue(model)
+async def open_fifo(
+    resources: AsyncExitStack, model: Engine, grace_s: float, shutdown: Shutdown, thread: EngineThread
+) -> SynthesisQueue:
+    fifo = SynthesisQueue(model, thread)
     await fifo.start()
     resources.push_async_callback(shutdown.closing("stopping the engine's queue", lambda: fifo.stop(grace_s=grace_s)))
     return fifo

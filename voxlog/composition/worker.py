@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import AsyncExitStack
 from typing import Final
 
@@ -34,6 +33,7 @@ from voxlog.composition.resources import (
     load_configured_engine,
     open_consumer,
     open_database,
+    open_engine_thread,
     open_fifo,
     open_publisher,
 )
@@ -59,15 +59,16 @@ async def _worker(settings: WorkerSettings, shutdown: Shutdown) -> None:
     stop = shutdown.stop
     async with AsyncExitStack() as resources:
         export_spans(resources, settings, "worker", shutdown)
-        model = await load_configured_engine(settings)
+        thread = open_engine_thread(resources)
+        model = await load_configured_engine(settings, thread)
         engine = TtsNodeSpeechEngine(model)
         # Before the FIFO, the broker and the database: nothing else calls the engine while it is measured.
-        measured = await asyncio.to_thread(measure_forwards, settings, model)
+        measured = await thread.run(measure_forwards, settings, model)
         sizes = forward_sizes(settings, engine.description.device, measured)
         publish_sizes(sizes)
         config = worker_config(settings, engine.description, sizes)
         producer = Producer(service="worker", instance=config.worker_id)
-        fifo = await open_fifo(resources, model, settings.shutdown_grace_s, shutdown)
+        fifo = await open_fifo(resources, model, settings.shutdown_grace_s, shutdown, thread)
         ENGINE_QUEUE_DEPTH.set_function(lambda: fifo.depth)
         serve_metrics(settings.metrics_host, settings.metrics_port)
         pool = await open_database(resources, settings, shutdown, migrate=False)
