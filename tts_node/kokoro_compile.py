@@ -159,19 +159,11 @@ class CompiledDecoding:
             _log.warning("the %s decoder failed; eager from now on: %s", self._mode, self.failure, exc_info=exc)
             return None
 
-    def _run(
-        self,
-        asr: torch.Tensor,
-        f0: torch.Tensor,
-        noise: torch.Tensor,
-        s: torch.Tensor,
-        lengths: torch.Tensor,
-        har: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _run(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The compiled :class:`_DecoderBody` on ``inputs``, its arguments in its order."""
         if self._graphs:
             # A new step: the last replay's outputs (already read by then) may be overwritten.
             torch.compiler.cudagraph_mark_step_begin()
-        inputs = (asr, f0, noise, s, lengths, har)
         spec, phase = self._compiled(*(_packed(t) for t in inputs))
         return (spec.clone(), phase.clone()) if self._graphs else (spec, phase)
 
